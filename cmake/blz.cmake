@@ -1,0 +1,39 @@
+# Shared compile settings for every blz target.
+add_library(blz_options INTERFACE)
+target_compile_options(blz_options INTERFACE -Wall -Wextra -Wpedantic -Wshadow
+  -Wnon-virtual-dtor -Wno-missing-field-initializers)
+if(BLZ_WERROR)
+  target_compile_options(blz_options INTERFACE -Werror)
+endif()
+if(BLZ_SANITIZE)
+  target_compile_options(blz_options INTERFACE -fsanitize=address,undefined
+    -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(blz_options INTERFACE -fsanitize=address,undefined)
+endif()
+# Include paths start at the repository root: #include "core/status.h".
+target_include_directories(blz_options INTERFACE ${PROJECT_SOURCE_DIR})
+
+# blz_library(NAME SOURCES... DEPS ...): one static library per layer folder.
+function(blz_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  if(ARG_SOURCES)
+    add_library(${name} STATIC ${ARG_SOURCES})
+    target_link_libraries(${name} PUBLIC blz_options ${ARG_DEPS})
+  else()
+    add_library(${name} INTERFACE)
+    target_link_libraries(${name} INTERFACE blz_options ${ARG_DEPS})
+  endif()
+endfunction()
+
+# blz_test(NAME SOURCES... DEPS ...): one GoogleTest binary, registered with CTest.
+# Tests run from the build directory; BLZ_SOURCE_DIR and BLZ_CORPUS_DIR are compiled in.
+function(blz_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE blz_options ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
+  target_compile_definitions(${name} PRIVATE
+    BLZ_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    BLZ_CORPUS_DIR="${BLZ_CORPUS_DIR}")
+  include(GoogleTest)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+endfunction()

@@ -1,0 +1,132 @@
+#include "core/digest.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace blz {
+
+struct Sha256::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+  Impl() {
+    ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  }
+  ~Impl() { EVP_MD_CTX_free(ctx); }
+};
+
+Sha256::Sha256() : impl_(std::make_unique<Impl>()) {}
+Sha256::~Sha256() = default;
+Sha256::Sha256(Sha256&&) noexcept = default;
+Sha256& Sha256::operator=(Sha256&&) noexcept = default;
+
+void Sha256::Update(ByteSpan data) {
+  if (!data.empty()) EVP_DigestUpdate(impl_->ctx, data.data(), data.size());
+}
+
+Sha256Bytes Sha256::Finish() {
+  Sha256Bytes out{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, out.data(), &len);
+  EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr);
+  return out;
+}
+
+std::string Sha256::FinishHex() {
+  Sha256Bytes b = Finish();
+  return HexEncode(b);
+}
+
+Sha256Bytes Sha256Of(ByteSpan data) {
+  Sha256 h;
+  h.Update(data);
+  return h.Finish();
+}
+
+std::string Sha256Hex(ByteSpan data) { return HexEncode(Sha256Of(data)); }
+
+Result<std::string> Sha256FileHex(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IOError(path + ": cannot open: " + std::strerror(errno));
+  Sha256 h;
+  std::vector<uint8_t> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return IOError(path + ": read failed: " + std::strerror(e));
+    }
+    if (n == 0) break;
+    h.Update(ByteSpan(buf.data(), size_t(n)));
+  }
+  ::close(fd);
+  return h.FinishHex();
+}
+
+uint64_t Xxh3_64(ByteSpan data) { return XXH3_64bits(data.data(), data.size()); }
+
+Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) {
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+Xxh3Stream::~Xxh3Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+void Xxh3Stream::Update(ByteSpan data) {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data.data(), data.size());
+}
+uint64_t Xxh3Stream::Digest() const {
+  return XXH3_64bits_digest(static_cast<XXH3_state_t*>(state_));
+}
+
+std::string HexEncode(ByteSpan data) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s(data.size() * 2, '0');
+  for (size_t i = 0; i < data.size(); ++i) {
+    s[2 * i] = kDigits[data[i] >> 4];
+    s[2 * i + 1] = kDigits[data[i] & 15];
+  }
+  return s;
+}
+
+std::string Hex64(uint64_t v) {
+  uint8_t b[8];
+  for (int i = 0; i < 8; ++i) b[i] = uint8_t(v >> (56 - 8 * i));
+  return HexEncode(ByteSpan(b, 8));
+}
+
+bool IsLowerHex(std::string_view s, size_t length) {
+  if (s.size() != length) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+Result<uint64_t> ParseHex64(std::string_view s) {
+  if (!IsLowerHex(s, 16)) {
+    return InvalidArgument("expected 16 lower-case hex digits, got '" + std::string(s) + "'");
+  }
+  uint64_t v = 0;
+  for (char c : s) v = (v << 4) | uint64_t(c <= '9' ? c - '0' : c - 'a' + 10);
+  return v;
+}
+
+std::string MakeDigest(std::string_view sha256_hex) {
+  return "sha256:" + std::string(sha256_hex);
+}
+
+Result<std::string> ParseDigest(std::string_view digest) {
+  constexpr std::string_view kPrefix = "sha256:";
+  if (digest.substr(0, kPrefix.size()) != kPrefix || !IsLowerHex(digest.substr(kPrefix.size()), 64)) {
+    return InvalidArgument("invalid digest '" + std::string(digest.substr(0, 80)) +
+                           "': expected sha256:<64 lower-case hex digits>");
+  }
+  return std::string(digest.substr(kPrefix.size()));
+}
+
+}  // namespace blz

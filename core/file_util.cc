@@ -1,0 +1,221 @@
+#include "core/file_util.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/digest.h"
+
+namespace blz {
+namespace {
+
+std::string Errno(const std::string& what, const std::string& path) {
+  return path + ": " + what + ": " + std::strerror(errno);
+}
+
+std::string ParentDir(const std::string& path) {
+  auto pos = path.rfind('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return path.substr(0, pos);
+}
+
+}  // namespace
+
+AtomicFile::~AtomicFile() { Abandon(); }
+
+AtomicFile::AtomicFile(AtomicFile&& other) noexcept
+    : fd_(other.fd_), size_(other.size_), dest_(std::move(other.dest_)),
+      temp_path_(std::move(other.temp_path_)) {
+  other.fd_ = -1;
+  other.temp_path_.clear();
+}
+
+AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
+  if (this != &other) {
+    Abandon();
+    fd_ = other.fd_;
+    size_ = other.size_;
+    dest_ = std::move(other.dest_);
+    temp_path_ = std::move(other.temp_path_);
+    other.fd_ = -1;
+    other.temp_path_.clear();
+  }
+  return *this;
+}
+
+Result<AtomicFile> AtomicFile::Create(const std::string& dest, int mode) {
+  AtomicFile f;
+  f.dest_ = dest;
+  f.temp_path_ = dest + ".tmp-" + RandomHex(6);
+  f.fd_ = ::open(f.temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (f.fd_ < 0) {
+    Status s = IOError(Errno("cannot create", f.temp_path_));
+    f.temp_path_.clear();
+    return s;
+  }
+  return f;
+}
+
+Status AtomicFile::Append(ByteSpan data) { return WriteAt(size_, data); }
+
+Status AtomicFile::WriteAt(uint64_t offset, ByteSpan data) {
+  if (fd_ < 0) return Internal("AtomicFile: write after commit");
+  const uint8_t* p = data.data();
+  size_t n = data.size();
+  uint64_t off = offset;
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd_, p, n, off_t(off));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return IOError(Errno("write failed", temp_path_));
+    }
+    p += w;
+    n -= size_t(w);
+    off += uint64_t(w);
+  }
+  if (off > size_) size_ = off;
+  return Status::Ok();
+}
+
+Status AtomicFile::Truncate(uint64_t size) {
+  if (fd_ < 0) return Internal("AtomicFile: truncate after commit");
+  if (::ftruncate(fd_, off_t(size)) != 0) return IOError(Errno("truncate failed", temp_path_));
+  size_ = size;
+  return Status::Ok();
+}
+
+Status AtomicFile::Commit(bool no_replace) {
+  if (fd_ < 0) return Internal("AtomicFile: double commit");
+  if (::fsync(fd_) != 0) return IOError(Errno("fsync failed", temp_path_));
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return IOError(Errno("close failed", temp_path_));
+  }
+  fd_ = -1;
+  if (no_replace) {
+    // link() fails with EEXIST instead of replacing: an atomic "create if absent".
+    if (::link(temp_path_.c_str(), dest_.c_str()) != 0) {
+      Status s = errno == EEXIST ? AlreadyExists(dest_ + ": already exists")
+                                 : IOError(Errno("cannot publish", dest_));
+      ::unlink(temp_path_.c_str());
+      temp_path_.clear();
+      return s;
+    }
+    ::unlink(temp_path_.c_str());
+  } else if (::rename(temp_path_.c_str(), dest_.c_str()) != 0) {
+    Status s = IOError(Errno("cannot rename into place", dest_));
+    ::unlink(temp_path_.c_str());
+    temp_path_.clear();
+    return s;
+  }
+  temp_path_.clear();
+  return SyncDir(ParentDir(dest_));
+}
+
+void AtomicFile::Abandon() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (!temp_path_.empty()) {
+    ::unlink(temp_path_.c_str());
+    temp_path_.clear();
+  }
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view data, int mode) {
+  BLZ_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::Create(path, mode));
+  BLZ_RETURN_IF_ERROR(f.Append(data));
+  return f.Commit();
+}
+
+Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return IOError(Errno("cannot open", path));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return IOError(Errno("cannot stat", path));
+  }
+  if (uint64_t(st.st_size) > max_bytes) {
+    ::close(fd);
+    return TooLarge(path + ": " + std::to_string(st.st_size) + " bytes, more than the cap of " +
+                    std::to_string(max_bytes));
+  }
+  std::string out(size_t(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return IOError(Errno("read failed", path));
+    }
+    if (n == 0) break;
+    got += size_t(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
+}
+
+Status SyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return IOError(Errno("cannot open directory", dir));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0 && errno != EINVAL) return IOError(Errno("fsync failed", dir));
+  return Status::Ok();
+}
+
+std::string RandomHex(size_t n_bytes) {
+  std::vector<uint8_t> b(n_bytes);
+  size_t got = 0;
+  while (got < n_bytes) {
+    ssize_t n = ::getrandom(b.data() + got, n_bytes - got, 0);
+    if (n > 0) got += size_t(n);
+  }
+  return HexEncode(b);
+}
+
+Result<std::string> MakeTempDir(const std::string& parent, std::string_view prefix) {
+  std::string tmpl = parent + "/" + std::string(prefix) + "XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) return IOError(Errno("cannot create temp dir", tmpl));
+  return std::string(buf.data());
+}
+
+void RemoveAll(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+bool IsSafeRelativePath(std::string_view rel) {
+  if (rel.empty() || rel.front() == '/' || rel.size() > 4096) return false;
+  size_t start = 0;
+  while (start <= rel.size()) {
+    size_t end = rel.find('/', start);
+    if (end == std::string_view::npos) end = rel.size();
+    std::string_view part = rel.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  for (char c : rel) {
+    if (c == '\\' || c == '\0') return false;
+  }
+  return true;
+}
+
+}  // namespace blz

@@ -1,0 +1,80 @@
+// Files written atomically, and small-file helpers.
+//
+// AtomicFile writes to a temporary file in the destination's directory
+// ("<dest>.tmp-<random>"), and Commit() flushes it (fsync), renames it over the destination
+// and fsyncs the directory. If Commit() is never called the destructor removes the temporary
+// file, so a crash or an error never leaves a half-written destination visible.
+#ifndef BLZ_CORE_FILE_UTIL_H_
+#define BLZ_CORE_FILE_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/bytes.h"
+#include "core/status.h"
+
+namespace blz {
+
+class AtomicFile {
+ public:
+  AtomicFile() = default;
+  ~AtomicFile();
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&& other) noexcept;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  // Creates the temporary file (mode 0644 unless `mode` given). The parent directory must exist.
+  static Result<AtomicFile> Create(const std::string& dest, int mode = 0644);
+
+  // Appends at the current end.
+  Status Append(ByteSpan data);
+  Status Append(std::string_view data) { return Append(AsBytes(data)); }
+  // Writes at an absolute offset (the file grows as needed; holes read as zeros).
+  Status WriteAt(uint64_t offset, ByteSpan data);
+  // Sets the file length (for pre-sizing before WriteAt).
+  Status Truncate(uint64_t size);
+  uint64_t size() const { return size_; }
+  int fd() const { return fd_; }
+  const std::string& temp_path() const { return temp_path_; }
+  const std::string& dest_path() const { return dest_; }
+
+  // fsync, rename over dest (replacing it unless `no_replace`), fsync the directory.
+  // With no_replace, fails with kAlreadyExists if dest exists.
+  Status Commit(bool no_replace = false);
+  // Removes the temporary file now.
+  void Abandon();
+
+ private:
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::string dest_;
+  std::string temp_path_;
+};
+
+// Writes `data` to `path` atomically.
+Status WriteFileAtomic(const std::string& path, std::string_view data, int mode = 0644);
+
+// Reads a whole file, refusing files larger than `max_bytes`.
+Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes);
+
+// fsyncs a directory (after a rename into it).
+Status SyncDir(const std::string& dir);
+
+// A random lower-case hex string of 2*n_bytes digits (from the OS's CSPRNG).
+std::string RandomHex(size_t n_bytes);
+
+// Creates a fresh empty directory "<parent>/<prefix>XXXXXX". Returns its path.
+Result<std::string> MakeTempDir(const std::string& parent, std::string_view prefix);
+
+// Removes a file or directory tree; ignores a missing path.
+void RemoveAll(const std::string& path);
+
+// Is `rel` a safe relative path: not empty, not absolute, no "." / ".." / empty components,
+// no backslashes or NUL? Archive file names must pass this before being joined to a directory.
+bool IsSafeRelativePath(std::string_view rel);
+
+}  // namespace blz
+
+#endif  // BLZ_CORE_FILE_UTIL_H_
