@@ -1,0 +1,32 @@
+// Runs child processes for end-to-end tests: argv (no shell), extra environment, stdout and
+// stderr captured to files.
+#ifndef BLZ_TESTS_E2E_SUBPROCESS_H_
+#define BLZ_TESTS_E2E_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace blz::testing {
+
+struct ProcessResult {
+  int exit_code = -1;  // -1 when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+// Starts argv[0] (a path) with the current environment plus `env`; stdout/stderr go to the
+// given files. Returns the pid (or -1).
+pid_t StartProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                   const std::string& stdout_path, const std::string& stderr_path);
+
+// Runs to completion and captures both streams (bounded by `timeout_seconds`, then killed).
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env, const std::string& scratch_dir,
+                         int timeout_seconds = 300);
+
+}  // namespace blz::testing
+
+#endif  // BLZ_TESTS_E2E_SUBPROCESS_H_
