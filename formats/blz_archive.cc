@@ -1,0 +1,871 @@
+#include "formats/blz_archive.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/checked.h"
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "formats/json_strict.h"
+#include "formats/model_dir.h"
+#include "formats/safetensors.h"
+
+namespace blz::formats {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr uint8_t kMagic[8] = {'B', 'L', 'Z', 'A', 'R', 'C', 'H', '\n'};
+constexpr uint64_t kFixedHeaderBytes = 24;
+// Pieces are copied and hashed in chunks of this size, so memory stays bounded.
+constexpr size_t kCopyChunk = 8u << 20;
+constexpr std::string_view kZeroSha256 =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
+std::string Num(uint64_t v) { return std::to_string(v); }
+
+std::string Quote(std::string_view s) {
+  constexpr size_t kMax = 200;
+  if (s.size() <= kMax) return "'" + std::string(s) + "'";
+  return "'" + std::string(s.substr(0, kMax)) + "...'";
+}
+
+const char* PieceKindName(ArchivePiece::Kind k) {
+  return k == ArchivePiece::Kind::kRaw ? "raw" : "tensor";
+}
+
+// The header JSON exactly as blz writes it: compact, keys in this fixed order.
+std::string HeaderJson(const ArchiveHeader& h) {
+  ojson files = ojson::array();
+  for (const ArchiveFile& f : h.files) {
+    ojson pieces = ojson::array();
+    for (const ArchivePiece& p : f.pieces) {
+      ojson pj = ojson::object();
+      pj["kind"] = PieceKindName(p.kind);
+      pj["index"] = p.index;
+      pieces.push_back(std::move(pj));
+    }
+    ojson fj = ojson::object();
+    fj["path"] = f.path;
+    fj["kind"] = f.kind;
+    fj["size"] = f.size;
+    fj["sha256"] = f.sha256;
+    fj["pieces"] = std::move(pieces);
+    files.push_back(std::move(fj));
+  }
+  ojson raws = ojson::array();
+  for (const ArchiveRaw& r : h.raws) {
+    ojson rj = ojson::object();
+    rj["offset"] = r.offset;
+    rj["length"] = r.length;
+    rj["xxh3"] = Hex64(r.xxh3);
+    rj["file"] = r.file_index;
+    raws.push_back(std::move(rj));
+  }
+  ojson tensors = ojson::array();
+  for (const ArchiveTensor& t : h.tensors) {
+    ojson tj = ojson::object();
+    tj["name"] = t.name;
+    tj["dtype"] = DTypeName(t.dtype);
+    tj["shape"] = t.shape;
+    tj["offset"] = t.offset;
+    tj["length"] = t.length;
+    tj["xxh3"] = Hex64(t.xxh3);
+    tj["sha256"] = t.sha256;
+    tj["file"] = t.file_index;
+    tensors.push_back(std::move(tj));
+  }
+  ojson root = ojson::object();
+  root["files"] = std::move(files);
+  root["raws"] = std::move(raws);
+  root["tensors"] = std::move(tensors);
+  return root.dump();
+}
+
+// The 24-byte fixed header followed by the JSON and zero padding up to data_start.
+std::string PrefixBytes(const std::string& json, uint64_t data_start) {
+  std::string out(reinterpret_cast<const char*>(kMagic), sizeof(kMagic));
+  AppendLE32(&out, kArchiveVersion);
+  AppendLE32(&out, 0);
+  AppendLE64(&out, json.size());
+  out += json;
+  out.resize(data_start, '\0');
+  return out;
+}
+
+// ---- Strict field access for the header JSON. `where` is a JSON path like "files[2]". ----
+
+Status FieldError(const std::string& where, const std::string& what) {
+  return Corruption("archive header (byte offset 24): " + where + ": " + what);
+}
+
+Status ExpectObject(const nlohmann::json& j, std::initializer_list<const char*> keys,
+                    const std::string& where) {
+  if (!j.is_object()) return FieldError(where, std::string("is ") + j.type_name() + ", not an object");
+  for (const char* k : keys) {
+    if (!j.contains(k)) return FieldError(where, std::string("missing field \"") + k + "\"");
+  }
+  if (j.size() != keys.size()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }) ==
+          keys.end()) {
+        return FieldError(where, "unknown field " + Quote(it.key()));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status GetU64(const nlohmann::json& j, const char* key, const std::string& where, uint64_t* out) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_unsigned()) {
+    return FieldError(where + "." + key, "is not a non-negative integer");
+  }
+  *out = v.get<uint64_t>();
+  return Status::Ok();
+}
+
+Status GetU32(const nlohmann::json& j, const char* key, const std::string& where, uint32_t* out) {
+  uint64_t v;
+  BLZ_RETURN_IF_ERROR(GetU64(j, key, where, &v));
+  if (v > UINT32_MAX) return FieldError(where + "." + key, "exceeds 2^32-1");
+  *out = uint32_t(v);
+  return Status::Ok();
+}
+
+Status GetString(const nlohmann::json& j, const char* key, const std::string& where,
+                 std::string* out) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_string()) return FieldError(where + "." + key, "is not a string");
+  *out = v.get<std::string>();
+  return Status::Ok();
+}
+
+Status GetHex(const nlohmann::json& j, const char* key, const std::string& where, size_t digits,
+              std::string* out) {
+  BLZ_RETURN_IF_ERROR(GetString(j, key, where, out));
+  if (!IsLowerHex(*out, digits)) {
+    return FieldError(where + "." + key, "is not " + Num(digits) + " lower-case hex digits");
+  }
+  return Status::Ok();
+}
+
+Status GetXxh3(const nlohmann::json& j, const std::string& where, uint64_t* out) {
+  std::string hex;
+  BLZ_RETURN_IF_ERROR(GetHex(j, "xxh3", where, 16, &hex));
+  BLZ_ASSIGN_OR_RETURN(*out, ParseHex64(hex));
+  return Status::Ok();
+}
+
+Status GetArray(const nlohmann::json& j, const char* key, const std::string& where,
+                const nlohmann::json** out) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_array()) return FieldError(where + "." + key, "is not an array");
+  *out = &v;
+  return Status::Ok();
+}
+
+// Walks the data section in header order, calling fn(file_index, piece, offset, length) for each
+// piece. Assumes a header that passed ParseArchivePrefix.
+template <typename Fn>
+Status ForEachPiece(const ArchiveHeader& h, Fn&& fn) {
+  for (size_t fi = 0; fi < h.files.size(); ++fi) {
+    for (const ArchivePiece& p : h.files[fi].pieces) {
+      uint64_t off, len;
+      if (p.kind == ArchivePiece::Kind::kRaw) {
+        off = h.raws[p.index].offset;
+        len = h.raws[p.index].length;
+      } else {
+        off = h.tensors[p.index].offset;
+        len = h.tensors[p.index].length;
+      }
+      BLZ_RETURN_IF_ERROR(fn(fi, p, off, len));
+    }
+  }
+  return Status::Ok();
+}
+
+std::string PieceLabel(const ArchiveHeader& h, size_t fi, const ArchivePiece& p) {
+  if (p.kind == ArchivePiece::Kind::kTensor) {
+    return "tensor " + Quote(h.tensors[p.index].name) + " of file " + Quote(h.files[fi].path);
+  }
+  return "raw piece " + Num(p.index) + " of file " + Quote(h.files[fi].path);
+}
+
+std::string ParentOf(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return path.substr(0, pos);
+}
+
+std::string BaseName(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  auto pos = p.find_last_of('/');
+  return pos == std::string::npos ? p : p.substr(pos + 1);
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+Result<ArchiveHeader> ParseArchivePrefix(ByteSpan prefix, uint64_t file_size) {
+  if (file_size < kFixedHeaderBytes) {
+    return Corruption("archive: file is " + Num(file_size) +
+                      " bytes, smaller than the 24-byte fixed header");
+  }
+  if (prefix.size() < kFixedHeaderBytes) {
+    return InvalidArgument("archive: need the first 24 bytes, got " + Num(prefix.size()));
+  }
+  if (std::memcmp(prefix.data(), kMagic, sizeof(kMagic)) != 0) {
+    return Corruption("archive: bad magic at byte offset 0 (expected \"BLZARCH\\n\")");
+  }
+  const uint32_t version = LoadLE32(prefix.data() + 8);
+  if (version != kArchiveVersion) {
+    return Unsupported("archive: format version " + Num(version) +
+                       " (u32 at byte offset 8) is not supported; this reader knows version " +
+                       Num(kArchiveVersion));
+  }
+  const uint32_t flags = LoadLE32(prefix.data() + 12);
+  if (flags != 0) {
+    return Unsupported("archive: unknown flags 0x" + Hex64(flags).substr(8) +
+                       " (u32 at byte offset 12); version 1 requires 0");
+  }
+  const uint64_t n = LoadLE64(prefix.data() + 16);
+  if (n > kMaxArchiveHeaderBytes) {
+    return TooLarge("archive: header length " + Num(n) + " (u64 at byte offset 16) exceeds the cap of " +
+                    Num(kMaxArchiveHeaderBytes) + " bytes");
+  }
+  if (n > file_size - kFixedHeaderBytes) {
+    return Corruption("archive: header length " + Num(n) +
+                      " (u64 at byte offset 16) runs past the end of the " + Num(file_size) +
+                      "-byte file");
+  }
+  uint64_t data_start;
+  if (!CheckedAlignUp(kFixedHeaderBytes + n, kArchiveAlignment, &data_start) ||
+      data_start > file_size) {
+    return Corruption("archive: the header padding (to byte offset " +
+                      Num(kFixedHeaderBytes + n) + " rounded up to 64) runs past the end of the " +
+                      Num(file_size) + "-byte file");
+  }
+  if (prefix.size() < data_start) {
+    return InvalidArgument("archive: need the first " + Num(data_start) + " bytes, got " +
+                           Num(prefix.size()));
+  }
+  for (uint64_t i = kFixedHeaderBytes + n; i < data_start; ++i) {
+    if (prefix[i] != 0) {
+      return Corruption("archive: non-zero header padding at byte offset " + Num(i));
+    }
+  }
+  const std::string_view text = AsChars(prefix.subspan(kFixedHeaderBytes, n));
+  BLZ_ASSIGN_OR_RETURN(nlohmann::json j,
+                       ParseJsonStrict(text, "archive header (bytes 24.." +
+                                                 Num(kFixedHeaderBytes + n) + ")",
+                                       kFixedHeaderBytes));
+  BLZ_RETURN_IF_ERROR(ExpectObject(j, {"files", "raws", "tensors"}, "header"));
+  const nlohmann::json *jfiles, *jraws, *jtensors;
+  BLZ_RETURN_IF_ERROR(GetArray(j, "files", "header", &jfiles));
+  BLZ_RETURN_IF_ERROR(GetArray(j, "raws", "header", &jraws));
+  BLZ_RETURN_IF_ERROR(GetArray(j, "tensors", "header", &jtensors));
+  if (jfiles->size() > UINT32_MAX || jraws->size() > UINT32_MAX || jtensors->size() > UINT32_MAX) {
+    return FieldError("header", "more than 2^32-1 entries");
+  }
+
+  ArchiveHeader h;
+  h.data_start = data_start;
+  h.total_size = file_size;
+
+  h.raws.resize(jraws->size());
+  for (size_t i = 0; i < jraws->size(); ++i) {
+    const std::string where = "raws[" + Num(i) + "]";
+    const nlohmann::json& r = (*jraws)[i];
+    BLZ_RETURN_IF_ERROR(ExpectObject(r, {"offset", "length", "xxh3", "file"}, where));
+    ArchiveRaw& raw = h.raws[i];
+    BLZ_RETURN_IF_ERROR(GetU64(r, "offset", where, &raw.offset));
+    BLZ_RETURN_IF_ERROR(GetU64(r, "length", where, &raw.length));
+    BLZ_RETURN_IF_ERROR(GetXxh3(r, where, &raw.xxh3));
+    BLZ_RETURN_IF_ERROR(GetU32(r, "file", where, &raw.file_index));
+  }
+
+  h.tensors.resize(jtensors->size());
+  for (size_t i = 0; i < jtensors->size(); ++i) {
+    const nlohmann::json& t = (*jtensors)[i];
+    std::string where = "tensors[" + Num(i) + "]";
+    BLZ_RETURN_IF_ERROR(ExpectObject(
+        t, {"name", "dtype", "shape", "offset", "length", "xxh3", "sha256", "file"}, where));
+    ArchiveTensor& tensor = h.tensors[i];
+    BLZ_RETURN_IF_ERROR(GetString(t, "name", where, &tensor.name));
+    where += " (" + Quote(tensor.name) + ")";
+    std::string dtype;
+    BLZ_RETURN_IF_ERROR(GetString(t, "dtype", where, &dtype));
+    auto parsed = ParseDType(dtype);
+    if (!parsed.ok()) return parsed.status().WithContext("archive header: " + where + ".dtype");
+    tensor.dtype = *parsed;
+    const nlohmann::json* shape;
+    BLZ_RETURN_IF_ERROR(GetArray(t, "shape", where, &shape));
+    uint64_t bytes = DTypeSize(tensor.dtype);
+    for (size_t d = 0; d < shape->size(); ++d) {
+      const nlohmann::json& dim = (*shape)[d];
+      if (!dim.is_number_unsigned()) {
+        return FieldError(where + ".shape[" + Num(d) + "]", "is not a non-negative integer");
+      }
+      tensor.shape.push_back(dim.get<uint64_t>());
+      if (!CheckedMul(bytes, tensor.shape.back(), &bytes)) {
+        return FieldError(where + ".shape", "product(shape) x dtype size overflows 64 bits");
+      }
+    }
+    BLZ_RETURN_IF_ERROR(GetU64(t, "offset", where, &tensor.offset));
+    BLZ_RETURN_IF_ERROR(GetU64(t, "length", where, &tensor.length));
+    if (tensor.length != bytes) {
+      return FieldError(where + ".length", "is " + Num(tensor.length) +
+                                               " but product(shape) x dtype size is " + Num(bytes));
+    }
+    BLZ_RETURN_IF_ERROR(GetXxh3(t, where, &tensor.xxh3));
+    BLZ_RETURN_IF_ERROR(GetHex(t, "sha256", where, 64, &tensor.sha256));
+    BLZ_RETURN_IF_ERROR(GetU32(t, "file", where, &tensor.file_index));
+  }
+
+  h.files.resize(jfiles->size());
+  std::set<std::string_view> paths;
+  for (size_t i = 0; i < jfiles->size(); ++i) {
+    const nlohmann::json& f = (*jfiles)[i];
+    std::string where = "files[" + Num(i) + "]";
+    BLZ_RETURN_IF_ERROR(ExpectObject(f, {"path", "kind", "size", "sha256", "pieces"}, where));
+    ArchiveFile& file = h.files[i];
+    BLZ_RETURN_IF_ERROR(GetString(f, "path", where, &file.path));
+    if (!IsSafeRelativePath(file.path)) {
+      return FieldError(where + ".path", Quote(file.path) + " is not a safe relative path");
+    }
+    if (i > 0 && !(h.files[i - 1].path < file.path)) {
+      return FieldError(where + ".path", Quote(file.path) +
+                                             " is not after the previous path (files must be "
+                                             "sorted bytewise by path, without duplicates)");
+    }
+    where += " (" + Quote(file.path) + ")";
+    BLZ_RETURN_IF_ERROR(GetString(f, "kind", where, &file.kind));
+    if (file.kind != "file" && file.kind != "safetensors") {
+      return Unsupported("archive header: " + where + ".kind: unknown file kind " +
+                         Quote(file.kind));
+    }
+    BLZ_RETURN_IF_ERROR(GetU64(f, "size", where, &file.size));
+    BLZ_RETURN_IF_ERROR(GetHex(f, "sha256", where, 64, &file.sha256));
+    const nlohmann::json* pieces;
+    BLZ_RETURN_IF_ERROR(GetArray(f, "pieces", where, &pieces));
+    file.pieces.resize(pieces->size());
+    for (size_t k = 0; k < pieces->size(); ++k) {
+      const std::string pw = where + ".pieces[" + Num(k) + "]";
+      const nlohmann::json& p = (*pieces)[k];
+      BLZ_RETURN_IF_ERROR(ExpectObject(p, {"kind", "index"}, pw));
+      std::string kind;
+      BLZ_RETURN_IF_ERROR(GetString(p, "kind", pw, &kind));
+      if (kind == "raw") {
+        file.pieces[k].kind = ArchivePiece::Kind::kRaw;
+      } else if (kind == "tensor") {
+        file.pieces[k].kind = ArchivePiece::Kind::kTensor;
+      } else {
+        return FieldError(pw + ".kind", "is " + Quote(kind) + ", not \"raw\" or \"tensor\"");
+      }
+      BLZ_RETURN_IF_ERROR(GetU32(p, "index", pw, &file.pieces[k].index));
+    }
+    paths.insert(file.path);
+  }
+  // A path may not also be a directory of another path ("a" and "a/b").
+  for (const ArchiveFile& file : h.files) {
+    for (size_t pos = file.path.find('/'); pos != std::string::npos;
+         pos = file.path.find('/', pos + 1)) {
+      if (paths.count(std::string_view(file.path).substr(0, pos)) != 0) {
+        return FieldError("files", "path " + Quote(file.path) + " lies below " +
+                                       Quote(file.path.substr(0, pos)) + ", which is a file");
+      }
+    }
+  }
+
+  // The layout: walking files in order and each file's pieces in order visits raws[0], raws[1],
+  // ... and tensors[0], tensors[1], ... in turn (so each is used exactly once), and each piece
+  // starts at the previous piece's end rounded up to 64.
+  uint32_t next_raw = 0, next_tensor = 0;
+  uint64_t pos = 0;
+  for (size_t fi = 0; fi < h.files.size(); ++fi) {
+    const ArchiveFile& file = h.files[fi];
+    const std::string where = "files[" + Num(fi) + "] (" + Quote(file.path) + ")";
+    if (file.kind == "file" &&
+        (file.pieces.size() != 1 || file.pieces[0].kind != ArchivePiece::Kind::kRaw)) {
+      return FieldError(where + ".pieces", "a file of kind \"file\" is exactly one raw piece");
+    }
+    if (file.kind == "safetensors" &&
+        (file.pieces.empty() || file.pieces[0].kind != ArchivePiece::Kind::kRaw)) {
+      return FieldError(where + ".pieces",
+                        "a safetensors file starts with one raw piece (its header)");
+    }
+    std::set<std::string_view> names;
+    uint64_t size = 0;
+    for (size_t k = 0; k < file.pieces.size(); ++k) {
+      const ArchivePiece& p = file.pieces[k];
+      const std::string pw = where + ".pieces[" + Num(k) + "]";
+      if (k > 0 && file.kind == "safetensors" && p.kind != ArchivePiece::Kind::kTensor) {
+        return FieldError(pw, "a safetensors file has one raw piece, then only tensors");
+      }
+      uint64_t off, len;
+      uint32_t owner;
+      std::string label;
+      if (p.kind == ArchivePiece::Kind::kRaw) {
+        if (p.index != next_raw || p.index >= h.raws.size()) {
+          return FieldError(pw + ".index", "is raw " + Num(p.index) + ", expected raw " +
+                                               Num(next_raw) +
+                                               " (raws are used once each, in data order)");
+        }
+        ++next_raw;
+        off = h.raws[p.index].offset;
+        len = h.raws[p.index].length;
+        owner = h.raws[p.index].file_index;
+        label = "raws[" + Num(p.index) + "]";
+      } else {
+        if (p.index != next_tensor || p.index >= h.tensors.size()) {
+          return FieldError(pw + ".index", "is tensor " + Num(p.index) + ", expected tensor " +
+                                               Num(next_tensor) +
+                                               " (tensors are used once each, in data order)");
+        }
+        ++next_tensor;
+        const ArchiveTensor& t = h.tensors[p.index];
+        off = t.offset;
+        len = t.length;
+        owner = t.file_index;
+        label = "tensors[" + Num(p.index) + "] (" + Quote(t.name) + ")";
+        if (!names.insert(t.name).second) {
+          return FieldError(label, "duplicate tensor name in file " + Quote(file.path));
+        }
+      }
+      if (owner != fi) {
+        return FieldError(label + ".file", "is " + Num(owner) + " but the piece belongs to files[" +
+                                               Num(fi) + "]");
+      }
+      uint64_t expected;
+      if (!CheckedAlignUp(pos, kArchiveAlignment, &expected)) {
+        return FieldError(label + ".offset", "overflows 64 bits");
+      }
+      if (off != expected) {
+        return FieldError(label + ".offset",
+                          "is " + Num(off) + " but must be " + Num(expected) +
+                              " (the previous piece's end rounded up to a multiple of 64; "
+                              "pieces are 64-aligned, in order, without overlap or extra gap)");
+      }
+      uint64_t end, abs_end;
+      if (!CheckedAdd(off, len, &end) || !CheckedAdd(data_start, end, &abs_end) ||
+          abs_end > file_size) {
+        return Corruption("archive: " + label + " at byte offset " + Num(data_start + off) +
+                          " with length " + Num(len) + " runs past the end of the " +
+                          Num(file_size) + "-byte file");
+      }
+      pos = end;
+      if (!CheckedAdd(size, len, &size)) return FieldError(where, "size overflows 64 bits");
+    }
+    if (size != file.size) {
+      return FieldError(where + ".size", "is " + Num(file.size) + " but its pieces hold " +
+                                            Num(size) + " bytes");
+    }
+  }
+  if (next_raw != h.raws.size()) {
+    return FieldError("raws[" + Num(next_raw) + "]", "is not used by any file");
+  }
+  if (next_tensor != h.tensors.size()) {
+    return FieldError("tensors[" + Num(next_tensor) + "] (" + Quote(h.tensors[next_tensor].name) + ")",
+                      "is not used by any file");
+  }
+  if (data_start + pos != file_size) {
+    return Corruption("archive: the last piece ends at byte offset " + Num(data_start + pos) +
+                      " but the file has " + Num(file_size) + " bytes (" +
+                      (data_start + pos < file_size ? "trailing bytes" : "truncated") + ")");
+  }
+  // Determinism: only one byte string encodes a given header.
+  if (HeaderJson(h) != text) {
+    return Corruption(
+        "archive header (byte offset 24): not in canonical form (blz writes compact JSON with "
+        "fixed key order and no extra whitespace)");
+  }
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Result<BlzArchive> BlzArchive::Open(const std::string& path) {
+  BlzArchive a;
+  BLZ_ASSIGN_OR_RETURN(a.file_, MappedFile::Open(path));
+  auto h = ParseArchivePrefix(a.file_.bytes(), a.file_.size());
+  if (!h.ok()) return h.status().WithContext(path);
+  a.header_ = std::move(h).value();
+  return a;
+}
+
+ByteSpan BlzArchive::TensorData(size_t i) const {
+  const ArchiveTensor& t = header_.tensors[i];
+  return file_.bytes().subspan(header_.data_start + t.offset, t.length);
+}
+
+ByteSpan BlzArchive::RawData(size_t i) const {
+  const ArchiveRaw& r = header_.raws[i];
+  return file_.bytes().subspan(header_.data_start + r.offset, r.length);
+}
+
+Status BlzArchive::Verify() const {
+  const ArchiveHeader& h = header_;
+  const std::string& ap = file_.path();
+  file_.AdviseSequential();
+  uint64_t prev_end = 0;
+  Sha256 file_sha;
+  Sha256 tensor_sha;
+  size_t current_file = SIZE_MAX;
+
+  auto finish_file = [&](size_t fi) -> Status {
+    const ArchiveFile& f = h.files[fi];
+    const std::string got = file_sha.FinishHex();
+    if (got != f.sha256) {
+      return Corruption(ap + ": file " + Quote(f.path) + " (pieces from byte offset " +
+                        Num(h.data_start + (f.pieces[0].kind == ArchivePiece::Kind::kRaw
+                                                ? h.raws[f.pieces[0].index].offset
+                                                : h.tensors[f.pieces[0].index].offset)) +
+                        "): SHA-256 is " + got + ", header says " + f.sha256);
+    }
+    if (f.kind == "safetensors") {
+      // The stored safetensors header must describe exactly the stored tensors.
+      const ArchiveRaw& raw = h.raws[f.pieces[0].index];
+      auto sh = ParseSafetensorsHeader(RawData(f.pieces[0].index), f.size, f.path);
+      const std::string at = " (raw piece at byte offset " + Num(h.data_start + raw.offset) + ")";
+      if (!sh.ok()) return sh.status().WithContext(ap + at);
+      if (sh->data_start != raw.length || sh->tensors.size() + 1 != f.pieces.size()) {
+        return Corruption(ap + ": file " + Quote(f.path) + at +
+                          ": its safetensors header does not match the archive's tensor list");
+      }
+      for (size_t k = 0; k < sh->tensors.size(); ++k) {
+        const SafetensorsTensor& st = sh->tensors[k];
+        const ArchiveTensor& at_t = h.tensors[f.pieces[k + 1].index];
+        if (st.name != at_t.name || st.dtype != at_t.dtype || st.shape != at_t.shape ||
+            st.bytes() != at_t.length) {
+          return Corruption(ap + ": file " + Quote(f.path) + at + ": safetensors tensor " +
+                            Quote(st.name) + " does not match archive tensor " +
+                            Quote(at_t.name) + " (name, dtype, shape or length)");
+        }
+      }
+    }
+    return Status::Ok();
+  };
+
+  Status walk = ForEachPiece(
+      h, [&](size_t fi, const ArchivePiece& p, uint64_t off, uint64_t len) -> Status {
+        if (fi != current_file) {
+          if (current_file != SIZE_MAX) BLZ_RETURN_IF_ERROR(finish_file(current_file));
+          current_file = fi;
+        }
+        // Padding before the piece must be zero.
+        for (uint64_t i = prev_end; i < off; ++i) {
+          if (file_.data()[h.data_start + i] != 0) {
+            return Corruption(ap + ": non-zero padding at byte offset " + Num(h.data_start + i) +
+                              " before " + PieceLabel(h, fi, p));
+          }
+        }
+        prev_end = off + len;
+        const ByteSpan data = file_.bytes().subspan(h.data_start + off, len);
+        Xxh3Stream xxh;
+        const bool is_tensor = p.kind == ArchivePiece::Kind::kTensor;
+        for (size_t done = 0; done < data.size(); done += kCopyChunk) {
+          const ByteSpan chunk = data.subspan(done, std::min(kCopyChunk, data.size() - done));
+          xxh.Update(chunk);
+          file_sha.Update(chunk);
+          if (is_tensor) tensor_sha.Update(chunk);
+          file_.DropRange(size_t(h.data_start + off + done), chunk.size());  // bound the RSS
+        }
+        const uint64_t want_xxh = is_tensor ? h.tensors[p.index].xxh3 : h.raws[p.index].xxh3;
+        const std::string where =
+            ap + ": " + PieceLabel(h, fi, p) + " at byte offset " + Num(h.data_start + off);
+        if (xxh.Digest() != want_xxh) {
+          return Corruption(where + ": xxh3-64 is " + Hex64(xxh.Digest()) + ", header says " +
+                            Hex64(want_xxh));
+        }
+        if (is_tensor) {
+          const std::string got = tensor_sha.FinishHex();
+          if (got != h.tensors[p.index].sha256) {
+            return Corruption(where + ": SHA-256 is " + got + ", header says " +
+                              h.tensors[p.index].sha256);
+          }
+        }
+        return Status::Ok();
+      });
+  if (!walk.ok()) return walk;
+  if (current_file != SIZE_MAX) BLZ_RETURN_IF_ERROR(finish_file(current_file));
+  // Files without pieces cannot exist (every kind has at least one), so every file was checked.
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// One input file of Pack, opened.
+struct PackInput {
+  ModelFile file;
+  MappedFile map;                          // kind "file"
+  std::unique_ptr<SafetensorsFile> st;     // kind "safetensors"
+  const MappedFile& bytes() const { return st ? st->file() : map; }
+};
+
+// Copies src into the output at `dest_offset` in chunks, feeding every hasher given.
+Status CopyPiece(AtomicFile* out, uint64_t dest_offset, const MappedFile& src, uint64_t src_offset,
+                 uint64_t length, Xxh3Stream* xxh, Sha256* piece_sha, Sha256* file_sha) {
+  for (uint64_t done = 0; done < length; done += kCopyChunk) {
+    const size_t n = size_t(std::min<uint64_t>(kCopyChunk, length - done));
+    const ByteSpan chunk = src.bytes().subspan(size_t(src_offset + done), n);
+    xxh->Update(chunk);
+    if (piece_sha != nullptr) piece_sha->Update(chunk);
+    file_sha->Update(chunk);
+    BLZ_RETURN_IF_ERROR(out->WriteAt(dest_offset + done, chunk));
+    src.DropRange(size_t(src_offset + done), n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Pack(const std::string& input, const std::string& out_path, PackStats* stats) {
+  if (PathExists(out_path)) return AlreadyExists(out_path + ": already exists");
+  struct stat st {};
+  if (::stat(input.c_str(), &st) != 0) {
+    if (errno == ENOENT) return NotFound(input + ": no such file or directory");
+    return IOError(input + ": cannot stat: " + std::strerror(errno));
+  }
+  std::vector<ModelFile> listing;
+  if (S_ISDIR(st.st_mode)) {
+    BLZ_ASSIGN_OR_RETURN(listing, ListModelFiles(input));
+    if (std::none_of(listing.begin(), listing.end(),
+                     [](const ModelFile& f) { return f.is_safetensors; })) {
+      return InvalidArgument(input + ": no *.safetensors file (a model directory holds one or "
+                                     "more safetensors shards)");
+    }
+    BLZ_RETURN_IF_ERROR(CheckShardIndexes(listing));
+  } else if (S_ISREG(st.st_mode)) {
+    ModelFile f;
+    f.path = BaseName(input);
+    f.abs_path = input;
+    f.size = uint64_t(st.st_size);
+    f.is_safetensors = IsSafetensorsName(f.path);
+    if (!f.is_safetensors) {
+      return InvalidArgument(input + ": not a directory or a .safetensors file");
+    }
+    if (!IsSafeRelativePath(f.path) || FindInvalidUtf8(f.path).has_value()) {
+      return InvalidArgument(input + ": file name is not usable in an archive");
+    }
+    listing.push_back(std::move(f));
+  } else {
+    return InvalidArgument(input + ": not a directory or a regular file");
+  }
+
+  // Open every input and lay out the archive.
+  std::vector<PackInput> inputs(listing.size());
+  ArchiveHeader h;
+  uint64_t pos = 0;
+  auto place = [&](uint64_t length, uint64_t* offset) -> Status {
+    if (!CheckedAlignUp(pos, kArchiveAlignment, offset) || !CheckedAdd(*offset, length, &pos)) {
+      return TooLarge(input + ": archive would exceed 2^64 bytes");
+    }
+    return Status::Ok();
+  };
+  for (size_t fi = 0; fi < listing.size(); ++fi) {
+    PackInput& in = inputs[fi];
+    in.file = listing[fi];
+    ArchiveFile af;
+    af.path = in.file.path;
+    af.sha256 = std::string(kZeroSha256);
+    ArchiveRaw raw;
+    raw.file_index = uint32_t(fi);
+    if (in.file.is_safetensors) {
+      BLZ_ASSIGN_OR_RETURN(SafetensorsFile sf, SafetensorsFile::Open(in.file.abs_path));
+      in.st = std::make_unique<SafetensorsFile>(std::move(sf));
+      af.kind = "safetensors";
+      af.size = in.st->file().size();
+      raw.length = in.st->header().data_start;
+      BLZ_RETURN_IF_ERROR(place(raw.length, &raw.offset));
+      af.pieces.push_back({ArchivePiece::Kind::kRaw, uint32_t(h.raws.size())});
+      h.raws.push_back(raw);
+      for (const SafetensorsTensor& t : in.st->tensors()) {
+        ArchiveTensor at;
+        at.name = t.name;
+        at.dtype = t.dtype;
+        at.shape = t.shape;
+        at.length = t.bytes();
+        at.sha256 = std::string(kZeroSha256);
+        at.file_index = uint32_t(fi);
+        BLZ_RETURN_IF_ERROR(place(at.length, &at.offset));
+        af.pieces.push_back({ArchivePiece::Kind::kTensor, uint32_t(h.tensors.size())});
+        h.tensors.push_back(std::move(at));
+      }
+    } else {
+      BLZ_ASSIGN_OR_RETURN(in.map, MappedFile::Open(in.file.abs_path));
+      af.kind = "file";
+      af.size = in.map.size();
+      raw.length = in.map.size();
+      BLZ_RETURN_IF_ERROR(place(raw.length, &raw.offset));
+      af.pieces.push_back({ArchivePiece::Kind::kRaw, uint32_t(h.raws.size())});
+      h.raws.push_back(raw);
+    }
+    h.files.push_back(std::move(af));
+  }
+
+  // Hashes have fixed-width text forms, so the header's length is known before they are.
+  std::string json;
+  try {
+    json = HeaderJson(h);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(input + ": cannot encode the archive header: " + e.what());
+  }
+  if (json.size() > kMaxArchiveHeaderBytes) {
+    return TooLarge(input + ": archive header would be " + Num(json.size()) +
+                    " bytes, more than the cap of " + Num(kMaxArchiveHeaderBytes));
+  }
+  uint64_t data_start, total;
+  if (!CheckedAlignUp(kFixedHeaderBytes + json.size(), kArchiveAlignment, &data_start) ||
+      !CheckedAdd(data_start, pos, &total)) {
+    return TooLarge(input + ": archive would exceed 2^64 bytes");
+  }
+  h.data_start = data_start;
+  h.total_size = total;
+
+  BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path));
+  BLZ_RETURN_IF_ERROR(out.Truncate(total));  // padding between pieces reads as zeros
+  uint64_t tensor_bytes = 0;
+  for (size_t fi = 0; fi < inputs.size(); ++fi) {
+    const PackInput& in = inputs[fi];
+    ArchiveFile& af = h.files[fi];
+    const MappedFile& src = in.bytes();
+    src.AdviseSequential();
+    Sha256 file_sha;
+    uint64_t src_offset = 0;
+    for (const ArchivePiece& p : af.pieces) {
+      Xxh3Stream xxh;
+      if (p.kind == ArchivePiece::Kind::kRaw) {
+        ArchiveRaw& r = h.raws[p.index];
+        BLZ_RETURN_IF_ERROR(CopyPiece(&out, data_start + r.offset, src, src_offset, r.length, &xxh,
+                                      nullptr, &file_sha));
+        r.xxh3 = xxh.Digest();
+        src_offset += r.length;
+      } else {
+        ArchiveTensor& t = h.tensors[p.index];
+        Sha256 tensor_sha;
+        BLZ_RETURN_IF_ERROR(CopyPiece(&out, data_start + t.offset, src, src_offset, t.length, &xxh,
+                                      &tensor_sha, &file_sha));
+        t.xxh3 = xxh.Digest();
+        t.sha256 = tensor_sha.FinishHex();
+        src_offset += t.length;
+        tensor_bytes += t.length;
+      }
+    }
+    if (src_offset != src.size()) {
+      return Internal(in.file.abs_path + ": pieces cover " + Num(src_offset) + " of " +
+                      Num(src.size()) + " bytes");
+    }
+    af.sha256 = file_sha.FinishHex();
+  }
+  const std::string final_json = HeaderJson(h);
+  if (final_json.size() != json.size()) {
+    return Internal("archive header changed length after hashing");
+  }
+  const std::string prefix = PrefixBytes(final_json, data_start);
+  BLZ_RETURN_IF_ERROR(out.WriteAt(0, AsBytes(prefix)));
+  // The writer and the reader must agree; this is cheap (header only).
+  {
+    auto check = ParseArchivePrefix(AsBytes(prefix), total);
+    if (!check.ok()) return Internal("packed archive fails validation: " + check.status().ToString());
+  }
+  BLZ_ASSIGN_OR_RETURN(std::string digest_hex, Sha256FileHex(out.temp_path()));
+  BLZ_RETURN_IF_ERROR(out.Commit(/*no_replace=*/true));
+  if (stats != nullptr) {
+    stats->archive_bytes = total;
+    stats->tensor_bytes = tensor_bytes;
+    stats->files = h.files.size();
+    stats->tensors = h.tensors.size();
+    stats->digest = MakeDigest(digest_hex);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Status Unpack(const BlzArchive& archive, const std::string& out_dir) {
+  const ArchiveHeader& h = archive.header();
+  // Refuse unsafe paths before touching the disk (Open already checked; this keeps Unpack safe
+  // on its own).
+  for (const ArchiveFile& f : h.files) {
+    if (!IsSafeRelativePath(f.path)) {
+      return Corruption(archive.path() + ": file path " + Quote(f.path) +
+                        " is not a safe relative path");
+    }
+  }
+  if (PathExists(out_dir)) return AlreadyExists(out_dir + ": already exists");
+  std::string dir = out_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string parent = ParentOf(dir);
+  struct stat st {};
+  if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return NotFound(out_dir + ": parent directory " + parent + " does not exist");
+  }
+  BLZ_ASSIGN_OR_RETURN(std::string tmp, MakeTempDir(parent, "." + BaseName(dir) + ".unpack-"));
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      if (!path.empty()) RemoveAll(path);
+    }
+  } cleanup{tmp};
+  if (::chmod(tmp.c_str(), 0755) != 0) {
+    return IOError(tmp + ": cannot chmod: " + std::strerror(errno));
+  }
+
+  archive.file().AdviseSequential();
+  for (size_t fi = 0; fi < h.files.size(); ++fi) {
+    const ArchiveFile& f = h.files[fi];
+    const std::string dest = tmp + "/" + f.path;
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(dest).parent_path(), ec);
+    if (ec) return IOError(dest + ": cannot create directory: " + ec.message());
+    BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(dest));
+    Sha256 sha;
+    for (const ArchivePiece& p : f.pieces) {
+      const ByteSpan data =
+          p.kind == ArchivePiece::Kind::kRaw ? archive.RawData(p.index) : archive.TensorData(p.index);
+      for (size_t done = 0; done < data.size(); done += kCopyChunk) {
+        const ByteSpan chunk = data.subspan(done, std::min(kCopyChunk, data.size() - done));
+        sha.Update(chunk);
+        BLZ_RETURN_IF_ERROR(out.Append(chunk));
+        archive.file().DropRange(size_t(chunk.data() - archive.file().data()), chunk.size());
+      }
+    }
+    const std::string got = sha.FinishHex();
+    if (got != f.sha256 || out.size() != f.size) {
+      return Corruption(archive.path() + ": file " + Quote(f.path) + ": rebuilt bytes have SHA-256 " +
+                        got + ", header says " + f.sha256);
+    }
+    BLZ_RETURN_IF_ERROR(out.Commit());
+  }
+  BLZ_RETURN_IF_ERROR(SyncDir(tmp));
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST || errno == ENOTEMPTY) return AlreadyExists(out_dir + ": already exists");
+    return IOError(out_dir + ": cannot rename " + tmp + " into place: " + std::strerror(errno));
+  }
+  cleanup.path.clear();
+  return SyncDir(parent);
+}
+
+}  // namespace blz::formats

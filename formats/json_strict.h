@@ -1,0 +1,39 @@
+// Strict JSON parsing for headers read from untrusted files (safetensors headers, .blz archive
+// headers, shard index files).
+//
+// nlohmann::json accepts duplicate object keys (it silently keeps the last one) and reports
+// UTF-8 errors only inside strings. ParseJsonStrict adds what blz's formats require:
+//   - the text is valid UTF-8 (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF) and
+//     does not start with a byte order mark;
+//   - no object anywhere holds the same key twice;
+//   - objects and arrays nest at most kMaxJsonDepth deep.
+// Internal to the formats layer.
+#ifndef BLZ_FORMATS_JSON_STRICT_H_
+#define BLZ_FORMATS_JSON_STRICT_H_
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace blz::formats {
+
+inline constexpr int kMaxJsonDepth = 64;
+
+// Returns the offset of the first byte that is not part of a valid UTF-8 sequence, or nullopt
+// when all of `text` is valid UTF-8.
+std::optional<size_t> FindInvalidUtf8(std::string_view text);
+
+// Parses `text` as one JSON value (surrounding whitespace allowed, nothing else).
+// `what` names the input in errors ("model.safetensors: header"); `base_offset` is the absolute
+// byte offset of text[0] in its file, so errors can name absolute byte offsets.
+// Errors: kCorruption.
+Result<nlohmann::json> ParseJsonStrict(std::string_view text, std::string_view what,
+                                       uint64_t base_offset);
+
+}  // namespace blz::formats
+
+#endif  // BLZ_FORMATS_JSON_STRICT_H_

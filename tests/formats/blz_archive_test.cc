@@ -1,0 +1,706 @@
+#include "formats/blz_archive.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/digest.h"
+#include "formats/model_dir.h"
+#include "tests/formats/test_models.h"
+#include "tests/test_util.h"
+
+namespace blz::formats {
+namespace {
+
+namespace fs = std::filesystem;
+using ::blz::testing::ReadFileBytes;
+using ::blz::testing::TempDir;
+using ::blz::testing::TestModelOptions;
+using ::blz::testing::WriteFileBytes;
+using ::blz::testing::WriteTestModel;
+using ojson = nlohmann::ordered_json;
+
+// Every regular file below `dir`: relative path -> bytes.
+std::map<std::string, std::string> DirContents(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) {
+      out[e.path().lexically_relative(dir).generic_string()] = ReadFileBytes(e.path().string());
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> DirEntries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Packs `input`, checks the archive opens and verifies, unpacks it and checks that the
+// unpacked tree equals `input`'s files byte for byte.
+void RoundTrip(const std::string& input, const TempDir& work, size_t files, size_t tensors) {
+  const std::string archive = work / "model.blz";
+  PackStats stats;
+  Status s = Pack(input, archive, &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(stats.files, files);
+  EXPECT_EQ(stats.tensors, tensors);
+  EXPECT_EQ(stats.archive_bytes, fs::file_size(archive));
+  EXPECT_EQ(stats.digest, MakeDigest(Sha256Hex(ReadFileBytes(archive))));
+
+  auto a = BlzArchive::Open(archive);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->header().files.size(), files);
+  EXPECT_EQ(a->header().tensors.size(), tensors);
+  EXPECT_EQ(a->header().data_start % kArchiveAlignment, 0u);
+  s = a->Verify();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+
+  const std::string out = work / "unpacked";
+  s = Unpack(*a, out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::map<std::string, std::string> expected;
+  if (fs::is_directory(input)) {
+    expected = DirContents(input);
+  } else {
+    expected[fs::path(input).filename().string()] = ReadFileBytes(input);
+  }
+  const auto got = DirContents(out);
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [path, bytes] : expected) {
+    ASSERT_TRUE(got.count(path)) << path;
+    EXPECT_TRUE(got.at(path) == bytes) << path << " differs after unpack";
+  }
+  // Only the output appeared next to it: no temporary directory left behind.
+  EXPECT_EQ(DirEntries(work.path()), (std::vector<std::string>{"model.blz", "unpacked"}));
+}
+
+TEST(BlzArchiveCorpus, PacksTinyGpt2) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir work;
+  RoundTrip(corpus + "/tiny-gpt2/base", work, 2, 28);
+}
+
+TEST(BlzArchiveCorpus, PacksRobertaLoraCheckpoint) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir work;
+  RoundTrip(corpus + "/roberta-lora/checkpoint-500", work, 2, 28);
+}
+
+TEST(BlzArchiveCorpus, PacksASingleSafetensorsFile) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir work;
+  RoundTrip(corpus + "/adapters/opt125m-lora-bf16/adapter_model.safetensors", work, 1, 48);
+}
+
+TEST(BlzArchiveCorpus, RefusesTheFixtureWithUncountedBytes) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir work;
+  Status s = Pack(corpus + "/weight-inspect/fixtures/tiny.safetensors", work / "x.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("trailing bytes"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(fs::exists(work / "x.blz"));
+  EXPECT_TRUE(DirEntries(work.path()).empty());
+}
+
+TEST(BlzArchive, PacksAMultiShardDirectoryWithIndexAndSubdirectory) {
+  TempDir src, work;
+  TestModelOptions o;
+  o.shards = 3;
+  o.with_subdir = true;
+  o.with_edge_tensors = true;
+  auto info = WriteTestModel(src.path(), o);
+  ASSERT_EQ(info.files.size(), 6u);  // 3 shards, index, config, extra/notes.txt
+  RoundTrip(src.path(), work, info.files.size(), info.tensors.size());
+
+  auto a = BlzArchive::Open(work / "model.blz");
+  ASSERT_TRUE(a.ok());
+  const ArchiveHeader& h = a->header();
+  // Files sorted bytewise; kinds by name.
+  std::vector<std::string> paths;
+  for (const auto& f : h.files) paths.push_back(f.path);
+  EXPECT_EQ(paths, info.files);
+  for (const auto& f : h.files) {
+    EXPECT_EQ(f.kind, IsSafetensorsName(f.path) ? "safetensors" : "file") << f.path;
+  }
+  // Every tensor's recorded digests match its bytes; offsets are 64-aligned.
+  for (size_t i = 0; i < h.tensors.size(); ++i) {
+    const ArchiveTensor& t = h.tensors[i];
+    EXPECT_EQ(t.offset % 64, 0u);
+    EXPECT_EQ(Xxh3_64(a->TensorData(i)), t.xxh3);
+    EXPECT_EQ(Sha256Hex(a->TensorData(i)), t.sha256);
+    EXPECT_TRUE(IsSafetensorsName(h.files[t.file_index].path));
+  }
+}
+
+TEST(BlzArchive, PackingTwiceGivesIdenticalBytes) {
+  TempDir src, work;
+  TestModelOptions o;
+  o.shards = 2;
+  o.with_subdir = true;
+  WriteTestModel(src.path(), o);
+  PackStats s1, s2;
+  ASSERT_TRUE(Pack(src.path(), work / "1.blz", &s1).ok());
+  ASSERT_TRUE(Pack(src.path() + "/", work / "2.blz", &s2).ok());
+  EXPECT_EQ(s1.digest, s2.digest);
+  EXPECT_TRUE(ReadFileBytes(work / "1.blz") == ReadFileBytes(work / "2.blz"));
+  // A fine-tune differs.
+  TempDir ft;
+  o.perturb_scale = 0.01;
+  WriteTestModel(ft.path(), o);
+  PackStats s3;
+  ASSERT_TRUE(Pack(ft.path(), work / "3.blz", &s3).ok());
+  EXPECT_NE(s1.digest, s3.digest);
+}
+
+TEST(BlzArchive, FollowsSymlinksToRegularFiles) {
+  TempDir src, other, work;
+  WriteTestModel(src.path());
+  WriteFileBytes(other / "tok.json", "{\"vocab\":1}");
+  ASSERT_EQ(::symlink((other / "tok.json").c_str(), (src / "tokenizer.json").c_str()), 0);
+  ASSERT_TRUE(Pack(src.path(), work / "m.blz", nullptr).ok());
+  auto a = BlzArchive::Open(work / "m.blz");
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(Unpack(*a, work / "out").ok());
+  EXPECT_FALSE(fs::is_symlink(work / "out/tokenizer.json"));
+  EXPECT_EQ(ReadFileBytes(work / "out/tokenizer.json"), "{\"vocab\":1}");
+}
+
+TEST(BlzArchive, PackRefusesExistingOutputAndBadInputs) {
+  TempDir src, work;
+  WriteTestModel(src.path());
+  WriteFileBytes(work / "exists.blz", "keep");
+  Status s = Pack(src.path(), work / "exists.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+  EXPECT_EQ(ReadFileBytes(work / "exists.blz"), "keep");
+
+  s = Pack(src / "missing", work / "a.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  s = Pack(src / "config.json", work / "a.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  TempDir empty;
+  WriteFileBytes(empty / "README.md", "no weights");
+  s = Pack(empty.path(), work / "a.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  ASSERT_EQ(::symlink(work.path().c_str(), (src / "loop").c_str()), 0);
+  s = Pack(src.path(), work / "a.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("loop"), std::string::npos) << s.ToString();
+  EXPECT_EQ(DirEntries(work.path()), (std::vector<std::string>{"exists.blz"}));
+}
+
+TEST(BlzArchive, PackRefusesAnInconsistentShardIndex) {
+  TempDir src, work;
+  TestModelOptions o;
+  o.shards = 2;
+  WriteTestModel(src.path(), o);
+  std::string idx = ReadFileBytes(src / "model.safetensors.index.json");
+  // Point model.norm.weight at the other shard.
+  const auto line = idx.find("\"model.norm.weight\": \"model-0000");
+  ASSERT_NE(line, std::string::npos) << idx;
+  const size_t digit = line + std::string("\"model.norm.weight\": \"model-0000").size();
+  idx[digit] = idx[digit] == '1' ? '2' : '1';
+  fs::remove(src / "model.safetensors.index.json");
+  WriteFileBytes(src / "model.safetensors.index.json", idx);
+  Status s = Pack(src.path(), work / "a.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("model.norm.weight"), std::string::npos) << s.ToString();
+}
+
+// ---- Verify ----------------------------------------------------------------------------------
+
+class BlzArchiveVerify : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TestModelOptions o;
+    o.shards = 2;
+    WriteTestModel(src_.path(), o);
+    ASSERT_TRUE(Pack(src_.path(), work_ / "good.blz", nullptr).ok());
+    good_ = ReadFileBytes(work_ / "good.blz");
+    auto a = BlzArchive::Open(work_ / "good.blz");
+    ASSERT_TRUE(a.ok());
+    header_ = a->header();
+  }
+  // Writes the good archive with byte `offset` XOR-ed, opens it.
+  Result<BlzArchive> Flipped(uint64_t offset, const std::string& name) {
+    std::string bad = good_;
+    bad[offset] = char(bad[offset] ^ 0x01);
+    WriteFileBytes(work_ / name, bad);
+    return BlzArchive::Open(work_ / name);
+  }
+  TempDir src_, work_;
+  std::string good_;
+  ArchiveHeader header_;
+};
+
+TEST_F(BlzArchiveVerify, NamesAFlippedTensor) {
+  const size_t i = 3;
+  const ArchiveTensor& t = header_.tensors[i];
+  const uint64_t at = header_.data_start + t.offset + 5;
+  auto a = Flipped(at, "bad.blz");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();  // the layout is still fine
+  Status s = a->Verify();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kCorruption);
+  EXPECT_NE(s.message().find("tensor '" + t.name + "'"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("byte offset " + std::to_string(header_.data_start + t.offset)),
+            std::string::npos)
+      << s.ToString();
+  // Unpack refuses it and leaves nothing behind.
+  Status u = Unpack(*a, work_ / "out");
+  EXPECT_EQ(u.code(), Code::kCorruption) << u.ToString();
+  EXPECT_FALSE(fs::exists(work_ / "out"));
+  EXPECT_EQ(DirEntries(work_.path()), (std::vector<std::string>{"bad.blz", "good.blz"}));
+}
+
+TEST_F(BlzArchiveVerify, NamesAFlippedRawFile) {
+  size_t fi = 0;
+  while (header_.files[fi].path != "config.json") ++fi;
+  const ArchiveRaw& r = header_.raws[header_.files[fi].pieces[0].index];
+  auto a = Flipped(header_.data_start + r.offset + 2, "bad.blz");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Status s = a->Verify();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("file 'config.json'"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("byte offset " + std::to_string(header_.data_start + r.offset)),
+            std::string::npos)
+      << s.ToString();
+}
+
+TEST_F(BlzArchiveVerify, CatchesAFlippedSafetensorsHeaderByte) {
+  const ArchiveRaw& r = header_.raws[header_.files[1].pieces[0].index];
+  ASSERT_EQ(header_.files[1].kind, "safetensors");
+  auto a = Flipped(header_.data_start + r.offset + 20, "bad.blz");
+  ASSERT_TRUE(a.ok());
+  Status s = a->Verify();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(header_.files[1].path), std::string::npos) << s.ToString();
+}
+
+TEST_F(BlzArchiveVerify, CatchesNonZeroPadding) {
+  // Find a gap between two pieces.
+  uint64_t gap = 0;
+  for (size_t i = 1; i < header_.tensors.size() && gap == 0; ++i) {
+    const uint64_t end = header_.tensors[i - 1].offset + header_.tensors[i - 1].length;
+    if (end % 64 != 0) gap = header_.data_start + end;  // the next piece starts 64-aligned
+  }
+  ASSERT_NE(gap, 0u);
+  auto a = Flipped(gap, "bad.blz");
+  ASSERT_TRUE(a.ok());
+  Status s = a->Verify();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("padding at byte offset " + std::to_string(gap)), std::string::npos)
+      << s.ToString();
+}
+
+TEST_F(BlzArchiveVerify, CatchesASafetensorsHeaderThatDisagreesWithTheTensorList) {
+  // Rename a tensor inside the stored safetensors header and fix up every hash the archive
+  // header records for it: only the cross-check of the two tensor lists can notice.
+  const size_t fi = 1;
+  const ArchiveFile& f = header_.files[fi];
+  ASSERT_EQ(f.kind, "safetensors");
+  const ArchiveRaw& r = header_.raws[f.pieces[0].index];
+  const std::string& name = header_.tensors[f.pieces[1].index].name;
+  std::string bad = good_;
+  const size_t at = bad.find("\"" + name + "\"", header_.data_start + r.offset);
+  ASSERT_LT(at, header_.data_start + r.offset + r.length);
+  bad[at + 1] = bad[at + 1] == 'x' ? 'y' : 'x';
+  // New digests of the raw piece and of the file.
+  const ByteSpan raw_bytes = AsBytes(bad).subspan(header_.data_start + r.offset, r.length);
+  Sha256 file_sha;
+  for (const ArchivePiece& p : f.pieces) {
+    const auto& [off, len] = p.kind == ArchivePiece::Kind::kRaw
+                                 ? std::pair{header_.raws[p.index].offset, header_.raws[p.index].length}
+                                 : std::pair{header_.tensors[p.index].offset,
+                                             header_.tensors[p.index].length};
+    file_sha.Update(AsBytes(bad).subspan(header_.data_start + off, len));
+  }
+  const uint64_t n = LoadLE64(reinterpret_cast<const uint8_t*>(bad.data()) + 16);
+  ojson j = ojson::parse(bad.substr(24, n));
+  j["raws"][f.pieces[0].index]["xxh3"] = Hex64(Xxh3_64(raw_bytes));
+  j["files"][fi]["sha256"] = file_sha.FinishHex();
+  const std::string text = j.dump();
+  ASSERT_EQ(text.size(), n);
+  bad.replace(24, n, text);
+  WriteFileBytes(work_ / "bad.blz", bad);
+  auto a = BlzArchive::Open(work_ / "bad.blz");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Status s = a->Verify();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("does not match archive tensor '" + name + "'"), std::string::npos)
+      << s.ToString();
+}
+
+TEST_F(BlzArchiveVerify, UnpackNeedsAnExistingParent) {
+  auto a = BlzArchive::Open(work_ / "good.blz");
+  ASSERT_TRUE(a.ok());
+  Status s = Unpack(*a, work_ / "no/such/parent/out");
+  EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  EXPECT_EQ(DirEntries(work_.path()), (std::vector<std::string>{"good.blz"}));
+}
+
+TEST_F(BlzArchiveVerify, UnpackRefusesAnExistingDirectory) {
+  auto a = BlzArchive::Open(work_ / "good.blz");
+  ASSERT_TRUE(a.ok());
+  fs::create_directory(work_ / "out");
+  WriteFileBytes(work_ / "out/mine.txt", "mine");
+  Status s = Unpack(*a, work_ / "out");
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+  EXPECT_EQ(DirEntries(work_ / "out"), (std::vector<std::string>{"mine.txt"}));
+  fs::remove_all(work_ / "out");
+  fs::create_directory(work_ / "empty");  // even an empty directory is not replaced
+  s = Unpack(*a, work_ / "empty");
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+  EXPECT_EQ(DirEntries(work_.path()), (std::vector<std::string>{"empty", "good.blz"}));
+}
+
+// ---- ParseArchivePrefix: one crafted bad archive per rejection path --------------------------
+
+class BlzArchiveReject : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TestModelOptions o;
+    o.shards = 2;
+    o.with_subdir = true;
+    o.layers = 1;
+    WriteTestModel(src_.path(), o);
+    ASSERT_TRUE(Pack(src_.path(), work_ / "good.blz", nullptr).ok());
+    good_ = ReadFileBytes(work_ / "good.blz");
+    const uint64_t n = LoadLE64(reinterpret_cast<const uint8_t*>(good_.data()) + 16);
+    json_ = ojson::parse(good_.substr(24, n));
+    data_start_ = (24 + n + 63) / 64 * 64;
+    ASSERT_TRUE(ParseArchivePrefix(AsBytes(good_), good_.size()).ok());
+    ASSERT_EQ(Rebuild(json_.dump()), good_);  // the crafting helper reproduces the archive
+  }
+  // A new archive with header JSON `text` and the good archive's data section.
+  std::string Rebuild(const std::string& text, uint32_t version = 1, uint32_t flags = 0) const {
+    std::string out = "BLZARCH\n";
+    AppendLE32(&out, version);
+    AppendLE32(&out, flags);
+    AppendLE64(&out, text.size());
+    out += text;
+    out.resize((out.size() + 63) / 64 * 64, '\0');
+    out += good_.substr(data_start_);
+    return out;
+  }
+  std::string Mutated(const std::function<void(ojson&)>& mutate) const {
+    ojson j = json_;
+    mutate(j);
+    return Rebuild(j.dump());
+  }
+  void ExpectRejected(const std::string& archive, Code code, std::vector<std::string> parts,
+                      uint64_t file_size = UINT64_MAX) const {
+    auto r = ParseArchivePrefix(AsBytes(archive),
+                                file_size == UINT64_MAX ? archive.size() : file_size);
+    ASSERT_FALSE(r.ok()) << "accepted a bad archive";
+    EXPECT_EQ(r.status().code(), code) << r.status().ToString();
+    for (const auto& p : parts) {
+      EXPECT_NE(r.status().message().find(p), std::string::npos)
+          << "message lacks '" << p << "': " << r.status().ToString();
+    }
+  }
+  // Index of the first file of kind `kind`.
+  size_t FileOfKind(const std::string& kind) const {
+    for (size_t i = 0; i < json_["files"].size(); ++i) {
+      if (json_["files"][i]["kind"] == kind) return i;
+    }
+    return SIZE_MAX;
+  }
+  TempDir src_, work_;
+  std::string good_;
+  ojson json_;
+  uint64_t data_start_ = 0;
+};
+
+TEST_F(BlzArchiveReject, ShorterThanFixedHeader) {
+  ExpectRejected(good_.substr(0, 20), Code::kCorruption, {"24-byte fixed header"});
+}
+
+TEST_F(BlzArchiveReject, BadMagic) {
+  std::string bad = good_;
+  bad[3] = 'X';
+  ExpectRejected(bad, Code::kCorruption, {"magic", "byte offset 0"});
+}
+
+TEST_F(BlzArchiveReject, UnknownVersion) {
+  ExpectRejected(Rebuild(json_.dump(), 2), Code::kUnsupported, {"version 2", "byte offset 8"});
+}
+
+TEST_F(BlzArchiveReject, UnknownFlags) {
+  ExpectRejected(Rebuild(json_.dump(), 1, 4), Code::kUnsupported, {"flags", "byte offset 12"});
+}
+
+TEST_F(BlzArchiveReject, HeaderLengthOverCap) {
+  std::string bad = good_;
+  StoreLE64(reinterpret_cast<uint8_t*>(bad.data()) + 16, kMaxArchiveHeaderBytes + 1);
+  ExpectRejected(bad, Code::kTooLarge, {"cap", "byte offset 16"});
+}
+
+TEST_F(BlzArchiveReject, HeaderLengthPastEnd) {
+  std::string bad = good_;
+  StoreLE64(reinterpret_cast<uint8_t*>(bad.data()) + 16, bad.size());
+  ExpectRejected(bad, Code::kCorruption, {"past the end"});
+}
+
+TEST_F(BlzArchiveReject, HeaderPaddingPastEnd) {
+  // 24 + N fits in the file but rounding it up to 64 does not.
+  std::string bad = "BLZARCH\n";
+  AppendLE32(&bad, 1);
+  AppendLE32(&bad, 0);
+  AppendLE64(&bad, 2);
+  bad += "{}";
+  ExpectRejected(bad, Code::kCorruption, {"padding", "past the end"});
+}
+
+TEST_F(BlzArchiveReject, NonZeroHeaderPadding) {
+  std::string bad = good_;
+  const uint64_t n = LoadLE64(reinterpret_cast<const uint8_t*>(bad.data()) + 16);
+  ASSERT_LT(24 + n, data_start_);
+  bad[data_start_ - 1] = 'x';
+  ExpectRejected(bad, Code::kCorruption, {"non-zero header padding", std::to_string(data_start_ - 1)});
+}
+
+TEST_F(BlzArchiveReject, PrefixShorterThanDataStart) {
+  auto r = ParseArchivePrefix(AsBytes(good_).subspan(0, 30), good_.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(BlzArchiveReject, HeaderNotJson) {
+  std::string text = json_.dump();
+  text[text.size() / 2] = '\x01';
+  ExpectRejected(Rebuild(text), Code::kCorruption, {"archive header", "byte offset"});
+}
+
+TEST_F(BlzArchiveReject, HeaderNotUtf8) {
+  std::string text = json_.dump();
+  const auto pos = text.find("config.json");
+  text[pos] = char(0xff);
+  ExpectRejected(Rebuild(text), Code::kCorruption, {"UTF-8", std::to_string(24 + pos)});
+}
+
+TEST_F(BlzArchiveReject, DuplicateKey) {
+  std::string text = json_.dump();
+  text.insert(1, "\"tensors\":[],");
+  ExpectRejected(Rebuild(text), Code::kCorruption, {"duplicate key \"tensors\""});
+}
+
+TEST_F(BlzArchiveReject, HeaderNotAnObject) {
+  ExpectRejected(Rebuild("[1]"), Code::kCorruption, {"not an object"});
+}
+
+TEST_F(BlzArchiveReject, MissingField) {
+  ExpectRejected(Mutated([](ojson& j) { j.erase("raws"); }), Code::kCorruption,
+                 {"missing field \"raws\""});
+  ExpectRejected(Mutated([](ojson& j) { j["tensors"][0].erase("sha256"); }), Code::kCorruption,
+                 {"tensors[0]", "missing field \"sha256\""});
+}
+
+TEST_F(BlzArchiveReject, UnknownField) {
+  ExpectRejected(Mutated([](ojson& j) { j["files"][0]["mode"] = 420; }), Code::kCorruption,
+                 {"files[0]", "unknown field 'mode'"});
+}
+
+TEST_F(BlzArchiveReject, WrongFieldType) {
+  ExpectRejected(Mutated([](ojson& j) { j["raws"][0]["length"] = "12"; }), Code::kCorruption,
+                 {"raws[0].length", "non-negative integer"});
+  ExpectRejected(Mutated([](ojson& j) { j["raws"][0]["offset"] = -64; }), Code::kCorruption,
+                 {"raws[0].offset", "non-negative integer"});
+}
+
+TEST_F(BlzArchiveReject, BadHex) {
+  ExpectRejected(Mutated([](ojson& j) {
+                   std::string x = j["tensors"][0]["xxh3"];
+                   for (auto& c : x) c = char(std::toupper(c));
+                   j["tensors"][0]["xxh3"] = x.substr(0, 15) + "G";
+                 }),
+                 Code::kCorruption, {"tensors[0]", "xxh3", "hex"});
+  ExpectRejected(Mutated([](ojson& j) { j["files"][0]["sha256"] = "abc"; }), Code::kCorruption,
+                 {"files[0]", "sha256", "64 lower-case hex"});
+}
+
+TEST_F(BlzArchiveReject, UnsafePaths) {
+  for (const char* p : {"../x", "/abs", "a//b", "a/./b", "a\\b"}) {
+    SCOPED_TRACE(p);
+    // Keep sorting intact: replace the first file's path (the unsafe check comes first).
+    ExpectRejected(Mutated([&](ojson& j) { j["files"][0]["path"] = p; }), Code::kCorruption,
+                   {"files[0].path", "not a safe relative path"});
+  }
+}
+
+TEST_F(BlzArchiveReject, UnsortedOrDuplicatePaths) {
+  ExpectRejected(Mutated([](ojson& j) { std::swap(j["files"][0]["path"], j["files"][1]["path"]); }),
+                 Code::kCorruption, {"files[1].path", "sorted"});
+  ExpectRejected(Mutated([](ojson& j) { j["files"][1]["path"] = j["files"][0]["path"]; }),
+                 Code::kCorruption, {"files[1].path", "duplicates"});
+}
+
+TEST_F(BlzArchiveReject, PathBelowAFile) {
+  // files: config.json, extra/notes.txt, model-...: rename config.json to "extra".
+  ASSERT_EQ(json_["files"][0]["path"], "config.json");
+  ASSERT_EQ(json_["files"][1]["path"], "extra/notes.txt");
+  ExpectRejected(Mutated([](ojson& j) { j["files"][0]["path"] = "extra"; }), Code::kCorruption,
+                 {"'extra/notes.txt' lies below 'extra'"});
+}
+
+TEST_F(BlzArchiveReject, UnknownFileKind) {
+  ExpectRejected(Mutated([](ojson& j) { j["files"][0]["kind"] = "pickle"; }),
+                 Code::kUnsupported, {"files[0]", "'pickle'"});
+}
+
+TEST_F(BlzArchiveReject, UnknownPieceKind) {
+  ExpectRejected(Mutated([](ojson& j) { j["files"][0]["pieces"][0]["kind"] = "zip"; }),
+                 Code::kCorruption, {"files[0]", "pieces[0].kind"});
+}
+
+TEST_F(BlzArchiveReject, PieceIndexOutOfRange) {
+  const size_t f = FileOfKind("safetensors");
+  ExpectRejected(Mutated([&](ojson& j) { j["files"][f]["pieces"][1]["index"] = 999; }),
+                 Code::kCorruption, {"pieces[1].index", "is tensor 999"});
+}
+
+TEST_F(BlzArchiveReject, PieceUsedTwice) {
+  const size_t f = FileOfKind("safetensors");
+  ExpectRejected(Mutated([&](ojson& j) {
+                   j["files"][f]["pieces"][2]["index"] = j["files"][f]["pieces"][1]["index"];
+                 }),
+                 Code::kCorruption, {"pieces[2].index", "used once each"});
+}
+
+TEST_F(BlzArchiveReject, PieceNotUsed) {
+  const size_t f = FileOfKind("safetensors");
+  ExpectRejected(Mutated([&](ojson& j) {
+                   auto& pieces = j["files"][f]["pieces"];
+                   pieces.erase(pieces.size() - 1);
+                 }),
+                 Code::kCorruption, {});  // size mismatch or unused tensor, whichever first
+  // Only an extra raw, not referenced by anything, at the end of the data.
+  ExpectRejected(Mutated([&](ojson& j) {
+                   ojson extra = j["raws"].back();
+                   extra["offset"] = 1u << 30;
+                   j["raws"].push_back(extra);
+                 }),
+                 Code::kCorruption, {"is not used by any file"});
+}
+
+TEST_F(BlzArchiveReject, PiecesOutOfOrder) {
+  const size_t f = FileOfKind("safetensors");
+  ExpectRejected(Mutated([&](ojson& j) {
+                   std::swap(j["files"][f]["pieces"][1], j["files"][f]["pieces"][2]);
+                 }),
+                 Code::kCorruption, {"pieces[1].index", "data order"});
+}
+
+TEST_F(BlzArchiveReject, PieceOwnedByAnotherFile) {
+  ExpectRejected(Mutated([](ojson& j) { j["tensors"][0]["file"] = 0; }), Code::kCorruption,
+                 {"tensors[0]", ".file", "belongs to files["});
+}
+
+TEST_F(BlzArchiveReject, MisalignedOffset) {
+  ExpectRejected(Mutated([](ojson& j) {
+                   j["tensors"][1]["offset"] = j["tensors"][1]["offset"].get<uint64_t>() + 8;
+                 }),
+                 Code::kCorruption, {"tensors[1]", ".offset", "multiple of 64"});
+}
+
+TEST_F(BlzArchiveReject, OverlappingOrGappedOffset) {
+  ExpectRejected(Mutated([](ojson& j) { j["tensors"][1]["offset"] = j["tensors"][0]["offset"]; }),
+                 Code::kCorruption, {"tensors[1]", ".offset"});
+  ExpectRejected(Mutated([](ojson& j) {
+                   j["tensors"][1]["offset"] = j["tensors"][1]["offset"].get<uint64_t>() + 64;
+                 }),
+                 Code::kCorruption, {"tensors[1]", ".offset"});
+}
+
+TEST_F(BlzArchiveReject, PieceRunsPastEnd) {
+  std::string bad = good_.substr(0, good_.size() - 1);
+  ExpectRejected(bad, Code::kCorruption, {"runs past the end"});
+}
+
+TEST_F(BlzArchiveReject, TrailingBytes) {
+  ExpectRejected(good_ + std::string(64, '\0'), Code::kCorruption, {"trailing bytes"});
+}
+
+TEST_F(BlzArchiveReject, TensorLengthNotShapeTimesSize) {
+  ExpectRejected(Mutated([](ojson& j) { j["tensors"][0]["shape"][0] = 1000; }),
+                 Code::kCorruption, {"tensors[0]", ".length", "product(shape)"});
+}
+
+TEST_F(BlzArchiveReject, TensorShapeOverflow) {
+  ExpectRejected(Mutated([](ojson& j) {
+                   j["tensors"][0]["shape"] = {4294967296ull, 4294967296ull};
+                 }),
+                 Code::kCorruption, {"tensors[0]", "overflows"});
+}
+
+TEST_F(BlzArchiveReject, UnknownDtype) {
+  ExpectRejected(Mutated([](ojson& j) { j["tensors"][0]["dtype"] = "Q4_K"; }),
+                 Code::kUnsupported, {"tensors[0]", "dtype", "'Q4_K'"});
+}
+
+TEST_F(BlzArchiveReject, FileSizeNotSumOfPieces) {
+  ExpectRejected(Mutated([](ojson& j) {
+                   j["files"][0]["size"] = j["files"][0]["size"].get<uint64_t>() + 1;
+                 }),
+                 Code::kCorruption, {"files[0]", ".size", "pieces hold"});
+}
+
+TEST_F(BlzArchiveReject, PlainFileWithTensorPiece) {
+  ExpectRejected(Mutated([](ojson& j) {
+                   j["files"][0]["pieces"].push_back({{"kind", "tensor"}, {"index", 0}});
+                 }),
+                 Code::kCorruption, {"files[0]", "exactly one raw piece"});
+}
+
+TEST_F(BlzArchiveReject, SafetensorsFileWithoutHeaderPiece) {
+  const size_t f = FileOfKind("safetensors");
+  ExpectRejected(Mutated([&](ojson& j) {
+                   auto& pieces = j["files"][f]["pieces"];
+                   pieces.erase(0);
+                 }),
+                 Code::kCorruption, {"starts with one raw piece"});
+}
+
+TEST_F(BlzArchiveReject, DuplicateTensorNameInAFile) {
+  ExpectRejected(Mutated([](ojson& j) { j["tensors"][1]["name"] = j["tensors"][0]["name"]; }),
+                 Code::kCorruption, {"tensors[1]", "duplicate tensor name"});
+}
+
+TEST_F(BlzArchiveReject, NotCanonical) {
+  ExpectRejected(Rebuild(json_.dump(1)), Code::kCorruption, {"canonical"});
+  // Same content, different key order.
+  ExpectRejected(Mutated([](ojson& j) {
+                   ojson f = j["files"][0];
+                   ojson g = ojson::object();
+                   for (const char* k : {"kind", "path", "size", "sha256", "pieces"}) g[k] = f[k];
+                   j["files"][0] = g;
+                 }),
+                 Code::kCorruption, {"canonical"});
+}
+
+TEST_F(BlzArchiveReject, OpenRefusesEscapingPathsAndUnpackWritesNothing) {
+  for (const char* p : {"../x", "/abs"}) {
+    SCOPED_TRACE(p);
+    const std::string bad = Mutated([&](ojson& j) { j["files"][0]["path"] = p; });
+    const std::string archive = work_ / "escape.blz";
+    fs::remove(archive);
+    WriteFileBytes(archive, bad);
+    auto a = BlzArchive::Open(archive);
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), Code::kCorruption) << a.status().ToString();
+    EXPECT_NE(a.status().message().find(archive), std::string::npos);
+    EXPECT_EQ(DirEntries(work_.path()), (std::vector<std::string>{"escape.blz", "good.blz"}));
+  }
+}
+
+}  // namespace
+}  // namespace blz::formats
