@@ -10,11 +10,13 @@
 #define BLZ_PATCHER_TENSOR_CODEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "core/bytes.h"
 #include "core/status.h"
+#include "formats/dtype.h"
 
 namespace blz::patcher {
 
@@ -27,14 +29,32 @@ enum class Codec : uint8_t {
   kZstd = 1,       // zstd of the target bytes alone (no base)
   kXorPlanes = 2,  // XOR with the base, split into byte planes (byte k of every element in
                    // one stream), each plane zstd-compressed
+  kSubPlanes = 3,  // integer difference target - base of each element (zigzag-coded), byte
+                   // planes ordered by the base element's exponent, in zstd segments
+  kSparse = 4,     // positions of the changed elements + their differences (few changes)
+  kPlanes = 5,     // byte planes of the target alone, each zstd-compressed (no base)
 };
+// Byte layouts of every codec's payload: the comment block atop patcher/tensor_codec.cc
+// (copied into docs/patch-format.md).
 
 std::string_view CodecName(Codec codec);
 // Maps a stored id back to a Codec; kCorruption for unknown ids.
 Result<Codec> CodecFromId(uint8_t id);
+// True for the codecs that rebuild a chunk from the base chunk (DecodeChunk needs it):
+// kIdentical (unless the chunk is empty), kXorPlanes, kSubPlanes, kSparse.
+bool CodecNeedsBase(Codec codec);
 
 struct CodecOptions {
+  // zstd level of kZstd (the whole target chunk as one frame).
   int zstd_level = 9;
+  // zstd level of each plane stream of kXorPlanes, kSubPlanes, kSparse and kPlanes. Byte
+  // planes are mostly literals: higher levels gain < 2% and cost many times the time
+  // (bench/codec_lab.cc).
+  int plane_zstd_level = 1;
+  // Element type of the tensor, if known: picks the exponent bits kSubPlanes groups by (F32,
+  // BF16, F16, F64, F8). Unknown: guessed from elem_size (2-byte elements: BF16 vs F16 by a
+  // sample). Only a hint: decoding never needs it (the payload records the grouping).
+  std::optional<formats::DType> dtype;
 };
 
 struct EncodedChunk {
@@ -45,14 +65,22 @@ struct EncodedChunk {
 // Codes `target`. `base` is either empty (no usable base: a new, reshaped or re-typed tensor,
 // or a changed file) or exactly target.size() bytes (the same chunk of the base tensor).
 // elem_size is the element width in bytes (1, 2, 4 or 8; 1 for raw files). Picks the codec
-// that gives the smallest payload among those it tries; kIdentical when base == target.
+// that gives the smallest payload among those it tries (zstd, planes, and with a base
+// sub-planes and, when at most half the elements changed, sparse); kIdentical when base ==
+// target (and for an empty chunk). Chunks up to 128 KiB are coded with every candidate; for
+// larger ones the choice is made on a sample (8 evenly spaced 16 KiB slices), then only the
+// winner codes the whole chunk (falling back to zstd if it gained nothing).
 // Thread-safe: may be called from many threads at once (zstd contexts are per thread).
+// Memory: per calling thread, up to two chunk-sized scratch buffers, kept between calls.
 Result<EncodedChunk> EncodeChunk(ByteSpan base, ByteSpan target, uint32_t elem_size,
                                  const CodecOptions& options);
 
 // Decodes `payload` (coded with `codec`) into `out`, whose size is the target chunk size.
-// `base` must be what was given to EncodeChunk. kCorruption if the payload is malformed or
-// does not decode to exactly out.size() bytes. Thread-safe.
+// `base` must be what was given to EncodeChunk (empty for kZstd and kPlanes). kCorruption if
+// the payload is malformed, the element size is not 1, 2, 4 or 8, a codec that needs the base
+// gets none (or one of another size), or it does not decode to exactly out.size() bytes;
+// every length is checked before it is used. `out` must not overlap `payload`; it may be
+// `base` itself only for kIdentical. Thread-safe; memory as for EncodeChunk.
 Status DecodeChunk(Codec codec, ByteSpan base, ByteSpan payload, uint32_t elem_size,
                    MutableByteSpan out);
 

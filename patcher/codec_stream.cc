@@ -1,0 +1,117 @@
+#include "patcher/codec_stream.h"
+
+#include <cstring>
+#include <vector>
+
+#include "patcher/codec_zstd.h"
+
+namespace blz::patcher::internal {
+namespace {
+
+bool AllZero(ByteSpan s) {
+  const uint8_t* p = s.data();
+  size_t n = s.size(), i = 0;
+  for (; i + 32 <= n; i += 32) {
+    uint64_t v[4];
+    std::memcpy(v, p + i, 32);
+    if ((v[0] | v[1] | v[2] | v[3]) != 0) return false;
+  }
+  for (; i < n; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+uint8_t* Scratch(int slot, size_t n) {
+  thread_local std::vector<uint8_t> bufs[4];
+  std::vector<uint8_t>& buf = bufs[slot & 3];
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+Status AppendStream(ByteSpan s, int level, std::string* out) {
+  if (AllZero(s)) {
+    out->push_back(char(StreamMode::kZero));
+    return Status::Ok();
+  }
+  size_t head = out->size();
+  out->push_back(char(StreamMode::kZstd));
+  AppendLE32(out, 0);
+  BLZ_RETURN_IF_ERROR(ZstdCompressAppend(s, level, out));
+  uint64_t c = out->size() - head - 5;
+  // Keep the frame only if it saves at least 1/32 of the bytes: decoding a near-incompressible
+  // Huffman stream runs at ~1 GB/s, copying raw bytes many times faster (bench/codec_lab.cc:
+  // +1% size at most on a low mantissa plane, for up to 25% faster decoding of F32 chunks).
+  constexpr uint64_t kMinGainDiv = 32;
+  if (c + s.size() / kMinGainDiv >= s.size() || c > UINT32_MAX) {
+    out->resize(head);
+    out->push_back(char(StreamMode::kRaw));
+    out->append(reinterpret_cast<const char*>(s.data()), s.size());
+    return Status::Ok();
+  }
+  StoreLE32(reinterpret_cast<uint8_t*>(out->data()) + head + 1, uint32_t(c));
+  return Status::Ok();
+}
+
+Result<uint8_t> PayloadReader::U8(const char* what) {
+  if (left() < 1) return Truncated(what, 1);
+  return p_[pos_++];
+}
+
+Result<uint32_t> PayloadReader::U32(const char* what) {
+  if (left() < 4) return Truncated(what, 4);
+  uint32_t v = LoadLE32(p_.data() + pos_);
+  pos_ += 4;
+  return v;
+}
+
+Result<ByteSpan> PayloadReader::Bytes(uint64_t n, const char* what) {
+  if (n > left()) return Truncated(what, n);
+  ByteSpan s = p_.subspan(pos_, n);
+  pos_ += n;
+  return s;
+}
+
+Status PayloadReader::Stream(MutableByteSpan out, const char* what) {
+  size_t at = pos_;
+  BLZ_ASSIGN_OR_RETURN(uint8_t mode, U8(what));
+  switch (StreamMode(mode)) {
+    case StreamMode::kZero:
+      if (!out.empty()) std::memset(out.data(), 0, out.size());
+      return Status::Ok();
+    case StreamMode::kRaw: {
+      BLZ_ASSIGN_OR_RETURN(ByteSpan raw, Bytes(out.size(), what));
+      if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+      return Status::Ok();
+    }
+    case StreamMode::kZstd: {
+      BLZ_ASSIGN_OR_RETURN(uint32_t c, U32(what));
+      BLZ_ASSIGN_OR_RETURN(ByteSpan frame, Bytes(c, what));
+      Status s = ZstdDecompressExact(frame, out);
+      if (!s.ok()) {
+        return s.WithContext(std::string(what) + " at payload offset " + std::to_string(at));
+      }
+      return Status::Ok();
+    }
+  }
+  return Corruption(std::string(what) + ": unknown stream mode " + std::to_string(mode) +
+                    " at payload offset " + std::to_string(at));
+}
+
+Status PayloadReader::ExpectEnd(const char* codec) const {
+  if (left() != 0) {
+    return Corruption(std::string(codec) + " payload has " + std::to_string(left()) +
+                      " trailing bytes at offset " + std::to_string(pos_));
+  }
+  return Status::Ok();
+}
+
+Status PayloadReader::Truncated(const char* what, uint64_t need) const {
+  return Corruption(std::string(what) + ": payload truncated at offset " + std::to_string(pos_) +
+                    " (need " + std::to_string(need) + " bytes, " + std::to_string(left()) +
+                    " left)");
+}
+
+}  // namespace blz::patcher::internal

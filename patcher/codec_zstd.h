@@ -1,0 +1,29 @@
+// zstd helpers for the per-chunk tensor codecs (patcher/tensor_codec.h): one compression and
+// one decompression context per thread (created on first use, freed at thread exit, never
+// per call), and strict single-frame decoding.
+#ifndef BLZ_PATCHER_CODEC_ZSTD_H_
+#define BLZ_PATCHER_CODEC_ZSTD_H_
+
+#include <cstdint>
+#include <string>
+
+#include "core/bytes.h"
+#include "core/status.h"
+
+namespace blz::patcher::internal {
+
+// Appends one zstd frame of `src` (content size recorded in the frame header, no checksum) at
+// `level` to *out. kInternal if zstd fails (out of memory).
+Status ZstdCompressAppend(ByteSpan src, int level, std::string* out);
+
+// Size of the zstd frame of `src` at `level`, without keeping it (for estimates).
+Result<uint64_t> ZstdCompressedSize(ByteSpan src, int level);
+
+// Decodes `frame`, which must be exactly one zstd frame (no trailing bytes) whose header
+// records a content size equal to out.size(), into `out`. kCorruption otherwise; the content
+// size is checked before anything is decompressed.
+Status ZstdDecompressExact(ByteSpan frame, MutableByteSpan out);
+
+}  // namespace blz::patcher::internal
+
+#endif  // BLZ_PATCHER_CODEC_ZSTD_H_

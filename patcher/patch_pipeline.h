@@ -1,0 +1,143 @@
+// An ordered work pipeline for the patch container: chunk i is produced (encoded or decoded)
+// on a pool of worker threads, and consumed (written, hashed) on the calling thread strictly in
+// index order. At most `2 x threads` produced results wait for consumption, so memory stays
+// bounded by (chunk size x threads) whatever the number of chunks. Internal to the patcher.
+#ifndef BLZ_PATCHER_PATCH_PIPELINE_H_
+#define BLZ_PATCHER_PATCH_PIPELINE_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+
+namespace blz::patcher::internal {
+
+// The number of worker threads for a `threads` option: 0 means one per core.
+inline unsigned ResolveThreads(int threads) {
+  if (threads > 0) return unsigned(threads);
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+// Runs produce(i) for every i in [0, n) on up to `threads` threads, and consume(i, result) on
+// the calling thread for i = 0, 1, ..., n-1 in that order. Returns the first error in index
+// order (an error from produce(i) is returned when i's turn to be consumed comes, so the result
+// does not depend on thread timing), or the first error from consume; once there is an error
+// no new work starts. All threads have finished when this returns. `produce` must be
+// thread-safe; exceptions escaping it (std::bad_alloc) become kInternal.
+template <typename T>
+Status RunOrdered(size_t n, unsigned threads, const std::function<Result<T>(size_t)>& produce,
+                  const std::function<Status(size_t, T&)>& consume) {
+  auto guarded = [&produce](size_t i) -> Result<T> {
+    try {
+      return produce(i);
+    } catch (const std::bad_alloc&) {
+      return Internal("out of memory");
+    } catch (const std::exception& e) {
+      return Internal(std::string("unexpected exception: ") + e.what());
+    }
+  };
+  auto guarded_consume = [&consume](size_t i, T& v) -> Status {
+    try {
+      return consume(i, v);
+    } catch (const std::bad_alloc&) {
+      return Internal("out of memory");
+    } catch (const std::exception& e) {
+      return Internal(std::string("unexpected exception: ") + e.what());
+    }
+  };
+  if (threads > n) threads = unsigned(n);
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; ++i) {
+      Result<T> r = guarded(i);
+      if (!r.ok()) return r.status();
+      BLZ_RETURN_IF_ERROR(guarded_consume(i, r.value()));
+    }
+    return Status::Ok();
+  }
+
+  const size_t window = 2 * size_t(threads);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t next_take = 0;     // the next index a worker will produce
+  size_t next_consume = 0;  // the next index the caller will consume
+  bool stop = false;        // set on a consume error and at the end
+  bool failed = false;      // a produce() failed: start no new work
+  std::vector<std::optional<Result<T>>> slots(window);
+
+  auto worker = [&]() {
+    for (;;) {
+      size_t i;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] {
+          return stop || failed || next_take >= n || next_take < next_consume + window;
+        });
+        if (stop || failed || next_take >= n) return;
+        i = next_take++;
+      }
+      Result<T> r = guarded(i);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!r.ok()) failed = true;
+        slots[i % window].emplace(std::move(r));
+      }
+      cv.notify_all();
+    }
+  };
+
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // run with the threads we have
+    }
+  }
+  Status result;
+  if (pool.empty()) {
+    result = Internal("cannot start worker threads");
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      std::optional<Result<T>> got;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return slots[i % window].has_value(); });
+        got = std::move(slots[i % window]);
+        slots[i % window].reset();
+      }
+      Status s = got->ok() ? guarded_consume(i, got->value()) : got->status();
+      got.reset();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!s.ok()) stop = true;
+        next_consume = i + 1;
+      }
+      cv.notify_all();
+      if (!s.ok()) {
+        result = s;
+        break;
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  for (std::thread& t : pool) t.join();
+  return result;
+}
+
+}  // namespace blz::patcher::internal
+
+#endif  // BLZ_PATCHER_PATCH_PIPELINE_H_
