@@ -17,6 +17,8 @@
 #include "core/checked.h"
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "formats/ggml_types.h"
+#include "formats/gguf.h"
 #include "formats/json_strict.h"
 #include "formats/model_dir.h"
 #include "formats/safetensors.h"
@@ -78,6 +80,7 @@ std::string HeaderJson(const ArchiveHeader& h) {
     ojson tj = ojson::object();
     tj["name"] = t.name;
     tj["dtype"] = DTypeName(t.dtype);
+    if (!t.ggml_type.empty()) tj["ggml_type"] = t.ggml_type;
     tj["shape"] = t.shape;
     tj["offset"] = t.offset;
     tj["length"] = t.length;
@@ -174,6 +177,27 @@ Status GetArray(const nlohmann::json& j, const char* key, const std::string& whe
   if (!v.is_array()) return FieldError(where + "." + key, "is not an array");
   *out = &v;
   return Status::Ok();
+}
+
+// The ggml type named `name` (ggml's exact spelling, e.g. "q4_K"), or nullptr.
+const GgmlTypeInfo* FindGgmlTypeByName(std::string_view name) {
+  for (const GgmlTypeInfo& info : AllGgmlTypes()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+// The archive dtype and shape of a GGUF tensor (docs/blz-format.md section 2.3): plain ggml
+// types keep their element type with the GGUF dims reversed (outermost first); block-quantized
+// types are U8 bytes of shape [n_bytes].
+void GgufTensorDTypeShape(const GgufTensorInfo& t, DType* dtype, std::vector<uint64_t>* shape) {
+  if (auto d = GgmlToDType(t.type)) {
+    *dtype = *d;
+    shape->assign(t.dims.rbegin(), t.dims.rend());
+  } else {
+    *dtype = DType::kU8;
+    *shape = {t.n_bytes};
+  }
 }
 
 // Walks the data section in header order, calling fn(file_index, piece, offset, length) for each
@@ -308,8 +332,15 @@ Result<ArchiveHeader> ParseArchivePrefix(ByteSpan prefix, uint64_t file_size) {
   for (size_t i = 0; i < jtensors->size(); ++i) {
     const nlohmann::json& t = (*jtensors)[i];
     std::string where = "tensors[" + Num(i) + "]";
-    BLZ_RETURN_IF_ERROR(ExpectObject(
-        t, {"name", "dtype", "shape", "offset", "length", "xxh3", "sha256", "file"}, where));
+    const bool has_ggml = t.is_object() && t.contains("ggml_type");
+    if (has_ggml) {
+      BLZ_RETURN_IF_ERROR(ExpectObject(
+          t, {"name", "dtype", "ggml_type", "shape", "offset", "length", "xxh3", "sha256", "file"},
+          where));
+    } else {
+      BLZ_RETURN_IF_ERROR(ExpectObject(
+          t, {"name", "dtype", "shape", "offset", "length", "xxh3", "sha256", "file"}, where));
+    }
     ArchiveTensor& tensor = h.tensors[i];
     BLZ_RETURN_IF_ERROR(GetString(t, "name", where, &tensor.name));
     where += " (" + Quote(tensor.name) + ")";
@@ -318,6 +349,15 @@ Result<ArchiveHeader> ParseArchivePrefix(ByteSpan prefix, uint64_t file_size) {
     auto parsed = ParseDType(dtype);
     if (!parsed.ok()) return parsed.status().WithContext("archive header: " + where + ".dtype");
     tensor.dtype = *parsed;
+    const GgmlTypeInfo* ggml = nullptr;
+    if (has_ggml) {
+      BLZ_RETURN_IF_ERROR(GetString(t, "ggml_type", where, &tensor.ggml_type));
+      ggml = FindGgmlTypeByName(tensor.ggml_type);
+      if (ggml == nullptr) {
+        return Unsupported("archive header: " + where + ".ggml_type: unknown ggml type " +
+                           Quote(tensor.ggml_type));
+      }
+    }
     const nlohmann::json* shape;
     BLZ_RETURN_IF_ERROR(GetArray(t, "shape", where, &shape));
     uint64_t bytes = DTypeSize(tensor.dtype);
@@ -336,6 +376,27 @@ Result<ArchiveHeader> ParseArchivePrefix(ByteSpan prefix, uint64_t file_size) {
     if (tensor.length != bytes) {
       return FieldError(where + ".length", "is " + Num(tensor.length) +
                                                " but product(shape) x dtype size is " + Num(bytes));
+    }
+    if (ggml != nullptr) {
+      // The dtype and shape follow from the ggml type (section 2.3).
+      if (IsQuantized(ggml->type)) {
+        if (tensor.dtype != DType::kU8 || tensor.shape.size() != 1) {
+          return FieldError(where, "ggml type " + Quote(ggml->name) +
+                                       " is block-quantized: dtype must be \"U8\" and shape "
+                                       "[length]");
+        }
+      } else {
+        if (tensor.dtype != *GgmlToDType(ggml->type)) {
+          return FieldError(where + ".dtype", "is " + Quote(DTypeName(tensor.dtype)) +
+                                                  " but ggml type " + Quote(ggml->name) +
+                                                  " has dtype " +
+                                                  Quote(DTypeName(*GgmlToDType(ggml->type))));
+        }
+        if (tensor.shape.size() > kMaxGgufDims ||
+            std::find(tensor.shape.begin(), tensor.shape.end(), 0) != tensor.shape.end()) {
+          return FieldError(where + ".shape", "a GGUF tensor has at most 4 dimensions, none 0");
+        }
+      }
     }
     BLZ_RETURN_IF_ERROR(GetXxh3(t, where, &tensor.xxh3));
     BLZ_RETURN_IF_ERROR(GetHex(t, "sha256", where, 64, &tensor.sha256));
@@ -360,7 +421,7 @@ Result<ArchiveHeader> ParseArchivePrefix(ByteSpan prefix, uint64_t file_size) {
     }
     where += " (" + Quote(file.path) + ")";
     BLZ_RETURN_IF_ERROR(GetString(f, "kind", where, &file.kind));
-    if (file.kind != "file" && file.kind != "safetensors") {
+    if (file.kind != "file" && file.kind != "safetensors" && file.kind != "gguf") {
       return Unsupported("archive header: " + where + ".kind: unknown file kind " +
                          Quote(file.kind));
     }
@@ -414,6 +475,10 @@ Result<ArchiveHeader> ParseArchivePrefix(ByteSpan prefix, uint64_t file_size) {
       return FieldError(where + ".pieces",
                         "a safetensors file starts with one raw piece (its header)");
     }
+    if (file.kind == "gguf" &&
+        (file.pieces.empty() || file.pieces[0].kind != ArchivePiece::Kind::kRaw)) {
+      return FieldError(where + ".pieces", "a gguf file starts with one raw piece (its header)");
+    }
     std::set<std::string_view> names;
     uint64_t size = 0;
     for (size_t k = 0; k < file.pieces.size(); ++k) {
@@ -421,6 +486,11 @@ Result<ArchiveHeader> ParseArchivePrefix(ByteSpan prefix, uint64_t file_size) {
       const std::string pw = where + ".pieces[" + Num(k) + "]";
       if (k > 0 && file.kind == "safetensors" && p.kind != ArchivePiece::Kind::kTensor) {
         return FieldError(pw, "a safetensors file has one raw piece, then only tensors");
+      }
+      if (k > 0 && file.kind == "gguf" && p.kind == ArchivePiece::Kind::kRaw &&
+          file.pieces[k - 1].kind != ArchivePiece::Kind::kTensor) {
+        return FieldError(pw, "in a gguf file a raw piece after the header is padding and "
+                              "follows a tensor");
       }
       uint64_t off, len;
       uint32_t owner;
@@ -450,6 +520,11 @@ Result<ArchiveHeader> ParseArchivePrefix(ByteSpan prefix, uint64_t file_size) {
         label = "tensors[" + Num(p.index) + "] (" + Quote(t.name) + ")";
         if (!names.insert(t.name).second) {
           return FieldError(label, "duplicate tensor name in file " + Quote(file.path));
+        }
+        if (t.ggml_type.empty() == (file.kind == "gguf")) {
+          return FieldError(label, file.kind == "gguf"
+                                       ? "a tensor of a gguf file needs a \"ggml_type\""
+                                       : "only tensors of gguf files have a \"ggml_type\"");
         }
       }
       if (owner != fi) {
@@ -523,6 +598,73 @@ ByteSpan BlzArchive::RawData(size_t i) const {
   return file_.bytes().subspan(header_.data_start + r.offset, r.length);
 }
 
+// Rule 16 of docs/blz-format.md: the stored GGUF header describes exactly the file's pieces.
+namespace {
+
+Status CheckGgufPieces(const BlzArchive& archive, const ArchiveFile& f) {
+  const ArchiveHeader& h = archive.header();
+  const ArchiveRaw& raw = h.raws[f.pieces[0].index];
+  const std::string at = " (raw piece at byte offset " + Num(h.data_start + raw.offset) + ")";
+  const ByteSpan head = archive.RawData(f.pieces[0].index);
+  auto parsed = ParseGguf(head, GgufMode::kHeaderOnly, f.path);
+  if (!parsed.ok()) return parsed.status().WithContext(archive.path() + at);
+  const GgufFile& g = *parsed;
+  auto bad = [&](const std::string& what) {
+    return Corruption(archive.path() + ": file " + Quote(f.path) + at + ": " + what);
+  };
+  auto all_zero = [](ByteSpan b) {
+    return std::all_of(b.begin(), b.end(), [](uint8_t c) { return c == 0; });
+  };
+  const std::vector<GgufTensorInfo>& ts = g.header.tensors;
+  const bool head_ok = ts.empty() ? (head.size() == g.header_bytes || head.size() == g.data_start)
+                                  : head.size() == g.data_start;
+  if (!head_ok) {
+    return bad("the GGUF header piece is " + Num(head.size()) + " bytes, but the header ends at " +
+               Num(g.header_bytes) + " and the data section starts at " + Num(g.data_start));
+  }
+  if (!all_zero(head.subspan(g.header_bytes))) {
+    return bad("non-zero padding between the GGUF header and its data section");
+  }
+  size_t k = 1;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const GgufTensorInfo& t = ts[i];
+    if (k >= f.pieces.size() || f.pieces[k].kind != ArchivePiece::Kind::kTensor) {
+      return bad("GGUF tensor " + Quote(t.name) + " (number " + Num(i) +
+                 ") has no tensor piece at pieces[" + Num(k) + "]");
+    }
+    const ArchiveTensor& a = h.tensors[f.pieces[k].index];
+    DType dtype;
+    std::vector<uint64_t> shape;
+    GgufTensorDTypeShape(t, &dtype, &shape);
+    if (a.name != t.name || a.ggml_type != GgmlTypeName(t.type) || a.dtype != dtype ||
+        a.shape != shape || a.length != t.n_bytes) {
+      return bad("GGUF tensor " + Quote(t.name) + " does not match archive tensor " +
+                 Quote(a.name) + " (name, ggml type, dtype, shape or length)");
+    }
+    ++k;
+    const uint64_t end = t.offset + t.n_bytes;  // the header-only parse checked these sums
+    const uint64_t next = i + 1 < ts.size() ? ts[i + 1].offset : g.data_bytes;
+    const uint64_t pad = next - end;
+    if (pad > 0 && k < f.pieces.size() && f.pieces[k].kind == ArchivePiece::Kind::kRaw) {
+      const ByteSpan p = archive.RawData(f.pieces[k].index);
+      if (p.size() != pad || !all_zero(p)) {
+        return bad("the padding piece after GGUF tensor " + Quote(t.name) + " must be " +
+                   Num(pad) + " zero bytes (alignment " + Num(g.alignment) + ")");
+      }
+      ++k;
+    } else if (pad > 0 && i + 1 < ts.size()) {
+      return bad("the " + Num(pad) + "-byte padding after GGUF tensor " + Quote(t.name) +
+                 " is missing");
+    }
+  }
+  if (k != f.pieces.size()) {
+    return bad("pieces[" + Num(k) + "] and after are not part of the GGUF layout");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status BlzArchive::Verify() const {
   const ArchiveHeader& h = header_;
   const std::string& ap = file_.path();
@@ -563,6 +705,7 @@ Status BlzArchive::Verify() const {
         }
       }
     }
+    if (f.kind == "gguf") BLZ_RETURN_IF_ERROR(CheckGgufPieces(*this, f));
     return Status::Ok();
   };
 
@@ -619,7 +762,7 @@ namespace {
 // One input file of Pack, opened.
 struct PackInput {
   ModelFile file;
-  MappedFile map;                          // kind "file"
+  MappedFile map;                          // kinds "file" and "gguf"
   std::unique_ptr<SafetensorsFile> st;     // kind "safetensors"
   const MappedFile& bytes() const { return st ? st->file() : map; }
 };
@@ -652,9 +795,9 @@ Status Pack(const std::string& input, const std::string& out_path, PackStats* st
   if (S_ISDIR(st.st_mode)) {
     BLZ_ASSIGN_OR_RETURN(listing, ListModelFiles(input));
     if (std::none_of(listing.begin(), listing.end(),
-                     [](const ModelFile& f) { return f.is_safetensors; })) {
-      return InvalidArgument(input + ": no *.safetensors file (a model directory holds one or "
-                                     "more safetensors shards)");
+                     [](const ModelFile& f) { return f.is_safetensors || f.is_gguf; })) {
+      return InvalidArgument(input + ": no *.safetensors or *.gguf file (a model directory "
+                                     "holds at least one; .git/ and .cache/ are not searched)");
     }
     BLZ_RETURN_IF_ERROR(CheckShardIndexes(listing));
   } else if (S_ISREG(st.st_mode)) {
@@ -663,8 +806,9 @@ Status Pack(const std::string& input, const std::string& out_path, PackStats* st
     f.abs_path = input;
     f.size = uint64_t(st.st_size);
     f.is_safetensors = IsSafetensorsName(f.path);
-    if (!f.is_safetensors) {
-      return InvalidArgument(input + ": not a directory or a .safetensors file");
+    f.is_gguf = IsGgufName(f.path);
+    if (!f.is_safetensors && !f.is_gguf) {
+      return InvalidArgument(input + ": not a directory, a .safetensors file or a .gguf file");
     }
     if (!IsSafeRelativePath(f.path) || FindInvalidUtf8(f.path).has_value()) {
       return InvalidArgument(input + ": file name is not usable in an archive");
@@ -712,6 +856,42 @@ Status Pack(const std::string& input, const std::string& out_path, PackStats* st
         BLZ_RETURN_IF_ERROR(place(at.length, &at.offset));
         af.pieces.push_back({ArchivePiece::Kind::kTensor, uint32_t(h.tensors.size())});
         h.tensors.push_back(std::move(at));
+      }
+    } else if (in.file.is_gguf) {
+      BLZ_ASSIGN_OR_RETURN(in.map, MappedFile::Open(in.file.abs_path));
+      BLZ_ASSIGN_OR_RETURN(GgufFile g, ParseGguf(in.map.bytes(), GgufMode::kFull,
+                                                 in.file.abs_path));
+      af.kind = "gguf";
+      af.size = in.map.size();
+      const std::vector<GgufTensorInfo>& ts = g.header.tensors;
+      // The header and its padding (with no tensors: the whole file, which may end before the
+      // padding), then each tensor followed by its padding as a raw piece when non-empty.
+      auto add_raw = [&](uint64_t length) -> Status {
+        ArchiveRaw r;
+        r.file_index = uint32_t(fi);
+        r.length = length;
+        BLZ_RETURN_IF_ERROR(place(r.length, &r.offset));
+        af.pieces.push_back({ArchivePiece::Kind::kRaw, uint32_t(h.raws.size())});
+        h.raws.push_back(r);
+        return Status::Ok();
+      };
+      BLZ_RETURN_IF_ERROR(add_raw(ts.empty() ? in.map.size() : g.data_start));
+      for (size_t i = 0; i < ts.size(); ++i) {
+        const GgufTensorInfo& t = ts[i];
+        ArchiveTensor at;
+        at.name = t.name;
+        at.ggml_type = std::string(GgmlTypeName(t.type));
+        GgufTensorDTypeShape(t, &at.dtype, &at.shape);
+        at.length = t.n_bytes;
+        at.sha256 = std::string(kZeroSha256);
+        at.file_index = uint32_t(fi);
+        BLZ_RETURN_IF_ERROR(place(at.length, &at.offset));
+        af.pieces.push_back({ArchivePiece::Kind::kTensor, uint32_t(h.tensors.size())});
+        h.tensors.push_back(std::move(at));
+        const uint64_t end = t.offset + t.n_bytes;
+        const bool last = i + 1 == ts.size();
+        const uint64_t next = !last ? ts[i + 1].offset : (g.padded_end ? g.data_bytes : end);
+        if (next > end) BLZ_RETURN_IF_ERROR(add_raw(next - end));
       }
     } else {
       BLZ_ASSIGN_OR_RETURN(in.map, MappedFile::Open(in.file.abs_path));

@@ -13,8 +13,8 @@
 //   the file ends at the end of the last piece.
 //
 // Each original file is a list of pieces: a "raw" piece (bytes stored verbatim, e.g. a whole
-// config.json or a safetensors file's 8-byte length + JSON header) or a "tensor" piece.
-// Concatenating a file's pieces gives the original file exactly.
+// config.json, a safetensors file's 8-byte length + JSON header, a GGUF file's header and
+// padding) or a "tensor" piece. Concatenating a file's pieces gives the original file exactly.
 //
 // The archive is deterministic: the same input directory gives the same bytes. Its SHA-256 (the
 // whole file) is the model version's digest.
@@ -38,6 +38,9 @@ inline constexpr uint64_t kMaxArchiveHeaderBytes = 256ull << 20;
 
 struct ArchiveTensor {
   std::string name;
+  // GGUF tensors: dtype is the plain ggml type's DType (f32 -> F32, f16 -> F16, ...) with shape
+  // = the GGUF dims reversed (outermost first, as for safetensors); for block-quantized ggml
+  // types dtype is U8 and shape is [length] (the tensor is opaque bytes).
   DType dtype = DType::kU8;
   std::vector<uint64_t> shape;
   uint64_t offset = 0;  // relative to data_start; multiple of 64
@@ -45,6 +48,9 @@ struct ArchiveTensor {
   uint64_t xxh3 = 0;    // xxh3-64 of the bytes
   std::string sha256;   // hex SHA-256 of the bytes
   uint32_t file_index = 0;  // the file it belongs to
+  // Tensors of "gguf" files only: ggml's type name ("f32", "q4_K", ...; formats/ggml_types.h).
+  // Empty for safetensors tensors.
+  std::string ggml_type;
 };
 
 struct ArchiveRaw {
@@ -62,7 +68,7 @@ struct ArchivePiece {
 
 struct ArchiveFile {
   std::string path;    // relative, '/'-separated, passes IsSafeRelativePath
-  std::string kind;    // "file", "safetensors" (later: "gguf")
+  std::string kind;    // "file", "safetensors" or "gguf"
   uint64_t size = 0;   // bytes of the original file
   std::string sha256;  // hex SHA-256 of the original file
   std::vector<ArchivePiece> pieces;
@@ -96,8 +102,9 @@ class BlzArchive {
   ByteSpan RawData(size_t i) const;
   const MappedFile& file() const { return file_; }
 
-  // Checks every tensor's xxh3-64 and SHA-256 and every file's SHA-256. The error names the
-  // first bad tensor (or file) and its byte offset in the archive.
+  // Checks every tensor's xxh3-64 and SHA-256, every file's SHA-256, and that each safetensors
+  // or GGUF file's stored header describes exactly its pieces (docs/blz-format.md rules 12-16).
+  // The error names the first bad tensor (or file) and its byte offset in the archive.
   Status Verify() const;
 
  private:
@@ -113,9 +120,11 @@ struct PackStats {
   std::string digest;  // "sha256:<hex>" of the archive
 };
 
-// Packs a Hugging Face model directory (every regular file below it; *.safetensors files are
-// parsed strictly and split into tensors) or a single .safetensors file into `out_path`.
-// The output appears atomically; refuses to overwrite an existing out_path (kAlreadyExists).
+// Packs a Hugging Face model directory (every regular file below it except inside .git/ and
+// .cache/ directories, see formats/model_dir.h; *.safetensors and *.gguf files are parsed
+// strictly and split into tensors; it must hold at least one of them), a single .safetensors
+// file or a single .gguf file into `out_path`. The output appears atomically; refuses to
+// overwrite an existing out_path (kAlreadyExists).
 Status Pack(const std::string& input, const std::string& out_path, PackStats* stats);
 
 // Rebuilds every original file into `out_dir`, which must not exist (kAlreadyExists). Files are

@@ -33,6 +33,8 @@ std::string Dirname(std::string_view rel) {
 
 bool IsSafetensorsName(std::string_view path) { return EndsWith(path, ".safetensors"); }
 bool IsShardIndexName(std::string_view path) { return EndsWith(path, ".safetensors.index.json"); }
+bool IsGgufName(std::string_view path) { return EndsWith(path, ".gguf"); }
+bool IsSkippedDirName(std::string_view name) { return name == ".git" || name == ".cache"; }
 
 Result<std::vector<ModelFile>> ListModelFiles(const std::string& root) {
   struct stat st {};
@@ -60,7 +62,11 @@ Result<std::vector<ModelFile>> ListModelFiles(const std::string& root) {
         return InvalidArgument(abs + ": not a safe relative path inside " + root);
       }
       const fs::file_status link = e.symlink_status();
-      if (fs::is_directory(link)) continue;
+      const bool skipped_name = IsSkippedDirName(e.path().filename().string());
+      if (fs::is_directory(link)) {
+        if (skipped_name) it.disable_recursion_pending();  // VCS / cache clutter
+        continue;
+      }
       if (fs::is_symlink(link)) {
         std::error_code ec;
         const fs::file_status target = fs::status(e.path(), ec);
@@ -68,6 +74,7 @@ Result<std::vector<ModelFile>> ListModelFiles(const std::string& root) {
           return InvalidArgument(abs + ": dangling symbolic link");
         }
         if (fs::is_directory(target)) {
+          if (skipped_name) continue;  // a linked .git / .cache directory: skipped too
           return InvalidArgument(abs +
                                  ": symbolic link to a directory (only links to regular files "
                                  "are followed)");
@@ -86,6 +93,7 @@ Result<std::vector<ModelFile>> ListModelFiles(const std::string& root) {
       f.abs_path = abs;
       f.size = uint64_t(fs::file_size(e.path()));  // follows the link
       f.is_safetensors = IsSafetensorsName(rel);
+      f.is_gguf = IsGgufName(rel);
       files.push_back(std::move(f));
     }
   } catch (const fs::filesystem_error& e) {

@@ -6,6 +6,10 @@
 // Symbolic links to regular files are followed (the link's own path is used, the target's bytes
 // are read); links to directories, dangling links and special files (FIFOs, sockets, devices)
 // are refused, so a listing never leaves the root through a directory link or loops.
+// Version-control and cache clutter is skipped: a directory named ".git" or ".cache" (or a
+// symbolic link to one) at any level is not entered, so nothing below it is listed (HF
+// downloads create ".cache/huggingface/"; a clone has ".git/"). Files with those names are
+// listed as usual.
 #ifndef BLZ_FORMATS_MODEL_DIR_H_
 #define BLZ_FORMATS_MODEL_DIR_H_
 
@@ -24,12 +28,18 @@ struct ModelFile {
   std::string abs_path;  // root + "/" + path: the path to open
   uint64_t size = 0;     // bytes
   bool is_safetensors = false;  // the name ends with ".safetensors"
+  bool is_gguf = false;         // the name ends with ".gguf"
 };
 
 // Is `path` a safetensors file name (ends with ".safetensors")?
 bool IsSafetensorsName(std::string_view path);
+// Is `path` a GGUF file name (ends with ".gguf")?
+bool IsGgufName(std::string_view path);
+// Is `name` (one path component) a directory ListModelFiles skips (".git", ".cache")?
+bool IsSkippedDirName(std::string_view name);
 
-// Lists every regular file below `root`, sorted bytewise by relative path. Errors:
+// Lists every regular file below `root` (except below skipped directories, see above), sorted
+// bytewise by relative path. Errors:
 // kNotFound (no such directory), kInvalidArgument (not a directory; a symlink to a directory,
 // a dangling symlink or a special file below it; a name that is not valid UTF-8 or not a safe
 // relative path), kIOError.

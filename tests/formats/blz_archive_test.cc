@@ -12,6 +12,8 @@
 
 #include "core/bytes.h"
 #include "core/digest.h"
+#include "formats/ggml_types.h"
+#include "formats/gguf.h"
 #include "formats/model_dir.h"
 #include "tests/formats/test_models.h"
 #include "tests/test_util.h"
@@ -700,6 +702,426 @@ TEST_F(BlzArchiveReject, OpenRefusesEscapingPathsAndUnpackWritesNothing) {
     EXPECT_NE(a.status().message().find(archive), std::string::npos);
     EXPECT_EQ(DirEntries(work_.path()), (std::vector<std::string>{"escape.blz", "good.blz"}));
   }
+}
+
+// ---- GGUF files in the archive -----------------------------------------------------------------
+
+struct GgufSpec {
+  std::string name;
+  GgmlType type;
+  std::vector<uint64_t> dims;  // GGUF order (ne0 first)
+};
+
+// Writes a valid GGUF file at `path` (parents created) with the given tensors, alignment and
+// end padding; tensor bytes are a deterministic non-zero pattern. Returns the file's bytes.
+std::string WriteCraftedGguf(const std::string& path, const std::vector<GgufSpec>& tensors,
+                             uint32_t alignment = 32, bool pad_end = true) {
+  GgufHeader h;
+  h.metadata.push_back({"general.architecture", GgufValue::String("llama")});
+  if (alignment != 32) h.metadata.push_back({"general.alignment", GgufValue::U32(alignment)});
+  for (const GgufSpec& t : tensors) {
+    GgufTensorInfo ti;
+    ti.name = t.name;
+    ti.type = t.type;
+    ti.dims = t.dims;
+    h.tensors.push_back(ti);
+  }
+  Status st = AssignGgufOffsets(&h);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  std::vector<std::string> data;
+  for (size_t i = 0; i < h.tensors.size(); ++i) {
+    std::string d(h.tensors[i].n_bytes, '\0');
+    for (size_t k = 0; k < d.size(); ++k) d[k] = char((i * 7 + k) % 251 + 1);
+    data.push_back(std::move(d));
+  }
+  std::vector<ByteSpan> spans;
+  for (const auto& d : data) spans.push_back(AsBytes(d));
+  fs::create_directories(fs::path(path).parent_path());
+  st = WriteGgufFile(path, h, spans, GgufWriteOptions{pad_end});
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return ReadFileBytes(path);
+}
+
+// q8_0 [32, 3] = 102 bytes, f16 [5] = 10 bytes, q4_K [256] = 144 bytes, f32 [4, 3] = 48 bytes.
+const std::vector<GgufSpec>& MixedTensors() {
+  static const std::vector<GgufSpec> kTensors = {{"tok_embd.weight", GgmlType::kQ8_0, {32, 3}},
+                                                 {"norm.weight", GgmlType::kF16, {5}},
+                                                 {"blk.0.ffn.weight", GgmlType::kQ4_K, {256}},
+                                                 {"output.weight", GgmlType::kF32, {4, 3}}};
+  return kTensors;
+}
+
+std::vector<std::string> CorpusGgufFiles(const std::string& corpus) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(corpus + "/gguf")) {
+    if (e.path().extension() == ".gguf") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(BlzArchiveGguf, EveryCorpusGgufRoundTripsByteForByte) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const auto files = CorpusGgufFiles(corpus);
+  ASSERT_GE(files.size(), 5u);
+  for (const std::string& path : files) {
+    SCOPED_TRACE(path);
+    auto g = GgufReader::Open(path, GgufMode::kFull);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    TempDir work;
+    RoundTrip(path, work, 1, g->header().tensors.size());
+    auto a = BlzArchive::Open(work / "model.blz");
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    const ArchiveHeader& h = a->header();
+    ASSERT_EQ(h.files.size(), 1u);
+    EXPECT_EQ(h.files[0].kind, "gguf");
+    EXPECT_EQ(h.files[0].path, fs::path(path).filename().string());
+    // The first piece is the GGUF header with its padding (the whole file without tensors).
+    const ByteSpan head = a->RawData(h.files[0].pieces[0].index);
+    EXPECT_EQ(head.size(), g->header().tensors.empty() ? fs::file_size(path) : g->file().data_start);
+    for (size_t i = 0; i < h.tensors.size(); ++i) {
+      const GgufTensorInfo& t = g->header().tensors[i];
+      const ArchiveTensor& at = h.tensors[i];
+      EXPECT_EQ(at.name, t.name);
+      EXPECT_EQ(at.ggml_type, GgmlTypeName(t.type));
+      EXPECT_EQ(at.length, t.n_bytes);
+      EXPECT_EQ(at.dtype, GgmlToDType(t.type).value());  // the corpus has only f32 / f16
+      EXPECT_EQ(at.shape, std::vector<uint64_t>(t.dims.rbegin(), t.dims.rend()));
+      EXPECT_TRUE(a->TensorData(i).size() == g->TensorData(i).size() &&
+                  std::equal(a->TensorData(i).begin(), a->TensorData(i).end(),
+                             g->TensorData(i).begin()))
+          << t.name;
+    }
+  }
+}
+
+TEST(BlzArchiveGguf, RefusesTheFixtureWithoutData) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir work;
+  Status s = Pack(corpus + "/weight-inspect/fixtures/tiny.gguf", work / "x.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("'test.weight.0'"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(DirEntries(work.path()).empty());
+}
+
+TEST(BlzArchiveGguf, QuantizedTensorsPaddingAndBothEnds) {
+  for (bool pad_end : {true, false}) {
+    for (uint32_t alignment : {32u, 64u, 128u}) {
+      SCOPED_TRACE("pad_end " + std::to_string(pad_end) + " alignment " +
+                   std::to_string(alignment));
+      TempDir src, work;
+      const std::string file = src / "m.gguf";
+      WriteCraftedGguf(file, MixedTensors(), alignment, pad_end);
+      RoundTrip(file, work, 1, 4);
+      auto a = BlzArchive::Open(work / "model.blz");
+      ASSERT_TRUE(a.ok()) << a.status().ToString();
+      const ArchiveHeader& h = a->header();
+      const ArchiveFile& f = h.files[0];
+      // q8_0: opaque bytes; f16 / f32: element types with the dims reversed.
+      EXPECT_EQ(h.tensors[0].ggml_type, "q8_0");
+      EXPECT_EQ(h.tensors[0].dtype, DType::kU8);
+      EXPECT_EQ(h.tensors[0].shape, (std::vector<uint64_t>{102}));
+      EXPECT_EQ(h.tensors[1].ggml_type, "f16");
+      EXPECT_EQ(h.tensors[1].dtype, DType::kF16);
+      EXPECT_EQ(h.tensors[1].shape, (std::vector<uint64_t>{5}));
+      EXPECT_EQ(h.tensors[2].ggml_type, "q4_K");
+      EXPECT_EQ(h.tensors[2].shape, (std::vector<uint64_t>{144}));
+      EXPECT_EQ(h.tensors[3].dtype, DType::kF32);
+      EXPECT_EQ(h.tensors[3].shape, (std::vector<uint64_t>{3, 4}));
+      // Pieces: header, then each tensor followed by its padding when it has any
+      // (102, 10, 144 and 48 bytes are never multiples of 32), the last one only if padded.
+      std::vector<ArchivePiece::Kind> kinds;
+      for (const ArchivePiece& p : f.pieces) kinds.push_back(p.kind);
+      using K = ArchivePiece::Kind;
+      std::vector<K> want = {K::kRaw, K::kTensor, K::kRaw, K::kTensor, K::kRaw,
+                             K::kTensor, K::kRaw, K::kTensor};
+      if (pad_end) want.push_back(K::kRaw);
+      EXPECT_EQ(kinds, want);
+      EXPECT_EQ(a->RawData(f.pieces[2].index).size(), alignment - 102 % alignment);
+    }
+  }
+}
+
+TEST(BlzArchiveGguf, HeaderOnlyGgufsWithAndWithoutEndPadding) {
+  for (bool pad_end : {true, false}) {
+    SCOPED_TRACE(pad_end);
+    TempDir src, work;
+    const std::string bytes = WriteCraftedGguf(src / "vocab.gguf", {}, 32, pad_end);
+    RoundTrip(src / "vocab.gguf", work, 1, 0);
+    auto a = BlzArchive::Open(work / "model.blz");
+    ASSERT_TRUE(a.ok());
+    ASSERT_EQ(a->header().files[0].pieces.size(), 1u);
+    EXPECT_EQ(a->RawData(0).size(), bytes.size());
+  }
+}
+
+TEST(BlzArchiveGguf, DirectoryWithGgufOnlyAndMixedWithSafetensors) {
+  TempDir src, work;
+  WriteCraftedGguf(src / "gguf/model-q8.gguf", MixedTensors(), 64, true);
+  WriteFileBytes(src / "README.md", "a GGUF repo");
+  RoundTrip(src.path(), work, 2, 4);  // no safetensors file needed any more
+  auto a = BlzArchive::Open(work / "model.blz");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->header().files[0].path, "README.md");
+  EXPECT_EQ(a->header().files[1].path, "gguf/model-q8.gguf");
+  EXPECT_EQ(a->header().files[1].kind, "gguf");
+
+  TempDir mixed, work2;
+  auto info = WriteTestModel(mixed.path());
+  WriteCraftedGguf(mixed / "model.gguf", MixedTensors());
+  RoundTrip(mixed.path(), work2, info.files.size() + 1, info.tensors.size() + 4);
+}
+
+TEST(BlzArchiveGguf, PackingIsDeterministic) {
+  TempDir src, work;
+  WriteCraftedGguf(src / "m.gguf", MixedTensors(), 64, false);
+  PackStats s1, s2;
+  ASSERT_TRUE(Pack(src / "m.gguf", work / "1.blz", &s1).ok());
+  ASSERT_TRUE(Pack(src / "m.gguf", work / "2.blz", &s2).ok());
+  EXPECT_EQ(s1.digest, s2.digest);
+  EXPECT_TRUE(ReadFileBytes(work / "1.blz") == ReadFileBytes(work / "2.blz"));
+}
+
+TEST(BlzArchiveGguf, PackRefusesABrokenGgufInADirectory) {
+  TempDir src, work;
+  WriteTestModel(src.path());
+  std::string bytes = WriteCraftedGguf(work / "tmp/m.gguf", MixedTensors());
+  WriteFileBytes(src / "m.gguf", bytes.substr(0, bytes.size() - 70));  // inside the data
+  Status s = Pack(src.path(), work / "a.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("m.gguf"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(fs::exists(work / "a.blz"));
+}
+
+TEST(BlzArchive, SkipsGitAndCacheDirectories) {
+  TempDir src, work;
+  auto info = WriteTestModel(src.path());
+  WriteFileBytes(src / ".git/HEAD", "ref: refs/heads/main\n");
+  WriteFileBytes(src / ".git/objects/ab/cdef", "blob");
+  WriteFileBytes(src / ".cache/huggingface/download/model.safetensors.metadata", "etag");
+  WriteFileBytes(src / "sub/.cache/x.safetensors", "not even a safetensors file");
+  WriteFileBytes(src / ".gitattributes", "*.safetensors filter=lfs\n");  // a file: kept
+  ASSERT_TRUE(Pack(src.path(), work / "m.blz", nullptr).ok());
+  auto a = BlzArchive::Open(work / "m.blz");
+  ASSERT_TRUE(a.ok());
+  std::vector<std::string> paths;
+  for (const auto& f : a->header().files) paths.push_back(f.path);
+  std::vector<std::string> want = info.files;
+  want.push_back(".gitattributes");
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(paths, want);
+
+  // A directory whose only weights are below .cache/ has no model file.
+  TempDir only_cache;
+  WriteFileBytes(only_cache / "config.json", "{}");
+  fs::create_directories(only_cache / ".cache");
+  fs::copy_file(src / "model.safetensors", only_cache / ".cache/model.safetensors");
+  Status s = Pack(only_cache.path(), work / "c.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find(".gguf"), std::string::npos) << s.ToString();
+}
+
+// Recomputes every digest of an archive whose data bytes were edited (and rewrites its header
+// in place: the digests have fixed widths), so only the structural cross-checks can notice.
+std::string Rehash(std::string archive) {
+  const uint64_t n = LoadLE64(reinterpret_cast<const uint8_t*>(archive.data()) + 16);
+  const uint64_t data_start = (24 + n + 63) / 64 * 64;
+  ojson j = ojson::parse(archive.substr(24, n));
+  const ByteSpan all = AsBytes(archive);
+  auto piece = [&](const ojson& e) {
+    return all.subspan(data_start + e["offset"].get<uint64_t>(), e["length"].get<uint64_t>());
+  };
+  for (auto& r : j["raws"]) r["xxh3"] = Hex64(Xxh3_64(piece(r)));
+  for (auto& t : j["tensors"]) {
+    t["xxh3"] = Hex64(Xxh3_64(piece(t)));
+    t["sha256"] = Sha256Hex(piece(t));
+  }
+  for (auto& f : j["files"]) {
+    Sha256 sha;
+    for (const auto& p : f["pieces"]) {
+      sha.Update(piece(j[p["kind"] == "raw" ? "raws" : "tensors"][p["index"].get<size_t>()]));
+    }
+    f["sha256"] = sha.FinishHex();
+  }
+  const std::string text = j.dump();
+  EXPECT_EQ(text.size(), n);
+  archive.replace(24, n, text);
+  return archive;
+}
+
+class BlzArchiveGgufVerify : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteCraftedGguf(src_ / "m.gguf", MixedTensors(), 32, true);
+    ASSERT_TRUE(Pack(src_ / "m.gguf", work_ / "good.blz", nullptr).ok());
+    good_ = ReadFileBytes(work_ / "good.blz");
+    auto a = BlzArchive::Open(work_ / "good.blz");
+    ASSERT_TRUE(a.ok());
+    header_ = a->header();
+    ASSERT_TRUE(a->Verify().ok());
+    ASSERT_EQ(Rehash(good_), good_);
+  }
+  Status VerifyBytes(const std::string& bytes) {
+    fs::remove(work_ / "bad.blz");
+    WriteFileBytes(work_ / "bad.blz", bytes);
+    auto a = BlzArchive::Open(work_ / "bad.blz");
+    if (!a.ok()) return a.status();
+    return a->Verify();
+  }
+  uint64_t RawAt(size_t piece) const {
+    return header_.data_start + header_.raws[header_.files[0].pieces[piece].index].offset;
+  }
+  TempDir src_, work_;
+  std::string good_;
+  ArchiveHeader header_;
+};
+
+TEST_F(BlzArchiveGgufVerify, CatchesAFlippedPaddingByte) {
+  std::string bad = good_;
+  bad[RawAt(2)] = 1;  // the padding after the first tensor; its xxh3 no longer matches
+  Status s = VerifyBytes(bad);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("raw piece 1 of file 'm.gguf'"), std::string::npos) << s.ToString();
+}
+
+TEST_F(BlzArchiveGgufVerify, CatchesNonZeroGgufPaddingWithMatchingDigests) {
+  std::string bad = good_;
+  bad[RawAt(2) + 3] = 7;
+  Status s = VerifyBytes(Rehash(bad));
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("padding piece after GGUF tensor 'tok_embd.weight'"),
+            std::string::npos)
+      << s.ToString();
+}
+
+TEST_F(BlzArchiveGgufVerify, CatchesAGgufHeaderThatDisagreesWithTheTensorList) {
+  std::string bad = good_;
+  const size_t at = bad.find("norm.weight", RawAt(0));
+  ASSERT_LT(at, header_.data_start + header_.raws[0].length);
+  bad[at] = 'N';
+  Status s = VerifyBytes(Rehash(bad));
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("GGUF tensor 'Norm.weight' does not match archive tensor "
+                             "'norm.weight'"),
+            std::string::npos)
+      << s.ToString();
+}
+
+TEST_F(BlzArchiveGgufVerify, CatchesABrokenStoredGgufHeader) {
+  std::string bad = good_;
+  bad[RawAt(0)] = 'X';  // the GGUF magic
+  Status s = VerifyBytes(Rehash(bad));
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("m.gguf"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("magic"), std::string::npos) << s.ToString();
+}
+
+// ParseArchivePrefix's rules for gguf files, on an archive holding both kinds.
+class BlzArchiveGgufReject : public BlzArchiveReject {
+ protected:
+  void SetUp() override {
+    TestModelOptions o;
+    o.layers = 1;
+    WriteTestModel(src_.path(), o);
+    WriteCraftedGguf(src_ / "model.gguf", MixedTensors(), 32, true);
+    ASSERT_TRUE(Pack(src_.path(), work_ / "good.blz", nullptr).ok());
+    good_ = ReadFileBytes(work_ / "good.blz");
+    const uint64_t n = LoadLE64(reinterpret_cast<const uint8_t*>(good_.data()) + 16);
+    json_ = ojson::parse(good_.substr(24, n));
+    data_start_ = (24 + n + 63) / 64 * 64;
+    ASSERT_TRUE(ParseArchivePrefix(AsBytes(good_), good_.size()).ok());
+    ASSERT_EQ(Rebuild(json_.dump()), good_);
+    gguf_ = FileOfKind("gguf");
+    ASSERT_NE(gguf_, SIZE_MAX);
+    // The first tensor of the gguf file and the first of the safetensors file.
+    gt_ = json_["files"][gguf_]["pieces"][1]["index"];
+    st_ = json_["files"][FileOfKind("safetensors")]["pieces"][1]["index"];
+    ASSERT_EQ(json_["tensors"][gt_]["ggml_type"], "q8_0");
+    ASSERT_FALSE(json_["tensors"][st_].contains("ggml_type"));
+  }
+  size_t gguf_ = 0, gt_ = 0, st_ = 0;
+};
+
+TEST_F(BlzArchiveGgufReject, GgufTensorWithoutGgmlType) {
+  ExpectRejected(Mutated([&](ojson& j) { j["tensors"][gt_].erase("ggml_type"); }),
+                 Code::kCorruption, {"needs a \"ggml_type\""});
+}
+
+TEST_F(BlzArchiveGgufReject, SafetensorsTensorWithGgmlType) {
+  ExpectRejected(Mutated([&](ojson& j) {
+                   ojson t = ojson::object();
+                   for (auto& [k, v] : j["tensors"][st_].items()) {
+                     t[k] = v;
+                     if (k == "dtype") {
+                       // ggml's name of the same plain type ("f32", "bf16", "i64"), so only
+                       // the file kind is wrong.
+                       std::string name = v.get<std::string>();
+                       for (char& c : name) c = char(std::tolower(c));
+                       t["ggml_type"] = name;
+                     }
+                   }
+                   j["tensors"][st_] = t;
+                 }),
+                 Code::kCorruption, {"only tensors of gguf files"});
+}
+
+TEST_F(BlzArchiveGgufReject, UnknownGgmlType) {
+  ExpectRejected(Mutated([&](ojson& j) { j["tensors"][gt_]["ggml_type"] = "q9_Z"; }),
+                 Code::kUnsupported, {"ggml_type", "'q9_Z'"});
+  // ggml's names are case-sensitive.
+  ExpectRejected(Mutated([&](ojson& j) { j["tensors"][gt_]["ggml_type"] = "Q8_0"; }),
+                 Code::kUnsupported, {"'Q8_0'"});
+}
+
+TEST_F(BlzArchiveGgufReject, QuantizedTensorMustBeBytes) {
+  ExpectRejected(Mutated([&](ojson& j) {
+                   j["tensors"][gt_]["dtype"] = "I16";
+                   j["tensors"][gt_]["shape"] = {51};
+                 }),
+                 Code::kCorruption, {"block-quantized", "\"U8\""});
+  ExpectRejected(Mutated([&](ojson& j) { j["tensors"][gt_]["shape"] = {2, 51}; }),
+                 Code::kCorruption, {"block-quantized"});
+}
+
+TEST_F(BlzArchiveGgufReject, PlainGgmlTypeNeedsItsDType) {
+  const size_t f16 = json_["files"][gguf_]["pieces"][3]["index"];
+  ASSERT_EQ(json_["tensors"][f16]["ggml_type"], "f16");
+  ExpectRejected(Mutated([&](ojson& j) { j["tensors"][f16]["dtype"] = "BF16"; }),
+                 Code::kCorruption, {".dtype", "'BF16'", "'f16'"});
+  ExpectRejected(Mutated([&](ojson& j) {
+                   j["tensors"][f16]["shape"] = {5, 1, 1, 1, 1};
+                 }),
+                 Code::kCorruption, {".shape", "at most 4"});
+}
+
+TEST_F(BlzArchiveGgufReject, GgufFileLayout) {
+  // No header piece.
+  ExpectRejected(Mutated([&](ojson& j) { j["files"][gguf_]["pieces"].erase(0); }),
+                 Code::kCorruption, {"gguf file starts with one raw piece"});
+  // A padding raw right after the header raw.
+  ExpectRejected(Mutated([&](ojson& j) {
+                   auto& p = j["files"][gguf_]["pieces"];
+                   std::swap(p[1], p[2]);
+                 }),
+                 Code::kCorruption, {"padding and follows a tensor"});
+}
+
+TEST_F(BlzArchiveGgufReject, GgmlTypeOutOfCanonicalOrder) {
+  ExpectRejected(Mutated([&](ojson& j) {
+                   ojson t = ojson::object();
+                   t["ggml_type"] = j["tensors"][gt_]["ggml_type"];
+                   for (auto& [k, v] : j["tensors"][gt_].items()) {
+                     if (k != "ggml_type") t[k] = v;
+                   }
+                   j["tensors"][gt_] = t;
+                 }),
+                 Code::kCorruption, {"canonical"});
+}
+
+TEST_F(BlzArchiveGgufReject, UnknownKindNextToGgufTensors) {
+  ExpectRejected(Mutated([&](ojson& j) { j["files"][gguf_]["kind"] = "gguf2"; }),
+                 Code::kUnsupported, {"unknown file kind 'gguf2'"});
 }
 
 }  // namespace
