@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -106,20 +107,22 @@ class RegistryE2ETest : public ::testing::Test {
   // Pushes `base_dir` and `ft_dir` as two tags of `repo`, pulls base then ft into a fresh client
   // store, and checks the fine-tune pull used a patch and reproduced every file.
   void PushPullPair(const std::string& repo, const std::string& base_dir, const std::string& ft_dir) {
-    auto pusher = ClientEnv(repo + "-pusher");
+    std::string slug = repo;
+    std::replace(slug.begin(), slug.end(), '/', '-');
+    auto pusher = ClientEnv(slug + "-pusher");
     for (auto [dir, tag] : {std::pair{base_dir, "base"}, std::pair{ft_dir, "ft"}}) {
       ProcessResult r = Blz({"push", dir, addr_ + "/" + repo + ":" + tag}, pusher);
       ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     }
-    auto puller = ClientEnv(repo + "-puller", /*anonymous=*/true);
-    std::string out_base = *work_ / (repo + "-out-base");
+    auto puller = ClientEnv(slug + "-puller", /*anonymous=*/true);
+    std::string out_base = *work_ / (slug + "-out-base");
     ProcessResult r1 = Blz({"pull", addr_ + "/" + repo + ":base", "-o", out_base, "--json"}, puller);
     ASSERT_EQ(r1.exit_code, 0) << r1.out << r1.err;
     auto j1 = nlohmann::json::parse(r1.out);
     EXPECT_FALSE(j1.at("used_patch").get<bool>()) << "the first pull has no base to patch from";
     EXPECT_EQ(ReadTree(out_base), ReadTree(base_dir));
 
-    std::string out_ft = *work_ / (repo + "-out-ft");
+    std::string out_ft = *work_ / (slug + "-out-ft");
     ProcessResult r2 = Blz({"pull", addr_ + "/" + repo + ":ft", "-o", out_ft, "--json"}, puller);
     ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
     auto j2 = nlohmann::json::parse(r2.out);
