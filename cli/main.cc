@@ -1,2 +1,63 @@
-// Placeholder until the CLI lands.
-int main() { return 0; }
+// The `blz` binary: parses the command line (CLI11), runs one command, maps its Status to an
+// exit code (cli/exit_codes.h).
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+
+int main(int argc, char** argv) {
+  using namespace blz::cli;
+  // A peer closing a socket must be an error value, not a fatal signal.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"blz: a content-addressed model registry and patch distributor for LLM weights",
+               "blz"};
+  app.set_version_flag("--version", "blz 0.1.0");
+  app.require_subcommand(1);
+  app.footer(ExitCodeHelp() +
+             "\nEnvironment:\n"
+             "  BLZ_CACHE_DIR    local store for pull/push (else $XDG_CACHE_HOME/blz, "
+             "~/.cache/blz)\n"
+             "  BLZ_CONFIG_DIR   where auth.json lives (else $XDG_CONFIG_HOME/blz, "
+             "~/.config/blz)\n"
+             "  BLZ_TOKEN        registry token, overrides `blz login`\n"
+             "\nErrors are printed as one line on stderr: 'blz: error: ...'.\n"
+             "Run 'blz COMMAND --help' for a command's options.");
+
+  std::vector<Command> commands;
+  AddModelCommands(app, &commands);
+  AddRegistryCommands(app, &commands);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      return app.exit(e);  // --help, --version
+    }
+    std::string message = e.what();
+    if (argc > 1 && argv[1][0] != '-') {
+      bool known = false;
+      for (const Command& command : commands) known = known || command.app->get_name() == argv[1];
+      if (!known) message = std::string("unknown command '") + argv[1] + "'";
+    }
+    std::fprintf(stderr, "blz: error: %s\nRun 'blz --help' for usage.\n", message.c_str());
+    return kExitUsage;
+  }
+
+  for (const Command& command : commands) {
+    if (!command.app->parsed()) continue;
+    try {
+      blz::Status status = command.run();
+      if (!status.ok()) return ReportError(status);
+      return kExitOk;
+    } catch (const std::exception& e) {
+      // Library exceptions are supposed to become Status where they enter; this is the net.
+      return ReportError(blz::Internal(std::string("unexpected exception: ") + e.what()));
+    }
+  }
+  return ReportError(blz::InvalidArgument("no command given"));
+}

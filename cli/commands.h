@@ -1,0 +1,65 @@
+// Command registration for the `blz` binary. Each group adds its subcommands to the app and a
+// Command whose `run` is called when that subcommand was parsed. Option storage lives in the
+// closures, so it outlives parsing.
+#ifndef BLZ_CLI_COMMANDS_H_
+#define BLZ_CLI_COMMANDS_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace blz::cli {
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<Status()> run;
+};
+
+// pack, unpack, verify, inspect, diff, apply.
+void AddModelCommands(CLI::App& app, std::vector<Command>* commands);
+// serve, push, pull, login, tags.
+void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands);
+
+// Helpers shared by the command groups (cli/cli_util.cc).
+
+// Prints `j` (indented) and a newline on stdout.
+void PrintJson(const nlohmann::json& j);
+// "blz: note: <text>" on stderr.
+void Note(const std::string& text);
+// Should transfers draw progress? (--progress, or stderr is a terminal.)
+bool ProgressWanted(bool flag);
+
+// A temporary directory removed (with its contents) when the object dies.
+class ScopedTempDir {
+ public:
+  ScopedTempDir() = default;
+  ~ScopedTempDir();
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  // Creates "<dir of near_path>/.blz-tmp-XXXXXX": on the output's file system, so large
+  // temporary archives neither fill /tmp nor cross devices.
+  Status CreateNear(const std::string& near_path);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Returns `input` if it is a .blz archive; else packs `input` (a model directory or a
+// .safetensors file) to "<tmp.path()>/<name>.blz" and returns that path (creating `tmp`
+// next to `near_path` when needed). `*packed` tells which happened.
+Result<std::string> EnsureArchive(const std::string& input, const std::string& name,
+                                  const std::string& near_path, ScopedTempDir* tmp,
+                                  bool* packed);
+
+// Does `path` exist (any kind, without following a final symlink)?
+bool PathExists(const std::string& path);
+
+}  // namespace blz::cli
+
+#endif  // BLZ_CLI_COMMANDS_H_

@@ -1,0 +1,240 @@
+// Registry commands: serve, push, pull, login, tags.
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "client/auth.h"
+#include "client/progress.h"
+#include "client/pull.h"
+#include "client/push.h"
+#include "client/reference.h"
+#include "client/registry_client.h"
+#include "registry/server.h"
+
+namespace blz::cli {
+namespace {
+
+using client::FormatBytes;
+
+nlohmann::json NullIfEmpty(const std::string& s) {
+  return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+}
+
+client::HttpClientOptions HttpOptions(int timeout_seconds) {
+  client::HttpClientOptions o;
+  o.io_timeout = std::chrono::seconds(timeout_seconds);
+  return o;
+}
+
+void AddServe(CLI::App& app, std::vector<Command>* commands) {
+  auto options = std::make_shared<registry::ServerOptions>();
+  CLI::App* sub = app.add_subcommand("serve", "Run the registry server (until Ctrl-C)");
+  sub->add_option("--data", options->data_dir, "data directory (blobs, database)")
+      ->capture_default_str();
+  sub->add_option("--listen", options->listen, "address to listen on, ADDR:PORT (port 0 = any)")
+      ->capture_default_str();
+  sub->add_option("--threads", options->threads, "server threads (0 = number of cores)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--private", options->private_mode, "require a token for reads too");
+  sub->footer(
+      "On first start the admin token is printed once as 'admin token: <token>'; then\n"
+      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.");
+  commands->push_back({sub, [options]() -> Status { return registry::RunServer(*options); }});
+}
+
+void AddPush(CLI::App& app, std::vector<Command>* commands) {
+  struct Args {
+    std::string input, reference, cache;
+    bool json = false, progress = false;
+    int timeout = 60;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("push", "Upload a model version to a registry");
+  sub->add_option("input", args->input, "model directory, .safetensors file or .blz archive")
+      ->required();
+  sub->add_option("reference", args->reference, "HOST:PORT/NAME[:TAG] (TAG defaults to latest)")
+      ->required();
+  sub->add_option("--cache", args->cache, "local store (staging for packing)");
+  sub->add_flag("--json", args->json, "print the result as JSON on stdout");
+  sub->add_flag("--progress", args->progress, "draw progress even when stderr is not a terminal");
+  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->footer(
+      "Only the blobs the registry lacks are uploaded; the tag is set last.\n"
+      "Token: $BLZ_TOKEN, else the one stored by `blz login HOST:PORT`.");
+  commands->push_back({sub, [args]() -> Status {
+    client::PushOptions options;
+    options.cache_dir = args->cache;
+    options.progress = ProgressWanted(args->progress);
+    options.http = HttpOptions(args->timeout);
+    BLZ_ASSIGN_OR_RETURN(client::PushResult r,
+                         client::Push(args->input, args->reference, options));
+    if (args->json) {
+      PrintJson({{"reference", r.reference}, {"manifest_digest", r.manifest_digest},
+                 {"digest", r.archive_digest}, {"archive_size", r.archive_size},
+                 {"config_digest", r.config_digest}, {"bytes_uploaded", r.bytes_uploaded},
+                 {"total_bytes", r.total_bytes}, {"blobs_uploaded", r.blobs_uploaded},
+                 {"blobs_skipped", r.blobs_skipped}, {"packed", r.packed}});
+    } else {
+      std::printf("pushed %s\n  model %s (%s)\n  manifest %s\n  uploaded %s of %s (%d blobs "
+                  "sent, %d already present)\n",
+                  r.reference.c_str(), r.archive_digest.c_str(),
+                  FormatBytes(r.archive_size).c_str(), r.manifest_digest.c_str(),
+                  FormatBytes(r.bytes_uploaded).c_str(), FormatBytes(r.total_bytes).c_str(),
+                  r.blobs_uploaded, r.blobs_skipped);
+    }
+    return Status::Ok();
+  }});
+}
+
+void AddPull(CLI::App& app, std::vector<Command>* commands) {
+  struct Args {
+    std::string reference, output, cache;
+    bool json = false, progress = false, no_patch = false;
+    int timeout = 60;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "pull", "Fetch a model version (as a patch from a version held locally when possible)");
+  sub->add_option("reference", args->reference,
+                  "HOST:PORT/NAME[:TAG] or HOST:PORT/NAME@sha256:<manifest digest>")
+      ->required();
+  sub->add_option("-o,--output", args->output, "unpack into this new directory");
+  sub->add_option("--cache", args->cache,
+                  "local store (default $BLZ_CACHE_DIR, $XDG_CACHE_HOME/blz, ~/.cache/blz)");
+  sub->add_flag("--json", args->json,
+                "print {reference, digest, archive_path, output, bytes_downloaded, full_bytes, "
+                "used_patch, patch_from, ...} on stdout");
+  sub->add_flag("--progress", args->progress, "draw progress even when stderr is not a terminal");
+  sub->add_flag("--no-patch", args->no_patch, "always download the full archive");
+  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->footer(
+      "Without -o the archive stays in the local store and its path is printed on stdout;\n"
+      "with -o the new directory's path is printed. Every digest is verified before anything\n"
+      "is written to the output.");
+  commands->push_back({sub, [args]() -> Status {
+    client::PullOptions options;
+    options.cache_dir = args->cache;
+    options.output_dir = args->output;
+    options.progress = ProgressWanted(args->progress);
+    options.allow_patch = !args->no_patch;
+    options.http = HttpOptions(args->timeout);
+    BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(args->reference, options));
+    for (const std::string& note : r.notes) Note(note);
+    if (args->json) {
+      PrintJson({{"reference", r.reference}, {"digest", r.digest},
+                 {"manifest_digest", r.manifest_digest}, {"archive_path", r.archive_path},
+                 {"output", NullIfEmpty(r.output)}, {"bytes_downloaded", r.bytes_downloaded},
+                 {"full_bytes", r.full_bytes}, {"used_patch", r.used_patch},
+                 {"patch_from", NullIfEmpty(r.patch_from)}, {"cache_hit", r.cache_hit}});
+      return Status::Ok();
+    }
+    std::string how = r.cache_hit   ? "already held locally"
+                      : r.used_patch ? "as a patch from " + r.patch_from
+                                     : "full archive";
+    std::fprintf(stderr, "pulled %s\n  model %s\n  downloaded %s of %s (%s)\n",
+                 r.reference.c_str(), r.digest.c_str(), FormatBytes(r.bytes_downloaded).c_str(),
+                 FormatBytes(r.full_bytes).c_str(), how.c_str());
+    std::printf("%s\n", r.output.empty() ? r.archive_path.c_str() : r.output.c_str());
+    return Status::Ok();
+  }});
+}
+
+// Reads one line from stdin, without echo when stdin is a terminal.
+Result<std::string> ReadTokenFromStdin(const std::string& registry) {
+  const bool tty = ::isatty(STDIN_FILENO) == 1;
+  termios saved {};
+  if (tty) {
+    std::fprintf(stderr, "Token for %s: ", registry.c_str());
+    std::fflush(stderr);
+    if (::tcgetattr(STDIN_FILENO, &saved) == 0) {
+      termios quiet = saved;
+      quiet.c_lflag &= ~tcflag_t(ECHO);
+      ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+    }
+  }
+  std::string line;
+  bool got = static_cast<bool>(std::getline(std::cin, line));
+  if (tty) {
+    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+    std::fputc('\n', stderr);
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+    line.pop_back();
+  }
+  if (!got && line.empty()) return InvalidArgument("no token given (use --token or stdin)");
+  return line;
+}
+
+void AddLogin(CLI::App& app, std::vector<Command>* commands) {
+  struct Args {
+    std::string registry, token;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("login", "Store a registry token for push/pull");
+  sub->add_option("registry", args->registry, "HOST:PORT")->required();
+  sub->add_option("--token", args->token, "the token (default: read one line from stdin)");
+  sub->footer(
+      "The token is stored in $BLZ_CONFIG_DIR/auth.json, else $XDG_CONFIG_HOME/blz/auth.json,\n"
+      "else ~/.config/blz/auth.json (mode 0600). $BLZ_TOKEN overrides it when set.");
+  commands->push_back({sub, [args]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr,
+                         client::ParseRegistryAddress(args->registry));
+    const std::string registry = addr.ToString();
+    std::string token = args->token;
+    if (token.empty()) {
+      BLZ_ASSIGN_OR_RETURN(token, ReadTokenFromStdin(registry));
+    }
+    BLZ_ASSIGN_OR_RETURN(std::string path, client::AuthFilePath());
+    BLZ_RETURN_IF_ERROR(client::StoreToken(path, registry, token));
+    std::fprintf(stderr, "token for %s stored in %s\n", registry.c_str(), path.c_str());
+    return Status::Ok();
+  }});
+}
+
+void AddTags(CLI::App& app, std::vector<Command>* commands) {
+  struct Args {
+    std::string repository;
+    bool json = false;
+    int timeout = 60;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("tags", "List the tags of a repository");
+  sub->add_option("repository", args->repository, "HOST:PORT/NAME")->required();
+  sub->add_flag("--json", args->json, "print {repository, tags} on stdout");
+  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
+      ->check(CLI::PositiveNumber);
+  commands->push_back({sub, [args]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(client::Reference ref, client::ParseReference(args->repository));
+    client::RegistryClientOptions options;
+    options.http = HttpOptions(args->timeout);
+    BLZ_ASSIGN_OR_RETURN(options.token, client::ResolveToken(ref.registry.ToString()));
+    client::RegistryClient registry_client(ref.registry, options);
+    BLZ_ASSIGN_OR_RETURN(std::vector<std::string> tags, registry_client.ListTags(ref.name));
+    if (args->json) {
+      PrintJson({{"repository", ref.registry.ToString() + "/" + ref.name}, {"tags", tags}});
+    } else {
+      for (const std::string& t : tags) std::printf("%s\n", t.c_str());
+    }
+    return Status::Ok();
+  }});
+}
+
+}  // namespace
+
+void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands) {
+  AddServe(app, commands);
+  AddPush(app, commands);
+  AddPull(app, commands);
+  AddLogin(app, commands);
+  AddTags(app, commands);
+}
+
+}  // namespace blz::cli

@@ -1,0 +1,44 @@
+// Process exit codes of the `blz` binary: the ONE place where Status codes become exit codes.
+//
+//   0 ok
+//   1 internal error (a bug) or anything unclassified
+//   2 usage: bad command line, invalid argument, unsupported input
+//   3 not found (file, tag, blob, version)
+//   4 corrupt data: corruption, digest mismatch, a length over its cap
+//   5 unauthorized (missing or rejected token)
+//   6 unavailable: registry unreachable, timed out, or answered 5xx
+//   7 already exists (refusing to overwrite an output)
+//   8 I/O error (disk or connection failure mid-transfer)
+#ifndef BLZ_CLI_EXIT_CODES_H_
+#define BLZ_CLI_EXIT_CODES_H_
+
+#include <string>
+
+#include "core/status.h"
+
+namespace blz::cli {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitInternal = 1,
+  kExitUsage = 2,
+  kExitNotFound = 3,
+  kExitCorrupt = 4,
+  kExitUnauthorized = 5,
+  kExitUnavailable = 6,
+  kExitAlreadyExists = 7,
+  kExitIOError = 8,
+};
+
+int ExitCodeFor(Code code);
+
+// The exit-code table for `blz --help`.
+std::string ExitCodeHelp();
+
+// Prints "blz: error: <status>" on stderr; returns ExitCodeFor(status.code()).
+// REQUIRES: !status.ok().
+int ReportError(const Status& status);
+
+}  // namespace blz::cli
+
+#endif  // BLZ_CLI_EXIT_CODES_H_

@@ -1,0 +1,321 @@
+#include "client/local_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "client/reference.h"
+#include "core/digest.h"
+#include "core/file_util.h"
+
+namespace blz::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string EnvOrEmpty(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+Status MakeDir(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return IOError(path + ": cannot create directory: " + ec.message());
+  return Status::Ok();
+}
+
+bool IsTempName(const std::string& name) { return name.find(".tmp-") != std::string::npos; }
+
+// Removes "*.tmp-*" entries anywhere below `root`. Returns how many were removed.
+uint64_t RemoveTempFilesBelow(const std::string& root) {
+  uint64_t removed = 0;
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (IsTempName(it->path().filename().string())) doomed.push_back(it->path());
+  }
+  for (const fs::path& p : doomed) {
+    std::error_code rm_ec;
+    if (fs::remove_all(p, rm_ec) > 0) ++removed;
+  }
+  return removed;
+}
+
+// Holds an exclusive flock on a file for the scope.
+class ScopedFileLock {
+ public:
+  ScopedFileLock() = default;
+  ~ScopedFileLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  ScopedFileLock(const ScopedFileLock&) = delete;
+  ScopedFileLock& operator=(const ScopedFileLock&) = delete;
+
+  Status Lock(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return IOError(path + ": cannot open lock file: " + std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) return IOError(path + ": cannot lock: " + std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+Status ValidateRepo(std::string_view registry, std::string_view repository) {
+  Result<RegistryAddress> addr = ParseRegistryAddress(registry);
+  if (!addr.ok() || addr->ToString() != registry) {
+    return InvalidArgument("local store: invalid registry '" + std::string(registry) + "'");
+  }
+  if (!IsValidRepositoryName(repository)) {
+    return InvalidArgument("local store: invalid repository name '" + std::string(repository) +
+                           "'");
+  }
+  return Status::Ok();
+}
+
+struct Index {
+  std::vector<HeldVersion> versions;
+};
+
+Result<Index> ReadIndex(const std::string& path) {
+  Index index;
+  Result<std::string> text = ReadSmallFile(path, kMaxIndexBytes);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kNotFound) return index;
+    return text.status();
+  }
+  try {
+    nlohmann::json doc = nlohmann::json::parse(*text);
+    for (const nlohmann::json& v : doc.at("versions")) {
+      HeldVersion hv;
+      hv.digest = v.at("digest").get<std::string>();
+      if (!ParseDigest(hv.digest).ok()) {
+        return Corruption(path + ": invalid digest '" + hv.digest + "'");
+      }
+      hv.size = v.at("size").get<uint64_t>();
+      hv.seq = v.at("seq").get<uint64_t>();
+      hv.pulled_at = v.value("pulled_at", int64_t{0});
+      if (v.contains("tags")) hv.tags = v.at("tags").get<std::vector<std::string>>();
+      index.versions.push_back(std::move(hv));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Corruption(path + ": invalid index: " + e.what());
+  }
+  return index;
+}
+
+Status WriteIndex(const std::string& path, std::string_view registry,
+                  std::string_view repository, const Index& index) {
+  nlohmann::ordered_json doc;
+  doc["registry"] = registry;
+  doc["repository"] = repository;
+  doc["versions"] = nlohmann::ordered_json::array();
+  for (const HeldVersion& v : index.versions) {
+    nlohmann::ordered_json e;
+    e["digest"] = v.digest;
+    e["size"] = v.size;
+    e["tags"] = v.tags;
+    e["seq"] = v.seq;
+    e["pulled_at"] = v.pulled_at;
+    doc["versions"].push_back(std::move(e));
+  }
+  return WriteFileAtomic(path, doc.dump(1) + "\n");
+}
+
+}  // namespace
+
+Result<std::string> LocalStore::ResolveDir(const std::string& flag_dir) {
+  if (!flag_dir.empty()) return flag_dir;
+  std::string env = EnvOrEmpty("BLZ_CACHE_DIR");
+  if (!env.empty()) return env;
+  std::string xdg = EnvOrEmpty("XDG_CACHE_HOME");
+  if (!xdg.empty()) return xdg + "/blz";
+  std::string home = EnvOrEmpty("HOME");
+  if (!home.empty()) return home + "/.cache/blz";
+  return NotFound("cannot locate the local store: pass --cache or set BLZ_CACHE_DIR");
+}
+
+Result<LocalStore> LocalStore::Open(const std::string& dir) {
+  LocalStore store;
+  store.dir_ = dir;
+  while (store.dir_.size() > 1 && store.dir_.back() == '/') store.dir_.pop_back();
+  BLZ_RETURN_IF_ERROR(MakeDir(store.dir_ + "/blobs/sha256"));
+  BLZ_RETURN_IF_ERROR(MakeDir(store.dir_ + "/repos"));
+  BLZ_RETURN_IF_ERROR(MakeDir(store.dir_ + "/tmp"));
+
+  std::string lock_path = store.dir_ + "/lock";
+  store.lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (store.lock_fd_ < 0) {
+    return IOError(lock_path + ": cannot open lock file: " + std::strerror(errno));
+  }
+  if (::flock(store.lock_fd_, LOCK_EX | LOCK_NB) == 0) {
+    // Nobody else has the store open: whatever is staged is left over from a dead run.
+    std::error_code ec;
+    for (fs::directory_iterator it(store.dir_ + "/tmp", ec), end; !ec && it != end;
+         it.increment(ec)) {
+      std::error_code rm_ec;
+      if (fs::remove_all(it->path(), rm_ec) > 0) ++store.stale_removed_;
+    }
+    store.stale_removed_ += RemoveTempFilesBelow(store.dir_ + "/blobs");
+    store.stale_removed_ += RemoveTempFilesBelow(store.dir_ + "/repos");
+  }
+  // Downgrade (or take) the shared lock that marks the store as in use.
+  while (::flock(store.lock_fd_, LOCK_SH) != 0) {
+    if (errno != EINTR) return IOError(lock_path + ": cannot lock: " + std::strerror(errno));
+  }
+  return store;
+}
+
+LocalStore::~LocalStore() { Release(); }
+
+LocalStore::LocalStore(LocalStore&& other) noexcept
+    : dir_(std::move(other.dir_)), lock_fd_(other.lock_fd_),
+      stale_removed_(other.stale_removed_) {
+  other.lock_fd_ = -1;
+}
+
+LocalStore& LocalStore::operator=(LocalStore&& other) noexcept {
+  if (this != &other) {
+    Release();
+    dir_ = std::move(other.dir_);
+    lock_fd_ = other.lock_fd_;
+    stale_removed_ = other.stale_removed_;
+    other.lock_fd_ = -1;
+  }
+  return *this;
+}
+
+void LocalStore::Release() {
+  if (lock_fd_ >= 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+  }
+}
+
+std::string LocalStore::BlobPath(std::string_view digest) const {
+  std::string_view hex = digest.substr(digest.find(':') + 1);
+  return dir_ + "/blobs/sha256/" + std::string(hex.substr(0, 2)) + "/" + std::string(hex);
+}
+
+bool LocalStore::HasBlob(std::string_view digest) const {
+  if (!ParseDigest(digest).ok()) return false;
+  struct stat st {};
+  return ::stat(BlobPath(digest).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+Status LocalStore::VerifyBlob(std::string_view digest) const {
+  BLZ_ASSIGN_OR_RETURN(std::string want, ParseDigest(digest));
+  std::string path = BlobPath(digest);
+  if (!HasBlob(digest)) return NotFound(path + ": blob " + std::string(digest) + " is not held");
+  BLZ_ASSIGN_OR_RETURN(std::string got, Sha256FileHex(path));
+  if (got != want) {
+    return DigestMismatch(path + ": held blob hashes to sha256:" + got + ", not " +
+                          std::string(digest));
+  }
+  return Status::Ok();
+}
+
+Status LocalStore::RemoveBlob(std::string_view digest) {
+  if (!ParseDigest(digest).ok()) return InvalidArgument("invalid digest " + std::string(digest));
+  std::string path = BlobPath(digest);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return IOError(path + ": cannot remove: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Result<std::string> LocalStore::MakeStagingDir() const {
+  return MakeTempDir(dir_ + "/tmp", "op-");
+}
+
+Result<std::string> LocalStore::PublishBlob(const std::string& staged_path,
+                                            std::string_view digest) {
+  if (!ParseDigest(digest).ok()) return InvalidArgument("invalid digest " + std::string(digest));
+  std::string path = BlobPath(digest);
+  std::string parent = path.substr(0, path.rfind('/'));
+  BLZ_RETURN_IF_ERROR(MakeDir(parent));
+  if (HasBlob(digest)) {
+    ::unlink(staged_path.c_str());
+    return path;
+  }
+  if (::rename(staged_path.c_str(), path.c_str()) != 0) {
+    return IOError("cannot move " + staged_path + " to " + path + ": " + std::strerror(errno));
+  }
+  BLZ_RETURN_IF_ERROR(SyncDir(parent));
+  return path;
+}
+
+std::string LocalStore::IndexPath(std::string_view registry, std::string_view repository) const {
+  return dir_ + "/repos/" + std::string(registry) + "/" + std::string(repository) +
+         "/index.json";
+}
+
+Result<std::vector<HeldVersion>> LocalStore::Versions(std::string_view registry,
+                                                      std::string_view repository) const {
+  BLZ_RETURN_IF_ERROR(ValidateRepo(registry, repository));
+  BLZ_ASSIGN_OR_RETURN(Index index, ReadIndex(IndexPath(registry, repository)));
+  std::vector<HeldVersion> held;
+  for (HeldVersion& v : index.versions) {
+    if (HasBlob(v.digest)) held.push_back(std::move(v));
+  }
+  std::sort(held.begin(), held.end(),
+            [](const HeldVersion& a, const HeldVersion& b) { return a.seq > b.seq; });
+  return held;
+}
+
+Status LocalStore::RecordVersion(std::string_view registry, std::string_view repository,
+                                 std::string_view digest, uint64_t size, std::string_view tag) {
+  BLZ_RETURN_IF_ERROR(ValidateRepo(registry, repository));
+  if (!ParseDigest(digest).ok()) return InvalidArgument("invalid digest " + std::string(digest));
+  if (!tag.empty() && !IsValidTag(tag)) return InvalidArgument("invalid tag " + std::string(tag));
+  std::string path = IndexPath(registry, repository);
+  BLZ_RETURN_IF_ERROR(MakeDir(path.substr(0, path.rfind('/'))));
+
+  ScopedFileLock lock;
+  BLZ_RETURN_IF_ERROR(lock.Lock(dir_ + "/index.lock"));
+  BLZ_ASSIGN_OR_RETURN(Index index, ReadIndex(path));
+  uint64_t next_seq = 1;
+  for (const HeldVersion& v : index.versions) next_seq = std::max(next_seq, v.seq + 1);
+  // Drop versions whose blob is gone, and move the tag to this version.
+  std::vector<HeldVersion> kept;
+  HeldVersion* mine = nullptr;
+  for (HeldVersion& v : index.versions) {
+    if (v.digest != digest && !HasBlob(v.digest)) continue;
+    if (!tag.empty() && v.digest != digest) {
+      v.tags.erase(std::remove(v.tags.begin(), v.tags.end(), tag), v.tags.end());
+    }
+    kept.push_back(std::move(v));
+  }
+  for (HeldVersion& v : kept) {
+    if (v.digest == digest) mine = &v;
+  }
+  if (mine == nullptr) {
+    kept.push_back(HeldVersion{});
+    mine = &kept.back();
+    mine->digest = std::string(digest);
+  }
+  mine->size = size;
+  mine->seq = next_seq;
+  mine->pulled_at = int64_t(std::time(nullptr));
+  if (!tag.empty() &&
+      std::find(mine->tags.begin(), mine->tags.end(), tag) == mine->tags.end()) {
+    mine->tags.emplace_back(tag);
+  }
+  index.versions = std::move(kept);
+  return WriteIndex(path, registry, repository, index);
+}
+
+}  // namespace blz::client

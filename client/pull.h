@@ -1,0 +1,57 @@
+// `blz pull HOST:PORT/NAME:TAG [-o DIR]`: fetches a model version into the local store and
+// optionally unpacks it.
+//
+// 1. GET the manifest (by tag or digest) and find its archive layer.
+// 2. If the local store holds that archive (re-verified by SHA-256): nothing to download.
+// 3. Else, if the store holds another version of the same registry+repository, GET a patch
+//    from the most recently pulled one (/v2/<name>/blz/patch?from=&to=), apply it with
+//    patcher::ApplyPatch (which checks the base, every piece and the target's SHA-256) and
+//    keep the result. Any failure of that route (404, a patch not smaller than the archive,
+//    a bad patch) falls back to step 4; the reason is reported in PullResult::notes.
+// 4. Else download the archive blob, hashing it as it streams.
+// Downloads are staged under the store's tmp/ and published by rename only after their digest
+// is verified; nothing is written to the output before that. With an output directory the
+// archive is then unpacked (formats::Unpack: temp directory + rename; an existing directory is
+// refused before any download). A pull killed midway leaves only staged temp files, removed
+// by the next run; rerunning it completes.
+#ifndef BLZ_CLIENT_PULL_H_
+#define BLZ_CLIENT_PULL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/http_client.h"
+#include "core/status.h"
+
+namespace blz::client {
+
+struct PullOptions {
+  std::string cache_dir;   // local store; "" = from the environment
+  std::string output_dir;  // unpack here; "" = keep the archive in the store only
+  bool progress = false;   // draw progress on stderr
+  bool allow_patch = true;
+  HttpClientOptions http;
+  std::optional<std::string> token;  // nullopt = ResolveToken() (BLZ_TOKEN, then auth file)
+};
+
+struct PullResult {
+  std::string reference;        // canonical form of the reference pulled
+  std::string manifest_digest;
+  std::string digest;           // the archive's "sha256:..." (the model version)
+  std::string archive_path;     // the archive in the local store
+  std::string output;           // the unpacked directory; "" without an output directory
+  uint64_t bytes_downloaded = 0;  // blob / patch bytes received (manifest excluded)
+  uint64_t full_bytes = 0;        // size of the archive
+  bool used_patch = false;
+  std::string patch_from;       // base archive digest when a patch was used
+  bool cache_hit = false;       // the store already held the archive
+  std::vector<std::string> notes;  // fallbacks and repairs worth telling the user
+};
+
+Result<PullResult> Pull(const std::string& reference, const PullOptions& options);
+
+}  // namespace blz::client
+
+#endif  // BLZ_CLIENT_PULL_H_

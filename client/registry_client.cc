@@ -1,0 +1,387 @@
+#include "client/registry_client.h"
+
+#include <nlohmann/json.hpp>
+
+#include "client/manifest.h"
+#include "core/digest.h"
+#include "core/file_util.h"
+
+namespace blz::client {
+namespace {
+
+// Largest blob or patch blz will stream when no size is known up front.
+constexpr uint64_t kMaxBlobBytes = 1ull << 40;
+constexpr int kMaxTagPages = 1000;
+
+bool IsPrintable(std::string_view s) {
+  for (char c : s) {
+    if ((c < ' ' || c > '~') && c != '\t') return false;
+  }
+  return true;
+}
+
+// "CODE: message; CODE2: message2" from an OCI error body, or "" when it is not one.
+std::string OciErrors(const std::string& body) {
+  nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return "";
+  auto errors = doc.find("errors");
+  if (errors == doc.end() || !errors->is_array() || errors->empty()) return "";
+  std::string out;
+  for (const nlohmann::json& e : *errors) {
+    if (!e.is_object()) continue;
+    std::string code = e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>()
+                                                                   : "UNKNOWN";
+    std::string message =
+        e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : "";
+    if (!out.empty()) out += "; ";
+    out += code;
+    if (!message.empty()) out += ": " + message;
+    if (e.contains("detail") && !e["detail"].is_null() && !e["detail"].empty()) {
+      std::string detail =
+          e["detail"].is_string() ? e["detail"].get<std::string>() : e["detail"].dump();
+      if (!detail.empty() && detail.size() <= 300) out += " (" + detail + ")";
+    }
+  }
+  return out;
+}
+
+bool ErrorsContain(const std::string& body, std::string_view code) {
+  nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("errors") ||
+      !doc["errors"].is_array()) {
+    return false;
+  }
+  for (const nlohmann::json& e : doc["errors"]) {
+    if (e.is_object() && e.contains("code") && e["code"].is_string() &&
+        e["code"].get<std::string>() == code) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The URL of rel="next" in a Link header, or "".
+std::string NextLink(const std::string& link) {
+  if (link.find("rel=\"next\"") == std::string::npos && link.find("rel=next") == std::string::npos) {
+    return "";
+  }
+  size_t open = link.find('<');
+  size_t close = link.find('>', open == std::string::npos ? 0 : open);
+  if (open == std::string::npos || close == std::string::npos) return "";
+  return link.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+Status StatusFromResponse(const HttpResponse& response, std::string_view action,
+                          std::string_view what, bool have_token, std::string_view registry) {
+  std::string errors = OciErrors(response.body);
+  if (errors.empty()) {
+    errors = "HTTP " + std::to_string(response.status);
+    if (!response.reason.empty()) errors += " " + response.reason;
+    std::string body = response.body.substr(0, 200);
+    while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+    if (!body.empty() && IsPrintable(body)) errors += ": " + body;
+  }
+  const int st = response.status;
+  std::string msg = std::string(action) + (st >= 500 ? " failed: registry error: " : " refused: ") +
+                    errors + " (" + std::string(what) + ")";
+  if (st == 401) {
+    if (have_token) {
+      msg += "; the token for " + std::string(registry) + " was rejected";
+    } else {
+      msg += "; no token for " + std::string(registry) + ": run `blz login " +
+             std::string(registry) + "` or set BLZ_TOKEN";
+    }
+  }
+  if (st == 401 || st == 403) return Unauthorized(msg);
+  if (st == 404) return NotFound(msg);
+  if (st == 413) return TooLarge(msg);
+  if (st == 400 && ErrorsContain(response.body, "DIGEST_INVALID")) return DigestMismatch(msg);
+  if (st == 400 || st == 416) return InvalidArgument(msg);
+  return Unavailable(msg);
+}
+
+RegistryClient::RegistryClient(RegistryAddress registry, RegistryClientOptions options)
+    : registry_(std::move(registry)), options_(std::move(options)),
+      http_(registry_.host, registry_.port, options_.http) {}
+
+HttpRequest RegistryClient::NewRequest(std::string method, std::string target) const {
+  HttpRequest req;
+  req.method = std::move(method);
+  req.target = std::move(target);
+  if (!options_.token.empty()) {
+    req.headers.push_back({"Authorization", "Bearer " + options_.token});
+  }
+  return req;
+}
+
+Status RegistryClient::Fail(const HttpResponse& r, std::string_view action,
+                            std::string_view what) const {
+  return StatusFromResponse(r, action, what, !options_.token.empty(), registry_.ToString());
+}
+
+Status RegistryClient::Ping() {
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", "/v2/")));
+  if (r.status != 200) return Fail(r, "ping", "GET /v2/ at " + registry_.ToString());
+  return Status::Ok();
+}
+
+Result<BlobStat> RegistryClient::HeadBlob(std::string_view name, std::string_view digest) {
+  std::string target = "/v2/" + std::string(name) + "/blobs/" + std::string(digest);
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("HEAD", target)));
+  BlobStat st;
+  if (r.status == 404) return st;
+  if (r.status != 200) return Fail(r, "push", "HEAD blob " + std::string(digest));
+  st.exists = true;
+  r.ContentLength(&st.size);
+  return st;
+}
+
+Status RegistryClient::GetBlob(std::string_view name, std::string_view digest,
+                               uint64_t expected_size, const std::string& dest_path,
+                               const ProgressFn& progress) {
+  BLZ_ASSIGN_OR_RETURN(std::string want_hex, ParseDigest(digest));
+  BLZ_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(dest_path));
+  std::string what = "blob " + std::string(digest);
+  Sha256 hash;
+  uint64_t got = 0;
+
+  TransferOptions t;
+  t.max_sink_body = expected_size > 0 ? expected_size : kMaxBlobBytes;
+  t.on_headers = [&](const HttpResponse& head) -> Status {
+    if (head.status >= 200 && head.status < 300 && head.status != 200) {
+      return Corruption("pull: " + what + ": unexpected HTTP " + std::to_string(head.status));
+    }
+    uint64_t length = 0;
+    if (head.status == 200 && expected_size > 0 && head.ContentLength(&length) &&
+        length != expected_size) {
+      return Corruption("pull: " + what + ": registry sends " + std::to_string(length) +
+                        " bytes but the manifest says " + std::to_string(expected_size));
+    }
+    return Status::Ok();
+  };
+  t.sink = [&](ByteSpan chunk) -> Status {
+    hash.Update(chunk);
+    got += chunk.size();
+    bytes_received_ += chunk.size();
+    return file.Append(chunk);
+  };
+  if (progress) {
+    t.download_progress = [&](uint64_t done, uint64_t total) {
+      progress(done, total > 0 ? total : expected_size);
+    };
+  }
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r,
+                       http_.Send(NewRequest("GET", "/v2/" + std::string(name) + "/blobs/" +
+                                                        std::string(digest)),
+                                  t));
+  if (r.status != 200) return Fail(r, "pull", what);
+  if (expected_size > 0 && got != expected_size) {
+    return Corruption("pull: " + what + ": received " + std::to_string(got) +
+                      " bytes, expected " + std::to_string(expected_size));
+  }
+  std::string got_hex = hash.FinishHex();
+  if (got_hex != want_hex) {
+    return DigestMismatch("pull: " + what + " from " + registry_.ToString() + ": the " +
+                          std::to_string(got) + " bytes received hash to sha256:" + got_hex +
+                          "; nothing was stored");
+  }
+  return file.Commit();
+}
+
+Result<std::string> RegistryClient::StartUpload(std::string_view name) {
+  BLZ_ASSIGN_OR_RETURN(
+      HttpResponse r,
+      http_.Send(NewRequest("POST", "/v2/" + std::string(name) + "/blobs/uploads/")));
+  if (r.status != 202) return Fail(r, "push", "starting a blob upload to " + std::string(name));
+  std::string location = r.Header("Location");
+  if (location.empty()) {
+    return Unavailable("push failed: registry answered 202 without a Location header");
+  }
+  return location;
+}
+
+Result<std::string> RegistryClient::UploadTarget(std::string_view location,
+                                                 std::string_view digest) const {
+  std::string target(location);
+  if (target.rfind("http://", 0) == 0) {
+    size_t path = target.find('/', 7);
+    target = path == std::string::npos ? "/" : target.substr(path);
+  } else if (target.rfind("https://", 0) == 0) {
+    return Unsupported("push: the registry redirects the upload to " + target +
+                       " (https is not supported)");
+  }
+  if (target.empty() || target[0] != '/') {
+    return Unavailable("push failed: invalid upload Location '" + std::string(location) + "'");
+  }
+  target += target.find('?') == std::string::npos ? "?" : "&";
+  target += "digest=" + std::string(digest);
+  return target;
+}
+
+Status RegistryClient::FinishUpload(const HttpResponse& r, std::string_view digest) {
+  if (r.status != 201) return Fail(r, "push", "blob " + std::string(digest));
+  std::string server_digest = r.Header("Docker-Content-Digest");
+  if (!server_digest.empty() && server_digest != digest) {
+    return DigestMismatch("push: registry stored blob as " + server_digest + ", expected " +
+                          std::string(digest));
+  }
+  return Status::Ok();
+}
+
+Status RegistryClient::UploadBlobFromFile(std::string_view name, std::string_view digest,
+                                          const std::string& file_path,
+                                          const ProgressFn& progress) {
+  BLZ_RETURN_IF_ERROR(ParseDigest(digest).status());
+  BLZ_ASSIGN_OR_RETURN(std::string location, StartUpload(name));
+  BLZ_ASSIGN_OR_RETURN(std::string target, UploadTarget(location, digest));
+  HttpRequest req = NewRequest("PUT", target);
+  req.headers.push_back({"Content-Type", "application/octet-stream"});
+  req.body_file = file_path;
+  uint64_t sent = 0;
+  TransferOptions t;
+  t.upload_progress = [&](uint64_t done, uint64_t total) {
+    sent = done;
+    if (progress) progress(done, total);
+  };
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(req, t));
+  BLZ_RETURN_IF_ERROR(FinishUpload(r, digest));
+  bytes_sent_ += sent;
+  return Status::Ok();
+}
+
+Status RegistryClient::UploadBlob(std::string_view name, std::string_view digest,
+                                  std::string_view data) {
+  BLZ_RETURN_IF_ERROR(ParseDigest(digest).status());
+  BLZ_ASSIGN_OR_RETURN(std::string location, StartUpload(name));
+  BLZ_ASSIGN_OR_RETURN(std::string target, UploadTarget(location, digest));
+  HttpRequest req = NewRequest("PUT", target);
+  req.headers.push_back({"Content-Type", "application/octet-stream"});
+  req.body = std::string(data);
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(req));
+  BLZ_RETURN_IF_ERROR(FinishUpload(r, digest));
+  bytes_sent_ += data.size();
+  return Status::Ok();
+}
+
+Result<std::string> RegistryClient::PutManifest(std::string_view name,
+                                                std::string_view reference,
+                                                std::string_view manifest_json) {
+  std::string what = "manifest " + std::string(name) + ":" + std::string(reference);
+  HttpRequest req = NewRequest(
+      "PUT", "/v2/" + std::string(name) + "/manifests/" + std::string(reference));
+  req.headers.push_back({"Content-Type", std::string(kManifestMediaType)});
+  req.body = std::string(manifest_json);
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(req));
+  if (r.status != 201) return Fail(r, "push", what);
+  bytes_sent_ += manifest_json.size();
+  std::string digest = MakeDigest(Sha256Hex(manifest_json));
+  std::string server_digest = r.Header("Docker-Content-Digest");
+  if (!server_digest.empty() && server_digest != digest) {
+    return DigestMismatch("push: registry recorded " + what + " as " + server_digest +
+                          " but its bytes hash to " + digest);
+  }
+  return digest;
+}
+
+Result<ManifestResponse> RegistryClient::GetManifest(std::string_view name,
+                                                     std::string_view reference) {
+  std::string what = "manifest " + std::string(name) +
+                     (ParseDigest(reference).ok() ? "@" : ":") + std::string(reference);
+  HttpRequest req =
+      NewRequest("GET", "/v2/" + std::string(name) + "/manifests/" + std::string(reference));
+  req.headers.push_back({"Accept", std::string(kManifestMediaType)});
+  TransferOptions t;
+  t.max_memory_body = kMaxManifestBytes;
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(req, t));
+  if (r.status != 200) return Fail(r, "pull", what);
+  bytes_received_ += r.body.size();
+  ManifestResponse m;
+  m.bytes = std::move(r.body);
+  m.digest = MakeDigest(Sha256Hex(m.bytes));
+  m.media_type = r.Header("Content-Type");
+  if (ParseDigest(reference).ok() && m.digest != reference) {
+    return DigestMismatch("pull: " + what + ": the manifest received hashes to " + m.digest);
+  }
+  std::string server_digest = r.Header("Docker-Content-Digest");
+  if (!server_digest.empty() && server_digest != m.digest) {
+    return DigestMismatch("pull: " + what + ": registry says " + server_digest +
+                          " but the manifest received hashes to " + m.digest);
+  }
+  return m;
+}
+
+Result<std::vector<std::string>> RegistryClient::ListTags(std::string_view name) {
+  std::vector<std::string> tags;
+  std::string target = "/v2/" + std::string(name) + "/tags/list";
+  for (int page = 0; page < kMaxTagPages && !target.empty(); ++page) {
+    BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", target)));
+    if (r.status != 200) return Fail(r, "pull", "tags of " + std::string(name));
+    bytes_received_ += r.body.size();
+    nlohmann::json doc = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.is_object()) {
+      return Corruption("tags list of " + std::string(name) + ": not a JSON object");
+    }
+    auto list = doc.find("tags");
+    if (list != doc.end() && !list->is_null()) {
+      if (!list->is_array()) {
+        return Corruption("tags list of " + std::string(name) + ": 'tags' is not an array");
+      }
+      for (const nlohmann::json& t : *list) {
+        if (!t.is_string()) {
+          return Corruption("tags list of " + std::string(name) + ": a tag is not a string");
+        }
+        tags.push_back(t.get<std::string>());
+      }
+    }
+    target = NextLink(r.Header("Link"));
+    if (!target.empty() && target[0] != '/') target.clear();
+  }
+  return tags;
+}
+
+Result<PatchDownload> RegistryClient::GetPatch(std::string_view name, std::string_view from_digest,
+                                               std::string_view to_digest,
+                                               const std::string& dest_path, uint64_t max_bytes,
+                                               const ProgressFn& progress) {
+  std::string what = "patch " + std::string(from_digest) + " -> " + std::string(to_digest);
+  BLZ_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(dest_path));
+  Sha256 hash;
+  PatchDownload out;
+  TransferOptions t;
+  t.max_sink_body = max_bytes > 0 ? max_bytes : kMaxBlobBytes;
+  t.on_headers = [&](const HttpResponse& head) -> Status {
+    uint64_t length = 0;
+    if (head.status == 200 && max_bytes > 0 && head.ContentLength(&length) && length > max_bytes) {
+      return TooLarge("pull: " + what + " is " + std::to_string(length) +
+                      " bytes, more than the " + std::to_string(max_bytes) + " allowed");
+    }
+    return Status::Ok();
+  };
+  t.sink = [&](ByteSpan chunk) -> Status {
+    hash.Update(chunk);
+    out.bytes += chunk.size();
+    bytes_received_ += chunk.size();
+    return file.Append(chunk);
+  };
+  t.download_progress = progress;
+  HttpRequest req = NewRequest("GET", "/v2/" + std::string(name) + "/blz/patch?from=" +
+                                          std::string(from_digest) +
+                                          "&to=" + std::string(to_digest));
+  req.headers.push_back({"Accept", std::string(kPatchMediaType)});
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(req, t));
+  if (r.status != 200) return Fail(r, "pull", what);
+  out.digest = MakeDigest(hash.FinishHex());
+  std::string server_digest = r.Header("Docker-Content-Digest");
+  if (!server_digest.empty() && server_digest != out.digest) {
+    return DigestMismatch("pull: " + what + ": registry says " + server_digest +
+                          " but the bytes received hash to " + out.digest +
+                          "; nothing was stored");
+  }
+  out.server_cache_hit = r.Header("Blz-Patch-Cache") == "hit";
+  BLZ_RETURN_IF_ERROR(file.Commit());
+  return out;
+}
+
+}  // namespace blz::client

@@ -1,0 +1,121 @@
+// OCI distribution operations against one blz registry (docs/registry-api.md).
+//
+// Every request carries `Authorization: Bearer <token>` when a token is configured. Failures
+// the server reports are turned into a Status whose message starts with the action ("push" or
+// "pull" or "ping") and quotes the OCI error body, e.g.
+//   "push refused: UNAUTHORIZED: authentication required (no token for 127.0.0.1:5000: run
+//    `blz login 127.0.0.1:5000`)"
+// HTTP status -> code: 401/403 kUnauthorized; 404 kNotFound; 400 DIGEST_INVALID
+// kDigestMismatch; other 400 kInvalidArgument; 413 kTooLarge; 416 kInvalidArgument;
+// 5xx kUnavailable; anything else unexpected kUnavailable. Transport failures come from
+// HttpClient (kUnavailable / kIOError).
+#ifndef BLZ_CLIENT_REGISTRY_CLIENT_H_
+#define BLZ_CLIENT_REGISTRY_CLIENT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/http_client.h"
+#include "client/reference.h"
+#include "core/status.h"
+
+namespace blz::client {
+
+struct RegistryClientOptions {
+  HttpClientOptions http;
+  std::string token;  // bearer token; empty = anonymous
+};
+
+// Turns a non-success response into a Status (see the file comment). `action` is "push",
+// "pull", ... ; `what` names the object ("blob sha256:...", "manifest org/model:v1").
+Status StatusFromResponse(const HttpResponse& response, std::string_view action,
+                          std::string_view what, bool have_token, std::string_view registry);
+
+struct BlobStat {
+  bool exists = false;
+  uint64_t size = 0;  // Content-Length when it exists
+};
+
+struct ManifestResponse {
+  std::string bytes;       // the manifest exactly as served
+  std::string digest;      // "sha256:<hex>" of `bytes` (checked against Docker-Content-Digest)
+  std::string media_type;  // Content-Type
+};
+
+struct PatchDownload {
+  uint64_t bytes = 0;       // size of the patch written
+  std::string digest;       // "sha256:<hex>" of the patch bytes
+  bool server_cache_hit = false;  // Blz-Patch-Cache: hit
+};
+
+class RegistryClient {
+ public:
+  RegistryClient(RegistryAddress registry, RegistryClientOptions options);
+
+  const RegistryAddress& registry() const { return registry_; }
+
+  // GET /v2/ -> OK when the registry answers 200.
+  Status Ping();
+
+  // HEAD /v2/<name>/blobs/<digest>: exists (200) or not (404).
+  Result<BlobStat> HeadBlob(std::string_view name, std::string_view digest);
+
+  // GET /v2/<name>/blobs/<digest> into `dest_path`, written atomically: the bytes are hashed
+  // while they stream and the file appears only when their SHA-256 equals `digest` (else
+  // kDigestMismatch and nothing is left behind). `expected_size` (0 = unknown) caps the body
+  // and must equal Content-Length when both are known (kCorruption otherwise). An existing
+  // dest_path is replaced (content-addressed: the bytes are identical by construction).
+  Status GetBlob(std::string_view name, std::string_view digest, uint64_t expected_size,
+                 const std::string& dest_path, const ProgressFn& progress = nullptr);
+
+  // Uploads a blob: POST /v2/<name>/blobs/uploads/, then PUT <location>?digest=<digest> with
+  // the body streamed from `file_path` (or from `data`). Checks the 201 answer and its
+  // Docker-Content-Digest.
+  Status UploadBlobFromFile(std::string_view name, std::string_view digest,
+                            const std::string& file_path, const ProgressFn& progress = nullptr);
+  Status UploadBlob(std::string_view name, std::string_view digest, std::string_view data);
+
+  // PUT /v2/<name>/manifests/<reference>. Returns the manifest digest (the server's
+  // Docker-Content-Digest, which must equal the SHA-256 of `manifest_json`).
+  Result<std::string> PutManifest(std::string_view name, std::string_view reference,
+                                  std::string_view manifest_json);
+
+  // GET /v2/<name>/manifests/<reference> (at most kMaxManifestBytes). When `reference` is a
+  // digest the body must hash to it (kDigestMismatch).
+  Result<ManifestResponse> GetManifest(std::string_view name, std::string_view reference);
+
+  // GET /v2/<name>/tags/list, following pagination (Link: <...>; rel="next").
+  Result<std::vector<std::string>> ListTags(std::string_view name);
+
+  // GET /v2/<name>/blz/patch?from=<from>&to=<to> into `dest_path` (atomically, like GetBlob;
+  // the Docker-Content-Digest of the patch, when sent, is verified). kNotFound when the server
+  // has no such patch. A patch whose Content-Length exceeds `max_bytes` (0 = no cap) is not
+  // downloaded: kTooLarge.
+  Result<PatchDownload> GetPatch(std::string_view name, std::string_view from_digest,
+                                 std::string_view to_digest, const std::string& dest_path,
+                                 uint64_t max_bytes, const ProgressFn& progress = nullptr);
+
+  // Bytes of response bodies received so far (blobs, patches, manifests).
+  uint64_t bytes_received() const { return bytes_received_; }
+  // Bytes of request bodies sent so far.
+  uint64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  HttpRequest NewRequest(std::string method, std::string target) const;
+  Status Fail(const HttpResponse& r, std::string_view action, std::string_view what) const;
+  Result<std::string> StartUpload(std::string_view name);
+  Result<std::string> UploadTarget(std::string_view location, std::string_view digest) const;
+  Status FinishUpload(const HttpResponse& r, std::string_view digest);
+
+  RegistryAddress registry_;
+  RegistryClientOptions options_;
+  HttpClient http_;
+  uint64_t bytes_received_ = 0;
+  uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace blz::client
+
+#endif  // BLZ_CLIENT_REGISTRY_CLIENT_H_

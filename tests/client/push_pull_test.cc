@@ -1,0 +1,431 @@
+// push and pull against an in-test fake registry (tests/client/test_server.h) that follows
+// docs/registry-api.md closely enough for the client: blobs, uploads, manifests, patches
+// (computed with patcher::CreatePatch like the real server).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/local_store.h"
+#include "client/pull.h"
+#include "client/push.h"
+#include "core/digest.h"
+#include "patcher/patch.h"
+#include "tests/client/test_server.h"
+#include "tests/test_util.h"
+
+namespace blz::client {
+namespace {
+
+using blz::testing::MakeResponse;
+using blz::testing::OciError;
+using blz::testing::ReadFileBytes;
+using blz::testing::TempDir;
+using blz::testing::TestRequest;
+using blz::testing::TestResponse;
+using blz::testing::TestServer;
+using blz::testing::WriteFileBytes;
+namespace fs = std::filesystem;
+namespace http = boost::beast::http;
+
+std::string Digest(const std::string& data) { return MakeDigest(Sha256Hex(data)); }
+
+// A safetensors file with F32 tensors of the given values.
+std::string Safetensors(const std::map<std::string, std::vector<float>>& tensors) {
+  std::string header = "{";
+  std::string data;
+  for (const auto& [name, values] : tensors) {
+    if (header.size() > 1) header += ",";
+    size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    header += "\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(values.size()) +
+              "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) +
+              "]}";
+  }
+  header += "}";
+  while (header.size() % 8 != 0) header += " ";
+  std::string out(8, '\0');
+  uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);  // little-endian host
+  return out + header + data;
+}
+
+// A small model directory; `version` perturbs one tensor.
+void MakeModel(const std::string& dir, int version) {
+  std::vector<float> a(16384), b(16384);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = float(i % 97) * 0.01f;
+    b[i] = float(i % 89) * -0.02f;
+  }
+  for (size_t i = 0; i < 64; ++i) b[i * 7] += float(version) * 0.5f;
+  WriteFileBytes(dir + "/config.json", "{\"model_type\":\"test\",\"version\":" +
+                                           std::to_string(version) + "}\n");
+  WriteFileBytes(dir + "/model.safetensors", Safetensors({{"a.weight", a}, {"b.weight", b}}));
+}
+
+// Registry behaviour, shared with the server thread.
+class FakeRegistry {
+ public:
+  explicit FakeRegistry(std::string work_dir) : work_dir_(std::move(work_dir)) {}
+
+  TestResponse Handle(const TestRequest& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string target(req.target());
+    const bool write = req.method() == http::verb::post || req.method() == http::verb::put;
+    if (!token_.empty() && write &&
+        std::string(req[http::field::authorization]) != "Bearer " + token_) {
+      TestResponse res =
+          OciError(http::status::unauthorized, "UNAUTHORIZED", "authentication required");
+      res.set(http::field::www_authenticate, "Bearer realm=\"blz\"");
+      return res;
+    }
+    if (target == "/v2/") return MakeResponse(http::status::ok, "{}");
+    size_t pos;
+    if ((pos = target.find("/blobs/uploads/")) != std::string::npos) {
+      if (req.method() == http::verb::post) {
+        TestResponse res = MakeResponse(http::status::accepted);
+        res.set(http::field::location,
+                target.substr(0, pos) + "/blobs/uploads/u" + std::to_string(++uploads_));
+        return res;
+      }
+      size_t q = target.find("?digest=");
+      if (q == std::string::npos) return OciError(http::status::bad_request, "DIGEST_INVALID", "");
+      std::string digest = target.substr(q + 8);
+      if (Digest(req.body()) != digest) {
+        return OciError(http::status::bad_request, "DIGEST_INVALID", "digest mismatch");
+      }
+      blobs_[digest] = req.body();
+      TestResponse res = MakeResponse(http::status::created);
+      res.set("Docker-Content-Digest", digest);
+      return res;
+    }
+    if ((pos = target.find("/blobs/")) != std::string::npos) {
+      std::string digest = target.substr(pos + 7);
+      auto it = blobs_.find(digest);
+      if (it == blobs_.end()) {
+        return OciError(http::status::not_found, "BLOB_UNKNOWN", "blob unknown");
+      }
+      if (req.method() == http::verb::head) {
+        TestResponse res{http::status::ok, 11};
+        res.content_length(it->second.size());
+        return res;
+      }
+      ++blob_gets_;
+      std::string body = it->second;
+      if (corrupt_blobs_) body[body.size() / 2] ^= 0x40;
+      TestResponse res = MakeResponse(http::status::ok, body, "application/octet-stream");
+      if (truncate_blobs_) {
+        res.body().resize(body.size() / 3);
+        res.set("X-Test-Truncate", std::to_string(body.size()));
+      }
+      return res;
+    }
+    if ((pos = target.find("/manifests/")) != std::string::npos) {
+      std::string name = target.substr(4, pos - 4);
+      std::string ref = target.substr(pos + 11);
+      if (req.method() == http::verb::put) {
+        std::string digest = Digest(req.body());
+        manifests_[name + "@" + ref] = req.body();
+        manifests_[name + "@" + digest] = req.body();
+        TestResponse res = MakeResponse(http::status::created);
+        res.set("Docker-Content-Digest", digest);
+        return res;
+      }
+      auto it = manifests_.find(name + "@" + ref);
+      if (it == manifests_.end()) {
+        return OciError(http::status::not_found, "MANIFEST_UNKNOWN", "manifest unknown");
+      }
+      TestResponse res =
+          MakeResponse(http::status::ok, it->second, "application/vnd.oci.image.manifest.v1+json");
+      res.set("Docker-Content-Digest", Digest(it->second));
+      return res;
+    }
+    if ((pos = target.find("/blz/patch?from=")) != std::string::npos) {
+      ++patch_requests_;
+      size_t to_pos = target.find("&to=");
+      std::string from = target.substr(pos + 16, to_pos - pos - 16);
+      std::string to = target.substr(to_pos + 4);
+      if (!serve_patches_ || !blobs_.count(from) || !blobs_.count(to)) {
+        return OciError(http::status::not_found, "MANIFEST_UNKNOWN", "no such versions");
+      }
+      std::string base = work_dir_ + "/base.blz", tgt = work_dir_ + "/target.blz",
+                  patch = work_dir_ + "/p.blzpatch";
+      fs::remove(base);
+      fs::remove(tgt);
+      fs::remove(patch);
+      WriteFileBytes(base, blobs_[from]);
+      WriteFileBytes(tgt, blobs_[to]);
+      patcher::DiffStats stats;
+      Status s = patcher::CreatePatch(base, tgt, patch, patcher::DiffOptions{}, &stats);
+      if (!s.ok()) return OciError(http::status::internal_server_error, "UNKNOWN", s.ToString());
+      std::string bytes = ReadFileBytes(patch);
+      TestResponse res = MakeResponse(http::status::ok, bytes, "application/vnd.blz.patch.v1");
+      res.set("Docker-Content-Digest", Digest(bytes));
+      res.set("Blz-Patch-Cache", "miss");
+      return res;
+    }
+    return OciError(http::status::not_found, "NAME_UNKNOWN", "unknown route " + target);
+  }
+
+  void set_token(std::string t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    token_ = std::move(t);
+  }
+  void set_serve_patches(bool v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    serve_patches_ = v;
+  }
+  void set_corrupt_blobs(bool v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    corrupt_blobs_ = v;
+  }
+  void set_truncate_blobs(bool v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    truncate_blobs_ = v;
+  }
+  int patch_requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return patch_requests_;
+  }
+  int blob_gets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return blob_gets_;
+  }
+  size_t blob_count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return blobs_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::string work_dir_;
+  std::string token_;
+  std::map<std::string, std::string> blobs_;
+  std::map<std::string, std::string> manifests_;
+  int uploads_ = 0, patch_requests_ = 0, blob_gets_ = 0;
+  bool serve_patches_ = true, corrupt_blobs_ = false, truncate_blobs_ = false;
+};
+
+class PushPullTest : public ::testing::Test {
+ protected:
+  PushPullTest()
+      : registry_((fs::create_directories(tmp_ / "server"), tmp_ / "server")),
+        server_([this](const TestRequest& req) { return registry_.Handle(req); }) {
+    MakeModel(tmp_ / "v1", 1);
+    MakeModel(tmp_ / "v2", 2);
+  }
+
+  std::string Ref(const std::string& tag) {
+    return "127.0.0.1:" + std::to_string(server_.port()) + "/org/tiny:" + tag;
+  }
+  PushOptions PushOpts() {
+    PushOptions o;
+    o.cache_dir = tmp_ / "push-cache";
+    o.token = "tok";
+    return o;
+  }
+  PullOptions PullOpts(const std::string& output = "") {
+    PullOptions o;
+    o.cache_dir = tmp_ / "pull-cache";
+    o.output_dir = output;
+    o.token = "";
+    return o;
+  }
+
+  TempDir tmp_;
+  FakeRegistry registry_;
+  TestServer server_;
+};
+
+TEST_F(PushPullTest, PushDirectoryThenPullFullAndUnpack) {
+  Result<PushResult> pushed = Push(tmp_ / "v1", Ref("v1"), PushOpts());
+  ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+  EXPECT_TRUE(pushed->packed);
+  EXPECT_EQ(pushed->blobs_uploaded, 2);
+  EXPECT_EQ(pushed->blobs_skipped, 0);
+  EXPECT_EQ(pushed->bytes_uploaded, pushed->total_bytes);
+  EXPECT_GT(pushed->archive_size, 2u * 16384 * 4);
+  EXPECT_EQ(registry_.blob_count(), 2u);
+  // The packing staging area is cleaned up.
+  EXPECT_TRUE(fs::is_empty(tmp_ / "push-cache/tmp"));
+
+  Result<PullResult> pulled = Pull(Ref("v1"), PullOpts(tmp_ / "out"));
+  ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+  EXPECT_EQ(pulled->digest, pushed->archive_digest);
+  EXPECT_EQ(pulled->manifest_digest, pushed->manifest_digest);
+  EXPECT_FALSE(pulled->used_patch);
+  EXPECT_FALSE(pulled->cache_hit);
+  EXPECT_EQ(pulled->full_bytes, pushed->archive_size);
+  EXPECT_EQ(pulled->bytes_downloaded, pulled->full_bytes);
+  EXPECT_EQ(pulled->output, tmp_ / "out");
+  EXPECT_EQ(MakeDigest(*Sha256FileHex(pulled->archive_path)), pulled->digest);
+  EXPECT_EQ(ReadFileBytes(tmp_ / "out/model.safetensors"), ReadFileBytes(tmp_ / "v1/model.safetensors"));
+  EXPECT_EQ(ReadFileBytes(tmp_ / "out/config.json"), ReadFileBytes(tmp_ / "v1/config.json"));
+}
+
+TEST_F(PushPullTest, PushSkipsBlobsTheRegistryHas) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  Result<PushResult> again = Push(tmp_ / "v1", Ref("again"), PushOpts());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->blobs_uploaded, 0);
+  EXPECT_EQ(again->blobs_skipped, 2);
+  EXPECT_EQ(again->bytes_uploaded, 0u);
+}
+
+TEST_F(PushPullTest, PullUsesPatchFromHeldVersion) {
+  Result<PushResult> p1 = Push(tmp_ / "v1", Ref("v1"), PushOpts());
+  Result<PushResult> p2 = Push(tmp_ / "v2", Ref("v2"), PushOpts());
+  ASSERT_TRUE(p1.ok() && p2.ok());
+  ASSERT_NE(p1->archive_digest, p2->archive_digest);
+
+  Result<PullResult> first = Pull(Ref("v1"), PullOpts());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(registry_.patch_requests(), 0);
+
+  Result<PullResult> second = Pull(Ref("v2"), PullOpts(tmp_ / "out2"));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(second->used_patch);
+  EXPECT_EQ(second->patch_from, p1->archive_digest);
+  EXPECT_EQ(second->digest, p2->archive_digest);
+  EXPECT_LT(second->bytes_downloaded, second->full_bytes);
+  EXPECT_EQ(registry_.patch_requests(), 1);
+  EXPECT_EQ(registry_.blob_gets(), 1);  // only v1's full download
+  EXPECT_EQ(MakeDigest(*Sha256FileHex(second->archive_path)), p2->archive_digest);
+  EXPECT_EQ(ReadFileBytes(tmp_ / "out2/model.safetensors"),
+            ReadFileBytes(tmp_ / "v2/model.safetensors"));
+  EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
+}
+
+TEST_F(PushPullTest, PullFallsBackToBlobWhenNoPatch) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  ASSERT_TRUE(Push(tmp_ / "v2", Ref("v2"), PushOpts()).ok());
+  ASSERT_TRUE(Pull(Ref("v1"), PullOpts()).ok());
+  registry_.set_serve_patches(false);
+  Result<PullResult> r = Pull(Ref("v2"), PullOpts());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->used_patch);
+  EXPECT_EQ(r->bytes_downloaded, r->full_bytes);
+  ASSERT_EQ(r->notes.size(), 1u);
+  EXPECT_NE(r->notes[0].find("not used"), std::string::npos) << r->notes[0];
+}
+
+TEST_F(PushPullTest, SecondPullIsACacheHit) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  ASSERT_TRUE(Pull(Ref("v1"), PullOpts()).ok());
+  Result<PullResult> r = Pull(Ref("v1"), PullOpts());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->cache_hit);
+  EXPECT_EQ(r->bytes_downloaded, 0u);
+  EXPECT_EQ(registry_.blob_gets(), 1);
+}
+
+TEST_F(PushPullTest, PullRefusesExistingOutputBeforeDownloading) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  fs::create_directories(tmp_ / "exists");
+  int before = server_.requests();
+  Result<PullResult> r = Pull(Ref("v1"), PullOpts(tmp_ / "exists"));
+  EXPECT_EQ(r.status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(server_.requests(), before);
+}
+
+TEST_F(PushPullTest, InterruptedPullLeavesNothingAndRerunCompletes) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  registry_.set_truncate_blobs(true);
+  Result<PullResult> broken = Pull(Ref("v1"), PullOpts(tmp_ / "out"));
+  EXPECT_EQ(broken.status().code(), Code::kIOError) << broken.status().ToString();
+  EXPECT_FALSE(fs::exists(tmp_ / "out"));
+  EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
+
+  // What a pull killed while unpacking leaves next to its output (its pid is long gone).
+  const std::string stale = tmp_ / ".blz-pull-999999999-abcdef";
+  WriteFileBytes(stale + "/model/config.json", "{");
+
+  registry_.set_truncate_blobs(false);
+  Result<PullResult> ok = Pull(Ref("v1"), PullOpts(tmp_ / "out"));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(fs::exists(tmp_ / "out/model.safetensors"));
+  EXPECT_FALSE(fs::exists(stale));
+  for (const auto& e : fs::directory_iterator(tmp_.path())) {
+    EXPECT_EQ(e.path().filename().string().rfind(".blz-pull-", 0), std::string::npos)
+        << e.path();
+  }
+}
+
+TEST_F(PushPullTest, TamperedBlobIsRefusedAndNotStored) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  registry_.set_corrupt_blobs(true);
+  Result<PullResult> r = Pull(Ref("v1"), PullOpts(tmp_ / "out"));
+  EXPECT_EQ(r.status().code(), Code::kDigestMismatch) << r.status().ToString();
+  EXPECT_FALSE(fs::exists(tmp_ / "out"));
+  EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
+  size_t blobs = 0;
+  for (const auto& e : fs::recursive_directory_iterator(tmp_ / "pull-cache/blobs")) {
+    blobs += e.is_regular_file() ? 1 : 0;
+  }
+  EXPECT_EQ(blobs, 0u);
+}
+
+TEST_F(PushPullTest, PushWithoutTokenIsRefusedClearly) {
+  registry_.set_token("tok");
+  PushOptions o = PushOpts();
+  o.token = "";
+  Result<PushResult> r = Push(tmp_ / "v1", Ref("v1"), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnauthorized);
+  EXPECT_EQ(r.status().message().rfind("push refused: UNAUTHORIZED: authentication required", 0),
+            0u)
+      << r.status().message();
+  EXPECT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+}
+
+TEST_F(PushPullTest, PushArchiveFileAndRejectDigestReference) {
+  // An archive pushed as a file gives the same version as its directory.
+  Result<PushResult> from_dir = Push(tmp_ / "v1", Ref("v1"), PushOpts());
+  ASSERT_TRUE(from_dir.ok());
+  Result<PullResult> pulled = Pull(Ref("v1"), PullOpts());
+  ASSERT_TRUE(pulled.ok());
+  Result<PushResult> from_file = Push(pulled->archive_path, Ref("copy"), PushOpts());
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  EXPECT_FALSE(from_file->packed);
+  EXPECT_EQ(from_file->archive_digest, from_dir->archive_digest);
+
+  Result<PushResult> by_digest =
+      Push(tmp_ / "v1", "127.0.0.1:1/org/tiny@" + from_dir->manifest_digest, PushOpts());
+  EXPECT_EQ(by_digest.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Push(tmp_ / "missing", Ref("v1"), PushOpts()).status().code(), Code::kNotFound);
+}
+
+TEST_F(PushPullTest, PullByManifestDigest) {
+  Result<PushResult> pushed = Push(tmp_ / "v1", Ref("v1"), PushOpts());
+  ASSERT_TRUE(pushed.ok());
+  Result<PullResult> r = Pull("127.0.0.1:" + std::to_string(server_.port()) + "/org/tiny@" +
+                                  pushed->manifest_digest,
+                              PullOpts());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->digest, pushed->archive_digest);
+}
+
+TEST_F(PushPullTest, RealFineTuneArrivesAsPatch) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string base = corpus + "/tiny-gpt2/base", ft = corpus + "/tiny-gpt2/ft-v1";
+  ASSERT_TRUE(Push(base, Ref("base"), PushOpts()).ok());
+  Result<PushResult> pushed_ft = Push(ft, Ref("ft"), PushOpts());
+  ASSERT_TRUE(pushed_ft.ok()) << pushed_ft.status().ToString();
+  ASSERT_TRUE(Pull(Ref("base"), PullOpts()).ok());
+  Result<PullResult> r = Pull(Ref("ft"), PullOpts(tmp_ / "ft-out"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->used_patch);
+  EXPECT_LT(r->bytes_downloaded, r->full_bytes);
+  EXPECT_EQ(r->digest, pushed_ft->archive_digest);
+  for (const auto& e : fs::directory_iterator(ft)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(ReadFileBytes(tmp_ / ("ft-out/" + name)), ReadFileBytes(e.path().string())) << name;
+  }
+}
+
+}  // namespace
+}  // namespace blz::client

@@ -1,0 +1,370 @@
+#include "client/registry_client.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "client/local_store.h"
+#include "core/digest.h"
+#include "tests/client/test_server.h"
+#include "tests/test_util.h"
+
+namespace blz::client {
+namespace {
+
+using blz::testing::MakeResponse;
+using blz::testing::OciError;
+using blz::testing::TempDir;
+using blz::testing::TestRequest;
+using blz::testing::TestResponse;
+using blz::testing::TestServer;
+namespace http = boost::beast::http;
+
+RegistryClient MakeClient(const TestServer& server, std::string token = "") {
+  RegistryClientOptions options;
+  options.token = std::move(token);
+  options.http.io_timeout = std::chrono::seconds(10);
+  return RegistryClient(RegistryAddress{"127.0.0.1", server.port()}, options);
+}
+
+std::string Digest(const std::string& data) { return MakeDigest(Sha256Hex(data)); }
+
+size_t CountFiles(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) ++n;
+  }
+  return n;
+}
+
+TEST(RegistryClientTest, PingSendsBearerToken) {
+  TestServer server([](const TestRequest& req) {
+    if (req[http::field::authorization] != "Bearer s3cret") {
+      return OciError(http::status::unauthorized, "UNAUTHORIZED", "authentication required");
+    }
+    return MakeResponse(http::status::ok, "{}");
+  });
+  RegistryClient with_token = MakeClient(server, "s3cret");
+  EXPECT_TRUE(with_token.Ping().ok());
+
+  RegistryClient anonymous = MakeClient(server);
+  Status s = anonymous.Ping();
+  EXPECT_EQ(s.code(), Code::kUnauthorized);
+  EXPECT_NE(s.message().find("UNAUTHORIZED: authentication required"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("blz login 127.0.0.1:"), std::string::npos) << s.message();
+}
+
+TEST(RegistryClientTest, UploadRefusedParsesOciErrorBody) {
+  TestServer server([](const TestRequest&) {
+    return OciError(http::status::unauthorized, "UNAUTHORIZED", "authentication required");
+  });
+  RegistryClient client = MakeClient(server, "wrong");
+  Status s = client.UploadBlob("org/model", Digest("abc"), "abc");
+  EXPECT_EQ(s.code(), Code::kUnauthorized);
+  EXPECT_EQ(s.message().rfind("push refused: UNAUTHORIZED: authentication required", 0), 0u)
+      << s.message();
+  EXPECT_NE(s.message().find("was rejected"), std::string::npos) << s.message();
+}
+
+TEST(RegistryClientTest, ErrorCodesMapToStatusCodes) {
+  struct Case {
+    http::status status;
+    std::string code;
+    Code want;
+  };
+  const Case cases[] = {
+      {http::status::not_found, "MANIFEST_UNKNOWN", Code::kNotFound},
+      {http::status::bad_request, "DIGEST_INVALID", Code::kDigestMismatch},
+      {http::status::bad_request, "NAME_INVALID", Code::kInvalidArgument},
+      {http::status::forbidden, "DENIED", Code::kUnauthorized},
+      {http::status::payload_too_large, "SIZE_INVALID", Code::kTooLarge},
+      {http::status::internal_server_error, "UNKNOWN", Code::kUnavailable},
+  };
+  for (const Case& c : cases) {
+    TestServer server([&](const TestRequest&) { return OciError(c.status, c.code, "msg " + c.code); });
+    RegistryClient client = MakeClient(server);
+    Result<ManifestResponse> r = client.GetManifest("org/model", "v1");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), c.want) << c.code << ": " << r.status().ToString();
+    EXPECT_NE(r.status().message().find(c.code + ": msg " + c.code), std::string::npos)
+        << r.status().message();
+  }
+}
+
+TEST(RegistryClientTest, NonJsonErrorBodyIsQuoted) {
+  TestServer server([](const TestRequest&) {
+    return MakeResponse(http::status::bad_gateway, "upstream down\n", "text/plain");
+  });
+  RegistryClient client = MakeClient(server);
+  Result<std::vector<std::string>> r = client.ListTags("org/model");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("HTTP 502"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("upstream down"), std::string::npos);
+}
+
+TEST(RegistryClientTest, HeadBlob) {
+  const std::string present = Digest("present");
+  TestServer server([&](const TestRequest& req) {
+    if (req.target() == "/v2/org/model/blobs/" + present) {
+      TestResponse res{http::status::ok, 11};
+      res.content_length(7);
+      res.set("Docker-Content-Digest", present);
+      return res;
+    }
+    return OciError(http::status::not_found, "BLOB_UNKNOWN", "blob unknown");
+  });
+  RegistryClient client = MakeClient(server);
+  Result<BlobStat> yes = client.HeadBlob("org/model", present);
+  ASSERT_TRUE(yes.ok()) << yes.status().ToString();
+  EXPECT_TRUE(yes->exists);
+  EXPECT_EQ(yes->size, 7u);
+  Result<BlobStat> no = client.HeadBlob("org/model", Digest("absent"));
+  ASSERT_TRUE(no.ok());
+  EXPECT_FALSE(no->exists);
+}
+
+TEST(RegistryClientTest, GetBlobVerifiesAndPublishes) {
+  TempDir tmp;
+  const std::string data(300 * 1024, 'q');
+  const std::string digest = Digest(data);
+  TestServer server([&](const TestRequest& req) {
+    if (req.target() == "/v2/org/model/blobs/" + digest) {
+      return MakeResponse(http::status::ok, data, "application/octet-stream");
+    }
+    return OciError(http::status::not_found, "BLOB_UNKNOWN", "blob unknown");
+  });
+  Result<LocalStore> store = LocalStore::Open(tmp / "store");
+  ASSERT_TRUE(store.ok());
+  Result<std::string> staging = store->MakeStagingDir();
+  ASSERT_TRUE(staging.ok());
+  RegistryClient client = MakeClient(server);
+  uint64_t progress_total = 0;
+  Status s = client.GetBlob("org/model", digest, data.size(), *staging + "/blob",
+                            [&](uint64_t, uint64_t total) { progress_total = total; });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(progress_total, data.size());
+  EXPECT_EQ(client.bytes_received(), data.size());
+  EXPECT_EQ(blz::testing::ReadFileBytes(*staging + "/blob"), data);
+  Result<std::string> published = store->PublishBlob(*staging + "/blob", digest);
+  ASSERT_TRUE(published.ok());
+  EXPECT_TRUE(store->HasBlob(digest));
+  EXPECT_TRUE(store->VerifyBlob(digest).ok());
+}
+
+TEST(RegistryClientTest, WrongBytesGiveDigestMismatchAndLeaveNothing) {
+  TempDir tmp;
+  const std::string good = "the real archive bytes";
+  const std::string digest = Digest(good);
+  std::string evil = good;
+  evil[3] ^= 1;  // same length, different bytes
+  TestServer server([&](const TestRequest&) {
+    return MakeResponse(http::status::ok, evil, "application/octet-stream");
+  });
+  Result<LocalStore> store = LocalStore::Open(tmp / "store");
+  ASSERT_TRUE(store.ok());
+  Result<std::string> staging = store->MakeStagingDir();
+  ASSERT_TRUE(staging.ok());
+  RegistryClient client = MakeClient(server);
+  Status s = client.GetBlob("org/model", digest, good.size(), *staging + "/blob");
+  EXPECT_EQ(s.code(), Code::kDigestMismatch) << s.ToString();
+  EXPECT_NE(s.message().find(digest), std::string::npos);
+  EXPECT_EQ(CountFiles(*staging), 0u);
+  EXPECT_FALSE(store->HasBlob(digest));
+  EXPECT_EQ(CountFiles(tmp / "store/blobs"), 0u);
+}
+
+TEST(RegistryClientTest, SizeDisagreeingWithManifestIsCorruption) {
+  TempDir tmp;
+  const std::string data = "0123456789";
+  TestServer server([&](const TestRequest&) {
+    return MakeResponse(http::status::ok, data, "application/octet-stream");
+  });
+  RegistryClient client = MakeClient(server);
+  Status s = client.GetBlob("org/model", Digest(data), data.size() + 5, tmp / "blob");
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_FALSE(std::filesystem::exists(tmp / "blob"));
+  EXPECT_EQ(CountFiles(tmp.path()), 0u);
+}
+
+TEST(RegistryClientTest, ConnectionDroppedMidBlobLeavesNothing) {
+  TempDir tmp;
+  const std::string data(4096, 'x');
+  TestServer server([&](const TestRequest&) {
+    TestResponse res = MakeResponse(http::status::ok, data.substr(0, 1000),
+                                    "application/octet-stream");
+    res.set("X-Test-Truncate", std::to_string(data.size()));
+    return res;
+  });
+  RegistryClient client = MakeClient(server);
+  Status s = client.GetBlob("org/model", Digest(data), data.size(), tmp / "blob");
+  EXPECT_EQ(s.code(), Code::kIOError) << s.ToString();
+  EXPECT_EQ(CountFiles(tmp.path()), 0u);
+}
+
+TEST(RegistryClientTest, UploadFlowPostThenPutWithDigest) {
+  TempDir tmp;
+  const std::string data(200 * 1024 + 3, 'u');
+  blz::testing::WriteFileBytes(tmp / "blob", data);
+  const std::string digest = Digest(data);
+  TestServer server([&](const TestRequest& req) {
+    if (req.method() == http::verb::post &&
+        req.target() == "/v2/org/model/blobs/uploads/") {
+      TestResponse res = MakeResponse(http::status::accepted);
+      res.set(http::field::location, "/v2/org/model/blobs/uploads/u-1?state=abc");
+      return res;
+    }
+    if (req.method() == http::verb::put &&
+        req.target() == "/v2/org/model/blobs/uploads/u-1?state=abc&digest=" + digest) {
+      if (Digest(req.body()) != digest) {
+        return OciError(http::status::bad_request, "DIGEST_INVALID", "digest mismatch");
+      }
+      TestResponse res = MakeResponse(http::status::created);
+      res.set("Docker-Content-Digest", digest);
+      return res;
+    }
+    return OciError(http::status::not_found, "NAME_UNKNOWN", std::string(req.target()));
+  });
+  RegistryClient client = MakeClient(server, "tok");
+  uint64_t progress_done = 0;
+  Status s = client.UploadBlobFromFile("org/model", digest, tmp / "blob",
+                                       [&](uint64_t done, uint64_t) { progress_done = done; });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(progress_done, data.size());
+  EXPECT_EQ(client.bytes_sent(), data.size());
+  std::vector<TestRequest> seen = server.seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].body(), data);
+  EXPECT_EQ(seen[1][http::field::authorization], "Bearer tok");
+
+  // A digest the server disagrees with.
+  Status bad = client.UploadBlob("org/model", digest, "not the same bytes");
+  EXPECT_EQ(bad.code(), Code::kDigestMismatch) << bad.ToString();
+}
+
+TEST(RegistryClientTest, AbsoluteUploadLocationIsAccepted) {
+  const std::string data = "config";
+  const std::string digest = Digest(data);
+  uint16_t port = 0;
+  TestServer server([&](const TestRequest& req) {
+    if (req.method() == http::verb::post) {
+      TestResponse res = MakeResponse(http::status::accepted);
+      res.set(http::field::location,
+              "http://127.0.0.1:" + std::to_string(port) + "/v2/m/blobs/uploads/abc");
+      return res;
+    }
+    if (req.target() == "/v2/m/blobs/uploads/abc?digest=" + digest) {
+      return MakeResponse(http::status::created);
+    }
+    return OciError(http::status::not_found, "BLOB_UPLOAD_UNKNOWN", "no");
+  });
+  port = server.port();
+  RegistryClient client = MakeClient(server);
+  Status s = client.UploadBlob("m", digest, data);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+TEST(RegistryClientTest, ManifestPutAndGet) {
+  const std::string manifest = R"({"schemaVersion":2})";
+  const std::string digest = Digest(manifest);
+  TestServer server([&](const TestRequest& req) {
+    if (req.method() == http::verb::put) {
+      EXPECT_EQ(req[http::field::content_type], "application/vnd.oci.image.manifest.v1+json");
+      TestResponse res = MakeResponse(http::status::created);
+      res.set("Docker-Content-Digest", Digest(req.body()));
+      return res;
+    }
+    if (req.target() == "/v2/m/manifests/v1" || req.target() == "/v2/m/manifests/" + digest) {
+      TestResponse res =
+          MakeResponse(http::status::ok, manifest, "application/vnd.oci.image.manifest.v1+json");
+      res.set("Docker-Content-Digest", digest);
+      return res;
+    }
+    if (req.target() == "/v2/m/manifests/" + Digest("other")) {
+      return MakeResponse(http::status::ok, manifest);  // wrong bytes for that digest
+    }
+    return OciError(http::status::not_found, "MANIFEST_UNKNOWN", "manifest unknown");
+  });
+  RegistryClient client = MakeClient(server);
+  Result<std::string> put = client.PutManifest("m", "v1", manifest);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(*put, digest);
+
+  Result<ManifestResponse> by_tag = client.GetManifest("m", "v1");
+  ASSERT_TRUE(by_tag.ok()) << by_tag.status().ToString();
+  EXPECT_EQ(by_tag->bytes, manifest);
+  EXPECT_EQ(by_tag->digest, digest);
+  Result<ManifestResponse> by_digest = client.GetManifest("m", digest);
+  ASSERT_TRUE(by_digest.ok());
+
+  Result<ManifestResponse> tampered = client.GetManifest("m", Digest("other"));
+  EXPECT_EQ(tampered.status().code(), Code::kDigestMismatch);
+
+  Result<ManifestResponse> missing = client.GetManifest("m", "v2");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("pull refused: MANIFEST_UNKNOWN"), std::string::npos)
+      << missing.status().message();
+}
+
+TEST(RegistryClientTest, ListTagsFollowsPagination) {
+  TestServer server([](const TestRequest& req) {
+    if (req.target() == "/v2/m/tags/list") {
+      TestResponse res = MakeResponse(http::status::ok, R"({"name":"m","tags":["a","b"]})");
+      res.set(http::field::link, "</v2/m/tags/list?n=2&last=b>; rel=\"next\"");
+      return res;
+    }
+    if (req.target() == "/v2/m/tags/list?n=2&last=b") {
+      return MakeResponse(http::status::ok, R"({"name":"m","tags":["c"]})");
+    }
+    return OciError(http::status::not_found, "NAME_UNKNOWN", "repository unknown");
+  });
+  RegistryClient client = MakeClient(server);
+  Result<std::vector<std::string>> tags = client.ListTags("m");
+  ASSERT_TRUE(tags.ok()) << tags.status().ToString();
+  EXPECT_EQ(*tags, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(client.ListTags("nope").status().code(), Code::kNotFound);
+}
+
+TEST(RegistryClientTest, GetPatch) {
+  TempDir tmp;
+  const std::string patch = "PATCHBYTES";
+  const std::string from = Digest("a"), to = Digest("b");
+  TestServer server([&](const TestRequest& req) {
+    if (req.target() == "/v2/m/blz/patch?from=" + from + "&to=" + to) {
+      TestResponse res = MakeResponse(http::status::ok, patch, "application/vnd.blz.patch.v1");
+      res.set("Docker-Content-Digest", Digest(patch));
+      res.set("Blz-Patch-Cache", "hit");
+      return res;
+    }
+    if (req.target() == "/v2/m/blz/patch?from=" + to + "&to=" + from) {
+      TestResponse res = MakeResponse(http::status::ok, patch);
+      res.set("Docker-Content-Digest", Digest("something else"));
+      return res;
+    }
+    return OciError(http::status::not_found, "MANIFEST_UNKNOWN", "not a version");
+  });
+  RegistryClient client = MakeClient(server);
+  Result<PatchDownload> got = client.GetPatch("m", from, to, tmp / "p1", 0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->bytes, patch.size());
+  EXPECT_EQ(got->digest, Digest(patch));
+  EXPECT_TRUE(got->server_cache_hit);
+  EXPECT_EQ(blz::testing::ReadFileBytes(tmp / "p1"), patch);
+
+  Result<PatchDownload> capped = client.GetPatch("m", from, to, tmp / "p2", patch.size() - 1);
+  EXPECT_EQ(capped.status().code(), Code::kTooLarge);
+  EXPECT_FALSE(std::filesystem::exists(tmp / "p2"));
+
+  Result<PatchDownload> lying = client.GetPatch("m", to, from, tmp / "p3", 0);
+  EXPECT_EQ(lying.status().code(), Code::kDigestMismatch);
+  EXPECT_FALSE(std::filesystem::exists(tmp / "p3"));
+
+  Result<PatchDownload> none = client.GetPatch("m", from, Digest("c"), tmp / "p4", 0);
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+  EXPECT_EQ(CountFiles(tmp.path()), 1u);
+}
+
+}  // namespace
+}  // namespace blz::client
