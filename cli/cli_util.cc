@@ -37,6 +37,10 @@ void PrintJson(const nlohmann::json& j) {
   std::cout << j.dump(2) << std::endl;
 }
 
+void PrintOrderedJson(const nlohmann::ordered_json& j) {
+  std::cout << j.dump(2) << std::endl;
+}
+
 void Note(const std::string& text) {
   std::fprintf(stderr, "blz: note: %s\n", text.c_str());
 }

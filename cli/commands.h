@@ -5,6 +5,7 @@
 #define BLZ_CLI_COMMANDS_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,10 +19,15 @@ namespace blz::cli {
 struct Command {
   CLI::App* app = nullptr;
   std::function<Status()> run;
+  // When set and `run` returned ok, the process exits with *exit_code (e.g. 1 for
+  // `blz diff --fail-on-diff` when the structures differ); otherwise with 0.
+  std::shared_ptr<int> exit_code;
 };
 
 // pack, unpack, verify, inspect, diff, apply.
 void AddModelCommands(CLI::App& app, std::vector<Command>* commands);
+// id (structural identity, formats/identify.h).
+void AddIdentityCommands(CLI::App& app, std::vector<Command>* commands);
 // serve, push, pull, login, tags.
 void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands);
 
@@ -29,6 +35,7 @@ void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands);
 
 // Prints `j` (indented) and a newline on stdout.
 void PrintJson(const nlohmann::json& j);
+void PrintOrderedJson(const nlohmann::ordered_json& j);
 // "blz: note: <text>" on stderr.
 void Note(const std::string& text);
 // Should transfers draw progress? (--progress, or stderr is a terminal.)

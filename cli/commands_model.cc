@@ -1,17 +1,25 @@
 // Offline model commands: pack, unpack, verify, inspect, diff, apply.
 #include <cstdio>
+#include <exception>
 #include <memory>
 
 #include "cli/commands.h"
 #include "client/progress.h"
 #include "formats/blz_archive.h"
+#include "formats/identify.h"
 #include "formats/inspect.h"
+#include "formats/structural_hash.h"
+#include "formats/tensor_stats.h"
+#include "formats/value_diff.h"
 #include "patcher/patch.h"
 
 namespace blz::cli {
 namespace {
 
 using client::FormatBytes;
+
+// `blz diff --fail-on-diff`: the structures differ.
+constexpr int kExitDiffers = 1;
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(),
@@ -116,45 +124,139 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string input;
     bool json = false;
+    bool stats = false;
+    unsigned threads = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "inspect", "Describe a model directory, .safetensors file or .blz archive");
-  sub->add_option("path", args->input, "model directory, .safetensors file or .blz archive")
+      "inspect", "Describe a model directory, .safetensors or GGUF file, or .blz archive");
+  sub->add_option("path", args->input,
+                  "model directory, .safetensors or GGUF file, or .blz archive")
       ->required();
   sub->add_flag("--json", args->json, "print the description as JSON on stdout");
+  sub->add_flag("--stats", args->stats,
+                "also read every tensor: min/max/mean/std, NaN/Inf and zero counts per tensor,\n"
+                "with a warning for each tensor that is all (or partly) NaN/Inf");
+  sub->add_option("--threads", args->threads, "worker threads for --stats (0 = all cores)");
+  sub->footer("With --stats --json the statistics are under the key \"stats\".");
   commands->push_back({sub, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(formats::ModelSummary summary, formats::Describe(args->input));
+    if (!args->stats) {
+      if (args->json) {
+        PrintJson(formats::SummaryJson(summary));
+      } else {
+        std::fputs(formats::SummaryText(summary).c_str(), stdout);
+      }
+      return Status::Ok();
+    }
+    formats::StatsOptions options;
+    options.threads = args->threads;
+    BLZ_ASSIGN_OR_RETURN(formats::ModelStats stats,
+                         formats::ComputeModelStats(args->input, options));
     if (args->json) {
-      PrintJson(formats::SummaryJson(summary));
+      nlohmann::ordered_json out;
+      try {
+        out = nlohmann::ordered_json::parse(formats::SummaryJson(summary).dump());
+      } catch (const std::exception& e) {
+        return Internal(std::string("inspect: summary JSON: ") + e.what());
+      }
+      out["stats"] = formats::ModelStatsJson(stats);
+      PrintOrderedJson(out);
     } else {
       std::fputs(formats::SummaryText(summary).c_str(), stdout);
+      std::fputs("\n", stdout);
+      std::fputs(formats::ModelStatsText(stats).c_str(), stdout);
     }
     return Status::Ok();
   }});
+}
+
+// `blz diff A B` without -o: the structural diff (and with --values the value diff).
+Status ReportDiff(const std::string& a, const std::string& b, bool json, bool verbose,
+                  bool values, bool fail_on_diff, unsigned threads, int* exit_code) {
+  BLZ_ASSIGN_OR_RETURN(formats::StructuralInput sa, formats::StructuralInputFromPath(a));
+  BLZ_ASSIGN_OR_RETURN(formats::StructuralInput sb, formats::StructuralInputFromPath(b));
+  const formats::StructuralDiff structure = formats::DiffStructures(sa, sb);
+  if (fail_on_diff && !structure.identical()) *exit_code = kExitDiffers;
+  if (!values) {
+    const std::string text =
+        json ? formats::DiffJson(structure) : formats::DiffText(structure, verbose);
+    std::fputs(text.c_str(), stdout);
+    return Status::Ok();
+  }
+  formats::DiffOptions options;
+  options.threads = threads;
+  BLZ_ASSIGN_OR_RETURN(formats::ModelDiff value_diff, formats::DiffModels(a, b, options));
+  if (json) {
+    nlohmann::ordered_json out;
+    out["schema"] = 1;
+    try {
+      out["structure"] = nlohmann::ordered_json::parse(formats::DiffJson(structure));
+    } catch (const std::exception& e) {
+      return Internal(std::string("diff: structural JSON: ") + e.what());
+    }
+    out["values"] = formats::ModelDiffJson(value_diff);
+    PrintOrderedJson(out);
+  } else {
+    std::fputs(formats::DiffText(structure, verbose).c_str(), stdout);
+    std::fputs("\n", stdout);
+    std::fputs(formats::ModelDiffText(value_diff).c_str(), stdout);
+  }
+  return Status::Ok();
 }
 
 void AddDiff(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string base, target, output;
     bool json = false;
+    bool verbose = false;
+    bool values = false;
+    bool fail_on_diff = false;
     int level = 9;
     int threads = 0;
   };
   auto args = std::make_shared<Args>();
+  auto exit_code = std::make_shared<int>(0);
   CLI::App* sub = app.add_subcommand(
-      "diff", "Write a patch that turns model A into model B (archives or directories)");
-  sub->add_option("A", args->base, "base: .blz archive or model directory")->required();
-  sub->add_option("B", args->target, "target: .blz archive or model directory")->required();
-  sub->add_option("-o,--output", args->output, "patch file to write (.blzpatch)")->required();
-  sub->add_option("--level", args->level, "zstd level (1..22)")
+      "diff",
+      "Compare two models (structure, optionally values), or with -o write a patch A -> B");
+  sub->add_option("A", args->base,
+                  "base: .safetensors or GGUF file, .blz archive or model directory")
+      ->required();
+  sub->add_option("B", args->target,
+                  "target: .safetensors or GGUF file, .blz archive or model directory")
+      ->required();
+  CLI::Option* output = sub->add_option(
+      "-o,--output", args->output,
+      "write a patch that turns A into B to this file (.blzpatch) instead of comparing");
+  sub->add_option("--level", args->level, "zstd level (1..22), with -o")
       ->check(CLI::Range(1, 22))
       ->capture_default_str();
   sub->add_option("--threads", args->threads, "worker threads (0 = all cores)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_flag("--json", args->json, "print the summary as JSON on stdout");
-  sub->footer("Directories are packed to temporary archives (next to the output) first.");
-  commands->push_back({sub, [args]() -> Status {
+  sub->add_flag("--json", args->json, "print the result as JSON on stdout");
+  sub->add_flag("-v,--verbose", args->verbose,
+                "structural diff: list every changed tensor and metadata key")
+      ->excludes(output);
+  sub->add_flag("--values", args->values,
+                "also compare tensor values (changed elements, relative L2, cosine per tensor\n"
+                "and layer); JSON: {\"schema\": 1, \"structure\": {...}, \"values\": {...}}")
+      ->excludes(output);
+  sub->add_flag("--fail-on-diff", args->fail_on_diff,
+                "exit with code 1 when the structures (structural hashes) of A and B differ")
+      ->excludes(output);
+  sub->footer(
+      "Without -o: prints the structural diff (weight-inspect compatible: IDENTICAL or\n"
+      "DIFFERENT, tensor and metadata changes; --json gives {\"schema\": 1, ...}). Exit code 0\n"
+      "whether or not the models differ, unless --fail-on-diff: then 1 when they differ.\n"
+      "With -o: A and B must be .blz archives or model directories; directories are packed to\n"
+      "temporary archives (next to the output) first.");
+  commands->push_back({sub, [args, exit_code]() -> Status {
+    if (args->output.empty()) {
+      return ReportDiff(args->base, args->target, args->json, args->verbose, args->values,
+                        args->fail_on_diff, static_cast<unsigned>(args->threads),
+                        exit_code.get());
+    }
     if (PathExists(args->output)) return AlreadyExists(args->output + ": already exists");
     ScopedTempDir tmp;
     bool packed_a = false, packed_b = false;
@@ -195,7 +297,7 @@ void AddDiff(CLI::App& app, std::vector<Command>* commands) {
         Percent(stats.patch_bytes, stats.target_bytes).c_str(), stats.identical, stats.patched,
         stats.added, stats.removed);
     return Status::Ok();
-  }});
+  }, exit_code});
 }
 
 void AddApply(CLI::App& app, std::vector<Command>* commands) {

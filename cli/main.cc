@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
 
   std::vector<Command> commands;
   AddModelCommands(app, &commands);
+  AddIdentityCommands(app, &commands);
   AddRegistryCommands(app, &commands);
 
   try {
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
     try {
       blz::Status status = command.run();
       if (!status.ok()) return ReportError(status);
-      return kExitOk;
+      return command.exit_code ? *command.exit_code : kExitOk;
     } catch (const std::exception& e) {
       // Library exceptions are supposed to become Status where they enter; this is the net.
       return ReportError(blz::Internal(std::string("unexpected exception: ") + e.what()));

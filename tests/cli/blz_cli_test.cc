@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/test_util.h"
 
 namespace blz::cli {
@@ -137,6 +139,132 @@ TEST(BlzCliTest, DiffApplyRoundTripOnDirectories) {
   BlzRun to_archive = Blz("apply " + base + " " + tmp / "p.blzpatch -o " + tmp / "ft.blz", tmp);
   ASSERT_EQ(to_archive.code, 0) << to_archive.err;
   EXPECT_EQ(Blz("verify " + tmp / "ft.blz", tmp).code, 0);
+}
+
+// --- Issue 4: id, diff (structural / values), inspect --stats ------------------------------
+
+// The "structural_hash: <hex>" line of a weight-inspect text output ("" when absent).
+std::string HashLine(const std::string& text) {
+  const std::string key = "structural_hash: ";
+  auto pos = text.find(key);
+  if (pos == std::string::npos) return "";
+  auto end = text.find('\n', pos);
+  return text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+}
+
+TEST(BlzCliTest, IdOfTruncatedGgufMatchesWeightInspectGolden) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  const std::string golden = ReadFileBytes(corpus + "/weight-inspect/golden/id_tiny_gguf.txt");
+  ASSERT_FALSE(HashLine(golden).empty()) << golden;
+  BlzRun r = Blz("id " + corpus + "/weight-inspect/fixtures/tiny.gguf", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(HashLine(r.out), HashLine(golden)) << r.out;
+  EXPECT_EQ(r.out, golden);
+
+  BlzRun j = Blz("id --json " + corpus + "/weight-inspect/fixtures/tiny.gguf", tmp);
+  ASSERT_EQ(j.code, 0) << j.err;
+  nlohmann::json parsed = nlohmann::json::parse(j.out);
+  EXPECT_EQ(parsed["schema"], 1) << j.out;
+  EXPECT_EQ("structural_hash: " + parsed["structural_hash"].get<std::string>(),
+            HashLine(golden));
+}
+
+TEST(BlzCliTest, IdOfDirectoryEqualsItsArchiveAndMissingFileExit3) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  const std::string dir = corpus + "/tiny-gpt2/base";
+  ASSERT_EQ(Blz("pack " + dir + " -o " + tmp / "m.blz", tmp).code, 0);
+  BlzRun a = Blz("id " + dir, tmp), b = Blz("id " + tmp / "m.blz", tmp);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_FALSE(HashLine(a.out).empty()) << a.out;
+  EXPECT_EQ(HashLine(a.out), HashLine(b.out));
+  BlzRun missing = Blz("id " + tmp / "nope.gguf", tmp);
+  EXPECT_EQ(missing.code, 3) << missing.err;
+}
+
+TEST(BlzCliTest, DiffOfAFileWithItselfIsIdentical) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  const std::string f = corpus + "/tiny-gpt2/base/model.safetensors";
+  BlzRun r = Blz("diff " + f + " " + f + " --fail-on-diff", tmp);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("IDENTICAL"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("DIFFERENT"), std::string::npos) << r.out;
+  BlzRun j = Blz("diff --json " + f + " " + f, tmp);
+  ASSERT_EQ(j.code, 0) << j.err;
+  nlohmann::json parsed = nlohmann::json::parse(j.out);
+  EXPECT_EQ(parsed["schema"], 1);
+  EXPECT_EQ(parsed["hash_equal"], true);
+}
+
+TEST(BlzCliTest, DiffBaseVsFineTuneStructureAndValues) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  const std::string base = corpus + "/tiny-gpt2/base", ft = corpus + "/tiny-gpt2/ft-v1";
+  // A fine-tune keeps the architecture: same structure, different values.
+  BlzRun s = Blz("diff " + base + " " + ft + " --verbose --fail-on-diff", tmp);
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("IDENTICAL"), std::string::npos) << s.out;
+
+  BlzRun j = Blz("diff " + base + " " + ft + " --values --json", tmp);
+  ASSERT_EQ(j.code, 0) << j.err;
+  nlohmann::json parsed = nlohmann::json::parse(j.out);
+  EXPECT_EQ(parsed["schema"], 1);
+  ASSERT_TRUE(parsed.contains("structure")) << j.out;
+  EXPECT_EQ(parsed["structure"]["schema"], 1);
+  ASSERT_TRUE(parsed.contains("values")) << j.out;
+  const nlohmann::json& model = parsed["values"]["model"];
+  EXPECT_GT(model["elements"].get<uint64_t>(), 0u) << model.dump();
+  EXPECT_GT(model["changed"].get<uint64_t>(), 0u) << model.dump();
+  EXPECT_LE(model["changed"].get<uint64_t>(), model["elements"].get<uint64_t>());
+  EXPECT_FALSE(parsed["values"]["tensors"].empty());
+
+  BlzRun t = Blz("diff " + base + "/model.safetensors " + ft + "/model.safetensors --values", tmp);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("REL_L2"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("CHANGED%"), std::string::npos) << t.out;
+}
+
+TEST(BlzCliTest, DiffFailOnDiffExits1ForDifferentStructures) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  const std::string st = corpus + "/tiny-gpt2/base/model.safetensors";
+  const std::string gguf = corpus + "/gguf/llama-2-tiny-random.gguf";
+  BlzRun plain = Blz("diff " + st + " " + gguf, tmp);
+  EXPECT_EQ(plain.code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("DIFFERENT"), std::string::npos) << plain.out;
+  BlzRun fail = Blz("diff " + st + " " + gguf + " --fail-on-diff", tmp);
+  EXPECT_EQ(fail.code, 1) << fail.err;
+  EXPECT_NE(fail.out.find("DIFFERENT"), std::string::npos) << fail.out;
+  EXPECT_TRUE(fail.err.empty()) << fail.err;
+  BlzRun help = Blz("diff --help", tmp);
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--fail-on-diff"), std::string::npos) << help.out;
+  // Comparison flags make no sense when writing a patch.
+  BlzRun usage = Blz("diff " + st + " " + st + " --values -o " + tmp / "p.blzpatch", tmp);
+  EXPECT_EQ(usage.code, 2) << usage.err;
+}
+
+TEST(BlzCliTest, InspectStatsWarnsOnAllNaNAdapter) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  const std::string f = corpus + "/adapters/gemma2b-lora-f16/adapter_model.safetensors";
+  BlzRun r = Blz("inspect " + f + " --stats", tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("is all NaN/Inf"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("warning: "), std::string::npos) << r.out;
+  BlzRun j = Blz("inspect " + f + " --stats --json", tmp);
+  ASSERT_EQ(j.code, 0) << j.err;
+  nlohmann::json parsed = nlohmann::json::parse(j.out);
+  ASSERT_TRUE(parsed.contains("stats")) << j.out.substr(0, 2000);
+  EXPECT_GT(parsed["stats"]["summary"]["all_non_finite"].get<uint64_t>(), 0u);
+  EXPECT_FALSE(parsed["stats"]["warnings"].empty());
+  // A healthy model has no such warning.
+  BlzRun ok = Blz("inspect " + corpus + "/tiny-gpt2/base/model.safetensors --stats", tmp);
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.out.find("is all NaN/Inf"), std::string::npos) << ok.out;
 }
 
 }  // namespace
