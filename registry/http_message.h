@@ -1,0 +1,82 @@
+// Transport-free descriptions of an HTTP request and response. The registry's handlers
+// (registry/registry.h) map a Request to a Response with no I/O; the Beast session
+// (registry/http_session.h) translates between these and the wire.
+#ifndef BLZ_REGISTRY_HTTP_MESSAGE_H_
+#define BLZ_REGISTRY_HTTP_MESSAGE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace blz::registry {
+
+struct Header {
+  std::string name;
+  std::string value;
+};
+
+// Case-insensitive header lookup; the first match wins. nullopt when absent.
+std::optional<std::string> FindHeader(const std::vector<Header>& headers, std::string_view name);
+
+// What is known once the request line and headers are read.
+struct RequestHead {
+  std::string method;  // "GET", "PUT", ... (upper case as sent)
+  std::string target;  // origin-form: "/v2/<name>/blobs/uploads/?digest=sha256:..."
+  std::vector<Header> headers;
+  // Content-Length when sent; nullopt for chunked bodies or when absent (then no body unless
+  // chunked).
+  std::optional<uint64_t> content_length;
+  bool chunked = false;
+
+  std::optional<std::string> Get(std::string_view name) const { return FindHeader(headers, name); }
+  // Does a body follow the header?
+  bool HasBody() const { return chunked || (content_length.has_value() && *content_length > 0); }
+};
+
+// A whole request. The body is either in memory (`body`) or was streamed into `body_file`
+// (see BodyPlan); never both.
+struct Request {
+  RequestHead head;
+  std::string body;
+  std::string body_file;  // path of the file holding the body, "" when the body is in memory
+};
+
+struct Response {
+  int status = 200;
+  std::vector<Header> headers;
+  // The body: either `body` (in memory) or, when `file_path` is not empty, the bytes
+  // [file_offset, file_offset + file_length) of that file, streamed by the session.
+  std::string body;
+  std::string file_path;
+  uint64_t file_offset = 0;
+  uint64_t file_length = 0;
+  // A HEAD response: the session sends the headers with Content-Length = BodySize() and no body.
+  bool head_only = false;
+  // Close the connection after this response.
+  bool close = false;
+
+  uint64_t BodySize() const { return file_path.empty() ? body.size() : file_length; }
+  std::optional<std::string> Get(std::string_view name) const { return FindHeader(headers, name); }
+  void Set(std::string name, std::string value) {
+    headers.push_back({std::move(name), std::move(value)});
+  }
+};
+
+// How the session should read the body of a request, decided from its head alone.
+struct BodyPlan {
+  enum class Kind : uint8_t {
+    kMemory,  // read into Request::body, at most `limit` bytes
+    kFile,    // stream into a new file at `file_path`, at most `limit` bytes
+  };
+  Kind kind = Kind::kMemory;
+  uint64_t limit = 64 * 1024;
+  std::string file_path;
+  // When set, answer this without reading (or after discarding) the body.
+  std::optional<Response> reject;
+};
+
+}  // namespace blz::registry
+
+#endif  // BLZ_REGISTRY_HTTP_MESSAGE_H_

@@ -1,0 +1,291 @@
+#include "registry/http_session.h"
+
+#include <cstdio>
+#include <limits>
+#include <tuple>
+#include <utility>
+
+#include "core/file_util.h"
+#include "registry/errors.h"
+
+namespace blz::registry {
+namespace {
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = char(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = char(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Statuses that never carry a body (RFC 9110 §6.4.1).
+bool NoBodyStatus(int status) { return (status >= 100 && status < 200) || status == 204 || status == 304; }
+
+template <class Message>
+void FillHeaders(Message& msg, const Response& res, bool close) {
+  msg.version(11);
+  msg.result(static_cast<unsigned>(res.status));
+  msg.set(http::field::server, "blz");
+  for (const Header& h : res.headers) msg.insert(h.name, h.value);
+  msg.keep_alive(!close);
+}
+
+}  // namespace
+
+HttpSession::HttpSession(tcp::socket&& socket, Registry* registry, net::thread_pool* handlers)
+    : stream_(std::move(socket)), registry_(registry), handlers_(handlers) {}
+
+HttpSession::~HttpSession() { RemoveBodyFile(); }
+
+void HttpSession::Run() {
+  net::dispatch(stream_.get_executor(),
+                beast::bind_front_handler(&HttpSession::ReadHeader, shared_from_this()));
+}
+
+void HttpSession::ReadHeader() {
+  head_parser_.emplace();
+  head_parser_->header_limit(64 * 1024);
+  // The body's limit is chosen after the head is read (BodyPlan); Beast would otherwise refuse
+  // a Content-Length over its 1 MiB default while reading the head. (Not boost::none: Beast
+  // 1.74 compares `len > optional` and so refuses every Content-Length when it is none.)
+  head_parser_->body_limit(std::numeric_limits<uint64_t>::max());
+  string_parser_.reset();
+  file_parser_.reset();
+  head_ = RequestHead();
+  plan_ = BodyPlan();
+  stream_.expires_after(kIoTimeout);
+  http::async_read_header(stream_, buffer_, *head_parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            self->OnHeader(ec);
+                          });
+}
+
+void HttpSession::OnHeader(beast::error_code ec) {
+  if (ec) {
+    // end_of_stream: the client closed between requests; anything else (timeout, reset, a
+    // malformed head) also ends the connection.
+    if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
+        ec != net::error::connection_reset) {
+      status_ = 400;
+      Response bad = ErrorResponse(OciError::kBadRequest, "malformed request: " + ec.message());
+      bad.close = true;
+      head_.method = "-";
+      head_.target = "-";
+      started_ = std::chrono::steady_clock::now();
+      keep_alive_ = false;
+      SendResponse(std::move(bad));
+      return;
+    }
+    Close();
+    return;
+  }
+  started_ = std::chrono::steady_clock::now();
+  const auto& req = head_parser_->get();
+  head_.method = std::string(req.method_string());
+  head_.target = std::string(req.target());
+  for (const auto& field : req) {
+    head_.headers.push_back({std::string(field.name_string()), std::string(field.value())});
+  }
+  if (auto cl = head_parser_->content_length(); cl.has_value()) head_.content_length = *cl;
+  head_.chunked = head_parser_->chunked();
+  keep_alive_ = req.keep_alive();
+
+  plan_ = registry_->PlanBody(head_);
+  if (plan_.reject.has_value()) {
+    if (!head_.HasBody()) {
+      SendResponse(std::move(*plan_.reject));
+      return;
+    }
+    std::optional<std::string> expect = head_.Get("Expect");
+    const bool small = head_.content_length.has_value() &&
+                       *head_.content_length <= kMaxIgnoredBodyBytes;
+    if (!small || expect.has_value()) {
+      // Don't read (maybe gigabytes of) a body we will refuse: answer and close.
+      plan_.reject->close = true;
+      SendResponse(std::move(*plan_.reject));
+      return;
+    }
+    // A small body: read and discard it so the connection stays usable.
+    plan_.kind = BodyPlan::Kind::kMemory;
+    plan_.limit = kMaxIgnoredBodyBytes;
+  }
+  std::optional<std::string> expect = head_.Get("Expect");
+  if (head_.HasBody() && expect.has_value() && EqualsIgnoreCase(*expect, "100-continue")) {
+    auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+    stream_.expires_after(kIoTimeout);
+    http::async_write(stream_, *cont,
+                      [self = shared_from_this(), cont](beast::error_code wec, size_t) {
+                        if (wec) return self->Close();
+                        self->StartBody();
+                      });
+    return;
+  }
+  StartBody();
+}
+
+void HttpSession::StartBody() {
+  if (plan_.kind == BodyPlan::Kind::kFile) {
+    file_parser_.emplace(std::move(*head_parser_));
+    head_parser_.reset();
+    file_parser_->body_limit(plan_.limit);
+    beast::error_code ec;
+    file_parser_->get().body().open(plan_.file_path.c_str(), beast::file_mode::write_new, ec);
+    if (ec) {
+      Response err = ErrorResponse(OciError::kUnknown,
+                                   "cannot create " + plan_.file_path + ": " + ec.message());
+      err.close = true;
+      file_parser_.reset();
+      SendResponse(std::move(err));
+      return;
+    }
+    body_file_ = plan_.file_path;
+    ReadBodySome(*file_parser_);
+  } else {
+    string_parser_.emplace(std::move(*head_parser_));
+    head_parser_.reset();
+    string_parser_->body_limit(plan_.limit);
+    ReadBodySome(*string_parser_);
+  }
+}
+
+template <class Parser>
+void HttpSession::ReadBodySome(Parser& parser) {
+  if (parser.is_done()) {
+    OnBody();
+    return;
+  }
+  // Re-armed per chunk: an inactivity timeout, not a deadline for the whole body.
+  stream_.expires_after(kIoTimeout);
+  http::async_read_some(stream_, buffer_, parser,
+                        [self = shared_from_this(), &parser](beast::error_code ec, size_t) {
+                          if (ec) return self->OnBodyError(ec);
+                          self->ReadBodySome(parser);
+                        });
+}
+
+void HttpSession::OnBodyError(beast::error_code ec) {
+  if (ec == http::error::body_limit) {
+    Response err = ErrorResponse(OciError::kTooLarge, "request body exceeds the limit of " +
+                                                          std::to_string(plan_.limit) + " bytes");
+    err.close = true;
+    string_parser_.reset();
+    file_parser_.reset();
+    SendResponse(std::move(err));
+    return;
+  }
+  Close();
+}
+
+void HttpSession::OnBody() {
+  Request req;
+  req.head = head_;
+  if (string_parser_.has_value()) {
+    req.body = string_parser_->release().body();
+    string_parser_.reset();
+  }
+  if (file_parser_.has_value()) {
+    file_parser_->get().body().close();
+    file_parser_.reset();
+    req.body_file = body_file_;
+  }
+  if (plan_.reject.has_value()) {
+    SendResponse(std::move(*plan_.reject));
+    return;
+  }
+  // Handlers may block (hashing, patch computation): run them off the I/O threads, then come
+  // back to this connection's strand to write.
+  net::post(*handlers_, [self = shared_from_this(), req = std::move(req)]() {
+    Response res = self->registry_->Handle(req);
+    net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
+      self->SendResponse(std::move(res));
+    });
+  });
+}
+
+void HttpSession::SendResponse(Response res) {
+  RemoveBodyFile();
+  const bool close = res.close || !keep_alive_;
+  status_ = res.status;
+  body_bytes_ = res.head_only || NoBodyStatus(res.status) ? 0 : res.BodySize();
+
+  if (res.head_only || NoBodyStatus(res.status)) {
+    auto msg = std::make_shared<http::response<http::empty_body>>();
+    FillHeaders(*msg, res, close);
+    if (!NoBodyStatus(res.status)) msg->content_length(res.BodySize());
+    auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*msg);
+    WriteSome(msg, sr);
+    return;
+  }
+  if (!res.file_path.empty()) {
+    FileRangeBody::value_type body;
+    beast::error_code ec;
+    body.file.open(res.file_path.c_str(), beast::file_mode::scan, ec);
+    if (ec) {
+      SendResponse(ErrorResponse(OciError::kUnknown,
+                                 "cannot open " + res.file_path + ": " + ec.message()));
+      return;
+    }
+    body.offset = res.file_offset;
+    body.length = res.file_length;
+    auto msg = std::make_shared<http::response<FileRangeBody>>(
+        std::piecewise_construct, std::make_tuple(std::move(body)));
+    FillHeaders(*msg, res, close);
+    msg->content_length(res.file_length);
+    auto sr = std::make_shared<http::response_serializer<FileRangeBody>>(*msg);
+    WriteSome(msg, sr);
+    return;
+  }
+  auto msg = std::make_shared<http::response<http::string_body>>();
+  FillHeaders(*msg, res, close);
+  msg->body() = std::move(res.body);
+  msg->prepare_payload();
+  auto sr = std::make_shared<http::response_serializer<http::string_body>>(*msg);
+  WriteSome(msg, sr);
+}
+
+template <class Body>
+void HttpSession::WriteSome(std::shared_ptr<http::response<Body>> msg,
+                            std::shared_ptr<http::response_serializer<Body>> sr) {
+  stream_.expires_after(kIoTimeout);
+  http::async_write_some(stream_, *sr,
+                         [self = shared_from_this(), msg, sr](beast::error_code ec, size_t) {
+                           if (ec) return self->Close();
+                           if (!sr->is_done()) return self->WriteSome(msg, sr);
+                           self->OnWritten(msg->need_eof());
+                         });
+}
+
+void HttpSession::OnWritten(bool close) {
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
+          .count();
+  char tail[96];
+  std::snprintf(tail, sizeof(tail), " %d %llu %.1fms\n", status_,
+                static_cast<unsigned long long>(body_bytes_), ms);
+  std::string line = head_.method + " " + head_.target + tail;
+  std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines never interleave
+  if (close) return Close();
+  ReadHeader();
+}
+
+void HttpSession::Close() {
+  RemoveBodyFile();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+}
+
+void HttpSession::RemoveBodyFile() {
+  if (body_file_.empty()) return;
+  if (file_parser_.has_value()) {
+    file_parser_->get().body().close();
+    file_parser_.reset();
+  }
+  RemoveAll(body_file_);
+  body_file_.clear();
+}
+
+}  // namespace blz::registry

@@ -1,0 +1,130 @@
+// The registry's request handlers: the OCI distribution endpoints of docs/registry-api.md plus
+// the blz patch extension, over a store::BlobStore and a store::MetadataDb.
+//
+// Handlers are pure with respect to the network: Handle() takes a Request description and
+// returns a Response description (registry/http_message.h) and does no socket I/O, so every
+// endpoint and error path is testable without sockets. The Beast session
+// (registry/http_session.h) does the I/O: it reads the head, asks PlanBody() how to read the
+// body (memory with a cap, or streamed into a file under <data>/uploads), then calls Handle().
+//
+// Thread safety: PlanBody() and Handle() may be called concurrently from any threads. Writes to
+// one upload session are serialized; identical patch requests compute the patch once (a mutex
+// per (from, to) pair); the metadata DB serializes itself.
+#ifndef BLZ_REGISTRY_REGISTRY_H_
+#define BLZ_REGISTRY_REGISTRY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "registry/http_message.h"
+#include "registry/keyed_mutex.h"
+#include "store/blob_store.h"
+#include "store/metadata_db.h"
+
+namespace blz::registry {
+
+// Writes the patch from `base_archive` to `target_archive` (both .blz files) to `out_path`.
+using PatchFunction = std::function<Status(
+    const std::string& base_archive, const std::string& target_archive, const std::string& out_path)>;
+
+// blz::patcher::CreatePatch with default DiffOptions (defined in registry/patch_function.cc, so
+// binaries that never call it need not link the patcher's implementation).
+PatchFunction PatcherPatchFunction();
+
+inline constexpr uint64_t kMaxBlobBytes = 64ull << 30;       // 64 GiB per blob
+inline constexpr uint64_t kMaxManifestBytes = 4ull << 20;    // 4 MiB per manifest
+inline constexpr uint64_t kMaxIgnoredBodyBytes = 64 << 10;   // bodies of GET & co are discarded
+inline constexpr uint64_t kMaxPageSize = 10000;              // cap on ?n=
+
+inline constexpr char kOciManifestMediaType[] = "application/vnd.oci.image.manifest.v1+json";
+inline constexpr char kBlzArtifactType[] = "application/vnd.blz.model.v1";
+inline constexpr char kBlzConfigMediaType[] = "application/vnd.blz.model.config.v1+json";
+inline constexpr char kBlzArchiveMediaType[] = "application/vnd.blz.archive.v1";
+inline constexpr char kBlzPatchMediaType[] = "application/vnd.blz.patch.v1";
+
+struct RegistryOptions {
+  bool private_mode = false;  // reads need a token too
+  uint64_t max_blob_bytes = kMaxBlobBytes;
+  uint64_t max_manifest_bytes = kMaxManifestBytes;
+  // Computes patches for GET /v2/<name>/blz/patch; empty = that endpoint answers
+  // 405 UNSUPPORTED.
+  PatchFunction create_patch;
+};
+
+class Registry {
+ public:
+  // Opens (creating when needed) the data directory: <data>/blobs, <data>/uploads, and the
+  // metadata DB <data>/blz.db (migrated). Leftover temporary files in <data>/uploads (not
+  // upload sessions) are removed. Errors: those of BlobStore::Open and MetadataDb::Open.
+  static Result<std::unique_ptr<Registry>> Open(const std::string& data_dir,
+                                                RegistryOptions options);
+
+  // Decides how to read the body of a request from its head: into memory with a cap, or
+  // streamed into a new file under <data>/uploads (blob uploads), or not at all (`reject` set:
+  // bad route, bad name, missing token, unknown upload session, out-of-order chunk, body over
+  // its cap). Does not create the file.
+  BodyPlan PlanBody(const RequestHead& head);
+
+  // Handles a complete request. Never throws. The caller removes request.body_file afterwards
+  // if it still exists (handlers move it into the blob store when they publish it).
+  Response Handle(const Request& request);
+
+  // Creates the token named "admin" unless one exists. Returns the new token, or nullopt when
+  // an admin token already existed.
+  Result<std::optional<std::string>> EnsureAdminToken();
+
+  const std::string& data_dir() const { return data_dir_; }
+  store::BlobStore& blobs() { return blobs_; }
+  store::MetadataDb& db() { return *db_; }
+  const RegistryOptions& options() const { return options_; }
+
+  // Patch computations performed so far (cache misses that succeeded); for tests and logs.
+  uint64_t patches_computed() const;
+
+  struct Route;  // defined in registry.cc
+
+ private:
+  Registry(std::string data_dir, RegistryOptions options, store::BlobStore blobs,
+           std::unique_ptr<store::MetadataDb> db);
+
+  // Routes, checks the method, the token and the name. nullopt + *error set on failure.
+  std::optional<Route> Prepare(const RequestHead& head, Response* error);
+  Response Dispatch(const Route& route, const Request& request);
+  BodyPlan PlanBodyUnchecked(const RequestHead& head);
+
+  Response Ping(const Route& route);
+  Response Catalog(const Route& route);
+  Response GetBlob(const Route& route, const RequestHead& head);
+  Response StartUpload(const Route& route, const Request& request);
+  Response UploadStatus(const Route& route);
+  Response PatchUpload(const Route& route, const Request& request);
+  Response FinishUpload(const Route& route, const Request& request);
+  Response CancelUpload(const Route& route);
+  Response PutManifest(const Route& route, const Request& request);
+  Response GetManifest(const Route& route);
+  Response ListTags(const Route& route);
+  Response GetPatch(const Route& route, const RequestHead& head);
+
+  std::string SessionPath(const std::string& uuid) const;
+  // Appends the request body (file or memory) to an upload session's file; checks
+  // Content-Range. Sets *error and returns false on failure.
+  bool AppendChunk(const Route& route, const Request& request, uint64_t* new_size,
+                   Response* error);
+
+  std::string data_dir_;
+  RegistryOptions options_;
+  store::BlobStore blobs_;
+  std::unique_ptr<store::MetadataDb> db_;
+  KeyedMutex upload_locks_;
+  KeyedMutex patch_locks_;
+  std::atomic<uint64_t> patches_computed_{0};
+};
+
+}  // namespace blz::registry
+
+#endif  // BLZ_REGISTRY_REGISTRY_H_

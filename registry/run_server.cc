@@ -1,0 +1,41 @@
+// RunServer lives apart from Server so that only binaries that call it link the patcher
+// (through PatcherPatchFunction).
+#include <cstdio>
+#include <iostream>
+
+#include "registry/net.h"
+#include "registry/server.h"
+
+namespace blz::registry {
+
+Status RunServer(const ServerOptions& options) {
+  RegistryOptions ropts;
+  ropts.private_mode = options.private_mode;
+  ropts.create_patch = PatcherPatchFunction();
+  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
+                       Registry::Open(options.data_dir, std::move(ropts)));
+  // Install the signal handlers before announcing the address, so a supervisor that signals us
+  // as soon as it reads "listening on" is handled gracefully.
+  net::io_context signals_ioc(1);
+  net::signal_set signals(signals_ioc, SIGINT, SIGTERM);
+  int received = 0;
+  signals.async_wait([&](const beast::error_code& ec, int signo) {
+    if (!ec) received = signo;
+  });
+
+  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
+                       Server::Start(registry.get(), options.listen, options.threads));
+  // Created only once binding succeeded, so a failed start never consumes the one-time display.
+  BLZ_ASSIGN_OR_RETURN(std::optional<std::string> token, registry->EnsureAdminToken());
+  if (token.has_value()) {
+    std::cout << "admin token: " << *token << std::endl;  // shown once; only its hash is kept
+  }
+  std::cout << "listening on " << server->url() << std::endl;
+
+  signals_ioc.run();  // returns once a signal arrived
+  std::fprintf(stderr, "signal %d: shutting down\n", received);
+  server->Stop();
+  return Status::Ok();
+}
+
+}  // namespace blz::registry

@@ -1,0 +1,149 @@
+#include "registry/server.h"
+
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "registry/http_session.h"
+#include "registry/net.h"
+#include "registry/wire.h"
+
+namespace blz::registry {
+namespace {
+
+int ThreadCount(int threads) {
+  if (threads > 0) return threads;
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : int(n);
+}
+
+// Accepts connections and starts one HttpSession per connection, each on its own strand.
+class Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  Listener(net::io_context& ioc, tcp::acceptor acceptor, Registry* registry,
+           net::thread_pool* handlers)
+      : ioc_(ioc), acceptor_(std::move(acceptor)), registry_(registry), handlers_(handlers) {}
+
+  void Run() { Accept(); }
+  void Stop() {
+    beast::error_code ec;
+    acceptor_.close(ec);
+  }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(net::make_strand(ioc_),
+                           beast::bind_front_handler(&Listener::OnAccept, shared_from_this()));
+  }
+  void OnAccept(beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) std::make_shared<HttpSession>(std::move(socket), registry_, handlers_)->Run();
+    Accept();  // keep accepting after transient errors (e.g. EMFILE)
+  }
+
+  net::io_context& ioc_;
+  tcp::acceptor acceptor_;
+  Registry* registry_;
+  net::thread_pool* handlers_;
+};
+
+Result<tcp::endpoint> ParseListen(const std::string& listen) {
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument("listen address '" + listen + "' must be <host>:<port>");
+  }
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::optional<uint64_t> port = ParseUint(listen.substr(colon + 1));
+  if (!port.has_value() || *port > 65535) {
+    return InvalidArgument("listen address '" + listen + "': bad port");
+  }
+  if (host == "localhost") host = "127.0.0.1";
+  beast::error_code ec;
+  net::ip::address addr = net::ip::make_address(host, ec);
+  if (ec) {
+    return InvalidArgument("listen address '" + listen + "': '" + host +
+                           "' is not an IP address");
+  }
+  return tcp::endpoint(addr, uint16_t(*port));
+}
+
+}  // namespace
+
+struct Server::Impl {
+  explicit Impl(int n)
+      : ioc(std::make_unique<net::io_context>(n)),
+        handlers(std::make_unique<net::thread_pool>(size_t(n))) {}
+
+  // Teardown order (Stop): close the acceptor, stop ioc and join its threads, drain the handler
+  // pool (running handlers finish; their replies are dropped), then destroy the pool, the
+  // listener and finally ioc, which destroys the remaining sessions and closes their sockets.
+  std::unique_ptr<net::io_context> ioc;
+  std::unique_ptr<net::thread_pool> handlers;
+  std::shared_ptr<Listener> listener;
+  std::vector<std::thread> io_threads;
+  std::string host;
+  uint16_t port = 0;
+  bool stopped = false;
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { Stop(); }
+
+Result<std::unique_ptr<Server>> Server::Start(Registry* registry, const std::string& listen,
+                                              int threads) {
+  BLZ_ASSIGN_OR_RETURN(tcp::endpoint endpoint, ParseListen(listen));
+  const int n = ThreadCount(threads);
+  auto impl = std::make_unique<Impl>(n);
+  tcp::acceptor acceptor(*impl->ioc);
+  beast::error_code ec;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return IOError("cannot listen on " + listen + ": " + ec.message());
+  tcp::endpoint bound = acceptor.local_endpoint(ec);
+  if (ec) return IOError("cannot listen on " + listen + ": " + ec.message());
+  impl->host = bound.address().to_string();
+  impl->port = bound.port();
+  impl->listener =
+      std::make_shared<Listener>(*impl->ioc, std::move(acceptor), registry, impl->handlers.get());
+  impl->listener->Run();
+  for (int i = 0; i < n; ++i) {
+    impl->io_threads.emplace_back([ioc = impl->ioc.get()] { ioc->run(); });
+  }
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+const std::string& Server::host() const { return impl_->host; }
+uint16_t Server::port() const { return impl_->port; }
+
+std::string Server::url() const {
+  const bool v6 = impl_->host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + impl_->host + "]" : impl_->host) + ":" +
+         std::to_string(impl_->port);
+}
+
+void Server::Stop() {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  // Close the acceptor on an I/O thread and wait for it: once Stop returns, connecting fails.
+  std::promise<void> closed;
+  net::post(*impl_->ioc, [listener = impl_->listener, &closed] {
+    listener->Stop();
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  impl_->ioc->stop();
+  for (auto& t : impl_->io_threads) t.join();
+  impl_->io_threads.clear();
+  impl_->handlers->join();
+  impl_->handlers.reset();
+  impl_->listener.reset();
+  impl_->ioc.reset();
+}
+
+}  // namespace blz::registry

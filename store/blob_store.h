@@ -1,0 +1,121 @@
+// Content-addressed blob store on the local file system.
+//
+// Layout under the data directory `root`:
+//   <root>/blobs/sha256/<first 2 hex>/<64 hex>   published blobs, named by their SHA-256
+//   <root>/uploads/                              temporary files (writes in progress)
+//
+// A blob is only published after its bytes were hashed and matched the digest that names it:
+// writes go to a temporary file under <root>/uploads/, are SHA-256 checked, fsynced and then
+// renamed into place (same file system, so the rename is atomic). On a digest mismatch nothing
+// is stored (kDigestMismatch). Reading and writing are streamed in fixed buffers; no blob is
+// ever held in memory whole.
+//
+// Thread safety: all methods are safe to call concurrently. Publishing the same digest twice
+// is harmless (identical content; the second rename replaces the first atomically).
+#ifndef BLZ_STORE_BLOB_STORE_H_
+#define BLZ_STORE_BLOB_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/bytes.h"
+#include "core/digest.h"
+#include "core/status.h"
+
+namespace blz::store {
+
+struct BlobInfo {
+  std::string digest;  // "sha256:<hex>"
+  uint64_t size = 0;   // bytes
+  std::string path;    // absolute or root-relative path of the published file
+};
+
+class BlobWriter;
+
+class BlobStore {
+ public:
+  // Opens the store rooted at `root`, creating <root>/blobs/sha256 and <root>/uploads when
+  // missing. Errors: kIOError.
+  static Result<BlobStore> Open(const std::string& root);
+
+  const std::string& root() const { return root_; }
+  const std::string& uploads_dir() const { return uploads_dir_; }
+
+  // Where the blob named `digest` lives (whether or not it exists). Errors: kInvalidArgument
+  // for anything but "sha256:<64 lower-case hex>".
+  Result<std::string> PathFor(std::string_view digest) const;
+
+  // Size and path of a published blob. Errors: kInvalidArgument, kNotFound.
+  Result<BlobInfo> Stat(std::string_view digest) const;
+  bool Contains(std::string_view digest) const { return Stat(digest).ok(); }
+
+  // A fresh path "<root>/uploads/<prefix>-<random hex>" (the file is not created).
+  std::string NewTempPath(std::string_view prefix) const;
+
+  // Publishes the file at `temp_path` (which must be inside uploads_dir()) as the blob named
+  // `expected_digest`: hashes it (streamed), and only when it matches fsyncs and renames it into
+  // place. Errors: kInvalidArgument (malformed digest), kDigestMismatch (the file is left where
+  // it is for the caller to remove; nothing stored), kNotFound / kIOError.
+  Result<BlobInfo> Publish(const std::string& temp_path, std::string_view expected_digest) const;
+  // Same, naming the blob by the digest of the file's bytes.
+  Result<BlobInfo> PublishComputed(const std::string& temp_path) const;
+
+  // A streaming writer for a new blob.
+  Result<BlobWriter> NewWriter() const;
+
+  // Writes `data` as a blob (small content: configs, manifests in tests). An empty
+  // `expected_digest` means "name it by its digest".
+  Result<BlobInfo> PutBytes(std::string_view data, std::string_view expected_digest = {}) const;
+
+  // Re-hashes a published blob. Errors: kNotFound, kDigestMismatch (the file was damaged).
+  Status Verify(std::string_view digest) const;
+
+ private:
+  friend class BlobWriter;
+  // Moves a verified file (hex = its SHA-256) into place.
+  Result<BlobInfo> MoveIntoPlace(const std::string& temp_path, const std::string& hex,
+                                 uint64_t size) const;
+
+  std::string root_;
+  std::string blobs_dir_;    // <root>/blobs/sha256
+  std::string uploads_dir_;  // <root>/uploads
+};
+
+// Streams one blob into a temporary file under <root>/uploads/, hashing as it goes.
+// Destroying an uncommitted writer removes its temporary file.
+class BlobWriter {
+ public:
+  BlobWriter() = default;
+  ~BlobWriter();
+  BlobWriter(BlobWriter&& other) noexcept;
+  BlobWriter& operator=(BlobWriter&& other) noexcept;
+  BlobWriter(const BlobWriter&) = delete;
+  BlobWriter& operator=(const BlobWriter&) = delete;
+
+  Status Append(ByteSpan data);
+  Status Append(std::string_view data) { return Append(AsBytes(data)); }
+  uint64_t size() const { return size_; }
+
+  // Checks that the bytes written hash to `expected_digest` ("sha256:<hex>"), then publishes.
+  // Errors: kInvalidArgument (malformed digest), kDigestMismatch (nothing stored), kIOError.
+  Result<BlobInfo> Commit(std::string_view expected_digest);
+  // Publishes under the digest of the bytes written (for content the server produced).
+  Result<BlobInfo> CommitComputed();
+  // Removes the temporary file now.
+  void Abandon();
+
+ private:
+  friend class BlobStore;
+  Result<BlobInfo> Finish(std::string_view expected_hex);
+
+  BlobStore store_;  // a copy (three paths): the writer does not depend on the original
+  int fd_ = -1;
+  std::string temp_path_;
+  uint64_t size_ = 0;
+  Sha256 hash_;
+};
+
+}  // namespace blz::store
+
+#endif  // BLZ_STORE_BLOB_STORE_H_

@@ -1,0 +1,333 @@
+#include "store/metadata_db.h"
+
+#include <ctime>
+#include <limits>
+#include <utility>
+
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "store/migrations.h"
+
+namespace blz::store {
+namespace {
+
+using sqlite::Statement;
+using sqlite::Transaction;
+
+int64_t Now() { return int64_t(std::time(nullptr)); }
+
+// LIMIT argument that fetches one row more than asked, to learn whether more exist.
+// -1 is SQLite's "no limit".
+int64_t LimitPlusOne(std::optional<uint64_t> limit) {
+  if (!limit.has_value() || *limit >= uint64_t(std::numeric_limits<int64_t>::max())) return -1;
+  return int64_t(*limit) + 1;
+}
+
+Result<Page> CollectPage(Statement* st, std::optional<uint64_t> limit) {
+  Page page;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st->Step());
+    if (!row) break;
+    if (limit.has_value() && page.items.size() >= *limit) {
+      page.more = true;
+      break;
+    }
+    page.items.push_back(st->ColumnText(0));
+  }
+  return page;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MetadataDb>> MetadataDb::Open(const std::string& path) {
+  BLZ_ASSIGN_OR_RETURN(sqlite::Database db, sqlite::Database::Open(path));
+  BLZ_RETURN_IF_ERROR(db.Exec("PRAGMA busy_timeout = 5000"));
+  Status s = db.Exec("PRAGMA journal_mode = WAL");
+  if (!s.ok()) return s.WithContext(path);
+  BLZ_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys = ON"));
+  s = ApplyMigrations(&db, EmbeddedMigrations());
+  if (!s.ok()) return s;
+  return std::unique_ptr<MetadataDb>(new MetadataDb(std::move(db)));
+}
+
+Result<int64_t> MetadataDb::SchemaVersion() {
+  std::lock_guard lock(mu_);
+  return db_.PragmaInt("user_version");
+}
+
+Status MetadataDb::RecordBlob(std::string_view digest, uint64_t size) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("INSERT INTO blobs (digest, size, created) VALUES (?1, ?2, ?3) "
+                                   "ON CONFLICT (digest) DO NOTHING"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, int64_t(size)));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
+  return st.Run();
+}
+
+Result<int64_t> MetadataDb::RepositoryIdLocked(std::string_view repository) {
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT id FROM repositories WHERE name = ?1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return NotFound("repository '" + std::string(repository) + "' is unknown");
+  return st.ColumnInt(0);
+}
+
+Status MetadataDb::PutManifest(const ManifestPut& put) {
+  std::lock_guard lock(mu_);
+  const int64_t now = Now();
+  BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
+  {
+    BLZ_ASSIGN_OR_RETURN(Statement st,
+                         db_.Prepare("INSERT INTO repositories (name, created) VALUES (?1, ?2) "
+                                     "ON CONFLICT (name) DO NOTHING"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, put.repository));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, now));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
+  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(put.repository));
+  {
+    BLZ_ASSIGN_OR_RETURN(
+        Statement st,
+        db_.Prepare("INSERT INTO manifests (repository_id, digest, media_type, content, created) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (repository_id, digest) DO NOTHING"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, put.digest));
+    BLZ_RETURN_IF_ERROR(st.Bind(3, put.media_type));
+    BLZ_RETURN_IF_ERROR(st.BindBlob(4, put.content));
+    BLZ_RETURN_IF_ERROR(st.Bind(5, now));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
+  if (!put.tag.empty()) {
+    BLZ_ASSIGN_OR_RETURN(
+        Statement st,
+        db_.Prepare("INSERT INTO tags (repository_id, tag, manifest_digest, updated) "
+                    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (repository_id, tag) DO UPDATE SET "
+                    "manifest_digest = excluded.manifest_digest, updated = excluded.updated"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, put.tag));
+    BLZ_RETURN_IF_ERROR(st.Bind(3, put.digest));
+    BLZ_RETURN_IF_ERROR(st.Bind(4, now));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
+  if (!put.archive_digest.empty()) {
+    BLZ_ASSIGN_OR_RETURN(
+        Statement st,
+        db_.Prepare("INSERT INTO versions (repository_id, archive_digest, manifest_digest, "
+                    "archive_size, created) VALUES (?1, ?2, ?3, ?4, ?5) "
+                    "ON CONFLICT (repository_id, archive_digest) DO NOTHING"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, put.archive_digest));
+    BLZ_RETURN_IF_ERROR(st.Bind(3, put.digest));
+    BLZ_RETURN_IF_ERROR(st.Bind(4, int64_t(put.archive_size)));
+    BLZ_RETURN_IF_ERROR(st.Bind(5, now));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
+  return tx.Commit();
+}
+
+Result<ManifestRecord> MetadataDb::GetManifest(std::string_view repository,
+                                               std::string_view digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("SELECT m.media_type, m.content FROM manifests m JOIN repositories r "
+                  "ON r.id = m.repository_id WHERE r.name = ?1 AND m.digest = ?2"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) {
+    return NotFound("manifest " + std::string(digest) + " is not in repository '" +
+                    std::string(repository) + "'");
+  }
+  return ManifestRecord{std::string(digest), st.ColumnText(0), st.ColumnBlob(1)};
+}
+
+Result<std::string> MetadataDb::ResolveTag(std::string_view repository, std::string_view tag) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT t.manifest_digest FROM tags t JOIN repositories r "
+                                   "ON r.id = t.repository_id WHERE r.name = ?1 AND t.tag = ?2"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, tag));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) {
+    return NotFound("tag '" + std::string(tag) + "' is not in repository '" +
+                    std::string(repository) + "'");
+  }
+  return st.ColumnText(0);
+}
+
+Result<bool> MetadataDb::RepositoryExists(std::string_view repository) {
+  std::lock_guard lock(mu_);
+  Result<int64_t> id = RepositoryIdLocked(repository);
+  if (id.ok()) return true;
+  if (id.status().code() == Code::kNotFound) return false;
+  return id.status();
+}
+
+Result<Page> MetadataDb::ListTags(std::string_view repository, std::optional<uint64_t> limit,
+                                  std::string_view last) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(repository));
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT tag FROM tags WHERE repository_id = ?1 AND tag > ?2 "
+                                   "ORDER BY tag LIMIT ?3"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repo_id));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, last));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, LimitPlusOne(limit)));
+  return CollectPage(&st, limit);
+}
+
+Result<Page> MetadataDb::ListRepositories(std::optional<uint64_t> limit, std::string_view last) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT name FROM repositories WHERE name > ?1 "
+                                   "ORDER BY name LIMIT ?2"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, last));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, LimitPlusOne(limit)));
+  return CollectPage(&st, limit);
+}
+
+Result<VersionRecord> MetadataDb::FindVersion(std::string_view repository,
+                                              std::string_view archive_digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("SELECT v.manifest_digest, v.archive_size, v.created FROM versions v "
+                  "JOIN repositories r ON r.id = v.repository_id "
+                  "WHERE r.name = ?1 AND v.archive_digest = ?2"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, archive_digest));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) {
+    return NotFound("archive " + std::string(archive_digest) + " is not a version of '" +
+                    std::string(repository) + "'");
+  }
+  return VersionRecord{std::string(repository), std::string(archive_digest), st.ColumnText(0),
+                       uint64_t(st.ColumnInt(1)), st.ColumnInt(2)};
+}
+
+Result<std::vector<VersionRecord>> MetadataDb::ListVersions(std::string_view repository) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("SELECT v.archive_digest, v.manifest_digest, v.archive_size, v.created "
+                  "FROM versions v JOIN repositories r ON r.id = v.repository_id "
+                  "WHERE r.name = ?1 ORDER BY v.created, v.rowid"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
+  std::vector<VersionRecord> out;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(VersionRecord{std::string(repository), st.ColumnText(0), st.ColumnText(1),
+                                uint64_t(st.ColumnInt(2)), st.ColumnInt(3)});
+  }
+  return out;
+}
+
+Result<PatchRecord> MetadataDb::FindPatch(std::string_view from_digest,
+                                          std::string_view to_digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT patch_digest, patch_size FROM patches "
+                                   "WHERE from_digest = ?1 AND to_digest = ?2"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, from_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, to_digest));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) {
+    return NotFound("no patch from " + std::string(from_digest) + " to " +
+                    std::string(to_digest));
+  }
+  return PatchRecord{std::string(from_digest), std::string(to_digest), st.ColumnText(0),
+                     uint64_t(st.ColumnInt(1))};
+}
+
+Status MetadataDb::RecordPatch(std::string_view repository, const PatchRecord& patch) {
+  std::lock_guard lock(mu_);
+  std::optional<int64_t> repo_id;
+  if (!repository.empty()) {
+    Result<int64_t> id = RepositoryIdLocked(repository);
+    if (id.ok()) {
+      repo_id = *id;
+    } else if (id.status().code() != Code::kNotFound) {
+      return id.status();
+    }
+  }
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("INSERT INTO patches (from_digest, to_digest, patch_digest, patch_size, "
+                  "repository_id, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                  "ON CONFLICT (from_digest, to_digest) DO UPDATE SET "
+                  "patch_digest = excluded.patch_digest, patch_size = excluded.patch_size"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, patch.from_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, patch.to_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, patch.patch_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(4, int64_t(patch.patch_size)));
+  BLZ_RETURN_IF_ERROR(repo_id.has_value() ? st.Bind(5, *repo_id) : st.BindNull(5));
+  BLZ_RETURN_IF_ERROR(st.Bind(6, Now()));
+  return st.Run();
+}
+
+Result<std::string> MetadataDb::CreateToken(std::string_view name) {
+  std::string token = RandomHex(32);
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("INSERT INTO tokens (token_sha256, name, created) "
+                                   "VALUES (?1, ?2, ?3)"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, Sha256Hex(token)));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, name));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
+  BLZ_RETURN_IF_ERROR(st.Run());
+  return token;
+}
+
+Result<bool> MetadataDb::VerifyToken(std::string_view token) {
+  if (!IsLowerHex(token, 64)) return false;
+  const std::string hash = Sha256Hex(token);
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT 1 FROM tokens WHERE token_sha256 = ?1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, hash));
+  return st.Step();
+}
+
+Result<int64_t> MetadataDb::CountTokens(std::string_view name) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT count(*) FROM tokens WHERE name = ?1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, name));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return Internal("count(*) returned no row");
+  return st.ColumnInt(0);
+}
+
+Status MetadataDb::CreateUpload(std::string_view uuid, std::string_view repository) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("INSERT INTO uploads (uuid, repository, started) "
+                                   "VALUES (?1, ?2, ?3)"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, repository));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
+  return st.Run();
+}
+
+Result<UploadRecord> MetadataDb::GetUpload(std::string_view uuid) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT repository, started FROM uploads WHERE uuid = ?1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return NotFound("upload session '" + std::string(uuid) + "' is unknown");
+  return UploadRecord{std::string(uuid), st.ColumnText(0), st.ColumnInt(1)};
+}
+
+Status MetadataDb::DeleteUpload(std::string_view uuid) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("DELETE FROM uploads WHERE uuid = ?1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
+  return st.Run();
+}
+
+}  // namespace blz::store

@@ -1,0 +1,143 @@
+// The registry's metadata: repositories, manifests, tags, model versions, computed patches,
+// API tokens and open upload sessions, in one SQLite database (<data>/blz.db).
+//
+// Schema: migrations/*.sql (store/migrations.h). Open() applies pending migrations, refuses a
+// DB newer than the binary (kUnsupported), and sets WAL journaling, a 5 s busy timeout and
+// foreign keys.
+//
+// Thread safety: one connection per MetadataDb, guarded by an internal mutex; every public
+// method may be called from any thread (calls are serialized). Several processes may share the
+// file (WAL + busy timeout).
+//
+// Names and digests are not validated here (the registry does that); digests are stored as
+// "sha256:<hex>" text. Errors: kNotFound for a missing row, kIOError / kUnavailable (busy) for
+// SQLite failures.
+#ifndef BLZ_STORE_METADATA_DB_H_
+#define BLZ_STORE_METADATA_DB_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "store/sqlite.h"
+
+namespace blz::store {
+
+struct ManifestRecord {
+  std::string digest;
+  std::string media_type;
+  std::string content;  // byte-exact as pushed
+};
+
+// A manifest push: stored under (repository, digest); `tag` (if not empty) moves to it; when
+// `archive_digest` is not empty the archive is recorded as a version of the repository.
+struct ManifestPut {
+  std::string repository;
+  std::string digest;
+  std::string media_type;
+  std::string content;
+  std::string tag;
+  std::string archive_digest;
+  uint64_t archive_size = 0;
+};
+
+struct VersionRecord {
+  std::string repository;
+  std::string archive_digest;
+  std::string manifest_digest;
+  uint64_t archive_size = 0;
+  int64_t created = 0;  // Unix seconds
+};
+
+struct PatchRecord {
+  std::string from_digest;   // base archive
+  std::string to_digest;     // target archive
+  std::string patch_digest;  // the patch blob
+  uint64_t patch_size = 0;
+};
+
+struct UploadRecord {
+  std::string uuid;
+  std::string repository;
+  int64_t started = 0;  // Unix seconds
+};
+
+// One page of a lexically ordered listing (bytewise order).
+struct Page {
+  std::vector<std::string> items;
+  bool more = false;  // entries exist after items.back()
+};
+
+class MetadataDb {
+ public:
+  // Opens or creates the DB file and migrates it to LatestSchemaVersion().
+  // Errors: kUnsupported (DB newer than the binary), kCorruption (not a DB), kIOError.
+  static Result<std::unique_ptr<MetadataDb>> Open(const std::string& path);
+
+  // PRAGMA user_version.
+  Result<int64_t> SchemaVersion();
+
+  // -- blobs --
+  // Records a published blob (idempotent).
+  Status RecordBlob(std::string_view digest, uint64_t size);
+
+  // -- repositories, manifests, tags, versions --
+  // Stores a manifest, moves its tag and records its version, all in one transaction. Creates
+  // the repository on first use. Re-pushing identical content is a no-op.
+  Status PutManifest(const ManifestPut& put);
+  // kNotFound when the repository has no manifest with this digest.
+  Result<ManifestRecord> GetManifest(std::string_view repository, std::string_view digest);
+  // The manifest digest a tag points at. kNotFound when the repository or tag is unknown.
+  Result<std::string> ResolveTag(std::string_view repository, std::string_view tag);
+  Result<bool> RepositoryExists(std::string_view repository);
+  // Tags of `repository` after `last` (exclusive; "" = from the start), at most `limit`
+  // (nullopt = all). kNotFound when the repository is unknown.
+  Result<Page> ListTags(std::string_view repository, std::optional<uint64_t> limit,
+                        std::string_view last);
+  // Repository names after `last`, at most `limit`.
+  Result<Page> ListRepositories(std::optional<uint64_t> limit, std::string_view last);
+  // kNotFound when `archive_digest` is not a version of `repository`.
+  Result<VersionRecord> FindVersion(std::string_view repository, std::string_view archive_digest);
+  // Versions of a repository, oldest first.
+  Result<std::vector<VersionRecord>> ListVersions(std::string_view repository);
+
+  // -- patches --
+  // kNotFound when no patch from -> to was recorded.
+  Result<PatchRecord> FindPatch(std::string_view from_digest, std::string_view to_digest);
+  // Records (or replaces) the patch from -> to; `repository` may be empty.
+  Status RecordPatch(std::string_view repository, const PatchRecord& patch);
+
+  // -- tokens --
+  // Creates a token: 32 random bytes as 64 lower-case hex digits. Only its SHA-256 (hex) is
+  // stored; the token itself is returned once and never again.
+  Result<std::string> CreateToken(std::string_view name);
+  // Is `token` one of the stored tokens (compares SHA-256 hashes)? Malformed tokens are false.
+  Result<bool> VerifyToken(std::string_view token);
+  // Number of tokens with this name.
+  Result<int64_t> CountTokens(std::string_view name);
+
+  // -- upload sessions --
+  Status CreateUpload(std::string_view uuid, std::string_view repository);
+  // kNotFound when there is no such session.
+  Result<UploadRecord> GetUpload(std::string_view uuid);
+  Status DeleteUpload(std::string_view uuid);
+
+ private:
+  explicit MetadataDb(sqlite::Database db) : db_(std::move(db)) {}
+  // REQUIRES mu_ held. kNotFound when absent.
+  Result<int64_t> RepositoryIdLocked(std::string_view repository);
+  Result<Page> ListLocked(std::string_view sql_prefix, std::optional<int64_t> repository_id,
+                          std::optional<uint64_t> limit, std::string_view last);
+
+  std::mutex mu_;
+  sqlite::Database db_;
+};
+
+}  // namespace blz::store
+
+#endif  // BLZ_STORE_METADATA_DB_H_

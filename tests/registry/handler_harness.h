@@ -1,0 +1,153 @@
+// Drives Registry's pure handlers the way the Beast session does (PlanBody, then the body into
+// memory or into the planned file, then Handle), without sockets.
+#ifndef BLZ_TESTS_REGISTRY_HANDLER_HARNESS_H_
+#define BLZ_TESTS_REGISTRY_HANDLER_HARNESS_H_
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "registry/registry.h"
+#include "tests/test_util.h"
+
+namespace blz::registry::testing {
+
+inline const std::string kManifestType = "application/vnd.oci.image.manifest.v1+json";
+
+class Harness {
+ public:
+  explicit Harness(RegistryOptions options = {}) {
+    auto r = Registry::Open(tmp_ / "data", std::move(options));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) registry_ = std::move(*r);
+    auto token = registry_->EnsureAdminToken();
+    EXPECT_TRUE(token.ok() && token->has_value());
+    if (token.ok() && token->has_value()) token_ = **token;
+  }
+
+  Registry& registry() { return *registry_; }
+  const std::string& token() const { return token_; }
+  std::string data() const { return tmp_ / "data"; }
+
+  // One request, as the session would run it. `auth` adds the admin token.
+  Response Call(const std::string& method, const std::string& target, const std::string& body = "",
+                std::vector<Header> headers = {}, bool auth = true) {
+    RequestHead head;
+    head.method = method;
+    head.target = target;
+    head.headers = std::move(headers);
+    if (auth) head.headers.push_back({"Authorization", "Bearer " + token_});
+    head.content_length = body.size();
+    BodyPlan plan = registry_->PlanBody(head);
+    if (plan.reject.has_value()) {
+      Response r = std::move(*plan.reject);
+      if (method == "HEAD") r.head_only = true;
+      return r;
+    }
+    Request req;
+    req.head = head;
+    if (plan.kind == BodyPlan::Kind::kFile) {
+      EXPECT_FALSE(plan.file_path.empty());
+      EXPECT_FALSE(std::filesystem::exists(plan.file_path));
+      blz::testing::WriteFileBytes(plan.file_path, body);
+      req.body_file = plan.file_path;
+    } else {
+      EXPECT_LE(body.size(), plan.limit);
+      req.body = body;
+    }
+    Response res = registry_->Handle(req);
+    if (!req.body_file.empty()) RemoveAll(req.body_file);
+    return res;
+  }
+
+  // Pushes a blob in one request; returns its digest.
+  std::string PushBlob(const std::string& repo, const std::string& bytes) {
+    std::string digest = MakeDigest(Sha256Hex(bytes));
+    Response r = Call("POST", "/v2/" + repo + "/blobs/uploads/?digest=" + digest, bytes);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return digest;
+  }
+
+  // A blz manifest over a config blob and an archive blob (both pushed first unless told not to).
+  std::string ManifestFor(const std::string& repo, const std::string& archive,
+                          bool push_blobs = true) {
+    std::string config = "{\"archive_size\":" + std::to_string(archive.size()) + "}";
+    std::string cd = MakeDigest(Sha256Hex(config));
+    std::string ad = MakeDigest(Sha256Hex(archive));
+    if (push_blobs) {
+      PushBlob(repo, config);
+      PushBlob(repo, archive);
+    }
+    nlohmann::json m = {
+        {"schemaVersion", 2},
+        {"mediaType", kManifestType},
+        {"artifactType", "application/vnd.blz.model.v1"},
+        {"config",
+         {{"mediaType", "application/vnd.blz.model.config.v1+json"},
+          {"digest", cd},
+          {"size", config.size()}}},
+        {"layers",
+         nlohmann::json::array({{{"mediaType", "application/vnd.blz.archive.v1"},
+                                 {"digest", ad},
+                                 {"size", archive.size()},
+                                 {"annotations",
+                                  {{"org.opencontainers.image.title", "model.blz"}}}}})}};
+    return m.dump();
+  }
+
+  Response PutManifest(const std::string& repo, const std::string& ref,
+                       const std::string& manifest) {
+    return Call("PUT", "/v2/" + repo + "/manifests/" + ref, manifest,
+                {{"Content-Type", kManifestType}});
+  }
+
+  // Files below the blob store (published blobs).
+  size_t BlobCount() const {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(data() + "/blobs")) {
+      n += e.is_regular_file() ? 1 : 0;
+    }
+    return n;
+  }
+  size_t UploadsCount() const {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(data() + "/uploads")) {
+      n += e.is_regular_file() ? 1 : 0;
+    }
+    return n;
+  }
+
+ private:
+  blz::testing::TempDir tmp_;
+  std::unique_ptr<Registry> registry_;
+  std::string token_;
+};
+
+// The OCI error code of an error response ("" when the body is not an error document).
+inline std::string ErrorCodeOf(const Response& r) {
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || !j.contains("errors") || !j["errors"].is_array() ||
+      j["errors"].empty()) {
+    return "";
+  }
+  return j["errors"][0].value("code", "");
+}
+
+// The bytes a file-backed response would send.
+inline std::string BodyOf(const Response& r) {
+  if (r.file_path.empty()) return r.body;
+  std::string all = blz::testing::ReadFileBytes(r.file_path);
+  if (r.file_offset > all.size()) return "<offset past end>";
+  return all.substr(size_t(r.file_offset), size_t(r.file_length));
+}
+
+}  // namespace blz::registry::testing
+
+#endif  // BLZ_TESTS_REGISTRY_HANDLER_HARNESS_H_

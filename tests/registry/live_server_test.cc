@@ -1,0 +1,382 @@
+// Runs the real server (Beast sessions, listener, handler pool) on 127.0.0.1 with an ephemeral
+// port in-process, and talks to it with a minimal Beast client. Every client operation has a
+// 10 s deadline, loops are bounded, and the server is stopped at the end of each test.
+#include "registry/server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "registry/net.h"
+#include "registry/registry.h"
+#include "tests/test_util.h"
+
+namespace blz::registry {
+namespace {
+
+using Req = http::request<http::string_body>;
+using Res = http::response<http::string_body>;
+constexpr std::chrono::seconds kDeadline{10};
+
+// A blocking HTTP/1.1 client over one connection, built from Beast's async operations so that
+// every step has a deadline.
+class Client {
+ public:
+  explicit Client(uint16_t port) : stream_(ioc_) {
+    stream_.expires_after(kDeadline);
+    stream_.async_connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port),
+                          [this](beast::error_code ec) { ec_ = ec; });
+    Run();
+  }
+
+  bool ok() const { return !ec_; }
+  const beast::error_code& error() const { return ec_; }
+
+  // Sends `req` (Content-Length prepared) and reads one final response (skipping 1xx).
+  Res Send(Req req) {
+    req.version(11);
+    req.set(http::field::host, "127.0.0.1");
+    req.prepare_payload();
+    const bool head = req.method() == http::verb::head;
+    stream_.expires_after(kDeadline);
+    http::async_write(stream_, req, [this](beast::error_code ec, size_t) { ec_ = ec; });
+    Run();
+    return ReadFinal(head);
+  }
+
+  // Sends only the head of `req` (announcing `content_length` body bytes that never come) and
+  // reads the response: for requests the server refuses before reading the body.
+  Res SendHeadOnly(Req req, uint64_t content_length) {
+    req.version(11);
+    req.set(http::field::host, "127.0.0.1");
+    req.content_length(content_length);
+    http::request_serializer<http::string_body> sr(req);
+    stream_.expires_after(kDeadline);
+    http::async_write_header(stream_, sr, [this](beast::error_code ec, size_t) { ec_ = ec; });
+    Run();
+    return ReadFinal(false);
+  }
+
+  // Reads and returns the next response (e.g. a 100 Continue).
+  Res ReadOne(bool head = false) {
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64ull << 20);
+    if (head) parser.skip(true);
+    stream_.expires_after(kDeadline);
+    http::async_read(stream_, buffer_, parser,
+                     [this](beast::error_code ec, size_t) { ec_ = ec; });
+    Run();
+    return parser.release();
+  }
+
+  // True when the server closed the connection (a read hits EOF).
+  bool ServerClosed() {
+    char byte;
+    stream_.expires_after(kDeadline);
+    beast::error_code result;
+    stream_.async_read_some(net::buffer(&byte, 1),
+                            [&](beast::error_code ec, size_t) { result = ec; });
+    Run();
+    return result == net::error::eof || result == net::error::connection_reset;
+  }
+
+ private:
+  Res ReadFinal(bool head) {
+    for (int i = 0; i < 3 && !ec_; ++i) {
+      Res res = ReadOne(head);
+      if (ec_ || res.result_int() >= 200) return res;
+    }
+    return Res{};
+  }
+  void Run() {
+    ioc_.restart();
+    ioc_.run();
+  }
+
+  net::io_context ioc_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  beast::error_code ec_;
+};
+
+Req Make(http::verb verb, const std::string& target, const std::string& token = "",
+         std::string body = "") {
+  Req req{verb, target, 11};
+  if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
+  req.body() = std::move(body);
+  return req;
+}
+
+std::string Bytes(size_t n) {
+  std::string s(n, '\0');
+  uint32_t x = 12345;
+  for (auto& c : s) {
+    x = x * 1664525u + 1013904223u;
+    c = char(x >> 24);
+  }
+  return s;
+}
+
+class LiveServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RegistryOptions options;
+    options.create_patch = [](const std::string&, const std::string&,
+                              const std::string& out) -> Status {
+      return WriteFileAtomic(out, "stand-in patch");
+    };
+    auto r = Registry::Open(tmp_ / "data", options);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    registry_ = std::move(*r);
+    auto token = registry_->EnsureAdminToken();
+    ASSERT_TRUE(token.ok() && token->has_value());
+    token_ = **token;
+    auto s = Server::Start(registry_.get(), "127.0.0.1:0", 2);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    ASSERT_NE(server_->port(), 0);
+    EXPECT_EQ(server_->url(), "http://127.0.0.1:" + std::to_string(server_->port()));
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+
+  blz::testing::TempDir tmp_;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<Server> server_;
+  std::string token_;
+};
+
+TEST_F(LiveServerTest, PushAndPullOverOneConnection) {
+  Client c(server_->port());
+  ASSERT_TRUE(c.ok()) << c.error().message();
+
+  Res ping = c.Send(Make(http::verb::get, "/v2/"));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(ping.result_int(), 200);
+  EXPECT_EQ(ping.body(), "{}");
+  EXPECT_EQ(ping["Docker-Distribution-API-Version"], "registry/2.0");
+
+  // Monolithic upload of 3 MiB (streamed to a file by the session).
+  const std::string blob = Bytes(3 << 20);
+  const std::string d = MakeDigest(Sha256Hex(blob));
+  Res up = c.Send(Make(http::verb::post, "/v2/org/m/blobs/uploads/?digest=" + d, token_, blob));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(up.result_int(), 201) << up.body();
+  EXPECT_EQ(up[http::field::location], "/v2/org/m/blobs/" + d);
+
+  Res head = c.Send(Make(http::verb::head, "/v2/org/m/blobs/" + d));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(head.result_int(), 200);
+  EXPECT_EQ(head[http::field::content_length], std::to_string(blob.size()));
+  EXPECT_EQ(head["Docker-Content-Digest"], d);
+
+  Req ranged = Make(http::verb::get, "/v2/org/m/blobs/" + d);
+  ranged.set(http::field::range, "bytes=1000-1999");
+  Res part = c.Send(ranged);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(part.result_int(), 206);
+  EXPECT_EQ(part[http::field::content_range],
+            "bytes 1000-1999/" + std::to_string(blob.size()));
+  EXPECT_EQ(part.body(), blob.substr(1000, 1000));
+
+  Res whole = c.Send(Make(http::verb::get, "/v2/org/m/blobs/" + d));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(whole.result_int(), 200);
+  EXPECT_TRUE(whole.body() == blob);
+
+  Req bad_range = Make(http::verb::get, "/v2/org/m/blobs/" + d);
+  bad_range.set(http::field::range, "bytes=99999999-");
+  Res unsat = c.Send(bad_range);
+  EXPECT_EQ(unsat.result_int(), 416);
+  EXPECT_EQ(unsat[http::field::content_range], "bytes */" + std::to_string(blob.size()));
+
+  // A manifest over a config and the blob as the archive.
+  const std::string config = "{\"archive_size\":" + std::to_string(blob.size()) + "}";
+  const std::string cd = MakeDigest(Sha256Hex(config));
+  ASSERT_EQ(c.Send(Make(http::verb::post, "/v2/org/m/blobs/uploads/?digest=" + cd, token_, config))
+                .result_int(),
+            201);
+  nlohmann::json m = {
+      {"schemaVersion", 2},
+      {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+      {"config",
+       {{"mediaType", "application/vnd.blz.model.config.v1+json"},
+        {"digest", cd},
+        {"size", config.size()}}},
+      {"layers", {{{"mediaType", "application/vnd.blz.archive.v1"},
+                   {"digest", d},
+                   {"size", blob.size()}}}}};
+  Req put = Make(http::verb::put, "/v2/org/m/manifests/v1", token_, m.dump());
+  put.set(http::field::content_type, "application/vnd.oci.image.manifest.v1+json");
+  Res put_res = c.Send(put);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(put_res.result_int(), 201) << put_res.body();
+  Res get_m = c.Send(Make(http::verb::get, "/v2/org/m/manifests/v1"));
+  EXPECT_EQ(get_m.result_int(), 200);
+  EXPECT_EQ(get_m.body(), m.dump());
+  EXPECT_EQ(get_m[http::field::content_type], "application/vnd.oci.image.manifest.v1+json");
+  Res tags = c.Send(Make(http::verb::get, "/v2/org/m/tags/list"));
+  EXPECT_EQ(tags.body(), "{\"name\":\"org/m\",\"tags\":[\"v1\"]}");
+  Res missing = c.Send(Make(http::verb::get, "/v2/org/m/manifests/v9"));
+  EXPECT_EQ(missing.result_int(), 404);
+  EXPECT_NE(missing.body().find("MANIFEST_UNKNOWN"), std::string::npos);
+  EXPECT_TRUE(c.ok());
+}
+
+TEST_F(LiveServerTest, ChunkedUploadWithExpectContinue) {
+  Client c(server_->port());
+  ASSERT_TRUE(c.ok());
+  Res start = c.Send(Make(http::verb::post, "/v2/m/blobs/uploads/", token_));
+  ASSERT_EQ(start.result_int(), 202);
+  const std::string loc(start[http::field::location]);
+  const std::string blob = Bytes(200000);
+
+  Req p1 = Make(http::verb::patch, loc, token_, blob.substr(0, 100000));
+  p1.set(http::field::content_range, "0-99999");
+  p1.set(http::field::expect, "100-continue");
+  Res r1 = c.Send(p1);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(r1.result_int(), 202);
+  EXPECT_EQ(r1["Range"], "0-99999");
+
+  Req p2 = Make(http::verb::patch, loc, token_, blob.substr(100000));
+  p2.set(http::field::content_range, "100000-199999");
+  EXPECT_EQ(c.Send(p2).result_int(), 202);
+
+  Res status = c.Send(Make(http::verb::get, loc));
+  EXPECT_EQ(status.result_int(), 204);
+  EXPECT_EQ(status["Range"], "0-199999");
+
+  const std::string d = MakeDigest(Sha256Hex(blob));
+  Res fin = c.Send(Make(http::verb::put, loc + "?digest=" + d, token_));
+  EXPECT_EQ(fin.result_int(), 201) << fin.body();
+  EXPECT_TRUE(registry_->blobs().Contains(d));
+}
+
+TEST_F(LiveServerTest, RefusedBodiesAreNotRead) {
+  {
+    // No token: refused from the head alone, the 2 GiB body is never read, connection closed.
+    Client c(server_->port());
+    ASSERT_TRUE(c.ok());
+    Res r = c.SendHeadOnly(
+        Make(http::verb::post, "/v2/m/blobs/uploads/?digest=" + MakeDigest(std::string(64, 'a'))),
+        2ull << 30);
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(r.result_int(), 401);
+    EXPECT_EQ(r[http::field::www_authenticate], "Bearer realm=\"blz\"");
+    EXPECT_TRUE(c.ServerClosed());
+  }
+  {
+    // A manifest over 4 MiB.
+    Client c(server_->port());
+    ASSERT_TRUE(c.ok());
+    Res r = c.SendHeadOnly(Make(http::verb::put, "/v2/m/manifests/v1", token_), 5ull << 20);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(r.result_int(), 413);
+    EXPECT_TRUE(c.ServerClosed());
+  }
+  {
+    // A small refused body is read and discarded; the connection stays usable.
+    Client c(server_->port());
+    ASSERT_TRUE(c.ok());
+    Res r = c.Send(Make(http::verb::post, "/v2/BAD/blobs/uploads/", token_, "tiny"));
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_NE(r.body().find("NAME_INVALID"), std::string::npos);
+    EXPECT_EQ(c.Send(Make(http::verb::get, "/v2/")).result_int(), 200);
+    EXPECT_TRUE(c.ok());
+  }
+  // Nothing was stored.
+  size_t files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tmp_ / "data/blobs")) {
+    files += e.is_regular_file() ? 1 : 0;
+  }
+  EXPECT_EQ(files, 0u);
+}
+
+TEST_F(LiveServerTest, PatchEndpointOverHttp) {
+  Client c(server_->port());
+  ASSERT_TRUE(c.ok());
+  std::string archives[2] = {"archive one", "archive two"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string config = "{}";
+    const std::string cd = MakeDigest(Sha256Hex(config));
+    const std::string ad = MakeDigest(Sha256Hex(archives[i]));
+    c.Send(Make(http::verb::post, "/v2/m/blobs/uploads/?digest=" + cd, token_, config));
+    c.Send(Make(http::verb::post, "/v2/m/blobs/uploads/?digest=" + ad, token_, archives[i]));
+    nlohmann::json m = {
+        {"schemaVersion", 2},
+        {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+        {"config", {{"mediaType", "application/vnd.blz.model.config.v1+json"},
+                    {"digest", cd}, {"size", config.size()}}},
+        {"layers", {{{"mediaType", "application/vnd.blz.archive.v1"},
+                     {"digest", ad}, {"size", archives[i].size()}}}}};
+    Res r = c.Send(Make(http::verb::put, "/v2/m/manifests/v" + std::to_string(i), token_, m.dump()));
+    ASSERT_EQ(r.result_int(), 201) << r.body();
+  }
+  const std::string target = "/v2/m/blz/patch?from=" + MakeDigest(Sha256Hex(archives[0])) +
+                             "&to=" + MakeDigest(Sha256Hex(archives[1]));
+  Res miss = c.Send(Make(http::verb::get, target));
+  EXPECT_EQ(miss.result_int(), 200);
+  EXPECT_EQ(miss["Blz-Patch-Cache"], "miss");
+  EXPECT_EQ(miss.body(), "stand-in patch");
+  Res hit = c.Send(Make(http::verb::get, target));
+  EXPECT_EQ(hit["Blz-Patch-Cache"], "hit");
+  EXPECT_EQ(hit.body(), "stand-in patch");
+  EXPECT_EQ(hit["Docker-Content-Digest"], MakeDigest(Sha256Hex(std::string("stand-in patch"))));
+}
+
+TEST_F(LiveServerTest, ManyClientsInParallel) {
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      Client c(server_->port());
+      for (int i = 0; i < 10 && c.ok(); ++i) {
+        if (c.Send(Make(http::verb::get, "/v2/_catalog")).result_int() == 200) ok.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 40);
+}
+
+TEST_F(LiveServerTest, StopClosesTheListener) {
+  const uint16_t port = server_->port();
+  {
+    Client c(port);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c.Send(Make(http::verb::get, "/v2/")).result_int(), 200);
+  }
+  server_->Stop();
+  server_->Stop();  // idempotent
+  Client after(port);
+  EXPECT_FALSE(after.ok());
+}
+
+TEST(ServerStartTest, BadListenAddresses) {
+  blz::testing::TempDir tmp;
+  auto r = Registry::Open(tmp / "d", {});
+  ASSERT_TRUE(r.ok());
+  for (const char* bad : {"nonsense", "127.0.0.1:99999", "127.0.0.1:", "not-an-ip:80", ":80"}) {
+    auto s = Server::Start(r->get(), bad, 1);
+    EXPECT_EQ(s.status().code(), Code::kInvalidArgument) << bad;
+  }
+  // Binding a port that is taken fails with kIOError.
+  auto first = Server::Start(r->get(), "127.0.0.1:0", 1);
+  ASSERT_TRUE(first.ok());
+  auto second = Server::Start(r->get(), "127.0.0.1:" + std::to_string((*first)->port()), 1);
+  EXPECT_EQ(second.status().code(), Code::kIOError);
+}
+
+}  // namespace
+}  // namespace blz::registry

@@ -1,0 +1,119 @@
+// RunServer end to end: admin token on first start only, the "listening on" line, serving, and a
+// clean return on SIGTERM. In registry_patch_test because RunServer links the patcher.
+#include "registry/server.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "core/digest.h"
+#include "registry/net.h"
+#include "store/metadata_db.h"
+#include "tests/test_util.h"
+
+namespace blz::registry {
+namespace {
+
+// A port that was free a moment ago (bind to 0, read it, close).
+uint16_t FreePort() {
+  net::io_context ioc;
+  tcp::acceptor a(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+// GET /v2/ with a 5 s deadline; returns the status or 0.
+int Ping(uint16_t port) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  int status = 0;
+  stream.expires_after(std::chrono::seconds(5));
+  beast::flat_buffer buf;
+  http::request<http::empty_body> req{http::verb::get, "/v2/", 11};
+  http::response<http::string_body> res;
+  stream.async_connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port),
+                       [&](beast::error_code ec) {
+                         if (ec) return;
+                         http::async_write(stream, req, [&](beast::error_code wec, size_t) {
+                           if (wec) return;
+                           http::async_read(stream, buf, res, [&](beast::error_code rec, size_t) {
+                             if (!rec) status = res.result_int();
+                           });
+                         });
+                       });
+  ioc.run();
+  return status;
+}
+
+// Runs RunServer in a thread until it answers, then sends SIGTERM. Returns its stdout.
+std::string RunOnce(const ServerOptions& options, Status* result) {
+  ::testing::internal::CaptureStdout();
+  std::thread server([&] { *result = RunServer(options); });
+  const uint16_t port = uint16_t(std::stoi(options.listen.substr(options.listen.rfind(':') + 1)));
+  int status = 0;
+  for (int i = 0; i < 200 && status == 0; ++i) {  // at most ~20 s
+    status = Ping(port);
+    if (status == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(status, options.private_mode ? 401 : 200);
+  // The server answered, so its signal handlers are installed: SIGTERM stops it gracefully.
+  std::raise(SIGTERM);
+  server.join();
+  return ::testing::internal::GetCapturedStdout();
+}
+
+TEST(RunServerTest, FirstStartPrintsTheAdminTokenOnce) {
+  blz::testing::TempDir tmp;
+  ServerOptions options;
+  options.data_dir = tmp / "data";
+  options.listen = "127.0.0.1:" + std::to_string(FreePort());
+  options.threads = 2;
+  Status result = Internal("not run");
+  std::string out = RunOnce(options, &result);
+  ASSERT_TRUE(result.ok()) << result.ToString();
+  const size_t at = out.find("admin token: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string token = out.substr(at + 13, 64);
+  ASSERT_TRUE(IsLowerHex(token, 64)) << out;
+  EXPECT_EQ(out.substr(at + 13 + 64, 1), "\n");
+  EXPECT_NE(out.find("listening on http://" + options.listen + "\n"), std::string::npos) << out;
+
+  // Only the hash is stored, and it verifies.
+  auto db = store::MetadataDb::Open(options.data_dir + "/blz.db");
+  ASSERT_TRUE(db.ok());
+  EXPECT_TRUE(*(*db)->VerifyToken(token));
+  EXPECT_EQ(blz::testing::ReadFileBytes(options.data_dir + "/blz.db").find(token),
+            std::string::npos);
+  db->reset();
+
+  // Second start: no new token; --private makes reads need one.
+  options.private_mode = true;
+  options.listen = "127.0.0.1:" + std::to_string(FreePort());
+  out = RunOnce(options, &result);
+  ASSERT_TRUE(result.ok()) << result.ToString();
+  EXPECT_EQ(out.find("admin token:"), std::string::npos) << out;
+  EXPECT_NE(out.find("listening on"), std::string::npos);
+}
+
+TEST(RunServerTest, ErrorsAreReturned) {
+  blz::testing::TempDir tmp;
+  ServerOptions options;
+  options.data_dir = tmp / "data";
+  options.listen = "not an address";
+  EXPECT_EQ(RunServer(options).code(), Code::kInvalidArgument);
+  // A failed start did not consume the one-time admin token.
+  {
+    auto db = store::MetadataDb::Open(options.data_dir + "/blz.db");
+    ASSERT_TRUE(db.ok());
+    EXPECT_EQ(*(*db)->CountTokens("admin"), 0);
+  }
+  blz::testing::WriteFileBytes(tmp / "file", "x");
+  options.data_dir = tmp / "file";  // not a directory
+  options.listen = "127.0.0.1:0";
+  EXPECT_FALSE(RunServer(options).ok());
+}
+
+}  // namespace
+}  // namespace blz::registry

@@ -1,0 +1,107 @@
+#include "registry/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace blz::registry {
+namespace {
+
+TEST(WireTest, RepositoryNames) {
+  for (const char* ok : {"a", "model", "org/model", "a.b", "a_b", "a__b", "a-b", "a---b",
+                         "a0/b1/c2", "tiny-gpt2", "x.y_z-w"}) {
+    EXPECT_TRUE(ValidateRepositoryName(ok).ok()) << ok;
+  }
+  for (const char* bad : {"", "A", "Model", "a..b", "a._b", "a___b", "-a", "a-", ".a", "a.",
+                          "a//b", "/a", "a/", "a b", "a/../b", "..", "a/B", "é", "a:b"}) {
+    Status s = ValidateRepositoryName(bad);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(ValidateRepositoryName(std::string(255, 'a')).ok());
+  EXPECT_FALSE(ValidateRepositoryName(std::string(256, 'a')).ok());
+}
+
+TEST(WireTest, Tags) {
+  for (const char* ok : {"v1", "latest", "_x", "V1.0-rc_2", "0"}) EXPECT_TRUE(IsValidTag(ok)) << ok;
+  for (const char* bad : {"", ".v1", "-v1", "v/1", "v:1", "v 1"}) EXPECT_FALSE(IsValidTag(bad)) << bad;
+  EXPECT_TRUE(IsValidTag(std::string(128, 'a')));
+  EXPECT_FALSE(IsValidTag(std::string(129, 'a')));
+}
+
+TEST(WireTest, Targets) {
+  auto t = ParseTarget("/v2/org/m/blobs/uploads/?digest=sha256%3Aab&x=1&x=2&flag");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->components,
+            (std::vector<std::string>{"v2", "org", "m", "blobs", "uploads", ""}));
+  EXPECT_EQ(t->query.at("digest"), "sha256:ab");
+  EXPECT_EQ(t->query.at("x"), "1");
+  EXPECT_EQ(t->query.at("flag"), "");
+  // An encoded slash stays inside its component (and then fails name validation).
+  auto s = ParseTarget("/v2/a%2Fb/tags/list");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->components[1], "a/b");
+  EXPECT_FALSE(ParseTarget("v2/").ok());
+  EXPECT_FALSE(ParseTarget("").ok());
+  EXPECT_FALSE(ParseTarget("/v2/%zz").ok());
+  EXPECT_FALSE(ParseTarget("/v2/%4").ok());
+  EXPECT_FALSE(ParseTarget("/v2/a%00b").ok());
+}
+
+TEST(WireTest, RangeHeader) {
+  using K = RangeRequest::Kind;
+  auto r = [](const char* h, uint64_t size) { return ParseRangeHeader(std::string_view(h), size); };
+  EXPECT_EQ(ParseRangeHeader(std::nullopt, 10).kind, K::kWhole);
+  auto a = r("bytes=500-1499", 2048);
+  EXPECT_EQ(a.kind, K::kPartial);
+  EXPECT_EQ(a.range.first, 500u);
+  EXPECT_EQ(a.range.last, 1499u);
+  EXPECT_EQ(a.range.length(), 1000u);
+  auto b = r("bytes=500-", 2048);
+  EXPECT_EQ(b.range.last, 2047u);
+  auto c = r("bytes=-500", 2048);
+  EXPECT_EQ(c.kind, K::kPartial);
+  EXPECT_EQ(c.range.first, 1548u);
+  auto d = r("bytes=2000-5000", 2048);  // clipped
+  EXPECT_EQ(d.kind, K::kPartial);
+  EXPECT_EQ(d.range.last, 2047u);
+  auto e = r("bytes=-5000", 2048);  // whole file
+  EXPECT_EQ(e.range.first, 0u);
+  EXPECT_EQ(e.range.last, 2047u);
+  EXPECT_EQ(r("bytes=500-0", 2048).kind, K::kUnsatisfiable);
+  EXPECT_EQ(r("bytes=5000-10000", 2048).kind, K::kUnsatisfiable);
+  EXPECT_EQ(r("bytes=2048-", 2048).kind, K::kUnsatisfiable);
+  EXPECT_EQ(r("bytes=-0", 2048).kind, K::kUnsatisfiable);
+  EXPECT_EQ(r("bytes=0-", 0).kind, K::kUnsatisfiable);
+  EXPECT_EQ(r("bytes=0-1,5-6", 2048).kind, K::kWhole);  // multi-range ignored
+  EXPECT_EQ(r("items=0-1", 2048).kind, K::kWhole);
+  EXPECT_EQ(r("bytes=x-1", 2048).kind, K::kWhole);
+  EXPECT_EQ(r("bytes=1", 2048).kind, K::kWhole);
+  EXPECT_EQ(r("Bytes=0-0", 2048).kind, K::kPartial);
+  EXPECT_EQ(r("bytes=99999999999999999999999-", 2048).kind, K::kWhole);  // overflow: ignored
+}
+
+TEST(WireTest, ChunkRange) {
+  auto a = ParseChunkRange("0-99");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->first, 0u);
+  EXPECT_EQ(a->length(), 100u);
+  auto b = ParseChunkRange("bytes 100-199/*");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->first, 100u);
+  EXPECT_FALSE(ParseChunkRange("5-4").has_value());
+  EXPECT_FALSE(ParseChunkRange("-4").has_value());
+  EXPECT_FALSE(ParseChunkRange("a-b").has_value());
+  EXPECT_FALSE(ParseChunkRange("").has_value());
+}
+
+TEST(WireTest, ParseUint) {
+  EXPECT_EQ(ParseUint("0"), 0u);
+  EXPECT_EQ(ParseUint("18446744073709551615"), UINT64_MAX);
+  EXPECT_FALSE(ParseUint("18446744073709551616").has_value());
+  EXPECT_FALSE(ParseUint("-1").has_value());
+  EXPECT_FALSE(ParseUint("").has_value());
+  EXPECT_FALSE(ParseUint("1 ").has_value());
+}
+
+}  // namespace
+}  // namespace blz::registry

@@ -1,0 +1,131 @@
+#include "store/migrations.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "store/metadata_db.h"
+#include "store/sqlite.h"
+#include "tests/test_util.h"
+
+namespace blz::store {
+namespace {
+
+std::vector<std::string> Tables(sqlite::Database* db) {
+  std::vector<std::string> out;
+  auto st = db->Prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  EXPECT_TRUE(st.ok());
+  while (true) {
+    auto row = st->Step();
+    EXPECT_TRUE(row.ok());
+    if (!row.ok() || !*row) break;
+    out.push_back(st->ColumnText(0));
+  }
+  return out;
+}
+
+TEST(MigrationsTest, EmbeddedFilesAreNumberedFromOne) {
+  auto all = EmbeddedMigrations();
+  ASSERT_FALSE(all.empty());
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].version, int(i) + 1);
+    EXPECT_FALSE(all[i].sql.empty());
+  }
+  EXPECT_EQ(all[0].name, "0001_init.sql");
+  EXPECT_EQ(LatestSchemaVersion(), all.back().version);
+  // The embedded bytes are the file's bytes.
+  EXPECT_EQ(all[0].sql,
+            testing::ReadFileBytes(std::string(BLZ_SOURCE_DIR) + "/migrations/0001_init.sql"));
+}
+
+TEST(MigrationsTest, AppliesAllAndSetsUserVersion) {
+  testing::TempDir tmp;
+  auto db = sqlite::Database::Open(tmp / "m.db");
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(ApplyMigrations(&*db, EmbeddedMigrations()).ok());
+  EXPECT_EQ(*db->PragmaInt("user_version"), LatestSchemaVersion());
+  std::vector<std::string> want = {"blobs",  "manifests", "patches", "repositories",
+                                   "tags",   "tokens",    "uploads", "versions"};
+  EXPECT_EQ(Tables(&*db), want);
+}
+
+TEST(MigrationsTest, ReapplyingIsANoOp) {
+  testing::TempDir tmp;
+  {
+    auto db = MetadataDb::Open(tmp / "m.db");
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE((*db)->CreateToken("keep-me").ok());
+  }
+  // Opening again re-runs ApplyMigrations: nothing is re-created, data survives.
+  auto db = MetadataDb::Open(tmp / "m.db");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ(*(*db)->SchemaVersion(), LatestSchemaVersion());
+  EXPECT_EQ(*(*db)->CountTokens("keep-me"), 1);
+  auto raw = sqlite::Database::Open(tmp / "m.db");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_TRUE(ApplyMigrations(&*raw, EmbeddedMigrations()).ok());
+}
+
+TEST(MigrationsTest, NewerDatabaseIsRefused) {
+  testing::TempDir tmp;
+  {
+    auto db = sqlite::Database::Open(tmp / "m.db");
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db->Exec("CREATE TABLE future (x); PRAGMA user_version = 999").ok());
+  }
+  auto db = MetadataDb::Open(tmp / "m.db");
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), Code::kUnsupported);
+  EXPECT_NE(db.status().message().find("newer than this binary"), std::string::npos);
+  // Left untouched.
+  auto raw = sqlite::Database::Open(tmp / "m.db");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(*raw->PragmaInt("user_version"), 999);
+}
+
+TEST(MigrationsTest, FailingMigrationRollsBack) {
+  testing::TempDir tmp;
+  auto db = sqlite::Database::Open(tmp / "m.db");
+  ASSERT_TRUE(db.ok());
+  const Migration steps[] = {
+      {1, "0001_a.sql", "CREATE TABLE a (x INTEGER);"},
+      {2, "0002_b.sql", "CREATE TABLE b (x INTEGER); THIS IS NOT SQL;"},
+  };
+  Status s = ApplyMigrations(&*db, steps);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("0002_b.sql"), std::string::npos);
+  EXPECT_EQ(*db->PragmaInt("user_version"), 1);
+  EXPECT_EQ(Tables(&*db), std::vector<std::string>{"a"});  // b rolled back
+}
+
+TEST(MigrationsTest, GapsInNumberingAreABug) {
+  testing::TempDir tmp;
+  auto db = sqlite::Database::Open(tmp / "m.db");
+  ASSERT_TRUE(db.ok());
+  const Migration steps[] = {{1, "0001_a.sql", "SELECT 1;"}, {3, "0003_c.sql", "SELECT 1;"}};
+  EXPECT_EQ(ApplyMigrations(&*db, steps).code(), Code::kInternal);
+  EXPECT_EQ(*db->PragmaInt("user_version"), 0);
+}
+
+TEST(MigrationsTest, NotADatabaseIsCorruption) {
+  testing::TempDir tmp;
+  testing::WriteFileBytes(tmp / "m.db", std::string(4096, 'z'));
+  auto db = MetadataDb::Open(tmp / "m.db");
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), Code::kCorruption) << db.status().ToString();
+}
+
+TEST(MigrationsTest, OpenUsesWal) {
+  testing::TempDir tmp;
+  ASSERT_TRUE(MetadataDb::Open(tmp / "m.db").ok());
+  auto raw = sqlite::Database::Open(tmp / "m.db");
+  ASSERT_TRUE(raw.ok());
+  auto st = raw->Prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(st.ok());
+  ASSERT_TRUE(*st->Step());
+  EXPECT_EQ(st->ColumnText(0), "wal");
+}
+
+}  // namespace
+}  // namespace blz::store
