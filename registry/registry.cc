@@ -178,6 +178,20 @@ Status AppendFile(const std::string& src, const std::string& dst) {
 // Upload progress as the OCI spec's Range header: "0-<last byte>" ("0-0" when empty).
 std::string UploadRange(uint64_t size) { return "0-" + std::to_string(size == 0 ? 0 : size - 1); }
 
+// The headers every upload-session response carries: where to send the next chunk and how many
+// bytes the session holds (Range per the spec; Blz-Upload-Offset because "0-0" is ambiguous).
+void SetUploadProgress(Response* res, const std::string& name, const std::string& uuid,
+                       uint64_t size) {
+  res->Set("Location", "/v2/" + name + "/blobs/uploads/" + uuid);
+  res->Set("Range", UploadRange(size));
+  res->Set("Docker-Upload-UUID", uuid);
+  res->Set("Blz-Upload-Offset", std::to_string(size));
+}
+
+Response UnknownUpload(const std::string& uuid) {
+  return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + uuid + "' is unknown");
+}
+
 std::optional<std::string> BearerToken(const RequestHead& head) {
   std::optional<std::string> auth = head.Get("Authorization");
   if (!auth.has_value()) return std::nullopt;
@@ -599,6 +613,12 @@ Response Registry::GetBlob(const Route& route, const RequestHead& head) {
   return res;
 }
 
+// REQUIRES: the session's upload lock is held.
+bool Registry::UploadSessionBelongs(const Route& route) {
+  Result<store::UploadRecord> up = db_->GetUpload(route.ref);
+  return up.ok() && up->repository == route.name;
+}
+
 Response Registry::StartUpload(const Route& route, const Request& request) {
   std::optional<std::string> digest = route.Query("digest");
   if (!digest.has_value()) {
@@ -612,10 +632,7 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
       return ErrorResponse(s, ErrorContext::kUpload);
     }
     Response res = Empty(202);
-    res.Set("Location", "/v2/" + route.name + "/blobs/uploads/" + uuid);
-    res.Set("Docker-Upload-UUID", uuid);
-    res.Set("Range", UploadRange(0));
-    res.Set("Blz-Upload-Offset", "0");
+    SetUploadProgress(&res, route.name, uuid, 0);
     return res;
   }
   // Monolithic upload: the body is the whole blob.
@@ -669,10 +686,7 @@ bool Registry::AppendChunk(const Route& route, const Request& request, uint64_t*
   }
   auto fail_range = [&](const std::string& msg) {
     *error = ErrorResponse(OciError::kRangeInvalid, msg);
-    error->Set("Location", "/v2/" + route.name + "/blobs/uploads/" + route.ref);
-    error->Set("Range", UploadRange(*size));
-    error->Set("Docker-Upload-UUID", route.ref);
-    error->Set("Blz-Upload-Offset", std::to_string(*size));
+    SetUploadProgress(error, route.name, route.ref, *size);
     return false;
   };
   if (std::optional<std::string> cr = request.head.Get("Content-Range"); cr.has_value()) {
@@ -730,53 +744,32 @@ bool Registry::AppendChunk(const Route& route, const Request& request, uint64_t*
 }
 
 Response Registry::PatchUpload(const Route& route, const Request& request) {
-  if (!IsUuid(route.ref)) {
-    return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + route.ref + "' is unknown");
-  }
+  if (!IsUuid(route.ref)) return UnknownUpload(route.ref);
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
-  Result<store::UploadRecord> up = db_->GetUpload(route.ref);
-  if (!up.ok() || up->repository != route.name) {
-    return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + route.ref + "' is unknown");
-  }
+  if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
   uint64_t size = 0;
   Response error;
   if (!AppendChunk(route, request, &size, &error)) return error;
   Response res = Empty(202);
-  res.Set("Location", "/v2/" + route.name + "/blobs/uploads/" + route.ref);
-  res.Set("Range", UploadRange(size));
-  res.Set("Docker-Upload-UUID", route.ref);
-  res.Set("Blz-Upload-Offset", std::to_string(size));
+  SetUploadProgress(&res, route.name, route.ref, size);
   return res;
 }
 
 Response Registry::UploadStatus(const Route& route) {
-  if (!IsUuid(route.ref)) {
-    return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + route.ref + "' is unknown");
-  }
+  if (!IsUuid(route.ref)) return UnknownUpload(route.ref);
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
-  Result<store::UploadRecord> up = db_->GetUpload(route.ref);
-  if (!up.ok() || up->repository != route.name) {
-    return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + route.ref + "' is unknown");
-  }
+  if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
   Result<uint64_t> size = FileSizeOf(SessionPath(route.ref));
   if (!size.ok()) return ErrorResponse(size.status(), ErrorContext::kUpload);
   Response res = Empty(204);
-  res.Set("Location", "/v2/" + route.name + "/blobs/uploads/" + route.ref);
-  res.Set("Range", UploadRange(*size));
-  res.Set("Docker-Upload-UUID", route.ref);
-  res.Set("Blz-Upload-Offset", std::to_string(*size));
+  SetUploadProgress(&res, route.name, route.ref, *size);
   return res;
 }
 
 Response Registry::FinishUpload(const Route& route, const Request& request) {
-  if (!IsUuid(route.ref)) {
-    return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + route.ref + "' is unknown");
-  }
+  if (!IsUuid(route.ref)) return UnknownUpload(route.ref);
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
-  Result<store::UploadRecord> up = db_->GetUpload(route.ref);
-  if (!up.ok() || up->repository != route.name) {
-    return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + route.ref + "' is unknown");
-  }
+  if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
   std::optional<std::string> digest = route.Query("digest");
   if (!digest.has_value() || !ParseDigest(*digest).ok()) {
     return ErrorResponse(OciError::kDigestInvalid,
@@ -807,14 +800,9 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
 }
 
 Response Registry::CancelUpload(const Route& route) {
-  if (!IsUuid(route.ref)) {
-    return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + route.ref + "' is unknown");
-  }
+  if (!IsUuid(route.ref)) return UnknownUpload(route.ref);
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
-  Result<store::UploadRecord> up = db_->GetUpload(route.ref);
-  if (!up.ok() || up->repository != route.name) {
-    return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + route.ref + "' is unknown");
-  }
+  if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
   RemoveAll(SessionPath(route.ref));
   Status s = db_->DeleteUpload(route.ref);
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);

@@ -105,6 +105,8 @@ class Registry {
   Response PatchUpload(const Route& route, const Request& request);
   Response FinishUpload(const Route& route, const Request& request);
   Response CancelUpload(const Route& route);
+  // Is route.ref an open upload session of route.name? REQUIRES: its upload lock is held.
+  bool UploadSessionBelongs(const Route& route);
   Response PutManifest(const Route& route, const Request& request);
   Response GetManifest(const Route& route);
   Response ListTags(const Route& route);
