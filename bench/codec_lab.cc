@@ -1,17 +1,27 @@
 // codec_lab: measures the per-chunk tensor codecs (patcher/tensor_codec.h) on real model pairs.
 //
 // Usage: codec_lab [CORPUS_DIR] [--explore]   (CORPUS_DIR defaults to the configured corpus)
+//        codec_lab [CORPUS_DIR] --nobase      only the no-base markdown table (part 3)
+//        codec_lab --refs BASE.safetensors TARGET.safetensors
 //
-// Prints, in order:
+// --refs (for bench/patch_bench.sh): the two reference schemes of part 4 on one pair of files
+// as stored (every tensor F32, BF16 or F16, not cast), cut into chunks like the patch
+// container does; prints one line "<FullXor bytes> <BitX bytes> <target tensor bytes>".
+// Byte-identical tensors cost 0, tensors with no same-name, same-dtype, same-shape base cost
+// zstd 9 of their bytes. Exit 1 on an unreadable file or another dtype.
+//
+// Otherwise prints, in order:
 //  1. Calibration: memcpy and xxh3+SHA-256 speed on this machine now (others share the cores;
 //     all timings are CPU time of this thread, best of several runs).
 //  2. One synthetic 4 MiB fine-tune chunk per float format: size, encode, decode and
 //     decode+verify (xxh3 + SHA-256, what an apply adds) MB/s of every codec on one thread.
 //     The corpus tensors are small; real models fill whole chunks.
-//  3. No base: each corpus target alone, zstd vs byte planes (ZipNN-style) vs what
-//     EncodeChunk picks.
+//  3. No base: each corpus model alone (native dtype, and F32 ones cast to BF16 and F16), blz
+//     (EncodeChunk with no base) vs zstd 19 / 9 / 1 vs byte planes (ZipNN-style), then a
+//     markdown table (NoBaseStudy()).
 //  4. Per pair (tiny-gpt2 base -> ft-v1; roberta-lora checkpoint-500 -> 1000 -> 2000 -> 2400),
-//     each as stored (F32) and cast to BF16 and F16 by this program (round to nearest even),
+//     each as stored (F32) and cast to BF16 and F16 (formats/float_convert.h, round to nearest
+//     even, the cast of bench/cast_safetensors),
 //     cut into chunks of kChunkBytes like the patch container does: total target bytes and
 //     the total size of each scheme:
 //       zstd9            zstd level 9 of the target bytes (no base)
@@ -32,17 +42,20 @@
 #include <ctime>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <random>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/digest.h"
+#include "formats/float_convert.h"
 #include "patcher/codec_internal.h"
 #include "patcher/tensor_codec.h"
 
@@ -93,33 +106,17 @@ bool LoadSafetensors(const std::string& path, Model* out) {
   return true;
 }
 
-// Round-to-nearest-even casts of F32 bit patterns.
-uint16_t F32ToBF16(uint32_t x) {
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((x >> 16) | 0x40);  // quiet NaN
-  return uint16_t((x + 0x7FFFu + ((x >> 16) & 1)) >> 16);
-}
-uint16_t F32ToF16(uint32_t x) {
-  uint16_t sign = uint16_t((x >> 16) & 0x8000);
-  uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) return uint16_t(sign | 0x7E00 | ((ax >> 13) & 0x3FF));
-  if (ax >= 0x477FF000u) return uint16_t(sign | 0x7C00);  // >= 65520 rounds to Inf
-  if (ax < 0x38800000u) {                                 // below 2^-14: F16 subnormal
-    float f;
-    std::memcpy(&f, &ax, 4);
-    return uint16_t(sign | uint16_t(std::nearbyint(f * 16777216.0f)));
-  }
-  uint32_t r = ax - 0x38000000u;
-  r = r + 0xFFFu + ((r >> 13) & 1);
-  return uint16_t(sign | (r >> 13));
-}
-
+// Round-to-nearest-even casts of little-endian F32 bytes (formats/float_convert.h, the same
+// cast as bench/cast_safetensors).
 Bytes Cast(const Bytes& f32, Fmt fmt) {
   if (fmt == Fmt::kF32) return f32;
   size_t n = f32.size() / 4;
   Bytes out(n * 2);
   for (size_t i = 0; i < n; ++i) {
     uint32_t v = blz::LoadLE32(&f32[i * 4]);
-    uint16_t h = fmt == Fmt::kBF16 ? F32ToBF16(v) : F32ToF16(v);
+    float f;
+    std::memcpy(&f, &v, 4);
+    uint16_t h = fmt == Fmt::kBF16 ? blz::formats::F32ToBF16(f) : blz::formats::F32ToF16(f);
     out[i * 2] = uint8_t(h);
     out[i * 2 + 1] = uint8_t(h >> 8);
   }
@@ -207,6 +204,9 @@ std::vector<uint64_t> Values(ByteSpan s, uint32_t e) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = Elem(s.data() + i * e, e);
   return v;
 }
+
+// Indices of the two reference schemes in Schemes().
+constexpr size_t kFullXor = 1, kBitX = 2;
 
 std::vector<Scheme> Schemes() {
   std::vector<Scheme> s;
@@ -386,38 +386,126 @@ std::vector<Scheme> ExploreSchemes() {
   return s;
 }
 
-// No-base study: zstd9 of the target vs byte planes (ZipNN-style grouping) of the target.
-void NoBaseStudy(const std::string& label, const Model& m) {
+// EncodeChunk's options, with or without the dtype hint the patch container gives.
+blz::patcher::CodecOptions OptionsFor(Fmt fmt, bool hint) {
+  blz::patcher::CodecOptions o;
+  if (hint) {
+    o.dtype = fmt == Fmt::kF32 ? blz::formats::DType::kF32
+              : fmt == Fmt::kBF16 ? blz::formats::DType::kBF16
+                                  : blz::formats::DType::kF16;
+  }
+  return o;
+}
+
+// No-base study: each model alone (as a new model with no base is stored), in its native
+// dtype and, for F32 tensors, cast to BF16 and F16. Sizes of:
+//   blz      EncodeChunk with no base, per kChunkBytes chunk, with the dtype hint (what the
+//            patch container does for a tensor with no base)
+//   zstd19 / zstd9 / zstd1   zstd of each tensor's bytes at that level
+//   planes   byte planes of each tensor (byte k of every element in one stream: for BF16 and
+//            F32 the exponent's high bits get a plane of their own), zstd of each plane
+//            (ZipNN-style byte grouping; planes-L19 is the ZipNN-style figure of the table)
+//   rot-planes-L1   2-byte elements with the sign rotated to bit 0 first
+// Prints one detail line per (model, dtype) and returns the markdown table rows.
+struct NoBaseRow {
+  std::string label;
+  std::string dtype;  // "F32", "BF16", "BF16 (cast)", ...
+  uint64_t total = 0, blz = 0, z19 = 0, planes19 = 0;
+};
+
+std::vector<NoBaseRow> NoBaseStudy(const std::string& label, const Model& m, bool detail) {
+  std::vector<NoBaseRow> rows;
   for (Fmt fmt : {Fmt::kF32, Fmt::kBF16, Fmt::kF16}) {
-    uint64_t total = 0, z9 = 0, z1 = 0, planes1 = 0, planes9 = 0, rot1 = 0, blz = 0;
+    uint64_t total = 0, z19 = 0, z9 = 0, z1 = 0, planes1 = 0, planes9 = 0, planes19 = 0,
+             rot1 = 0, blz = 0;
+    bool cast = false;
     for (const auto& [name, t] : m) {
       if (t.dtype != "F32" && !(t.dtype == "BF16" && fmt == Fmt::kBF16) &&
           !(t.dtype == "F16" && fmt == Fmt::kF16)) continue;
+      cast |= t.dtype == "F32" && fmt != Fmt::kF32;
       Bytes tb = t.dtype == "F32" ? Cast(t.data, fmt) : t.data;
       uint32_t e = FmtSize(fmt);
       total += tb.size();
       for (uint64_t off = 0; off < tb.size(); off += blz::patcher::kChunkBytes) {
         uint64_t len = std::min<uint64_t>(blz::patcher::kChunkBytes, tb.size() - off);
-        auto enc = blz::patcher::EncodeChunk({}, ByteSpan(tb).subspan(off, len), e, {});
+        auto enc = blz::patcher::EncodeChunk({}, ByteSpan(tb).subspan(off, len), e,
+                                             OptionsFor(fmt, true));
         blz += enc.ok() ? enc->payload.size() : len;
       }
-      z9 += ZstdSize(tb, 9);
-      z1 += ZstdSize(tb, 1);
-      auto v = Values(tb, e);
-      planes1 += 1 + PlanesSize(Planes(v, e), 1);
-      planes9 += 1 + PlanesSize(Planes(v, e), 9);
-      if (e == 2) {
-        for (auto& x : v) x = ((x << 1) | (x >> 15)) & 0xFFFF;  // sign to bit 0
+      z19 += ZstdSize(tb, 19);
+      if (detail) {
+        z9 += ZstdSize(tb, 9);
+        z1 += ZstdSize(tb, 1);
       }
-      rot1 += 1 + PlanesSize(Planes(v, e), 1);
+      auto v = Values(tb, e);
+      auto planes = Planes(v, e);
+      planes19 += 1 + PlanesSize(planes, 19);
+      if (detail) {
+        planes1 += 1 + PlanesSize(planes, 1);
+        planes9 += 1 + PlanesSize(planes, 9);
+        if (e == 2) {
+          for (auto& x : v) x = ((x << 1) | (x >> 15)) & 0xFFFF;  // sign to bit 0
+        }
+        rot1 += 1 + PlanesSize(Planes(v, e), 1);
+      }
     }
     if (total == 0) continue;
-    std::printf("  %-58s %-4s %9llu: zstd9 %.3f zstd1 %.3f planes-L1 %.3f planes-L9 %.3f "
-                "rot-planes-L1 %.3f blz-auto %.3f\n",
-                label.c_str(), FmtName(fmt), (unsigned long long)total, double(z9) / total,
-                double(z1) / total, double(planes1) / total, double(planes9) / total,
-                double(rot1) / total, double(blz) / total);
+    if (detail) {
+      std::printf("  %-58s %-4s %9llu: zstd19 %.3f zstd9 %.3f zstd1 %.3f planes-L1 %.3f "
+                  "planes-L9 %.3f planes-L19 %.3f rot-planes-L1 %.3f blz-auto %.3f\n",
+                  label.c_str(), FmtName(fmt), (unsigned long long)total, double(z19) / total,
+                  double(z9) / total, double(z1) / total, double(planes1) / total,
+                  double(planes9) / total, double(planes19) / total, double(rot1) / total,
+                  double(blz) / total);
+    }
+    rows.push_back({label, std::string(FmtName(fmt)) + (cast ? " (cast)" : ""), total, blz, z19,
+                    planes19});
   }
+  return rows;
+}
+
+// The corpus models of the no-base table (gemma2b-lora-f16, all NaN, only in the detail lines).
+const char* const kNoBaseModels[] = {
+    "tiny-gpt2/ft-v1/model.safetensors",
+    "roberta-lora/checkpoint-2400/adapter_model.safetensors",
+    "adapters/opt125m-lora-bf16/adapter_model.safetensors",
+    "adapters/gpt2-pseudo2code-lora/adapter_model.safetensors",
+    "adapters/gemma2b-lora-f16/adapter_model.safetensors",
+};
+
+// Runs NoBaseStudy on every kNoBaseModels file found below `corpus` and prints the markdown
+// table (sizes in bytes and as fractions of the raw tensor bytes). Returns false if a file
+// other than the optional gemma one is missing.
+bool NoBaseTable(const std::string& corpus, bool detail) {
+  std::vector<NoBaseRow> table;
+  bool ok = true;
+  for (const char* f : kNoBaseModels) {
+    const bool in_table = std::strstr(f, "gemma2b") == nullptr;
+    Model m;
+    if (!LoadSafetensors(corpus + "/" + f, &m)) {
+      std::fprintf(stderr, "cannot read %s/%s\n", corpus.c_str(), f);
+      ok = ok && !in_table;
+      continue;
+    }
+    auto rows = NoBaseStudy(f, m, detail);
+    if (in_table) table.insert(table.end(), rows.begin(), rows.end());
+  }
+  auto cell = [](uint64_t bytes, uint64_t total) {
+    char c[64];
+    std::snprintf(c, sizeof c, "%llu (%.3f)", (unsigned long long)bytes,
+                  double(bytes) / double(total));
+    return std::string(c);
+  };
+  std::printf("\n| model | dtype | raw tensor bytes | blz (no base) | zstd -19 | ZipNN-style planes "
+              "(zstd 19) | blz / zstd-19 |\n|---|---|---|---|---|---|---|\n");
+  for (const NoBaseRow& r : table) {
+    std::string model = r.label.substr(0, r.label.rfind('/'));
+    std::printf("| %s | %s | %llu | %s | %s | %s | %.3f |\n", model.c_str(), r.dtype.c_str(),
+                (unsigned long long)r.total, cell(r.blz, r.total).c_str(),
+                cell(r.z19, r.total).c_str(), cell(r.planes19, r.total).c_str(),
+                double(r.blz) / double(r.z19));
+  }
+  return ok;
 }
 
 struct Pair {
@@ -455,16 +543,6 @@ double BestMBps(uint64_t bytes, F&& body) {
     best = std::min(best, t);
   }
   return double(bytes) / best / 1e6;
-}
-
-blz::patcher::CodecOptions OptionsFor(Fmt fmt, bool hint) {
-  blz::patcher::CodecOptions o;
-  if (hint) {
-    o.dtype = fmt == Fmt::kF32 ? blz::formats::DType::kF32
-              : fmt == Fmt::kBF16 ? blz::formats::DType::kBF16
-                                  : blz::formats::DType::kF16;
-  }
-  return o;
 }
 
 // Decodes every chunk into `out` (checking it), optionally with the verification an apply
@@ -560,6 +638,96 @@ void SyntheticSpeed(Fmt fmt) {
   std::printf("\n");
 }
 
+// The chunks of a pair as the patch container cuts them: every target tensor in kChunkBytes
+// pieces, each with the same piece of the same-name, same-dtype, same-shape base tensor (or no
+// base). Byte-identical tensors are counted in `identical` and get no chunks. With `cast`, only
+// the F32 tensors are used, cast to *cast; without, every tensor must be F32, BF16 or F16 and
+// is used as stored.
+struct PairChunks {
+  uint64_t total = 0, identical = 0;  // target tensor bytes
+  std::vector<Bytes> keep;            // owns the cast bytes the chunks point at
+  std::vector<Chunk> chunks;
+};
+
+bool FmtOfDtype(const std::string& dtype, Fmt* fmt) {
+  if (dtype == "F32") *fmt = Fmt::kF32;
+  else if (dtype == "BF16") *fmt = Fmt::kBF16;
+  else if (dtype == "F16") *fmt = Fmt::kF16;
+  else return false;
+  return true;
+}
+
+// Fills *out (which must be empty); false (with a message) on a tensor it cannot handle.
+bool BuildPairChunks(const Model& base, const Model& target, std::optional<Fmt> cast,
+                     PairChunks* out) {
+  out->keep.reserve(2 * target.size());  // no reallocation: chunks point into keep
+  for (const auto& [name, tt] : target) {
+    Fmt fmt = Fmt::kF32;
+    if (cast) {
+      if (tt.dtype != "F32") continue;
+      fmt = *cast;
+    } else if (!FmtOfDtype(tt.dtype, &fmt)) {
+      std::fprintf(stderr, "tensor '%s': dtype %s is not F32, BF16 or F16\n", name.c_str(),
+                   tt.dtype.c_str());
+      return false;
+    }
+    const Bytes* tb = &tt.data;
+    if (cast) {
+      out->keep.push_back(Cast(tt.data, fmt));
+      tb = &out->keep.back();
+    }
+    out->total += tb->size();
+    auto it = base.find(name);
+    const bool has_base =
+        it != base.end() && it->second.dtype == tt.dtype && it->second.shape == tt.shape;
+    const Bytes* bb = nullptr;
+    if (has_base) {
+      bb = &it->second.data;
+      if (cast) {
+        out->keep.push_back(Cast(it->second.data, fmt));
+        bb = &out->keep.back();
+      }
+    }
+    if (has_base && *bb == *tb) {
+      out->identical += tb->size();
+      continue;
+    }
+    for (uint64_t off = 0; off < tb->size(); off += blz::patcher::kChunkBytes) {
+      uint64_t len = std::min<uint64_t>(blz::patcher::kChunkBytes, tb->size() - off);
+      out->chunks.push_back({has_base ? ByteSpan(*bb).subspan(off, len) : ByteSpan(),
+                             ByteSpan(*tb).subspan(off, len), FmtSize(fmt), fmt});
+    }
+  }
+  return true;
+}
+
+// Total size of a scheme over the chunks; chunks with no base cost zstd 9 in the delta-only
+// schemes (the references have no no-base mode).
+uint64_t SchemeBytes(const Scheme& sc, const std::vector<Chunk>& chunks) {
+  uint64_t sz = 0;
+  for (const Chunk& c : chunks) {
+    sz += (sc.delta_only && c.base.empty()) ? ZstdSize(c.target.data(), c.target.size(), 9)
+                                            : sc.size(c);
+  }
+  return sz;
+}
+
+// --refs A B: the two reference schemes on one pair of safetensors files, as stored.
+int RefsMode(const std::string& a, const std::string& b) {
+  Model base, target;
+  if (!LoadSafetensors(a, &base) || !LoadSafetensors(b, &target)) {
+    std::fprintf(stderr, "codec_lab --refs: cannot read %s or %s\n", a.c_str(), b.c_str());
+    return 1;
+  }
+  PairChunks pc;
+  if (!BuildPairChunks(base, target, std::nullopt, &pc)) return 1;
+  auto schemes = Schemes();
+  std::printf("%llu %llu %llu\n", (unsigned long long)SchemeBytes(schemes[kFullXor], pc.chunks),
+              (unsigned long long)SchemeBytes(schemes[kBitX], pc.chunks),
+              (unsigned long long)pc.total);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -568,15 +736,27 @@ int main(int argc, char** argv) {
 #else
   std::string corpus = "../shared/corpus";
 #endif
-  bool explore = false;
+  bool explore = false, nobase_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--explore") {
       explore = true;
+    } else if (a == "--nobase") {
+      nobase_only = true;
+    } else if (a == "--refs") {
+      if (argc != i + 3) {
+        std::fprintf(stderr, "usage: codec_lab --refs BASE.safetensors TARGET.safetensors\n");
+        return 2;
+      }
+      return RefsMode(argv[i + 1], argv[i + 2]);
     } else if (a.rfind("--", 0) != 0) {
       corpus = a;
+    } else {
+      std::fprintf(stderr, "codec_lab: unknown flag %s\n", a.c_str());
+      return 2;
     }
   }
+  if (nobase_only) return NoBaseTable(corpus, /*detail=*/false) ? 0 : 1;
   std::printf("codec_lab: chunk %llu bytes; BF16 and F16 are this program's casts of the F32 "
               "files (round to nearest even)\n",
               (unsigned long long)blz::patcher::kChunkBytes);
@@ -597,15 +777,8 @@ int main(int argc, char** argv) {
               "(1 thread), per codec\n", (unsigned long long)blz::patcher::kChunkBytes);
   for (Fmt f : {Fmt::kF32, Fmt::kBF16, Fmt::kF16}) SyntheticSpeed(f);
   if (std::getenv("LAB_SPEED_ONLY") != nullptr) return 0;
-  std::printf("\nNo base (each target alone), size / target bytes:\n");
-  for (const char* f : {"tiny-gpt2/ft-v1/model.safetensors",
-                        "roberta-lora/checkpoint-2400/adapter_model.safetensors",
-                        "adapters/opt125m-lora-bf16/adapter_model.safetensors",
-                        "adapters/gpt2-pseudo2code-lora/adapter_model.safetensors",
-                        "adapters/gemma2b-lora-f16/adapter_model.safetensors"}) {
-    Model m;
-    if (LoadSafetensors(corpus + "/" + f, &m)) NoBaseStudy(f, m);
-  }
+  std::printf("\nNo base (each model alone), size / raw tensor bytes:\n");
+  if (!NoBaseTable(corpus, /*detail=*/true)) return 1;
   std::vector<Pair> pairs = {
       {"tiny-gpt2 base->ft-v1", "tiny-gpt2/base/model.safetensors",
        "tiny-gpt2/ft-v1/model.safetensors"},
@@ -621,7 +794,6 @@ int main(int argc, char** argv) {
     auto x = ExploreSchemes();
     schemes.insert(schemes.end(), x.begin(), x.end());
   }
-  const size_t kBitX = 2;  // index of the reference in Schemes()
   std::map<std::string, double> log_ratio_sum;  // vs BitX, for the geometric mean
   std::map<std::string, double> worst;
   int n_rows = 0;
@@ -634,52 +806,21 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (Fmt fmt : {Fmt::kF32, Fmt::kBF16, Fmt::kF16}) {
-      uint32_t e = FmtSize(fmt);
-      uint64_t total = 0, identical = 0;
-      std::vector<Bytes> keep;  // owns the cast bytes the chunks point at
-      keep.reserve(2 * target.size());
-      std::vector<Chunk> chunks;
-      for (const auto& [name, tt] : target) {
-        if (tt.dtype != "F32") continue;
-        keep.push_back(Cast(tt.data, fmt));
-        const Bytes& tb = keep.back();
-        total += tb.size();
-        auto it = base.find(name);
-        bool has_base = it != base.end() && it->second.dtype == tt.dtype &&
-                        it->second.shape == tt.shape;
-        if (has_base) keep.push_back(Cast(it->second.data, fmt));
-        const Bytes* bb = has_base ? &keep.back() : nullptr;
-        if (has_base && *bb == tb) {
-          identical += tb.size();
-          continue;
-        }
-        for (uint64_t off = 0; off < tb.size(); off += blz::patcher::kChunkBytes) {
-          uint64_t len = std::min<uint64_t>(blz::patcher::kChunkBytes, tb.size() - off);
-          chunks.push_back({has_base ? ByteSpan(*bb).subspan(off, len) : ByteSpan(),
-                            ByteSpan(tb).subspan(off, len), e, fmt});
-        }
-      }
+      PairChunks pc;
+      if (!BuildPairChunks(base, target, fmt, &pc)) return 1;
+      const uint64_t total = pc.total, identical = pc.identical;
+      const std::vector<Chunk>& chunks = pc.chunks;
       std::vector<std::string> names;
       std::vector<uint64_t> sizes;
-      std::vector<double> secs;
       for (const auto& sc : schemes) {
-        uint64_t sz = 0;
-        auto t0 = CpuClock::now();
-        for (const Chunk& c : chunks) {
-          sz += (sc.delta_only && c.base.empty()) ? ZstdSize(c.target.data(), c.target.size(), 9)
-                                                  : sc.size(c);
-        }
         names.push_back(sc.name);
-        sizes.push_back(sz);
-        secs.push_back(Seconds(t0));
+        sizes.push_back(SchemeBytes(sc, chunks));
       }
       AutoResult hinted = RunAuto(chunks, true), unhinted = RunAuto(chunks, false);
       names.push_back("blz auto (dtype hint)");
       sizes.push_back(hinted.bytes);
-      secs.push_back(0);
       names.push_back("blz auto (no hint)");
       sizes.push_back(unhinted.bytes);
-      secs.push_back(0);
       std::printf("\n== %s, %s: target %llu bytes (%llu in identical tensors)\n", p.name.c_str(),
                   FmtName(fmt), (unsigned long long)total, (unsigned long long)identical);
       uint64_t ref = sizes[kBitX];
