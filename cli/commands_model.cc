@@ -11,6 +11,7 @@
 #include "formats/structural_hash.h"
 #include "formats/tensor_stats.h"
 #include "formats/value_diff.h"
+#include "formats/value_diff_json.h"
 #include "patcher/patch.h"
 
 namespace blz::cli {
@@ -188,15 +189,9 @@ Status ReportDiff(const std::string& a, const std::string& b, bool json, bool ve
   options.threads = threads;
   BLZ_ASSIGN_OR_RETURN(formats::ModelDiff value_diff, formats::DiffModels(a, b, options));
   if (json) {
-    nlohmann::ordered_json out;
-    out["schema"] = 1;
-    try {
-      out["structure"] = nlohmann::ordered_json::parse(formats::DiffJson(structure));
-    } catch (const std::exception& e) {
-      return Internal(std::string("diff: structural JSON: ") + e.what());
-    }
-    out["values"] = formats::ModelDiffJson(value_diff);
-    PrintOrderedJson(out);
+    // The same document the registry serves (formats/value_diff_json.h).
+    BLZ_ASSIGN_OR_RETURN(std::string text, formats::ValueDiffJson(structure, value_diff));
+    std::fputs(text.c_str(), stdout);
   } else {
     std::fputs(formats::DiffText(structure, verbose).c_str(), stdout);
     std::fputs("\n", stdout);
@@ -304,6 +299,7 @@ void AddApply(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string base, patch, output;
     bool json = false;
+    int threads = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("apply", "Apply a patch to model A, producing model B");
@@ -313,6 +309,8 @@ void AddApply(CLI::App& app, std::vector<Command>* commands) {
                   "output: an archive if it ends in .blz, else a model directory")
       ->required();
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
+  sub->add_option("--threads", args->threads, "decoding threads (0 = all cores)")
+      ->check(CLI::NonNegativeNumber);
   sub->footer(
       "Output rule: -o B.blz writes the target archive; any other -o path is created as a\n"
       "model directory (the target archive is rebuilt in a temporary file next to it, verified,\n"
@@ -330,7 +328,9 @@ void AddApply(CLI::App& app, std::vector<Command>* commands) {
       target = tmp.path() + "/target.blz";
     }
     patcher::ApplyStats stats;
-    BLZ_RETURN_IF_ERROR(patcher::ApplyPatch(base, args->patch, target, &stats));
+    patcher::ApplyOptions options;
+    options.threads = args->threads;
+    BLZ_RETURN_IF_ERROR(patcher::ApplyPatch(base, args->patch, target, &stats, options));
     if (!to_archive) {
       BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(target));
       BLZ_RETURN_IF_ERROR(formats::Unpack(archive, args->output));

@@ -225,11 +225,17 @@ struct Plan {
   std::vector<std::string> removed;          // names of a's tensors b lacks
 };
 
-Plan MakePlan(const formats::BlzArchive& a, const formats::BlzArchive& b) {
-  const ArchiveHeader& ha = a.header();
+// With no base (`base_archive` null: a full patch) every piece is coded without one.
+Plan MakePlan(const formats::BlzArchive* base_archive, const formats::BlzArchive& b) {
   const ArchiveHeader& hb = b.header();
   Plan plan;
   plan.order = DataOrder(hb);
+  if (base_archive == nullptr) {
+    plan.base.assign(plan.order.size(), std::nullopt);
+    return plan;
+  }
+  const formats::BlzArchive& a = *base_archive;
+  const ArchiveHeader& ha = a.header();
 
   std::unordered_map<std::string, std::vector<uint32_t>> a_by_name;
   for (uint32_t i = 0; i < ha.tensors.size(); ++i) a_by_name[ha.tensors[i].name].push_back(i);
@@ -326,8 +332,9 @@ std::string CodecLabel(const std::vector<PatchChunk>& chunks, bool has_base) {
 
 }  // namespace
 
-Status CreatePatch(const std::string& base_archive, const std::string& target_archive,
-                   const std::string& patch_path, const DiffOptions& options, DiffStats* stats) {
+namespace {
+
+Status CheckDiffOptions(const DiffOptions& options) {
   if (options.threads < 0) {
     return InvalidArgument("diff: threads must be >= 0 (0 = one per core), got " +
                            std::to_string(options.threads));
@@ -336,42 +343,50 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
     return InvalidArgument("diff: zstd level must be in 1..22, got " +
                            std::to_string(options.zstd_level));
   }
-  if (PathExists(patch_path)) return AlreadyExists(patch_path + ": already exists");
+  return Status::Ok();
+}
 
-  Result<formats::BlzArchive> a_or = formats::BlzArchive::Open(base_archive);
-  if (!a_or.ok()) return a_or.status().WithContext("base archive");
-  Result<formats::BlzArchive> b_or = formats::BlzArchive::Open(target_archive);
-  if (!b_or.ok()) return b_or.status().WithContext("target archive");
-  const formats::BlzArchive& a = *a_or;
-  const formats::BlzArchive& b = *b_or;
-  const ArchiveHeader& ha = a.header();
+bool Cancelled(const DiffOptions& options) {
+  return options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed);
+}
+
+// The patch from `base` (null: a full patch) to `b`, written to `patch_path`.
+Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
+                  const std::string& target_archive, const std::string& patch_path,
+                  const DiffOptions& options, DiffStats* stats) {
   const ArchiveHeader& hb = b.header();
   if (hb.data_start > internal::kMaxPrefixBytes || hb.data_start == 0) {
     return Internal(target_archive + ": data_start " + std::to_string(hb.data_start) +
                     " outside the patch format's range");
   }
 
-  // The two digests, computed side by side.
+  // The digests. The target's is computed while its chunks are consumed in data order (below),
+  // so its bytes are read once; the base's on a helper thread, side by side with the encoding.
   std::string a_digest, b_digest;
-  {
-    std::thread helper;
+  std::thread helper;
+  if (base != nullptr) {
     try {
-      helper = std::thread([&] { a_digest = DigestOf(a.file()); });
+      helper = std::thread([&] { a_digest = DigestOf(base->file()); });
     } catch (const std::system_error&) {
-      a_digest = DigestOf(a.file());
+      a_digest = DigestOf(base->file());
     }
-    b_digest = DigestOf(b.file());
-    if (helper.joinable()) helper.join();
   }
+  struct Joiner {
+    std::thread* t;
+    ~Joiner() {
+      if (t->joinable()) t->join();
+    }
+  } joiner{&helper};
+  Sha256 b_sha;
+  uint64_t b_hashed = 0;
 
-  Plan plan = MakePlan(a, b);
+  Plan plan = MakePlan(base, b);
   BLZ_RETURN_IF_ERROR(CheckGapsZero(b, plan.order));
 
   // Jobs: the prefix's chunks, then every piece's chunks in data order.
   PatchHeader ph;
-  ph.base_digest = a_digest;
-  ph.base_size = a.bytes().size();
-  ph.target_digest = b_digest;
+  ph.has_base = base != nullptr;
+  ph.base_size = base != nullptr ? base->bytes().size() : 0;
   ph.target_size = b.bytes().size();
   ph.prefix_length = hb.data_start;
   ph.removed = plan.removed;
@@ -387,7 +402,7 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
     piece.base = plan.base[i];
     ph.pieces.push_back(piece);
     Span s = PieceSpan(hb, p.kind, p.index);
-    uint64_t base_offset = piece.base ? PieceSpan(ha, p.kind, *piece.base).offset : 0;
+    uint64_t base_offset = piece.base ? PieceSpan(base->header(), p.kind, *piece.base).offset : 0;
     uint32_t elem = ElemSize(hb, p.kind, p.index);
     std::optional<formats::DType> dtype;
     if (p.kind == Kind::kTensor) dtype = hb.tensors[p.index].dtype;
@@ -401,16 +416,17 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
   BLZ_RETURN_IF_ERROR(scratch.Create(patch_path));
   CodecOptions copts;
   copts.zstd_level = options.zstd_level;
-  const ByteSpan a_bytes = a.bytes();
+  const ByteSpan a_bytes = base != nullptr ? base->bytes() : ByteSpan();
   const ByteSpan b_bytes = b.bytes();
 
   std::function<Result<Encoded>(size_t)> produce = [&](size_t i) -> Result<Encoded> {
     const Job& job = jobs[i];
+    if (Cancelled(options)) return Unavailable(patch_path + ": cancelled");
     ByteSpan target = b_bytes.subspan(job.offset, job.size);
-    ByteSpan base = job.has_base ? a_bytes.subspan(job.base_offset, job.size) : ByteSpan();
+    ByteSpan base_chunk = job.has_base ? a_bytes.subspan(job.base_offset, job.size) : ByteSpan();
     CodecOptions o = copts;
     o.dtype = job.dtype;
-    Result<EncodedChunk> e = EncodeChunk(base, target, job.elem_size, o);
+    Result<EncodedChunk> e = EncodeChunk(base_chunk, target, job.elem_size, o);
     if (!e.ok()) {
       std::string where = job.piece < 0 ? std::string("archive header")
                                         : Describe(hb, plan.order[job.piece].kind,
@@ -428,6 +444,10 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
   std::unique_ptr<Xxh3Stream> piece_hash;
   std::function<Status(size_t, Encoded&)> consume = [&](size_t i, Encoded& e) -> Status {
     const Job& job = jobs[i];
+    if (job.offset < b_hashed) return Internal(target_archive + ": chunks out of data order");
+    HashZeros(&b_sha, job.offset - b_hashed);  // the gaps are zero (CheckGapsZero)
+    b_sha.Update(b_bytes.subspan(job.offset, job.size));
+    b_hashed = job.offset + job.size;
     BLZ_RETURN_IF_ERROR(scratch.WriteAt(payload_pos, AsBytes(e.payload)));
     PatchChunk c{e.codec, payload_pos, e.payload.size(), job.size, e.xxh3};
     payload_pos += e.payload.size();
@@ -443,7 +463,7 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
     piece_hash->Update(b_bytes.subspan(job.offset, job.size));
     // Done with these bytes: let the kernel reclaim the pages (memory stays bounded).
     b.file().DropRange(job.offset, job.size);
-    if (job.has_base) a.file().DropRange(job.base_offset, job.size);
+    if (job.has_base) base->file().DropRange(job.base_offset, job.size);
     Span s = PieceSpan(hb, piece.kind, piece.index);
     if (job.chunk + 1 == ChunkCount(s.length) && piece_hash->Digest() != s.xxh3) {
       return Corruption(target_archive + ": " + Describe(hb, piece.kind, piece.index) +
@@ -463,6 +483,12 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
   }
   BLZ_RETURN_IF_ERROR(internal::RunOrdered<Encoded>(
       jobs.size(), internal::ResolveThreads(options.threads), produce, consume));
+  if (Cancelled(options)) return Unavailable(patch_path + ": cancelled");
+  HashZeros(&b_sha, b.bytes().size() - b_hashed);
+  b_digest = MakeDigest(b_sha.FinishHex());
+  if (helper.joinable()) helper.join();
+  ph.base_digest = a_digest;
+  ph.target_digest = b_digest;
 
   BLZ_ASSIGN_OR_RETURN(std::string json, internal::SerializePatchHeader(ph));
   if (json.size() > internal::kMaxPatchHeaderBytes) {
@@ -520,13 +546,37 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
   return Status::Ok();
 }
 
+}  // namespace
+
+Status CreatePatch(const std::string& base_archive, const std::string& target_archive,
+                   const std::string& patch_path, const DiffOptions& options, DiffStats* stats) {
+  BLZ_RETURN_IF_ERROR(CheckDiffOptions(options));
+  if (PathExists(patch_path)) return AlreadyExists(patch_path + ": already exists");
+  Result<formats::BlzArchive> a_or = formats::BlzArchive::Open(base_archive);
+  if (!a_or.ok()) return a_or.status().WithContext("base archive");
+  Result<formats::BlzArchive> b_or = formats::BlzArchive::Open(target_archive);
+  if (!b_or.ok()) return b_or.status().WithContext("target archive");
+  return CreateImpl(&*a_or, *b_or, target_archive, patch_path, options, stats);
+}
+
+Status CreateFullPatch(const std::string& target_archive, const std::string& patch_path,
+                       const DiffOptions& options, DiffStats* stats) {
+  BLZ_RETURN_IF_ERROR(CheckDiffOptions(options));
+  if (PathExists(patch_path)) return AlreadyExists(patch_path + ": already exists");
+  Result<formats::BlzArchive> b_or = formats::BlzArchive::Open(target_archive);
+  if (!b_or.ok()) return b_or.status().WithContext("target archive");
+  return CreateImpl(nullptr, *b_or, target_archive, patch_path, options, stats);
+}
+
 Result<PatchInfo> ReadPatchInfo(const std::string& patch_path) {
   BLZ_ASSIGN_OR_RETURN(MappedFile f, MappedFile::Open(patch_path));
   BLZ_ASSIGN_OR_RETURN(PatchHeader ph, internal::ParsePatch(f.bytes(), f.size(), patch_path));
   PatchInfo info;
+  info.full = !ph.has_base;
   info.base_digest = ph.base_digest;
   info.target_digest = ph.target_digest;
   info.target_bytes = ph.target_size;
+  info.format_version = ph.version;
   return info;
 }
 
@@ -592,33 +642,86 @@ struct Decoded {
   ByteSpan view;
 };
 
-}  // namespace
+// What ApplyImpl is asked to do: apply a patch with a base, apply a full patch, or decode
+// either without writing.
+enum class ApplyMode : uint8_t { kWithBase, kFull, kVerify };
 
-Status ApplyPatch(const std::string& base_archive, const std::string& patch_path,
-                  const std::string& target_out, ApplyStats* stats) {
-  if (PathExists(target_out)) return AlreadyExists(target_out + ": already exists");
+Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
+               const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
+               const std::string& target_out, const ApplyOptions& options, ApplyStats* stats);
+
+// Applies (or, with an empty `target_out`, only decodes and checks) `patch_path`. `base_archive`
+// is "" for a full patch.
+Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
+                 const std::string& target_out, ApplyMode mode, const ApplyOptions& options,
+                 ApplyStats* stats) {
+  if (options.threads < 0) {
+    return InvalidArgument("apply: threads must be >= 0 (0 = one per core), got " +
+                           std::to_string(options.threads));
+  }
+  if (!target_out.empty() && PathExists(target_out)) {
+    return AlreadyExists(target_out + ": already exists");
+  }
 
   BLZ_ASSIGN_OR_RETURN(MappedFile patch, MappedFile::Open(patch_path));
   BLZ_ASSIGN_OR_RETURN(PatchHeader ph, internal::ParsePatch(patch.bytes(), patch.size(), patch_path));
   const ByteSpan payload = patch.bytes().subspan(ph.payload_start);
 
-  // The base must be the archive the patch was made from, whatever its name.
-  Result<MappedFile> base_or = MappedFile::Open(base_archive);
-  if (!base_or.ok()) return base_or.status().WithContext("base archive");
-  const MappedFile& base = *base_or;
-  std::string base_digest = DigestOf(base);
-  if (base_digest != ph.base_digest) {
+  const bool want_base = mode == ApplyMode::kWithBase ||
+                         (mode == ApplyMode::kVerify && !base_archive.empty());
+  if (want_base && !ph.has_base) {
+    return InvalidArgument(patch_path + ": a full patch (of " + ph.target_digest +
+                           ") needs no base archive; apply it without one (ApplyFullPatch)");
+  }
+  if (!want_base && ph.has_base) {
+    return InvalidArgument(patch_path + ": the patch needs base archive " + ph.base_digest +
+                           " and none was given (only a full patch applies without a base)");
+  }
+
+  // The base must be the archive the patch was made from, whatever its name. Its SHA-256 is
+  // not computed up front: the rebuilt target is checked chunk by chunk and by its own SHA-256,
+  // so a wrong base cannot produce a wrong output, and one hashing pass over the base (as many
+  // bytes as the target, at SHA-256 speed) is saved. When the rebuild fails, the base's digest
+  // is computed then, so that a wrong base is still reported as such (kDigestMismatch).
+  MappedFile base;
+  ArchiveHeader bh;  // stays empty without a base
+  if (ph.has_base) {
+    Result<MappedFile> base_or = MappedFile::Open(base_archive);
+    if (!base_or.ok()) return base_or.status().WithContext("base archive");
+    base = std::move(*base_or);
+  }
+  auto wrong_base = [&]() -> std::optional<Status> {
+    std::string base_digest = DigestOf(base);
+    if (base_digest == ph.base_digest) return std::nullopt;
     return DigestMismatch(base_archive + ": base archive has digest " + base_digest +
                           ", the patch " + patch_path + " needs base " + ph.base_digest);
+  };
+  if (ph.has_base) {
+    if (base.size() != ph.base_size) {
+      if (auto s = wrong_base()) return *s;
+      return Corruption(patch_path + ": base.size " + std::to_string(ph.base_size) +
+                        " but the base with that digest has " + std::to_string(base.size()) +
+                        " bytes");
+    }
+    Result<ArchiveHeader> bh_or = formats::ParseArchivePrefix(base.bytes(), base.size());
+    if (!bh_or.ok()) {
+      if (auto s = wrong_base()) return *s;
+      return bh_or.status().WithContext(base_archive);
+    }
+    bh = std::move(*bh_or);
   }
-  if (base.size() != ph.base_size) {
-    return Corruption(patch_path + ": base.size " + std::to_string(ph.base_size) +
-                      " but the base with that digest has " + std::to_string(base.size()) + " bytes");
+  Status rebuilt = Rebuild(patch, ph, payload, base, bh, patch_path, target_out, options, stats);
+  if (!rebuilt.ok() && ph.has_base && rebuilt.code() != Code::kAlreadyExists &&
+      rebuilt.code() != Code::kIOError) {
+    if (auto s = wrong_base()) return *s;
   }
-  Result<ArchiveHeader> bh_or = formats::ParseArchivePrefix(base.bytes(), base.size());
-  if (!bh_or.ok()) return bh_or.status().WithContext(base_archive);
-  const ArchiveHeader& bh = *bh_or;
+  return rebuilt;
+}
 
+// The rest of ApplyImpl once the base (if any) is open: decodes, checks and writes the target.
+Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
+               const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
+               const std::string& target_out, const ApplyOptions& options, ApplyStats* stats) {
   // The target's prefix (magic, header, padding): decoded first, it says where everything goes.
   std::string what = patch_path;
   std::vector<uint8_t> prefix(ph.prefix_length);  // <= kMaxPrefixBytes (ParsePatch)
@@ -667,9 +770,13 @@ Status ApplyPatch(const std::string& base_archive, const std::string& patch_path
     }
   }
 
-  BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(target_out));
-  BLZ_RETURN_IF_ERROR(out.Truncate(ph.target_size));  // the gaps between pieces stay zero
-  BLZ_RETURN_IF_ERROR(out.WriteAt(0, ByteSpan(prefix)));
+  // No output file when only verifying.
+  std::optional<AtomicFile> out;
+  if (!target_out.empty()) {
+    BLZ_ASSIGN_OR_RETURN(out, AtomicFile::Create(target_out));
+    BLZ_RETURN_IF_ERROR(out->Truncate(ph.target_size));  // the gaps between pieces stay zero
+    BLZ_RETURN_IF_ERROR(out->WriteAt(0, ByteSpan(prefix)));
+  }
   Sha256 sha;
   sha.Update(ByteSpan(prefix));
   uint64_t hashed = prefix.size();
@@ -716,7 +823,7 @@ Status ApplyPatch(const std::string& base_archive, const std::string& patch_path
     HashZeros(&sha, job.offset - hashed);
     sha.Update(d.view);
     hashed = job.offset + job.size;
-    BLZ_RETURN_IF_ERROR(out.WriteAt(job.offset, d.view));
+    if (out.has_value()) BLZ_RETURN_IF_ERROR(out->WriteAt(job.offset, d.view));
     if (job.chunk == 0) piece_hash = std::make_unique<Xxh3Stream>();
     piece_hash->Update(d.view);
     if (job.has_base) base.DropRange(job.base_offset, job.size);
@@ -733,19 +840,40 @@ Status ApplyPatch(const std::string& base_archive, const std::string& patch_path
     return Status::Ok();
   };
   BLZ_RETURN_IF_ERROR(
-      internal::RunOrdered<Decoded>(jobs.size(), internal::ResolveThreads(0), produce, consume));
+      internal::RunOrdered<Decoded>(jobs.size(), internal::ResolveThreads(options.threads),
+                                    produce, consume));
   HashZeros(&sha, ph.target_size - hashed);
   std::string got = MakeDigest(sha.FinishHex());
   if (got != ph.target_digest) {
     return DigestMismatch(what + ": the rebuilt archive has digest " + got +
                           ", the patch names target " + ph.target_digest);
   }
-  BLZ_RETURN_IF_ERROR(out.Commit(/*no_replace=*/true));
+  if (out.has_value()) BLZ_RETURN_IF_ERROR(out->Commit(/*no_replace=*/true));
   if (stats != nullptr) {
     stats->target_digest = got;
     stats->target_bytes = ph.target_size;
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyPatch(const std::string& base_archive, const std::string& patch_path,
+                  const std::string& target_out, ApplyStats* stats,
+                  const ApplyOptions& options) {
+  if (target_out.empty()) return InvalidArgument("apply: no output path given");
+  return ApplyImpl(base_archive, patch_path, target_out, ApplyMode::kWithBase, options, stats);
+}
+
+Status ApplyFullPatch(const std::string& patch_path, const std::string& target_out,
+                      ApplyStats* stats, const ApplyOptions& options) {
+  if (target_out.empty()) return InvalidArgument("apply: no output path given");
+  return ApplyImpl("", patch_path, target_out, ApplyMode::kFull, options, stats);
+}
+
+Status VerifyPatch(const std::string& base_archive, const std::string& patch_path,
+                   ApplyStats* stats, const ApplyOptions& options) {
+  return ApplyImpl(base_archive, patch_path, "", ApplyMode::kVerify, options, stats);
 }
 
 }  // namespace blz::patcher

@@ -9,11 +9,17 @@
 // re-typed tensors, changed files). Pieces of A that B lacks are simply not referenced (the
 // header lists the removed tensor names for reporting).
 //
+// A *full patch* (format version 2) has no base: it carries every piece of B coded without
+// one (byte planes + zstd, or zstd; raw pieces with zstd), so it is B compressed per tensor, as
+// ZipNN does. It is what a registry stores and sends for an archive when the client holds no
+// usable base (CreateFullPatch / ApplyFullPatch). Its header's "base" is null.
+//
 // Memory: diff and apply hold at most one tensor's worth of decoded bytes plus fixed buffers
 // (per worker thread); the archives are memory-mapped, the output is written with pwrite.
 #ifndef BLZ_PATCHER_PATCH_H_
 #define BLZ_PATCHER_PATCH_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +31,9 @@ namespace blz::patcher {
 struct DiffOptions {
   int zstd_level = 9;
   int threads = 0;  // 0 = number of cores
+  // When not null and set (by another thread) while a patch is being made, CreatePatch /
+  // CreateFullPatch stop early with kUnavailable ("cancelled") and write nothing.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct PieceReport {
@@ -35,7 +44,7 @@ struct PieceReport {
 };
 
 struct DiffStats {
-  std::string base_digest;    // "sha256:<hex>"
+  std::string base_digest;    // "sha256:<hex>"; "" for a full patch
   std::string target_digest;  // "sha256:<hex>"
   uint64_t target_bytes = 0;  // size of the target archive
   uint64_t patch_bytes = 0;   // size of the patch file
@@ -44,30 +53,62 @@ struct DiffStats {
 };
 
 // Writes the patch from `base_archive` to `target_archive` to `patch_path` (atomically).
+// Errors: kNotFound / kCorruption (an archive), kAlreadyExists (patch_path exists),
+// kInvalidArgument (options), kUnavailable (cancelled), kIOError.
 Status CreatePatch(const std::string& base_archive, const std::string& target_archive,
                    const std::string& patch_path, const DiffOptions& options, DiffStats* stats);
 
+// Writes the full patch of `target_archive` (no base) to `patch_path` (atomically). Every
+// piece is coded by EncodeChunk with no base; the stats count every tensor as `added` and
+// base_digest is "". Errors as CreatePatch.
+Status CreateFullPatch(const std::string& target_archive, const std::string& patch_path,
+                       const DiffOptions& options, DiffStats* stats);
+
 struct PatchInfo {
-  std::string base_digest;
-  std::string target_digest;
+  bool full = false;          // a full patch: needs no base (base_digest is "")
+  std::string base_digest;    // "sha256:<hex>" of the base archive; "" for a full patch
+  std::string target_digest;  // "sha256:<hex>" of the archive the patch rebuilds
   uint64_t target_bytes = 0;
+  uint32_t format_version = 0;
 };
 
-// Reads only the patch's fixed header. Errors: kCorruption, kUnsupported (version).
+// Reads and validates the patch's header (the fixed bytes and the JSON; not the payloads).
+// Errors: kNotFound, kCorruption, kTooLarge, kUnsupported (version).
 Result<PatchInfo> ReadPatchInfo(const std::string& patch_path);
+
+struct ApplyOptions {
+  int threads = 0;  // decoding threads; 0 = number of cores
+};
 
 struct ApplyStats {
   std::string target_digest;
   uint64_t target_bytes = 0;
 };
 
-// Rebuilds the target archive at `target_out`. Checks that `base_archive` is the base the patch
-// names (its SHA-256; kDigestMismatch otherwise), checks each piece's xxh3-64 as it is written
-// (kCorruption naming the tensor) and the target's SHA-256 at the end, and only then renames the
-// result into place. `target_out` must not exist (kAlreadyExists). Nothing is left behind on
-// failure.
+// Rebuilds the target archive at `target_out`. Checks each chunk's and piece's xxh3-64 as it is
+// written (kCorruption naming the tensor and chunk) and the target's SHA-256 at the end, and
+// only then renames the result into place. `base_archive` must be the base the patch names:
+// a base of another size, or any failure with a base whose SHA-256 is not the one the patch
+// names, is kDigestMismatch. (The base is hashed only when something failed: a correct output
+// is proof enough, and that saves a full pass over the base.) `target_out` must not exist (kAlreadyExists). Nothing is left behind on
+// failure. A full patch is refused (kInvalidArgument: it needs no base; use ApplyFullPatch).
 Status ApplyPatch(const std::string& base_archive, const std::string& patch_path,
-                  const std::string& target_out, ApplyStats* stats);
+                  const std::string& target_out, ApplyStats* stats,
+                  const ApplyOptions& options = {});
+
+// Rebuilds the archive a full patch holds at `target_out`, with the checks of ApplyPatch (each
+// piece's xxh3-64, the target's SHA-256 before the rename). A patch that needs a base is refused
+// (kInvalidArgument naming the base digest it needs).
+Status ApplyFullPatch(const std::string& patch_path, const std::string& target_out,
+                      ApplyStats* stats, const ApplyOptions& options = {});
+
+// Decodes the whole patch with every check of ApplyPatch (ApplyFullPatch when `base_archive` is
+// "") but writes nothing: OK means applying it gives exactly the archive it names
+// (stats->target_digest). Used to verify a patch before relying on it (the registry drops a raw
+// archive only after its full patch verified). Errors as ApplyPatch / ApplyFullPatch, except
+// kAlreadyExists.
+Status VerifyPatch(const std::string& base_archive, const std::string& patch_path,
+                   ApplyStats* stats, const ApplyOptions& options = {});
 
 }  // namespace blz::patcher
 

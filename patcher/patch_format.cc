@@ -161,12 +161,17 @@ class HeaderReader {
 
 Result<std::string> SerializePatchHeader(const PatchHeader& h) {
   std::string out;
-  out.append("{\"base\":{\"digest\":");
-  BLZ_ASSIGN_OR_RETURN(std::string s, JsonString(h.base_digest));
-  out.append(s);
-  out.append(",\"size\":");
-  AppendU64(&out, h.base_size);
-  out.append("},\"target\":{\"digest\":");
+  std::string s;
+  if (h.has_base) {
+    out.append("{\"base\":{\"digest\":");
+    BLZ_ASSIGN_OR_RETURN(s, JsonString(h.base_digest));
+    out.append(s);
+    out.append(",\"size\":");
+    AppendU64(&out, h.base_size);
+    out.append("},\"target\":{\"digest\":");
+  } else {
+    out.append("{\"base\":null,\"target\":{\"digest\":");
+  }
   BLZ_ASSIGN_OR_RETURN(s, JsonString(h.target_digest));
   out.append(s);
   out.append(",\"size\":");
@@ -201,15 +206,16 @@ Result<std::string> SerializePatchHeader(const PatchHeader& h) {
   return out;
 }
 
-std::string EncodePatchFixedHeader(uint64_t json_length) {
+std::string EncodePatchFixedHeader(uint64_t json_length, uint32_t version) {
   std::string out(kPatchMagic, sizeof(kPatchMagic));
-  AppendLE32(&out, kPatchVersion);
+  AppendLE32(&out, version);
   AppendLE32(&out, 0);
   AppendLE64(&out, json_length);
   return out;
 }
 
-Result<uint64_t> ParsePatchFixedHeader(ByteSpan head, uint64_t file_size, std::string_view what) {
+Result<uint64_t> ParsePatchFixedHeader(ByteSpan head, uint64_t file_size, std::string_view what,
+                                       uint32_t* version_out) {
   std::string w(what);
   if (head.size() < kPatchFixedBytes || file_size < kPatchFixedBytes) {
     return Corruption(w + ": truncated: " + std::to_string(std::min<uint64_t>(head.size(), file_size)) +
@@ -219,10 +225,13 @@ Result<uint64_t> ParsePatchFixedHeader(ByteSpan head, uint64_t file_size, std::s
     return Corruption(w + ": bad magic at byte offset 0 (not a .blzpatch file)");
   }
   uint32_t version = LoadLE32(head.data() + 8);
-  if (version != kPatchVersion) {
+  if (version < kMinPatchVersion || version > kPatchVersion) {
     return Unsupported(w + ": patch format version " + std::to_string(version) +
-                       " at byte offset 8 (this build reads version 1)");
+                       " at byte offset 8 (this build reads versions " +
+                       std::to_string(kMinPatchVersion) + " to " + std::to_string(kPatchVersion) +
+                       ")");
   }
+  if (version_out != nullptr) *version_out = version;
   uint32_t flags = LoadLE32(head.data() + 12);
   if (flags != 0) {
     return Unsupported(w + ": unknown flags 0x" + Hex64(flags).substr(8) + " at byte offset 12");
@@ -242,7 +251,8 @@ Result<uint64_t> ParsePatchFixedHeader(ByteSpan head, uint64_t file_size, std::s
 }
 
 Result<PatchHeader> ParsePatch(ByteSpan head, uint64_t file_size, std::string_view what) {
-  BLZ_ASSIGN_OR_RETURN(uint64_t n, ParsePatchFixedHeader(head, file_size, what));
+  uint32_t version = 0;
+  BLZ_ASSIGN_OR_RETURN(uint64_t n, ParsePatchFixedHeader(head, file_size, what, &version));
   std::string w(what);
   if (head.size() < kPatchFixedBytes + n) {
     return Internal(w + ": ParsePatch given " + std::to_string(head.size()) + " bytes, needs " +
@@ -262,11 +272,21 @@ Result<PatchHeader> ParsePatch(ByteSpan head, uint64_t file_size, std::string_vi
 
   HeaderReader r(what);
   PatchHeader h;
+  h.version = version;
   h.payload_start = kPatchFixedBytes + n;
   BLZ_RETURN_IF_ERROR(r.ExpectObject(j, "(root)", {"base", "target", "prefix", "pieces", "removed"}));
-  BLZ_RETURN_IF_ERROR(r.ExpectObject(j["base"], "base", {"digest", "size"}));
-  BLZ_ASSIGN_OR_RETURN(h.base_digest, r.Digest(j["base"]["digest"], "base.digest"));
-  BLZ_ASSIGN_OR_RETURN(h.base_size, r.U64(j["base"]["size"], "base.size"));
+  if (j["base"].is_null()) {
+    // A full patch (no base): version 2 and later.
+    if (version < 2) {
+      return r.Bad("base", "null (a full patch) needs patch format version 2, the file says " +
+                               std::to_string(version));
+    }
+    h.has_base = false;
+  } else {
+    BLZ_RETURN_IF_ERROR(r.ExpectObject(j["base"], "base", {"digest", "size"}));
+    BLZ_ASSIGN_OR_RETURN(h.base_digest, r.Digest(j["base"]["digest"], "base.digest"));
+    BLZ_ASSIGN_OR_RETURN(h.base_size, r.U64(j["base"]["size"], "base.size"));
+  }
   BLZ_RETURN_IF_ERROR(r.ExpectObject(j["target"], "target", {"digest", "size"}));
   BLZ_ASSIGN_OR_RETURN(h.target_digest, r.Digest(j["target"]["digest"], "target.digest"));
   BLZ_ASSIGN_OR_RETURN(h.target_size, r.U64(j["target"]["size"], "target.size"));
@@ -306,6 +326,7 @@ Result<PatchHeader> ParsePatch(ByteSpan head, uint64_t file_size, std::string_vi
     }
     BLZ_ASSIGN_OR_RETURN(piece.index, r.U32(p["index"], f + ".index"));
     if (!p["base"].is_null()) {
+      if (!h.has_base) return r.Bad(f + ".base", "a full patch (base null) has no base pieces");
       BLZ_ASSIGN_OR_RETURN(uint32_t b, r.U32(p["base"], f + ".base"));
       piece.base = b;
     }
@@ -315,6 +336,9 @@ Result<PatchHeader> ParsePatch(ByteSpan head, uint64_t file_size, std::string_vi
 
   const Json& removed = j["removed"];
   if (!removed.is_array()) return r.Bad("removed", "not an array");
+  if (!h.has_base && !removed.empty()) {
+    return r.Bad("removed", "a full patch (base null) removes nothing: the list must be empty");
+  }
   h.removed.reserve(removed.size());
   for (size_t i = 0; i < removed.size(); ++i) {
     BLZ_ASSIGN_OR_RETURN(std::string name, r.String(removed[i], "removed[" + std::to_string(i) + "]"));

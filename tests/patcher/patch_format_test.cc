@@ -122,7 +122,7 @@ TEST(PatchFormatTest, CanonicalLayoutMatchesTheSpec) {
   std::string head = EncodePatchFixedHeader(json.size());
   ASSERT_EQ(head.size(), 24u);
   EXPECT_EQ(head.substr(0, 8), "BLZPATCH");
-  EXPECT_EQ(LoadLE32(AsBytes(head).data() + 8), 1u);
+  EXPECT_EQ(LoadLE32(AsBytes(head).data() + 8), 2u);  // version 2 (full patches)
   EXPECT_EQ(LoadLE32(AsBytes(head).data() + 12), 0u);
   EXPECT_EQ(LoadLE64(AsBytes(head).data() + 16), json.size());
 }
@@ -149,7 +149,8 @@ TEST(PatchFormatTest, FixedHeaderRejections) {
   magic[3] = 'X';
   ExpectRefused(magic, Code::kCorruption, "magic");
   ExpectRefused(good.substr(0, 23), Code::kCorruption, "truncated");
-  ExpectRefused(set32(8, 2), Code::kUnsupported, "version 2");
+  ExpectRefused(set32(8, 3), Code::kUnsupported, "version 3");
+  ExpectRefused(set32(8, 0), Code::kUnsupported, "version 0");
   ExpectRefused(set32(12, 1), Code::kUnsupported, "flags");
   ExpectRefused(set64(16, kMaxPatchHeaderBytes + 1), Code::kTooLarge, "cap");
   ExpectRefused(set64(16, 0), Code::kCorruption, "header length 0");
@@ -220,6 +221,70 @@ TEST(PatchFormatTest, PrefixRejections) {
       },
       "prefix.length");
   ExpectMutationRefused([](PatchHeader* h) { h->prefix_length = 129; }, "add up to 128");
+}
+
+// A full patch: no base, so every piece has none and nothing is removed.
+PatchHeader ValidFullHeader() {
+  PatchHeader h = ValidHeader();
+  h.has_base = false;
+  h.base_digest.clear();
+  h.base_size = 0;
+  h.pieces[1].base.reset();
+  h.pieces[1].chunks = {{Codec::kPlanes, 17, 20, kChunkBytes, 2}, {Codec::kZstd, 37, 5, 100, 3}};
+  h.removed.clear();
+  return h;
+}
+
+TEST(PatchFormatTest, FullPatchHeaderRoundTripsWithNullBase) {
+  PatchHeader h = ValidFullHeader();
+  std::string file = FileOf(h);
+  EXPECT_THAT(file, HasSubstr("{\"base\":null,\"target\":{"));
+  auto parsed = Parse(file);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_FALSE(parsed->has_base);
+  EXPECT_EQ(parsed->version, kPatchVersion);
+  EXPECT_EQ(parsed->base_digest, "");
+  EXPECT_EQ(parsed->base_size, 0u);
+  EXPECT_EQ(parsed->target_digest, h.target_digest);
+  ASSERT_EQ(parsed->pieces.size(), 3u);
+  EXPECT_FALSE(parsed->pieces[1].base.has_value());
+  EXPECT_EQ(*SerializePatchHeader(*parsed), *SerializePatchHeader(h));
+}
+
+TEST(PatchFormatTest, Version1PatchesAreStillRead) {
+  PatchHeader h = ValidHeader();
+  std::string json = *SerializePatchHeader(h);
+  std::string v1 = EncodePatchFixedHeader(json.size(), 1) + json + std::string(PayloadBytes(h), 'x');
+  EXPECT_EQ(v1[8], 1);
+  auto parsed = Parse(v1);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->version, 1u);
+  EXPECT_TRUE(parsed->has_base);
+  EXPECT_EQ(parsed->base_digest, h.base_digest);
+  // What this build writes is version 2.
+  EXPECT_EQ(FileOf(h)[8], 2);
+  EXPECT_EQ(Parse(FileOf(h))->version, 2u);
+}
+
+TEST(PatchFormatTest, FullPatchRejections) {
+  // "base": null needs version 2.
+  PatchHeader full = ValidFullHeader();
+  std::string json = *SerializePatchHeader(full);
+  ExpectRefused(EncodePatchFixedHeader(json.size(), 1) + json + std::string(PayloadBytes(full), 'x'),
+                Code::kCorruption, "needs patch format version 2");
+  // A full patch with a base piece, or with removed tensors.
+  PatchHeader with_base_piece = ValidFullHeader();
+  with_base_piece.pieces[1].base = 3;
+  ExpectRefused(FileOf(with_base_piece), Code::kCorruption, "pieces[1].base");
+  PatchHeader with_removed = ValidFullHeader();
+  with_removed.removed = {"gone"};
+  ExpectRefused(FileOf(with_removed), Code::kCorruption, "removes nothing");
+  // "base" must be an object or null.
+  std::string good = *SerializePatchHeader(ValidHeader());
+  const size_t from = good.find("{\"base\":") + 8, to = good.find(",\"target\"");
+  std::string bad = good.substr(0, from) + "7" + good.substr(to);
+  ExpectRefused(FileWithJson(bad, PayloadBytes(ValidHeader())), Code::kCorruption,
+                "field 'base': not an object");
 }
 
 TEST(PatchFormatTest, PayloadSectionMustEndTheFile) {

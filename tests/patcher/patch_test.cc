@@ -330,6 +330,39 @@ TEST_F(PatchTest, WrongBaseIsRefusedWithBothDigests) {
   EXPECT_THAT(s.message(), HasSubstr(MakeDigest(Sha256Hex(testing::ReadFileBytes(B())))));
 }
 
+TEST_F(PatchTest, BaseWithOneChangedTensorByteIsRefusedAsTheWrongBase) {
+  // Same size and header as the real base, one data byte of a tensor the patch reads changed:
+  // the base is only hashed once the rebuild fails, and the error must still say "wrong base".
+  std::string bytes = testing::ReadFileBytes(A());
+  auto archive = formats::BlzArchive::Open(A());
+  ASSERT_TRUE(archive.ok());
+  const auto& h = archive->header();
+  int64_t t = -1;
+  for (size_t i = 0; i < h.tensors.size(); ++i) {
+    if (h.tensors[i].name == "extra.big") t = int64_t(i);
+  }
+  ASSERT_GE(t, 0);
+  bytes[h.data_start + h.tensors[size_t(t)].offset + 5] ^= 0x01;
+  std::string bad_base = tmp_ / "bad-base.blz";
+  testing::WriteFileBytes(bad_base, bytes);
+  Status s = ExpectApplyFails(bad_base, P(), Code::kDigestMismatch);
+  EXPECT_THAT(s.message(), HasSubstr(MakeDigest(Sha256Hex(bytes))));
+  EXPECT_THAT(s.message(), HasSubstr(ReadPatchInfo(P())->base_digest));
+}
+
+TEST_F(PatchTest, ApplyWithOneThreadEqualsApplyWithAll) {
+  ApplyOptions one;
+  one.threads = 1;
+  ASSERT_TRUE(ApplyPatch(A(), P(), tmp_ / "one.blz", nullptr, one).ok());
+  ASSERT_TRUE(ApplyPatch(A(), P(), tmp_ / "all.blz", nullptr).ok());
+  EXPECT_TRUE(testing::ReadFileBytes(tmp_ / "one.blz") == testing::ReadFileBytes(B()));
+  EXPECT_TRUE(testing::ReadFileBytes(tmp_ / "all.blz") == testing::ReadFileBytes(B()));
+  ApplyOptions bad;
+  bad.threads = -1;
+  EXPECT_EQ(ApplyPatch(A(), P(), tmp_ / "neg.blz", nullptr, bad).code(), Code::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(tmp_ / "neg.blz"));
+}
+
 TEST_F(PatchTest, CorruptedChunkPayloadIsRefusedNamingTensorAndChunk) {
   std::string bytes = testing::ReadFileBytes(P());
   auto h = internal::ParsePatch(AsBytes(bytes), bytes.size(), "p");
