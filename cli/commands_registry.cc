@@ -109,9 +109,11 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                   "local store (default $BLZ_CACHE_DIR, $XDG_CACHE_HOME/blz, ~/.cache/blz)");
   sub->add_flag("--json", args->json,
                 "print {reference, digest, archive_path, output, bytes_downloaded, full_bytes, "
-                "used_patch, patch_from, ...} on stdout");
+                "transfer (local, patch, full-patch or archive), used_patch, patch_from, "
+                "used_full_patch, ...} on stdout");
   sub->add_flag("--progress", args->progress, "draw progress even when stderr is not a terminal");
-  sub->add_flag("--no-patch", args->no_patch, "always download the full archive");
+  sub->add_flag("--no-patch", args->no_patch,
+                "always download the raw archive (no patch from a held version, no full patch)");
   sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -132,13 +134,15 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
       PrintJson({{"reference", r.reference}, {"digest", r.digest},
                  {"manifest_digest", r.manifest_digest}, {"archive_path", r.archive_path},
                  {"output", NullIfEmpty(r.output)}, {"bytes_downloaded", r.bytes_downloaded},
-                 {"full_bytes", r.full_bytes}, {"used_patch", r.used_patch},
-                 {"patch_from", NullIfEmpty(r.patch_from)}, {"cache_hit", r.cache_hit}});
+                 {"full_bytes", r.full_bytes}, {"transfer", r.transfer},
+                 {"used_patch", r.used_patch}, {"patch_from", NullIfEmpty(r.patch_from)},
+                 {"used_full_patch", r.used_full_patch}, {"cache_hit", r.cache_hit}});
       return Status::Ok();
     }
-    std::string how = r.cache_hit   ? "already held locally"
-                      : r.used_patch ? "as a patch from " + r.patch_from
-                                     : "full archive";
+    std::string how = r.cache_hit         ? "already held locally"
+                      : r.used_patch      ? "as a patch from " + r.patch_from
+                      : r.used_full_patch ? "as a full patch (the archive compressed, no base)"
+                                          : "full archive";
     std::fprintf(stderr, "pulled %s\n  model %s\n  downloaded %s of %s (%s)\n",
                  r.reference.c_str(), r.digest.c_str(), FormatBytes(r.bytes_downloaded).c_str(),
                  FormatBytes(r.full_bytes).c_str(), how.c_str());

@@ -139,6 +139,47 @@ Status PullViaPatch(const Reference& ref, const ModelManifest& manifest, const H
                        store->PublishBlob(target_path, manifest.archive_digest));
   result->used_patch = true;
   result->patch_from = base.digest;
+  result->transfer = "patch";
+  return Status::Ok();
+}
+
+// Fetches the archive as its full patch (no base) and rebuilds it. On success the archive is
+// published in the store; any error means "fall back to the blob" (kUnsupported: the server
+// serves no full patches).
+Status PullViaFullPatch(const Reference& ref, const ModelManifest& manifest,
+                        const PullOptions& options, LocalStore* store, RegistryClient* client,
+                        PullResult* result) {
+  BLZ_ASSIGN_OR_RETURN(std::string staging, store->MakeStagingDir());
+  StagingGuard guard(staging);
+  const std::string patch_path = staging + "/full.blzpatch";
+  const std::string target_path = staging + "/target.blz";
+
+  // Not worth it unless smaller than the archive (the download stops at the headers).
+  ProgressMeter meter("pulling " + Label(ref) + " (full patch)", options.progress);
+  const uint64_t before = client->bytes_received();
+  Result<PatchDownload> patch = client->GetPatch(ref.name, "", manifest.archive_digest,
+                                                 patch_path, manifest.archive_size,
+                                                 meter.Callback());
+  meter.Finish();
+  result->bytes_downloaded += client->bytes_received() - before;
+  if (!patch.ok()) return patch.status();
+
+  BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
+  if (!info.full || info.target_digest != manifest.archive_digest) {
+    return DigestMismatch("the full patch received rebuilds " + info.target_digest +
+                          (info.full ? "" : " from base " + info.base_digest) + ", expected " +
+                          manifest.archive_digest + " with no base");
+  }
+  patcher::ApplyStats stats;
+  BLZ_RETURN_IF_ERROR(patcher::ApplyFullPatch(patch_path, target_path, &stats));
+  if (stats.target_digest != manifest.archive_digest) {
+    return DigestMismatch("full patch produced " + stats.target_digest + ", expected " +
+                          manifest.archive_digest);
+  }
+  BLZ_ASSIGN_OR_RETURN(result->archive_path,
+                       store->PublishBlob(target_path, manifest.archive_digest));
+  result->used_full_patch = true;
+  result->transfer = "full-patch";
   return Status::Ok();
 }
 
@@ -187,6 +228,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     Status held = store.VerifyBlob(manifest.archive_digest);
     if (held.ok()) {
       result.cache_hit = true;
+      result.transfer = "local";
       result.archive_path = store.BlobPath(manifest.archive_digest);
     } else {
       BLZ_RETURN_IF_ERROR(store.RemoveBlob(manifest.archive_digest));
@@ -209,7 +251,20 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     }
   }
 
-  // 3. The whole archive.
+  // 3. No usable base: the archive as its full patch.
+  if (result.archive_path.empty() && options.allow_patch) {
+    Status s = PullViaFullPatch(ref, manifest, options, &store, &client, &result);
+    if (!s.ok()) {
+      if (s.code() == Code::kUnauthorized) return s;
+      // An older server without full patches is not worth a note; other failures are.
+      if (s.code() != Code::kUnsupported) {
+        result.notes.push_back("full patch not used (" + s.ToString() +
+                               "); downloading the full archive");
+      }
+    }
+  }
+
+  // 4. The whole archive.
   if (result.archive_path.empty()) {
     BLZ_ASSIGN_OR_RETURN(std::string staging, store.MakeStagingDir());
     StagingGuard guard(staging);
@@ -223,6 +278,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     BLZ_RETURN_IF_ERROR(s);
     BLZ_ASSIGN_OR_RETURN(result.archive_path,
                          store.PublishBlob(staged, manifest.archive_digest));
+    result.transfer = "archive";
   }
 
   BLZ_RETURN_IF_ERROR(store.RecordVersion(registry, ref.name, manifest.archive_digest,

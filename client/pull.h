@@ -8,7 +8,14 @@
 //    patcher::ApplyPatch (which checks the base, every piece and the target's SHA-256) and
 //    keep the result. Any failure of that route (404, a patch not smaller than the archive,
 //    a bad patch) falls back to step 4; the reason is reported in PullResult::notes.
-// 4. Else download the archive blob, hashing it as it streams.
+// 4. Else (no usable base) GET the archive's full patch (/v2/<name>/blz/patch?to=, no from:
+//    the archive compressed per tensor, docs/patch-format.md), rebuild it with
+//    patcher::ApplyFullPatch (every piece and the SHA-256 checked) and keep the result. A
+//    server that does not serve full patches (404, 405, an older server's 400) falls back to
+//    step 5 silently; any other failure (a full patch not smaller than the archive, a bad one)
+//    falls back with a note.
+// 5. Else download the archive blob, hashing it as it streams.
+// allow_patch = false (`--no-patch`) skips steps 3 and 4.
 // Downloads are staged under the store's tmp/ and published by rename only after their digest
 // is verified; nothing is written to the output before that. With an output directory the
 // archive is then unpacked (formats::Unpack: temp directory + rename; an existing directory is
@@ -44,8 +51,12 @@ struct PullResult {
   std::string output;           // the unpacked directory; "" without an output directory
   uint64_t bytes_downloaded = 0;  // blob / patch bytes received (manifest excluded)
   uint64_t full_bytes = 0;        // size of the archive
-  bool used_patch = false;
+  bool used_patch = false;        // rebuilt from a held base + a patch
   std::string patch_from;       // base archive digest when a patch was used
+  bool used_full_patch = false;   // rebuilt from the archive's full patch (no base)
+  // How the archive arrived: "local" (already held), "patch", "full-patch" or "archive" (the
+  // raw blob).
+  std::string transfer;
   bool cache_hit = false;       // the store already held the archive
   std::vector<std::string> notes;  // fallbacks and repairs worth telling the user
 };

@@ -345,7 +345,9 @@ Result<PatchDownload> RegistryClient::GetPatch(std::string_view name, std::strin
                                                std::string_view to_digest,
                                                const std::string& dest_path, uint64_t max_bytes,
                                                const ProgressFn& progress) {
-  std::string what = "patch " + std::string(from_digest) + " -> " + std::string(to_digest);
+  const bool full = from_digest.empty();
+  std::string what = full ? "full patch of " + std::string(to_digest)
+                          : "patch " + std::string(from_digest) + " -> " + std::string(to_digest);
   BLZ_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(dest_path));
   Sha256 hash;
   PatchDownload out;
@@ -366,12 +368,19 @@ Result<PatchDownload> RegistryClient::GetPatch(std::string_view name, std::strin
     return file.Append(chunk);
   };
   t.download_progress = progress;
-  HttpRequest req = NewRequest("GET", "/v2/" + std::string(name) + "/blz/patch?from=" +
-                                          std::string(from_digest) +
-                                          "&to=" + std::string(to_digest));
+  HttpRequest req = NewRequest(
+      "GET", "/v2/" + std::string(name) + "/blz/patch?" +
+                 (full ? "" : "from=" + std::string(from_digest) + "&") + "to=" +
+                 std::string(to_digest));
   req.headers.push_back({"Accept", std::string(kPatchMediaType)});
   BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(req, t));
-  if (r.status != 200) return Fail(r, "pull", what);
+  if (r.status != 200) {
+    Status failed = Fail(r, "pull", what);
+    const bool old_server = r.status == 404 || r.status == 405 ||
+                            (r.status == 400 && failed.code() == Code::kDigestMismatch);
+    if (full && old_server) return Status(Code::kUnsupported, failed.message());
+    return failed;
+  }
   out.digest = MakeDigest(hash.FinishHex());
   std::string server_digest = r.Header("Docker-Content-Digest");
   if (!server_digest.empty() && server_digest != out.digest) {

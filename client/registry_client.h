@@ -92,7 +92,10 @@ class RegistryClient {
   // GET /v2/<name>/blz/patch?from=<from>&to=<to> into `dest_path` (atomically, like GetBlob;
   // the Docker-Content-Digest of the patch, when sent, is verified). kNotFound when the server
   // has no such patch. A patch whose Content-Length exceeds `max_bytes` (0 = no cap) is not
-  // downloaded: kTooLarge.
+  // downloaded: kTooLarge. With an empty `from_digest` it asks for the full patch of `to`
+  // (GET .../blz/patch?to=<to>: the archive compressed per tensor, needing no base); a server
+  // that does not serve those (404, 405, or an older blz server's 400 DIGEST_INVALID) gives
+  // kUnsupported.
   Result<PatchDownload> GetPatch(std::string_view name, std::string_view from_digest,
                                  std::string_view to_digest, const std::string& dest_path,
                                  uint64_t max_bytes, const ProgressFn& progress = nullptr);

@@ -53,7 +53,7 @@ enum class ErrorContext : uint8_t {
   kBlob,      // a blob (GET/HEAD blobs)
   kUpload,    // an upload session
   kManifest,  // a manifest
-  kPatch,     // the blz patch endpoint
+  kPatch,     // the blz patch and value diff endpoints (two versions of a repository)
 };
 
 // Status code -> OCI error, by context:

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -16,6 +17,10 @@
 #include "core/checked.h"
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "formats/blz_archive.h"
+#include "formats/identify.h"
+#include "formats/structural_hash.h"
+#include "formats/value_diff_json.h"
 #include "registry/errors.h"
 #include "registry/wire.h"
 
@@ -31,11 +36,14 @@ struct Registry::Route {
     kManifest,       // /v2/<name>/manifests/<reference>
     kTags,           // /v2/<name>/tags/list
     kPatch,          // /v2/<name>/blz/patch
+    kDiff,           // /v2/<name>/blz/diff
+    kStructures,     // /v2/_blz/structures/<structural hash>
+    kStorage,        // /v2/_blz/storage
   };
   Kind kind = Kind::kPing;
   std::string method;
   std::string name;
-  std::string ref;  // blob digest, upload uuid or manifest reference
+  std::string ref;  // blob digest, upload uuid, manifest reference or structural hash
   Target target;
 
   std::optional<std::string> Query(const std::string& key) const {
@@ -76,6 +84,9 @@ std::string_view AllowedMethods(Kind kind) {
     case Kind::kManifest: return "GET, HEAD, PUT";
     case Kind::kTags: return "GET";
     case Kind::kPatch: return "GET, HEAD";
+    case Kind::kDiff: return "GET, HEAD";
+    case Kind::kStructures: return "GET";
+    case Kind::kStorage: return "GET";
   }
   return "";
 }
@@ -344,6 +355,33 @@ Result<std::pair<std::optional<uint64_t>, std::string>> ParsePagination(
   return std::make_pair(limit, route.Query("last").value_or(""));
 }
 
+// `text` with every occurrence of `from` replaced by `to` (server-side paths by digests, so
+// that error messages sent to clients do not reveal the data directory).
+std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
+  if (from.empty()) return text;
+  for (size_t pos = text.find(from); pos != std::string::npos;
+       pos = text.find(from, pos + to.size())) {
+    text.replace(pos, from.size(), to);
+  }
+  return text;
+}
+
+// The structural hash (64 lower-case hex, formats/identify.h) of the .blz archive stored at
+// `path` under `digest`. Reads the archive's header only. Errors: those of BlzArchive::Open and
+// StructuralInputFromArchive, naming `digest` instead of `path`.
+Result<std::string> ArchiveStructuralHash(const std::string& path, const std::string& digest) {
+  Status error;
+  Result<formats::BlzArchive> archive = formats::BlzArchive::Open(path);
+  if (archive.ok()) {
+    Result<formats::StructuralInput> input = formats::StructuralInputFromArchive(*archive);
+    if (input.ok()) return formats::StructuralHash(*input);
+    error = input.status();
+  } else {
+    error = archive.status();
+  }
+  return Status(error.code(), ReplaceAll(error.message(), path, digest));
+}
+
 }  // namespace
 
 // ---- construction ----
@@ -365,8 +403,15 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
     std::string fname = entry.path().filename().string();
     if (fname.rfind("session-", 0) != 0) RemoveAll(entry.path().string());
   }
-  return std::unique_ptr<Registry>(
+  std::unique_ptr<Registry> registry(
       new Registry(data_dir, std::move(options), std::move(blobs), std::move(db)));
+  BLZ_ASSIGN_OR_RETURN(registry->storage_,
+                       ArchiveStorage::Open(&registry->blobs_, registry->db_.get(), data_dir,
+                                            registry->options_.full_patch,
+                                            registry->options_.storage));
+  BLZ_RETURN_IF_ERROR(registry->BackfillStructuralHashes());
+  BLZ_RETURN_IF_ERROR(registry->storage_->ScheduleAll());
+  return registry;
 }
 
 Result<std::optional<std::string>> Registry::EnsureAdminToken() {
@@ -403,6 +448,14 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
     route.kind = Kind::kPing;
   } else if (n == 2 && c[1] == "_catalog") {
     route.kind = Kind::kCatalog;
+  } else if (n == 4 && c[1] == "_blz" && c[2] == "structures") {
+    route.kind = Kind::kStructures;
+    route.ref = c[3];
+  } else if (n == 3 && c[1] == "_blz" && c[2] == "storage") {
+    route.kind = Kind::kStorage;
+  } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "diff") {
+    route.kind = Kind::kDiff;
+    route.name = Join(c, 1, n - 2);
   } else if (n >= 4 && c[n - 2] == "tags" && c[n - 1] == "list") {
     route.kind = Kind::kTags;
     route.name = Join(c, 1, n - 2);
@@ -460,7 +513,8 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
     }
   }
 
-  if (route.kind != Kind::kPing && route.kind != Kind::kCatalog) {
+  if (route.kind != Kind::kPing && route.kind != Kind::kCatalog &&
+      route.kind != Kind::kStructures && route.kind != Kind::kStorage) {
     Status name_ok = ValidateRepositoryName(route.name);
     if (!name_ok.ok()) {
       *error = ErrorResponse(OciError::kNameInvalid, name_ok.message(),
@@ -572,6 +626,9 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
       return GetManifest(route);
     case Kind::kTags: return ListTags(route);
     case Kind::kPatch: return GetPatch(route, request.head);
+    case Kind::kDiff: return GetValueDiff(route, request.head);
+    case Kind::kStructures: return ListStructure(route);
+    case Kind::kStorage: return GetStorageStatus();
   }
   return ErrorResponse(OciError::kNotFound, "no such endpoint");
 }
@@ -602,7 +659,10 @@ Response Registry::Catalog(const Route& route) {
 }
 
 Response Registry::GetBlob(const Route& route, const RequestHead& head) {
-  Result<store::BlobInfo> info = blobs_.Stat(route.ref);
+  // An archive stored as a full patch: HEAD answers from its header, GET from a rebuilt copy.
+  Result<store::BlobInfo> info =
+      route.method == "HEAD" ? storage_->Stat(route.ref) : storage_->File(route.ref);
+  if (info.ok() && info->path.empty()) info->path = "/dev/null";  // HEAD: never opened
   if (!info.ok()) {
     return ErrorResponse(OciErrorFor(info.status(), ErrorContext::kBlob), info.status().message(),
                          json{{"digest", route.ref}});
@@ -838,7 +898,7 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
   const std::pair<const std::string*, uint64_t> wanted[] = {
       {&refs->config_digest, refs->config_size}, {&refs->layer_digest, refs->layer_size}};
   for (const auto& [digest, size] : wanted) {
-    Result<store::BlobInfo> info = blobs_.Stat(*digest);
+    Result<store::BlobInfo> info = storage_->Stat(*digest);
     if (!info.ok()) {
       if (info.status().code() == Code::kNotFound) {
         return ErrorResponse(OciError::kManifestBlobUnknown,
@@ -860,6 +920,23 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
     return ErrorResponse(OciError::kDigestInvalid,
                          "manifest hashes to " + digest + ", not " + ref, json{{"digest", ref}});
   }
+  // Every version records its structure; an archive blz cannot identify is not a version.
+  Result<std::string> structural_hash = NotFound("archive blob missing");
+  if (Result<store::BlobInfo> layer = storage_->File(refs->layer_digest); layer.ok()) {
+    structural_hash = ArchiveStructuralHash(layer->path, refs->layer_digest);
+  }
+  if (!structural_hash.ok()) {
+    const Status& e = structural_hash.status();
+    if (e.code() == Code::kIOError || e.code() == Code::kInternal || e.code() == Code::kNotFound) {
+      return ErrorResponse(OciError::kUnknown, "identifying the archive failed: " + e.ToString(),
+                           json{{"digest", refs->layer_digest}});
+    }
+    return ErrorResponse(OciError::kManifestInvalid,
+                         "layers[0] " + refs->layer_digest +
+                             " is not a model archive whose structure blz can identify: " +
+                             e.ToString(),
+                         json{{"digest", refs->layer_digest}});
+  }
   store::ManifestPut put;
   put.repository = route.name;
   put.digest = digest;
@@ -868,8 +945,10 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
   put.tag = by_digest ? "" : ref;
   put.archive_digest = refs->layer_digest;
   put.archive_size = refs->layer_size;
+  put.structural_hash = std::move(*structural_hash);
   Status s = db_->PutManifest(put);
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kManifest);
+  storage_->Schedule(put.archive_digest);  // store it as a full patch, in the background
   Response res = Empty(201);
   res.Set("Location", "/v2/" + route.name + "/manifests/" + digest);
   res.Set("Docker-Content-Digest", digest);
@@ -932,28 +1011,22 @@ Response Registry::ListTags(const Route& route) {
 Response Registry::GetPatch(const Route& route, const RequestHead& head) {
   std::optional<std::string> from = route.Query("from");
   std::optional<std::string> to = route.Query("to");
+  if (!from.has_value() && to.has_value() && ParseDigest(*to).ok()) {
+    return GetFullPatch(route, head, *to);
+  }
   for (const auto* d : {&from, &to}) {
     if (!d->has_value() || !ParseDigest(**d).ok()) {
       return ErrorResponse(OciError::kDigestInvalid,
-                           "patch needs ?from=<archive digest>&to=<archive digest> "
+                           "patch needs ?to=<archive digest> and, for a patch from a base, "
+                           "?from=<archive digest> "
                            "(sha256:<64 lower-case hex>)",
                            json{{"from", from.value_or("")}, {"to", to.value_or("")}});
     }
   }
   std::string paths[2];
   for (int i = 0; i < 2; ++i) {
-    const std::string& d = i == 0 ? *from : *to;
-    Result<store::VersionRecord> v = db_->FindVersion(route.name, d);
-    if (!v.ok()) {
-      return ErrorResponse(OciErrorFor(v.status(), ErrorContext::kPatch), v.status().message(),
-                           json{{"digest", d}});
-    }
-    Result<store::BlobInfo> blob = blobs_.Stat(d);
-    if (!blob.ok()) {
-      return ErrorResponse(OciErrorFor(blob.status(), ErrorContext::kBlob),
-                           blob.status().message(), json{{"digest", d}});
-    }
-    paths[i] = blob->path;
+    Response error;
+    if (!ResolveVersionArchive(route, i == 0 ? *from : *to, &paths[i], &error)) return error;
   }
 
   auto serve = [&](const store::BlobInfo& patch, bool hit) {
@@ -965,36 +1038,256 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
     return res;
   };
 
-  // One computation per (from, to) at a time: a second identical request waits here and then
-  // finds the cached result.
-  KeyedMutex::Lock lock(&patch_locks_, *from + ">" + *to);
-  Result<store::PatchRecord> cached = db_->FindPatch(*from, *to);
+  bool compute_failed = false;
+  Result<CachedBlob> computed = ComputeCached(
+      &patch_locks_, *from + ">" + *to, "patch",
+      [&]() -> Result<std::string> {
+        BLZ_ASSIGN_OR_RETURN(store::PatchRecord cached, db_->FindPatch(*from, *to));
+        return cached.patch_digest;
+      },
+      [&](const std::string& out) -> Status {
+        if (!options_.create_patch) return Unsupported("this server cannot compute patches");
+        return options_.create_patch(paths[0], paths[1], out);
+      },
+      [&](const store::BlobInfo& blob) {
+        return db_->RecordPatch(route.name,
+                                store::PatchRecord{*from, *to, blob.digest, blob.size});
+      },
+      &compute_failed);
+  if (!computed.ok()) {
+    if (!compute_failed) return ErrorResponse(computed.status(), ErrorContext::kPatch);
+    if (!options_.create_patch) {
+      return ErrorResponse(OciError::kUnsupported, computed.status().message());
+    }
+    return ErrorResponse(OciError::kUnknown,
+                         "computing the patch failed: " + computed.status().ToString());
+  }
+  if (!computed->hit) patches_computed_.fetch_add(1);
+  return serve(computed->blob, computed->hit);
+}
+
+// ---- blz structures and value diffs (docs/registry-api.md) ----
+
+Status Registry::BackfillStructuralHashes() {
+  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> archives, db_->ArchivesWithoutStructure());
+  for (const std::string& digest : archives) {
+    Result<store::BlobInfo> blob = storage_->File(digest);
+    if (!blob.ok()) continue;  // the archive is gone: the version stays without a structure
+    Result<std::string> hash = ArchiveStructuralHash(blob->path, digest);
+    if (!hash.ok()) continue;  // pushed before identification was required; stays without
+    BLZ_RETURN_IF_ERROR(db_->SetStructuralHash(digest, *hash));
+  }
+  return Status::Ok();
+}
+
+bool Registry::ResolveVersionArchive(const Route& route, const std::string& digest,
+                                     std::string* path, Response* error) {
+  Result<store::VersionRecord> v = db_->FindVersion(route.name, digest);
+  if (!v.ok()) {
+    *error = ErrorResponse(OciErrorFor(v.status(), ErrorContext::kPatch), v.status().message(),
+                           json{{"digest", digest}});
+    return false;
+  }
+  Result<store::BlobInfo> blob = storage_->File(digest);  // rebuilt if stored as a full patch
+  if (!blob.ok()) {
+    *error = ErrorResponse(OciErrorFor(blob.status(), ErrorContext::kBlob),
+                           blob.status().message(), json{{"digest", digest}});
+    return false;
+  }
+  *path = blob->path;
+  return true;
+}
+
+Result<Registry::CachedBlob> Registry::ComputeCached(
+    KeyedMutex* locks, const std::string& key, std::string_view temp_name,
+    const std::function<Result<std::string>()>& find,
+    const std::function<Status(const std::string&)>& compute,
+    const std::function<Status(const store::BlobInfo&)>& record, bool* compute_failed) {
+  *compute_failed = false;
+  KeyedMutex::Lock lock(locks, key);
+  Result<std::string> cached = find();
   if (cached.ok()) {
-    Result<store::BlobInfo> blob = blobs_.Stat(cached->patch_digest);
-    if (blob.ok()) return serve(*blob, /*hit=*/true);
+    Result<store::BlobInfo> blob = blobs_.Stat(*cached);
+    if (blob.ok()) return CachedBlob{std::move(*blob), /*hit=*/true};
     // The blob went missing: compute it again.
   } else if (cached.status().code() != Code::kNotFound) {
-    return ErrorResponse(cached.status(), ErrorContext::kPatch);
+    return cached.status();
   }
-  if (!options_.create_patch) {
-    return ErrorResponse(OciError::kUnsupported, "this server cannot compute patches");
-  }
-  const std::string temp = blobs_.NewTempPath("patch");
-  Status s = options_.create_patch(paths[0], paths[1], temp);
+  const std::string temp = blobs_.NewTempPath(temp_name);
+  Status s = compute(temp);
   if (!s.ok()) {
     RemoveAll(temp);
-    return ErrorResponse(OciError::kUnknown, "computing the patch failed: " + s.ToString());
+    *compute_failed = true;
+    return s;
   }
   Result<store::BlobInfo> blob = blobs_.PublishComputed(temp);
   RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
-  if (!blob.ok()) return ErrorResponse(blob.status(), ErrorContext::kPatch);
-  s = db_->RecordBlob(blob->digest, blob->size);
-  if (s.ok()) {
-    s = db_->RecordPatch(route.name, store::PatchRecord{*from, *to, blob->digest, blob->size});
+  if (!blob.ok()) return blob.status();
+  BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
+  BLZ_RETURN_IF_ERROR(record(*blob));
+  return CachedBlob{std::move(*blob), /*hit=*/false};
+}
+
+Response Registry::GetValueDiff(const Route& route, const RequestHead& head) {
+  std::optional<std::string> from = route.Query("from");
+  std::optional<std::string> to = route.Query("to");
+  for (const auto* d : {&from, &to}) {
+    if (!d->has_value() || !ParseDigest(**d).ok()) {
+      return ErrorResponse(OciError::kDigestInvalid,
+                           "value diff needs ?from=<archive digest>&to=<archive digest> "
+                           "(sha256:<64 lower-case hex>)",
+                           json{{"from", from.value_or("")}, {"to", to.value_or("")}});
+    }
   }
-  if (!s.ok()) return ErrorResponse(s, ErrorContext::kPatch);
-  patches_computed_.fetch_add(1);
-  return serve(*blob, /*hit=*/false);
+  std::string paths[2];
+  for (int i = 0; i < 2; ++i) {
+    Response error;
+    if (!ResolveVersionArchive(route, i == 0 ? *from : *to, &paths[i], &error)) return error;
+  }
+  bool compute_failed = false;
+  Result<CachedBlob> computed = ComputeCached(
+      &diff_locks_, *from + ">" + *to, "diff",
+      [&]() -> Result<std::string> {
+        BLZ_ASSIGN_OR_RETURN(store::ValueDiffRecord cached, db_->FindValueDiff(*from, *to));
+        return cached.diff_digest;
+      },
+      [&](const std::string& out) -> Status {
+        // The document of `blz diff --values --json`, naming the archives by digest.
+        formats::ValueDiffJsonOptions options;
+        options.a_label = *from;
+        options.b_label = *to;
+        Result<std::string> doc = formats::ComputeValueDiffJson(paths[0], paths[1], options);
+        if (!doc.ok()) {
+          return Status(doc.status().code(),
+                        ReplaceAll(ReplaceAll(doc.status().message(), paths[0], *from),
+                                   paths[1], *to));
+        }
+        return WriteFileAtomic(out, *doc);
+      },
+      [&](const store::BlobInfo& blob) {
+        return db_->RecordValueDiff(store::ValueDiffRecord{*from, *to, blob.digest, blob.size});
+      },
+      &compute_failed);
+  if (!computed.ok()) {
+    if (!compute_failed) return ErrorResponse(computed.status(), ErrorContext::kPatch);
+    return ErrorResponse(OciError::kUnknown,
+                         "computing the value diff failed: " + computed.status().ToString());
+  }
+  if (!computed->hit) value_diffs_computed_.fetch_add(1);
+  Response res = ServeFile(computed->blob.path, computed->blob.size, head, "application/json");
+  if (res.status < 300) {
+    res.Set("Docker-Content-Digest", computed->blob.digest);
+    res.Set("Blz-Diff-Cache", computed->hit ? "hit" : "miss");
+  }
+  return res;
+}
+
+Response Registry::ListStructure(const Route& route) {
+  std::string_view hash = route.ref;
+  if (hash.substr(0, 7) == "sha256:") hash.remove_prefix(7);
+  if (!IsLowerHex(hash, 64)) {
+    return ErrorResponse(OciError::kBadRequest,
+                         "invalid structural hash '" + route.ref +
+                             "': must be 64 lower-case hex digits, optionally prefixed "
+                             "\"sha256:\" (see `blz id`)",
+                         json{{"structure", route.ref}});
+  }
+  auto page_args = ParsePagination(route);
+  if (!page_args.ok()) return ErrorResponse(page_args.status(), ErrorContext::kGeneral);
+  auto [limit, last] = *page_args;
+  // ?last= is an entry as the Link header names it: <repository>[:<tag>]@<archive digest>.
+  store::StructureCursor after;
+  if (!last.empty()) {
+    const size_t at = last.find('@');
+    const size_t colon = last.find(':');
+    bool ok = at != std::string::npos;
+    if (ok) {
+      after.archive_digest = last.substr(at + 1);
+      after.repository = last.substr(0, std::min(at, colon));
+      if (colon < at) after.tag = last.substr(colon + 1, at - colon - 1);
+      ok = ParseDigest(after.archive_digest).ok() &&
+           ValidateRepositoryName(after.repository).ok() &&
+           (colon > at || IsValidTag(after.tag));
+    }
+    if (!ok) {
+      return ErrorResponse(OciError::kBadRequest,
+                           "query parameter last must be <repository>[:<tag>]@<archive digest>, "
+                           "as in the Link header",
+                           json{{"last", last}});
+    }
+  }
+  const std::string structure(hash);
+  Result<store::StructurePage> page = db_->ListStructureVersions(structure, limit, after);
+  if (!page.ok()) return ErrorResponse(page.status(), ErrorContext::kGeneral);
+  nlohmann::ordered_json versions = nlohmann::ordered_json::array();
+  for (const store::StructureVersion& v : page->items) {
+    versions.push_back({{"repository", v.repository},
+                        {"tag", v.tag ? nlohmann::ordered_json(*v.tag) : nullptr},
+                        {"digest", v.archive_digest},
+                        {"manifest_digest", v.manifest_digest}});
+  }
+  Response res;
+  res.body = nlohmann::ordered_json{{"structure", structure}, {"versions", std::move(versions)}}
+                 .dump();
+  res.Set("Content-Type", "application/json");
+  if (page->more && !page->items.empty()) {
+    const store::StructureVersion& v = page->items.back();
+    res.Set("Link", "</v2/_blz/structures/" + structure + "?n=" + std::to_string(*limit) +
+                        "&last=" + v.repository + (v.tag ? ":" + *v.tag : "") + "@" +
+                        v.archive_digest + ">; rel=\"next\"");
+  }
+  return res;
+}
+
+// ---- archive storage: full patches, storage status (docs/registry-api.md, "Storage") ----
+
+Response Registry::GetFullPatch(const Route& route, const RequestHead& head,
+                                const std::string& to) {
+  Result<store::VersionRecord> v = db_->FindVersion(route.name, to);
+  if (!v.ok()) {
+    return ErrorResponse(OciErrorFor(v.status(), ErrorContext::kPatch), v.status().message(),
+                         json{{"digest", to}});
+  }
+  if (!storage_->enabled()) {
+    return ErrorResponse(OciError::kUnsupported, "this server cannot compute full patches");
+  }
+  // Computed (and verified) once per archive; usually done already by the background thread.
+  Result<ArchiveStorage::FullPatch> full = storage_->GetFullPatch(to);
+  if (!full.ok()) {
+    const Status& e = full.status();
+    if (e.code() == Code::kNotFound) {
+      return ErrorResponse(OciError::kBlobUnknown, e.message(), json{{"digest", to}});
+    }
+    if (e.code() == Code::kUnavailable) return ErrorResponse(e, ErrorContext::kPatch);
+    return ErrorResponse(OciError::kUnknown, "computing the full patch failed: " + e.ToString(),
+                         json{{"digest", to}});
+  }
+  Response res = ServeFile(full->blob.path, full->blob.size, head, kBlzPatchMediaType);
+  if (res.status < 300) {
+    res.Set("Docker-Content-Digest", full->blob.digest);
+    res.Set("Blz-Patch-Cache", full->hit ? "hit" : "miss");
+  }
+  return res;
+}
+
+Response Registry::GetStorageStatus() {
+  const StorageStatus st = storage_->status();
+  nlohmann::ordered_json doc = {
+      {"full_patches", storage_->enabled()},
+      {"drop_raw_archives", storage_->enabled() && options_.storage.drop_raw_archives},
+      {"pending", st.pending},
+      {"compressing", st.compressing.empty() ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(st.compressing)},
+      {"compressed", st.compressed},
+      {"failed", st.failed},
+      {"full_patches_computed", st.full_patches_computed},
+      {"rebuilds", st.rebuilds},
+      {"cache", {{"bytes", st.cache_bytes}, {"entries", st.cache_entries},
+                 {"limit", st.cache_limit}}}};
+  Response res;
+  res.body = doc.dump();
+  res.Set("Content-Type", "application/json");
+  return res;
 }
 
 }  // namespace blz::registry

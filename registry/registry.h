@@ -1,5 +1,6 @@
 // The registry's request handlers: the OCI distribution endpoints of docs/registry-api.md plus
-// the blz patch extension, over a store::BlobStore and a store::MetadataDb.
+// the blz extensions (patches, value diffs, structure listings), over a store::BlobStore and a
+// store::MetadataDb.
 //
 // Handlers are pure with respect to the network: Handle() takes a Request description and
 // returns a Response description (registry/http_message.h) and does no socket I/O, so every
@@ -8,8 +9,8 @@
 // body (memory with a cap, or streamed into a file under <data>/uploads), then calls Handle().
 //
 // Thread safety: PlanBody() and Handle() may be called concurrently from any threads. Writes to
-// one upload session are serialized; identical patch requests compute the patch once (a mutex
-// per (from, to) pair); the metadata DB serializes itself.
+// one upload session are serialized; identical patch (or value diff) requests compute it once
+// (a mutex per (from, to) pair); the metadata DB serializes itself.
 #ifndef BLZ_REGISTRY_REGISTRY_H_
 #define BLZ_REGISTRY_REGISTRY_H_
 
@@ -19,8 +20,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
+#include "registry/archive_storage.h"
 #include "registry/http_message.h"
 #include "registry/keyed_mutex.h"
 #include "store/blob_store.h"
@@ -54,13 +57,23 @@ struct RegistryOptions {
   // Computes patches for GET /v2/<name>/blz/patch; empty = that endpoint answers
   // 405 UNSUPPORTED.
   PatchFunction create_patch;
+  // Full patches (GET /v2/<name>/blz/patch?to= without from) and archives stored as verified
+  // full patches (registry/archive_storage.h); incomplete (the default) = neither: the
+  // endpoint answers 405 UNSUPPORTED and archives stay raw.
+  FullPatchFunctions full_patch;
+  ArchiveStorageOptions storage;
 };
 
 class Registry {
  public:
   // Opens (creating when needed) the data directory: <data>/blobs, <data>/uploads, and the
   // metadata DB <data>/blz.db (migrated). Leftover temporary files in <data>/uploads (not
-  // upload sessions) are removed. Errors: those of BlobStore::Open and MetadataDb::Open.
+  // upload sessions) are removed. Versions without a structural hash (rows of a schema-1 DB) get
+  // one from their archive's header; those whose archive is missing or cannot be identified
+  // stay without (and are retried at the next Open). The archive storage is opened
+  // (<data>/cache, registry/archive_storage.h) and archives still stored raw are queued for
+  // compression. Errors: those of BlobStore::Open, MetadataDb::Open and ArchiveStorage::Open,
+  // and metadata DB failures while backfilling.
   static Result<std::unique_ptr<Registry>> Open(const std::string& data_dir,
                                                 RegistryOptions options);
 
@@ -82,9 +95,13 @@ class Registry {
   store::BlobStore& blobs() { return blobs_; }
   store::MetadataDb& db() { return *db_; }
   const RegistryOptions& options() const { return options_; }
+  // How archives are stored (full patches, the rebuilt-archive cache, background compression).
+  ArchiveStorage& storage() { return *storage_; }
 
   // Patch computations performed so far (cache misses that succeeded); for tests and logs.
   uint64_t patches_computed() const;
+  // Value diff computations performed so far (cache misses that succeeded).
+  uint64_t value_diffs_computed() const { return value_diffs_computed_.load(); }
 
   struct Route;  // defined in registry.cc
 
@@ -111,6 +128,38 @@ class Registry {
   Response GetManifest(const Route& route);
   Response ListTags(const Route& route);
   Response GetPatch(const Route& route, const RequestHead& head);
+  // GET /v2/<name>/blz/patch?to=<digest> without from: the archive's full patch.
+  Response GetFullPatch(const Route& route, const RequestHead& head, const std::string& to);
+  // GET /v2/_blz/storage: StorageStatus as JSON.
+  Response GetStorageStatus();
+  Response GetValueDiff(const Route& route, const RequestHead& head);
+  Response ListStructure(const Route& route);
+
+  // A blob computed from other blobs on the first request and kept (patches, value diffs).
+  struct CachedBlob {
+    store::BlobInfo blob;
+    bool hit = false;  // served from the cache
+  };
+  // One computation per `key` at a time: a second identical request waits, then finds the
+  // cached result. `find` gives the digest of the cached blob (kNotFound: none; a cached blob
+  // missing from the store is computed again). On a miss `compute` writes the artifact to the
+  // temporary path it is given (under <data>/uploads, named "<temp_name>-<random>"), which is
+  // published as a blob (PublishComputed + RecordBlob) and passed to `record`. Nothing is kept
+  // when a step fails. Errors are returned unchanged; *compute_failed tells whether `compute`
+  // returned it.
+  Result<CachedBlob> ComputeCached(KeyedMutex* locks, const std::string& key,
+                                   std::string_view temp_name,
+                                   const std::function<Result<std::string>()>& find,
+                                   const std::function<Status(const std::string&)>& compute,
+                                   const std::function<Status(const store::BlobInfo&)>& record,
+                                   bool* compute_failed);
+  // Fills in missing structural hashes (see Open).
+  Status BackfillStructuralHashes();
+  // Is `digest` a version of route.name whose archive blob is present? Sets *path to the blob's
+  // file; otherwise *error to the response (404 MANIFEST_UNKNOWN: not a version of the
+  // repository; 404 BLOB_UNKNOWN: its blob is gone).
+  bool ResolveVersionArchive(const Route& route, const std::string& digest, std::string* path,
+                             Response* error);
 
   std::string SessionPath(const std::string& uuid) const;
   // Appends the request body (file or memory) to an upload session's file; checks
@@ -125,6 +174,10 @@ class Registry {
   KeyedMutex upload_locks_;
   KeyedMutex patch_locks_;
   std::atomic<uint64_t> patches_computed_{0};
+  KeyedMutex diff_locks_;
+  std::atomic<uint64_t> value_diffs_computed_{0};
+  // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
+  std::unique_ptr<ArchiveStorage> storage_;
 };
 
 }  // namespace blz::registry

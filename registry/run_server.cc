@@ -1,7 +1,8 @@
 // RunServer lives apart from Server so that only binaries that call it link the patcher
-// (through PatcherPatchFunction).
+// (through PatcherPatchFunction and PatcherFullPatchFunctions).
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "registry/net.h"
 #include "registry/server.h"
@@ -12,6 +13,12 @@ Status RunServer(const ServerOptions& options) {
   RegistryOptions ropts;
   ropts.private_mode = options.private_mode;
   ropts.create_patch = PatcherPatchFunction();
+  // Archives are stored as verified full patches, compressed in the background after a push.
+  ropts.full_patch = PatcherFullPatchFunctions();
+  ropts.storage.log = [](const std::string& line) {
+    std::string l = line + "\n";
+    std::fwrite(l.data(), 1, l.size(), stderr);  // one call: lines never interleave
+  };
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
                        Registry::Open(options.data_dir, std::move(ropts)));
   // Install the signal handlers before announcing the address, so a supervisor that signals us

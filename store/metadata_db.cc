@@ -115,13 +115,16 @@ Status MetadataDb::PutManifest(const ManifestPut& put) {
     BLZ_ASSIGN_OR_RETURN(
         Statement st,
         db_.Prepare("INSERT INTO versions (repository_id, archive_digest, manifest_digest, "
-                    "archive_size, created) VALUES (?1, ?2, ?3, ?4, ?5) "
-                    "ON CONFLICT (repository_id, archive_digest) DO NOTHING"));
+                    "archive_size, created, structural_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                    "ON CONFLICT (repository_id, archive_digest) DO UPDATE SET structural_hash "
+                    "= coalesce(versions.structural_hash, excluded.structural_hash)"));
     BLZ_RETURN_IF_ERROR(st.Bind(1, repo_id));
     BLZ_RETURN_IF_ERROR(st.Bind(2, put.archive_digest));
     BLZ_RETURN_IF_ERROR(st.Bind(3, put.digest));
     BLZ_RETURN_IF_ERROR(st.Bind(4, int64_t(put.archive_size)));
     BLZ_RETURN_IF_ERROR(st.Bind(5, now));
+    BLZ_RETURN_IF_ERROR(put.structural_hash.empty() ? st.BindNull(6)
+                                                    : st.Bind(6, put.structural_hash));
     BLZ_RETURN_IF_ERROR(st.Run());
   }
   return tx.Commit();
@@ -195,8 +198,8 @@ Result<VersionRecord> MetadataDb::FindVersion(std::string_view repository,
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
-      db_.Prepare("SELECT v.manifest_digest, v.archive_size, v.created FROM versions v "
-                  "JOIN repositories r ON r.id = v.repository_id "
+      db_.Prepare("SELECT v.manifest_digest, v.archive_size, v.created, v.structural_hash "
+                  "FROM versions v JOIN repositories r ON r.id = v.repository_id "
                   "WHERE r.name = ?1 AND v.archive_digest = ?2"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
   BLZ_RETURN_IF_ERROR(st.Bind(2, archive_digest));
@@ -206,25 +209,121 @@ Result<VersionRecord> MetadataDb::FindVersion(std::string_view repository,
                     std::string(repository) + "'");
   }
   return VersionRecord{std::string(repository), std::string(archive_digest), st.ColumnText(0),
-                       uint64_t(st.ColumnInt(1)), st.ColumnInt(2)};
+                       uint64_t(st.ColumnInt(1)), st.ColumnInt(2), st.ColumnText(3)};
 }
 
 Result<std::vector<VersionRecord>> MetadataDb::ListVersions(std::string_view repository) {
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
-      db_.Prepare("SELECT v.archive_digest, v.manifest_digest, v.archive_size, v.created "
-                  "FROM versions v JOIN repositories r ON r.id = v.repository_id "
-                  "WHERE r.name = ?1 ORDER BY v.created, v.rowid"));
+      db_.Prepare("SELECT v.archive_digest, v.manifest_digest, v.archive_size, v.created, "
+                  "v.structural_hash FROM versions v JOIN repositories r "
+                  "ON r.id = v.repository_id WHERE r.name = ?1 ORDER BY v.created, v.rowid"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
   std::vector<VersionRecord> out;
   while (true) {
     BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
     out.push_back(VersionRecord{std::string(repository), st.ColumnText(0), st.ColumnText(1),
-                                uint64_t(st.ColumnInt(2)), st.ColumnInt(3)});
+                                uint64_t(st.ColumnInt(2)), st.ColumnInt(3), st.ColumnText(4)});
   }
   return out;
+}
+
+// ---- structural hashes and value diffs (migrations/0002_structures.sql) ----
+
+Result<std::vector<std::string>> MetadataDb::ArchivesWithoutStructure() {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT DISTINCT archive_digest FROM versions "
+                                   "WHERE structural_hash IS NULL ORDER BY archive_digest"));
+  std::vector<std::string> out;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
+Status MetadataDb::SetStructuralHash(std::string_view archive_digest,
+                                     std::string_view structural_hash) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("UPDATE versions SET structural_hash = ?2 "
+                                   "WHERE archive_digest = ?1 AND structural_hash IS NULL"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, archive_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, structural_hash));
+  return st.Run();
+}
+
+Result<StructurePage> MetadataDb::ListStructureVersions(std::string_view structural_hash,
+                                                        std::optional<uint64_t> limit,
+                                                        const StructureCursor& after) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("SELECT r.name, t.tag, v.archive_digest, v.manifest_digest FROM versions v "
+                  "JOIN repositories r ON r.id = v.repository_id "
+                  "LEFT JOIN tags t ON t.repository_id = v.repository_id "
+                  "AND t.manifest_digest = v.manifest_digest "
+                  "WHERE v.structural_hash = ?1 "
+                  "AND (r.name, coalesce(t.tag, ''), v.archive_digest) > (?2, ?3, ?4) "
+                  "ORDER BY r.name, coalesce(t.tag, ''), v.archive_digest LIMIT ?5"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, structural_hash));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, after.repository));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, after.tag));
+  BLZ_RETURN_IF_ERROR(st.Bind(4, after.archive_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(5, LimitPlusOne(limit)));
+  StructurePage page;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    if (limit.has_value() && page.items.size() >= *limit) {
+      page.more = true;
+      break;
+    }
+    StructureVersion v;
+    v.repository = st.ColumnText(0);
+    if (!st.ColumnIsNull(1)) v.tag = st.ColumnText(1);
+    v.archive_digest = st.ColumnText(2);
+    v.manifest_digest = st.ColumnText(3);
+    page.items.push_back(std::move(v));
+  }
+  return page;
+}
+
+Result<ValueDiffRecord> MetadataDb::FindValueDiff(std::string_view from_digest,
+                                                  std::string_view to_digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT diff_digest, diff_size FROM value_diffs "
+                                   "WHERE from_digest = ?1 AND to_digest = ?2"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, from_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, to_digest));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) {
+    return NotFound("no value diff from " + std::string(from_digest) + " to " +
+                    std::string(to_digest));
+  }
+  return ValueDiffRecord{std::string(from_digest), std::string(to_digest), st.ColumnText(0),
+                         uint64_t(st.ColumnInt(1))};
+}
+
+Status MetadataDb::RecordValueDiff(const ValueDiffRecord& diff) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("INSERT INTO value_diffs (from_digest, to_digest, diff_digest, diff_size, "
+                  "created) VALUES (?1, ?2, ?3, ?4, ?5) "
+                  "ON CONFLICT (from_digest, to_digest) DO UPDATE SET "
+                  "diff_digest = excluded.diff_digest, diff_size = excluded.diff_size"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, diff.from_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, diff.to_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, diff.diff_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(4, int64_t(diff.diff_size)));
+  BLZ_RETURN_IF_ERROR(st.Bind(5, Now()));
+  return st.Run();
 }
 
 Result<PatchRecord> MetadataDb::FindPatch(std::string_view from_digest,

@@ -1,5 +1,5 @@
-// The registry's metadata: repositories, manifests, tags, model versions, computed patches,
-// API tokens and open upload sessions, in one SQLite database (<data>/blz.db).
+// The registry's metadata: repositories, manifests, tags, model versions (with their structural
+// hashes), computed patches and value diffs, API tokens and open upload sessions, in one SQLite database (<data>/blz.db).
 //
 // Schema: migrations/*.sql (store/migrations.h). Open() applies pending migrations, refuses a
 // DB newer than the binary (kUnsupported), and sets WAL journaling, a 5 s busy timeout and
@@ -44,6 +44,9 @@ struct ManifestPut {
   std::string tag;
   std::string archive_digest;
   uint64_t archive_size = 0;
+  // The archive's structural hash (64 lower-case hex, formats/identify.h); "" = unknown (NULL).
+  // Re-pushing a version whose hash is unknown records it.
+  std::string structural_hash;
 };
 
 struct VersionRecord {
@@ -52,6 +55,37 @@ struct VersionRecord {
   std::string manifest_digest;
   uint64_t archive_size = 0;
   int64_t created = 0;  // Unix seconds
+  std::string structural_hash;  // "" when unknown (a version-1 row not yet backfilled)
+};
+
+// A version listed under its structure: one entry per tag pointing at the version's manifest,
+// or one with tag = nullopt when no tag does.
+struct StructureVersion {
+  std::string repository;
+  std::optional<std::string> tag;
+  std::string archive_digest;
+  std::string manifest_digest;
+};
+
+// Position in a structure listing: entries are ordered by (repository, tag or "" when
+// untagged, archive digest), bytewise; a listing continues after this key. All empty = start.
+struct StructureCursor {
+  std::string repository;
+  std::string tag;
+  std::string archive_digest;
+};
+
+struct StructurePage {
+  std::vector<StructureVersion> items;
+  bool more = false;  // entries exist after items.back()
+};
+
+// A cached value diff (the JSON of `blz diff --values --json`) between two archives.
+struct ValueDiffRecord {
+  std::string from_digest;  // archive a
+  std::string to_digest;    // archive b
+  std::string diff_digest;  // the JSON blob
+  uint64_t diff_size = 0;
 };
 
 struct PatchRecord {
@@ -105,6 +139,24 @@ class MetadataDb {
   Result<VersionRecord> FindVersion(std::string_view repository, std::string_view archive_digest);
   // Versions of a repository, oldest first.
   Result<std::vector<VersionRecord>> ListVersions(std::string_view repository);
+
+  // -- structural hashes --
+  // Archive digests of versions (of any repository) whose structural hash is unknown, sorted.
+  Result<std::vector<std::string>> ArchivesWithoutStructure();
+  // Records `structural_hash` for every version of `archive_digest` whose hash is unknown.
+  Status SetStructuralHash(std::string_view archive_digest, std::string_view structural_hash);
+  // Versions (of every repository) whose archive has `structural_hash`, in the StructureCursor
+  // order, after `after`, at most `limit` entries (nullopt = all). An unknown hash gives an
+  // empty page.
+  Result<StructurePage> ListStructureVersions(std::string_view structural_hash,
+                                              std::optional<uint64_t> limit,
+                                              const StructureCursor& after);
+
+  // -- value diffs --
+  // kNotFound when no value diff from -> to was recorded.
+  Result<ValueDiffRecord> FindValueDiff(std::string_view from_digest, std::string_view to_digest);
+  // Records (or replaces) the value diff from -> to.
+  Status RecordValueDiff(const ValueDiffRecord& diff);
 
   // -- patches --
   // kNotFound when no patch from -> to was recorded.

@@ -144,6 +144,28 @@ class FakeRegistry {
       res.set("Docker-Content-Digest", Digest(it->second));
       return res;
     }
+    if ((pos = target.find("/blz/patch?to=")) != std::string::npos) {
+      // The full patch of an archive (no base). full_patch_status_ 200 serves it; anything
+      // else answers that status (404/405: a server without full patches).
+      ++full_patch_requests_;
+      std::string to = target.substr(pos + 14);
+      if (full_patch_status_ != 200 || !blobs_.count(to)) {
+        return OciError(http::status(full_patch_status_ == 200 ? 404 : full_patch_status_),
+                        full_patch_status_ == 405 ? "UNSUPPORTED" : "UNKNOWN", "no full patch");
+      }
+      std::string archive = work_dir_ + "/full-target.blz", patch = work_dir_ + "/full.blzpatch";
+      fs::remove(archive);
+      fs::remove(patch);
+      WriteFileBytes(archive, blobs_[to]);
+      Status s = patcher::CreateFullPatch(archive, patch, patcher::DiffOptions{}, nullptr);
+      if (!s.ok()) return OciError(http::status::internal_server_error, "UNKNOWN", s.ToString());
+      std::string bytes = ReadFileBytes(patch);
+      if (corrupt_full_patches_) bytes[bytes.size() - 10] ^= 0x40;
+      TestResponse res = MakeResponse(http::status::ok, bytes, "application/vnd.blz.patch.v1");
+      res.set("Docker-Content-Digest", Digest(bytes));
+      res.set("Blz-Patch-Cache", "miss");
+      return res;
+    }
     if ((pos = target.find("/blz/patch?from=")) != std::string::npos) {
       ++patch_requests_;
       size_t to_pos = target.find("&to=");
@@ -179,6 +201,18 @@ class FakeRegistry {
     std::lock_guard<std::mutex> lock(mu_);
     serve_patches_ = v;
   }
+  void set_full_patch_status(int v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    full_patch_status_ = v;
+  }
+  void set_corrupt_full_patches(bool v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    corrupt_full_patches_ = v;
+  }
+  int full_patch_requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return full_patch_requests_;
+  }
   void set_corrupt_blobs(bool v) {
     std::lock_guard<std::mutex> lock(mu_);
     corrupt_blobs_ = v;
@@ -206,8 +240,10 @@ class FakeRegistry {
   std::string token_;
   std::map<std::string, std::string> blobs_;
   std::map<std::string, std::string> manifests_;
-  int uploads_ = 0, patch_requests_ = 0, blob_gets_ = 0;
+  int uploads_ = 0, patch_requests_ = 0, blob_gets_ = 0, full_patch_requests_ = 0;
+  int full_patch_status_ = 404;  // like a server without full patches, unless a test says
   bool serve_patches_ = true, corrupt_blobs_ = false, truncate_blobs_ = false;
+  bool corrupt_full_patches_ = false;
 };
 
 class PushPullTest : public ::testing::Test {
@@ -261,6 +297,11 @@ TEST_F(PushPullTest, PushDirectoryThenPullFullAndUnpack) {
   EXPECT_FALSE(pulled->cache_hit);
   EXPECT_EQ(pulled->full_bytes, pushed->archive_size);
   EXPECT_EQ(pulled->bytes_downloaded, pulled->full_bytes);
+  // The fake registry serves no full patches (404, like an older server): the raw blob, quietly.
+  EXPECT_EQ(registry_.full_patch_requests(), 1);
+  EXPECT_EQ(pulled->transfer, "archive");
+  EXPECT_FALSE(pulled->used_full_patch);
+  EXPECT_TRUE(pulled->notes.empty());
   EXPECT_EQ(pulled->output, tmp_ / "out");
   EXPECT_EQ(MakeDigest(*Sha256FileHex(pulled->archive_path)), pulled->digest);
   EXPECT_EQ(ReadFileBytes(tmp_ / "out/model.safetensors"), ReadFileBytes(tmp_ / "v1/model.safetensors"));
@@ -407,6 +448,78 @@ TEST_F(PushPullTest, PullByManifestDigest) {
                               PullOpts());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->digest, pushed->archive_digest);
+}
+
+TEST_F(PushPullTest, PullWithoutBaseFetchesTheFullPatch) {
+  Result<PushResult> pushed = Push(tmp_ / "v1", Ref("v1"), PushOpts());
+  ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+  registry_.set_full_patch_status(200);
+  Result<PullResult> r = Pull(Ref("v1"), PullOpts(tmp_ / "out"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->used_full_patch);
+  EXPECT_FALSE(r->used_patch);
+  EXPECT_EQ(r->transfer, "full-patch");
+  EXPECT_TRUE(r->notes.empty());
+  EXPECT_EQ(registry_.full_patch_requests(), 1);
+  EXPECT_EQ(registry_.blob_gets(), 0);
+  EXPECT_GT(r->bytes_downloaded, 0u);
+  EXPECT_LT(r->bytes_downloaded, r->full_bytes);
+  EXPECT_EQ(MakeDigest(*Sha256FileHex(r->archive_path)), pushed->archive_digest);
+  EXPECT_EQ(ReadFileBytes(tmp_ / "out/model.safetensors"),
+            ReadFileBytes(tmp_ / "v1/model.safetensors"));
+  EXPECT_EQ(ReadFileBytes(tmp_ / "out/config.json"), ReadFileBytes(tmp_ / "v1/config.json"));
+  EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
+
+  // A later version arrives as a patch from the one held, not as a full patch.
+  ASSERT_TRUE(Push(tmp_ / "v2", Ref("v2"), PushOpts()).ok());
+  Result<PullResult> r2 = Pull(Ref("v2"), PullOpts());
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->transfer, "patch");
+  EXPECT_EQ(registry_.full_patch_requests(), 1);
+}
+
+TEST_F(PushPullTest, NoPatchPullNeverAsksForAFullPatch) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  registry_.set_full_patch_status(200);
+  PullOptions o = PullOpts();
+  o.allow_patch = false;
+  Result<PullResult> r = Pull(Ref("v1"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->transfer, "archive");
+  EXPECT_EQ(r->bytes_downloaded, r->full_bytes);
+  EXPECT_EQ(registry_.full_patch_requests(), 0);
+  EXPECT_EQ(registry_.blob_gets(), 1);
+}
+
+TEST_F(PushPullTest, FullPatchFailuresFallBackToTheBlob) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  struct Case {
+    int status;
+    bool corrupt;
+    bool note;  // worth telling the user (not just an older server)
+  };
+  int pulls = 0;
+  for (Case c : {Case{405, false, false}, Case{404, false, false}, Case{500, false, true},
+                 Case{200, true, true}}) {
+    SCOPED_TRACE(c.status);
+    registry_.set_full_patch_status(c.status);
+    registry_.set_corrupt_full_patches(c.corrupt);
+    PullOptions o = PullOpts(tmp_ / ("out-" + std::to_string(++pulls)));
+    o.cache_dir = tmp_ / ("cache-" + std::to_string(pulls));  // nothing held
+    Result<PullResult> r = Pull(Ref("v1"), o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->transfer, "archive");
+    EXPECT_FALSE(r->used_full_patch);
+    EXPECT_EQ(r->notes.size(), c.note ? 1u : 0u);
+    if (c.note && !r->notes.empty()) {
+      EXPECT_NE(r->notes[0].find("full patch not used"), std::string::npos) << r->notes[0];
+    }
+    EXPECT_EQ(ReadFileBytes(o.output_dir + "/model.safetensors"),
+              ReadFileBytes(tmp_ / "v1/model.safetensors"));
+    EXPECT_TRUE(fs::is_empty(o.cache_dir + "/tmp"));
+  }
+  EXPECT_EQ(registry_.full_patch_requests(), 4);
+  EXPECT_EQ(registry_.blob_gets(), 4);
 }
 
 TEST_F(PushPullTest, RealFineTuneArrivesAsPatch) {

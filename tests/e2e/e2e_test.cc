@@ -102,7 +102,30 @@ class RegistryE2ETest : public ::testing::Test {
     return RunProcess(args, {}, work_->path());
   }
 
-  std::map<std::string, uintmax_t> RegistryFiles() { return ListTree(*work_ / "registry/blobs"); }
+  // GET /v2/_blz/storage (docs/registry-api.md, "Storage").
+  nlohmann::json StorageStatus() {
+    ProcessResult r = Curl({"--fail-with-body", "http://" + addr_ + "/v2/_blz/storage"});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  }
+
+  // Waits until the server has no archive queued for compression (pushes store archives raw
+  // and compress them in the background, which changes the blob store).
+  void WaitForStorageIdle() {
+    for (int i = 0; i < 1200; ++i) {  // at most ~2 min
+      nlohmann::json st = StorageStatus();
+      if (st.value("pending", uint64_t(1)) == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "the registry's storage thread did not become idle: "
+                  << StorageStatus().dump();
+  }
+
+  std::map<std::string, uintmax_t> RegistryFiles() {
+    WaitForStorageIdle();
+    return ListTree(*work_ / "registry/blobs");
+  }
 
   // Pushes `base_dir` and `ft_dir` as two tags of `repo`, pulls base then ft into a fresh client
   // store, and checks the fine-tune pull used a patch and reproduced every file.
@@ -171,6 +194,139 @@ TEST_F(RegistryE2ETest, GeneratedModelPairPullsOnlyAPatch) {
   PushPullPair("e2e/generated", models + "/base", models + "/ft");
 }
 
+TEST_F(RegistryE2ETest, FreshPullDownloadsTheFullPatchAndTheRegistryKeepsOnlyIt) {
+  // issue 3: with no base held, a pull fetches the archive's full patch (compressed per
+  // tensor), not the raw archive; the registry stores that full patch instead of the archive.
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string src = corpus + "/roberta-lora/checkpoint-2400";
+  auto pusher = ClientEnv("full-pusher");
+  ProcessResult p = Blz({"push", src, addr_ + "/e2e/full:v1", "--json"}, pusher);
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  const std::string digest = nlohmann::json::parse(p.out).at("digest").get<std::string>();
+  const std::string hex = digest.substr(7);
+
+  // The push returned at once; the archive is compressed in the background, verified, and then
+  // its raw blob is deleted.
+  WaitForStorageIdle();
+  nlohmann::json st = StorageStatus();
+  EXPECT_GE(st.at("compressed").get<uint64_t>(), 1u) << st.dump();
+  EXPECT_EQ(st.at("failed").get<uint64_t>(), 0u) << st.dump();
+  EXPECT_FALSE(fs::exists(*work_ / ("registry/blobs/sha256/" + hex.substr(0, 2) + "/" + hex)));
+
+  auto puller = ClientEnv("full-puller", /*anonymous=*/true);
+  const std::string out = *work_ / "full-out";
+  ProcessResult r = Blz({"pull", addr_ + "/e2e/full:v1", "-o", out, "--json"}, puller);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("transfer").get<std::string>(), "full-patch") << r.out << r.err;
+  EXPECT_TRUE(j.at("used_full_patch").get<bool>());
+  EXPECT_FALSE(j.at("used_patch").get<bool>());
+  const uint64_t downloaded = j.at("bytes_downloaded").get<uint64_t>();
+  const uint64_t full = j.at("full_bytes").get<uint64_t>();
+  EXPECT_GT(downloaded, 0u);
+  EXPECT_LT(downloaded, full);
+  EXPECT_EQ(ReadTree(out), ReadTree(src));
+  std::cout << "[ e2e      ] fresh pull of roberta checkpoint-2400: archive " << full
+            << " bytes, full patch downloaded " << downloaded << " bytes ("
+            << (100.0 * double(downloaded) / double(full)) << "%)\n";
+
+  // --no-patch still gets the raw archive: rebuilt by the registry from the full patch.
+  auto raw_puller = ClientEnv("full-raw-puller", /*anonymous=*/true);
+  const std::string raw_out = *work_ / "full-raw-out";
+  ProcessResult rr = Blz({"pull", addr_ + "/e2e/full:v1", "-o", raw_out, "--json", "--no-patch"},
+                         raw_puller);
+  ASSERT_EQ(rr.exit_code, 0) << rr.out << rr.err;
+  auto jr = nlohmann::json::parse(rr.out);
+  EXPECT_EQ(jr.at("transfer").get<std::string>(), "archive");
+  EXPECT_EQ(jr.at("bytes_downloaded").get<uint64_t>(), full);
+  EXPECT_EQ(ReadTree(raw_out), ReadTree(src));
+  // A range of the rebuilt blob.
+  const std::string archive = ReadFileBytes(jr.at("archive_path").get<std::string>());
+  ProcessResult range = Curl({"--fail-with-body", "-r", "1000-1999",
+                              "http://" + addr_ + "/v2/e2e/full/blobs/" + digest});
+  ASSERT_EQ(range.exit_code, 0) << range.err;
+  EXPECT_TRUE(range.out == archive.substr(1000, 1000));
+  EXPECT_FALSE(fs::exists(*work_ / ("registry/blobs/sha256/" + hex.substr(0, 2) + "/" + hex)));
+}
+
+TEST_F(RegistryE2ETest, ServerKilledWhileCompressingLosesNothing) {
+  // A second server on its own data directory, killed with SIGKILL at several moments after a
+  // push (while it compresses the archive in the background) and restarted each time: every
+  // restart serves the version byte for byte, and in the end only the full patch is stored.
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string src = corpus + "/roberta-lora/checkpoint-1000";
+  const std::string data = *work_ / "kill-registry";
+  std::string token;
+  auto start = [&](std::string* addr) -> pid_t {
+    const std::string out = *work_ / "kill-serve.out";
+    fs::remove(out);
+    pid_t pid = StartProcess({BLZ_BINARY, "serve", "--data", data, "--listen", "127.0.0.1:0"}, {},
+                             out, *work_ / "kill-serve.err");
+    for (int i = 0; i < 300 && addr->empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::string text = ReadFileBytes(out);
+      auto l = text.find("listening on http://");
+      if (l == std::string::npos || text.find('\n', l) == std::string::npos) continue;
+      auto t = text.find("admin token: ");
+      if (t != std::string::npos) token = text.substr(t + 13, 64);
+      *addr = text.substr(l + 20, text.find('\n', l) - l - 20);
+    }
+    return pid;
+  };
+  auto kill9 = [](pid_t pid) {
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  };
+  std::string addr;
+  pid_t pid = start(&addr);
+  ASSERT_FALSE(addr.empty()) << ReadFileBytes(*work_ / "kill-serve.err");
+  std::map<std::string, std::string> env = {{"BLZ_CONFIG_DIR", *work_ / "config-kill"},
+                                            {"BLZ_CACHE_DIR", *work_ / "cache-kill-pusher"}};
+  ASSERT_EQ(Blz({"login", addr, "--token", token}, env).exit_code, 0);
+  ProcessResult p = Blz({"push", src, addr + "/e2e/killed-server:v1", "--json"}, env);
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  const std::string hex = nlohmann::json::parse(p.out).at("digest").get<std::string>().substr(7);
+  const auto want = ReadTree(src);
+  int round = 0;
+  for (int delay_ms : {0, 20, 60, 150}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill9(pid);
+    addr.clear();
+    pid = start(&addr);
+    ASSERT_FALSE(addr.empty()) << ReadFileBytes(*work_ / "kill-serve.err");
+    // Whatever state the kill left, the version is served exactly (raw or rebuilt).
+    std::map<std::string, std::string> puller = {
+        {"BLZ_CONFIG_DIR", *work_ / "config-kill-anon"},
+        {"BLZ_CACHE_DIR", *work_ / ("cache-kill-" + std::to_string(++round))}};
+    const std::string out = *work_ / ("kill-out-" + std::to_string(round));
+    ProcessResult r =
+        Blz({"pull", addr + "/e2e/killed-server:v1", "-o", out, "--no-patch"}, puller);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(ReadTree(out), want);
+  }
+  // Left alone, the restarted server finishes: the raw archive is gone, a fresh pull gets the
+  // full patch, nothing temporary is left.
+  bool raw_gone = false;
+  const std::string raw = data + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex;
+  for (int i = 0; i < 600 && !raw_gone; ++i) {
+    raw_gone = !fs::exists(raw);
+    if (!raw_gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(raw_gone);
+  std::map<std::string, std::string> puller = {{"BLZ_CONFIG_DIR", *work_ / "config-kill-anon"},
+                                               {"BLZ_CACHE_DIR", *work_ / "cache-kill-final"}};
+  ProcessResult r = Blz({"pull", addr + "/e2e/killed-server:v1", "-o", *work_ / "kill-out-final",
+                         "--json"}, puller);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("transfer").get<std::string>(), "full-patch");
+  EXPECT_EQ(ReadTree(*work_ / "kill-out-final"), want);
+  kill9(pid);
+  for (const auto& e : fs::directory_iterator(data + "/cache/sha256")) {
+    EXPECT_EQ(e.path().filename().string().size(), 64u) << "temporary file left: " << e.path();
+  }
+}
+
 TEST_F(RegistryE2ETest, PushWithoutTokenFailsAndChangesNothing) {
   BLZ_REQUIRE_CORPUS(corpus);
   auto before = RegistryFiles();
@@ -237,6 +393,84 @@ TEST_F(RegistryE2ETest, KilledPullLeavesNoPartialOutputAndRerunCompletes) {
   for (auto& e : fs::directory_iterator(work_->path())) {
     EXPECT_EQ(e.path().filename().string().find("killed-out."), std::string::npos) << e.path();
   }
+}
+
+TEST_F(RegistryE2ETest, StructuresAndValueDiffsThroughTheRealServer) {
+  // Two versions of one structure (the generated base, and the base with another config.json:
+  // a different archive, the same tensors) and one of another (the fine-tune adds a tensor).
+  std::string models = *work_ / "structures-models";
+  ProcessResult g = RunProcess({"/usr/bin/python3", std::string(BLZ_SOURCE_DIR) + "/scripts/make_demo_model.py", models},
+                               {}, work_->path());
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  fs::copy(models + "/base", models + "/base-config", fs::copy_options::recursive);
+  WriteFileBytes(models + "/base-config/config.json", "{\"model_type\": \"gpt2\", \"edited\": true}\n");
+  auto pusher = ClientEnv("structures-pusher");
+  std::map<std::string, std::string> digest;
+  for (auto [dir, tag] : {std::pair{"base", "v1"}, std::pair{"base-config", "v2"}, std::pair{"ft", "v3"}}) {
+    ProcessResult r = Blz({"push", models + "/" + dir, addr_ + "/e2e/structures:" + tag, "--json"}, pusher);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    digest[tag] = nlohmann::json::parse(r.out).at("digest").get<std::string>();
+  }
+  auto hash_of = [&](const std::string& dir) {
+    ProcessResult r = Blz({"id", models + "/" + dir, "--json"}, {});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("structural_hash").get<std::string>();
+  };
+  const std::string base_hash = hash_of("base");
+  ASSERT_EQ(hash_of("base-config"), base_hash);
+  const std::string ft_hash = hash_of("ft");
+  ASSERT_NE(ft_hash, base_hash);
+
+  // GET /v2/_blz/structures/<hash>, anonymously. Other tests of this suite may have pushed the
+  // same generated models to other repositories: those are listed too, before or after ours.
+  auto versions_of = [&](const std::string& hash) {
+    ProcessResult r = Curl({"--fail-with-body", "http://" + addr_ + "/v2/_blz/structures/" + hash});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("structure"), hash.substr(hash.size() - 64));
+    std::vector<std::string> out;
+    for (const auto& v : j.at("versions")) {
+      if (v.at("repository") != "e2e/structures") continue;
+      out.push_back(v.at("tag").get<std::string>() + "@" + v.at("digest").get<std::string>());
+    }
+    return out;
+  };
+  EXPECT_EQ(versions_of(base_hash), (std::vector<std::string>{"v1@" + digest["v1"], "v2@" + digest["v2"]}));
+  EXPECT_EQ(versions_of("sha256:" + ft_hash), std::vector<std::string>{"v3@" + digest["v3"]});
+  ProcessResult bad = Curl({"-w", "\n%{http_code}", "http://" + addr_ + "/v2/_blz/structures/nothex"});
+  EXPECT_NE(bad.out.find("BAD_REQUEST"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("\n400"), std::string::npos) << bad.out;
+
+  // GET /v2/<name>/blz/diff: the document `blz diff --values --json` prints (inputs aside),
+  // computed once, then served from the cache.
+  const std::string diff_url = "http://" + addr_ + "/v2/e2e/structures/blz/diff?from=" + digest["v1"] + "&to=" + digest["v3"];
+  ProcessResult cli = Blz({"diff", models + "/base", models + "/ft", "--values", "--json"}, {});
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  auto want = nlohmann::ordered_json::parse(cli.out);
+  for (const char* cache : {"miss", "hit"}) {
+    ProcessResult r = Curl({"--fail-with-body", "-D", *work_ / "diff-headers.txt", diff_url});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    std::string headers = ReadFileBytes(*work_ / "diff-headers.txt");
+    EXPECT_NE(headers.find(std::string("Blz-Diff-Cache: ") + cache), std::string::npos) << headers;
+    EXPECT_NE(headers.find("Content-Type: application/json"), std::string::npos) << headers;
+    auto got = nlohmann::ordered_json::parse(r.out);
+    EXPECT_EQ(got["values"]["inputs"]["a"]["path"], digest["v1"]);
+    EXPECT_EQ(got["values"]["inputs"]["b"]["path"], digest["v3"]);
+    EXPECT_EQ(got["structure"]["hash_equal"], false);
+    EXPECT_EQ(got["values"]["added"][0]["name"], "score.weight");
+    got["values"]["inputs"] = want["values"]["inputs"];
+    EXPECT_EQ(got, want);
+  }
+  // Same structure: nothing added or removed.
+  ProcessResult same = Curl({"--fail-with-body", "http://" + addr_ + "/v2/e2e/structures/blz/diff?from=" + digest["v1"] + "&to=" + digest["v2"]});
+  ASSERT_EQ(same.exit_code, 0) << same.out;
+  auto same_doc = nlohmann::json::parse(same.out);
+  EXPECT_EQ(same_doc["structure"]["hash_equal"], true);
+  EXPECT_EQ(same_doc["values"]["model"]["changed"], 0);
+  // A version of no repository here.
+  ProcessResult unknown = Curl({"-w", "\n%{http_code}", "http://" + addr_ + "/v2/e2e/structures/blz/diff?from=" + digest["v1"] + "&to=sha256:" + std::string(64, '0')});
+  EXPECT_NE(unknown.out.find("MANIFEST_UNKNOWN"), std::string::npos) << unknown.out;
+  EXPECT_NE(unknown.out.find("\n404"), std::string::npos) << unknown.out;
 }
 
 }  // namespace

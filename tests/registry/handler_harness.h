@@ -14,12 +14,34 @@
 
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "formats/blz_archive.h"
 #include "registry/registry.h"
+#include "tests/formats/test_models.h"
 #include "tests/test_util.h"
 
 namespace blz::registry::testing {
 
 inline const std::string kManifestType = "application/vnd.oci.image.manifest.v1+json";
+
+// The bytes of a small real .blz archive: a synthetic safetensors model (WriteTestModel, hidden
+// size 4, vocab 8) packed with formats::Pack. The registry refuses archives it cannot identify,
+// so every pushed version must be one. Archives with the same `layers` have the same structure;
+// `seed` changes only the values (and so the digest); `perturb` > 0 makes a fine-tune of the
+// seed's model.
+inline std::string TinyArchive(uint64_t seed, int layers = 1, double perturb = 0) {
+  blz::testing::TempDir tmp;
+  blz::testing::TestModelOptions o;
+  o.layers = layers;
+  o.hidden = 4;
+  o.vocab = 8;
+  o.seed = seed;
+  o.perturb_scale = perturb;
+  blz::testing::WriteTestModel(tmp / "model", o);
+  formats::PackStats stats;
+  Status s = formats::Pack(tmp / "model", tmp / "model.blz", &stats);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return blz::testing::ReadFileBytes(tmp / "model.blz");
+}
 
 class Harness {
  public:
@@ -35,6 +57,15 @@ class Harness {
   Registry& registry() { return *registry_; }
   const std::string& token() const { return token_; }
   std::string data() const { return tmp_ / "data"; }
+
+  // Closes the registry and opens the same data directory again (a restart; the admin token
+  // stays valid).
+  void Reopen(RegistryOptions options = {}) {
+    registry_.reset();
+    auto r = Registry::Open(tmp_ / "data", std::move(options));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) registry_ = std::move(*r);
+  }
 
   // One request, as the session would run it. `auth` adds the admin token.
   Response Call(const std::string& method, const std::string& target, const std::string& body = "",

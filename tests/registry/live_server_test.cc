@@ -18,6 +18,7 @@
 #include "core/file_util.h"
 #include "registry/net.h"
 #include "registry/registry.h"
+#include "tests/registry/handler_harness.h"
 #include "tests/test_util.h"
 
 namespace blz::registry {
@@ -200,8 +201,13 @@ TEST_F(LiveServerTest, PushAndPullOverOneConnection) {
   EXPECT_EQ(unsat.result_int(), 416);
   EXPECT_EQ(unsat[http::field::content_range], "bytes */" + std::to_string(blob.size()));
 
-  // A manifest over a config and the blob as the archive.
-  const std::string config = "{\"archive_size\":" + std::to_string(blob.size()) + "}";
+  // A manifest over a config and an archive (a real one: the registry identifies it).
+  const std::string archive = testing::TinyArchive(1);
+  const std::string ad = MakeDigest(Sha256Hex(archive));
+  ASSERT_EQ(c.Send(Make(http::verb::post, "/v2/org/m/blobs/uploads/?digest=" + ad, token_, archive))
+                .result_int(),
+            201);
+  const std::string config = "{\"archive_size\":" + std::to_string(archive.size()) + "}";
   const std::string cd = MakeDigest(Sha256Hex(config));
   ASSERT_EQ(c.Send(Make(http::verb::post, "/v2/org/m/blobs/uploads/?digest=" + cd, token_, config))
                 .result_int(),
@@ -214,8 +220,8 @@ TEST_F(LiveServerTest, PushAndPullOverOneConnection) {
         {"digest", cd},
         {"size", config.size()}}},
       {"layers", {{{"mediaType", "application/vnd.blz.archive.v1"},
-                   {"digest", d},
-                   {"size", blob.size()}}}}};
+                   {"digest", ad},
+                   {"size", archive.size()}}}}};
   Req put = Make(http::verb::put, "/v2/org/m/manifests/v1", token_, m.dump());
   put.set(http::field::content_type, "application/vnd.oci.image.manifest.v1+json");
   Res put_res = c.Send(put);
@@ -306,7 +312,7 @@ TEST_F(LiveServerTest, RefusedBodiesAreNotRead) {
 TEST_F(LiveServerTest, PatchEndpointOverHttp) {
   Client c(server_->port());
   ASSERT_TRUE(c.ok());
-  std::string archives[2] = {"archive one", "archive two"};
+  std::string archives[2] = {testing::TinyArchive(1), testing::TinyArchive(2)};
   for (int i = 0; i < 2; ++i) {
     const std::string config = "{}";
     const std::string cd = MakeDigest(Sha256Hex(config));

@@ -3,12 +3,18 @@
 // implementation; registry_test covers the endpoint's logic with a stand-in.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/digest.h"
 #include "formats/blz_archive.h"
+#include "formats/identify.h"
+#include "formats/value_diff_json.h"
 #include "patcher/patch.h"
 #include "registry/registry.h"
+#include "store/sqlite.h"
 #include "tests/formats/test_models.h"
 #include "tests/registry/handler_harness.h"
 
@@ -81,17 +87,80 @@ TEST(PatchEndpointRealTest, TinyGpt2FromTheCorpus) {
   CheckPatchRoundTrip(corpus + "/tiny-gpt2/base", corpus + "/tiny-gpt2/ft-v1");
 }
 
-TEST(PatchEndpointRealTest, ArchivesThatAreNotArchivesFailCleanly) {
+TEST(PatchEndpointRealTest, ArchivesThatAreNotArchivesAreNeverVersions) {
+  // The registry identifies every archive at push (docs/registry-api.md), so bytes that are not
+  // an archive never become a version the patch endpoint could be asked about.
   RegistryOptions options;
   options.create_patch = PatcherPatchFunction();
   Harness h(options);
-  ASSERT_EQ(h.PutManifest("m", "v1", h.ManifestFor("m", "not an archive")).status, 201);
-  ASSERT_EQ(h.PutManifest("m", "v2", h.ManifestFor("m", "not one either")).status, 201);
+  Response put = h.PutManifest("m", "v1", h.ManifestFor("m", "not an archive"));
+  EXPECT_EQ(put.status, 400);
+  EXPECT_EQ(testing::ErrorCodeOf(put), "MANIFEST_INVALID");
+  const std::string v2 = testing::TinyArchive(2);
+  ASSERT_EQ(h.PutManifest("m", "v2", h.ManifestFor("m", v2)).status, 201);
   Response r = h.Call("GET", "/v2/m/blz/patch?from=" + MakeDigest(Sha256Hex(std::string("not an archive"))) +
-                                 "&to=" + MakeDigest(Sha256Hex(std::string("not one either"))));
-  EXPECT_EQ(r.status, 500);
-  EXPECT_EQ(testing::ErrorCodeOf(r), "UNKNOWN");
+                                 "&to=" + MakeDigest(Sha256Hex(v2)));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(testing::ErrorCodeOf(r), "MANIFEST_UNKNOWN");
+  EXPECT_EQ(h.registry().patches_computed(), 0u);
   EXPECT_EQ(h.UploadsCount(), 0u);
+}
+
+TEST(ValueDiffRealTest, ArchivesStoredAsFullPatchesAreDiffedAndIdentified) {
+  // As `blz serve` runs: archives are replaced by their full patches in the background; the
+  // value diff and the structural-hash backfill read them through the rebuilt-archive cache.
+  blz::testing::TempDir tmp;
+  blz::testing::WriteTestModel(tmp / "base", {});
+  blz::testing::TestModelOptions ft;
+  ft.perturb_scale = 0.01;
+  blz::testing::WriteTestModel(tmp / "ft", ft);
+  formats::PackStats ps;
+  ASSERT_TRUE(formats::Pack(tmp / "base", tmp / "a.blz", &ps).ok());
+  ASSERT_TRUE(formats::Pack(tmp / "ft", tmp / "b.blz", &ps).ok());
+
+  RegistryOptions options;
+  options.full_patch = PatcherFullPatchFunctions();
+  options.storage.grace = std::chrono::milliseconds(0);
+  Harness h(options);
+  const std::string a = PushArchive(&h, "m", "v1", tmp / "a.blz");
+  const std::string b = PushArchive(&h, "m", "v2", tmp / "b.blz");
+  h.registry().storage().WaitIdle();
+  ASSERT_FALSE(h.registry().blobs().Contains(a)) << "the raw archive should have been dropped";
+  ASSERT_FALSE(h.registry().blobs().Contains(b));
+
+  Response r = h.Call("GET", "/v2/m/blz/diff?from=" + a + "&to=" + b);
+  ASSERT_EQ(r.status, 200) << r.body;
+  formats::ValueDiffJsonOptions o;
+  o.a_label = a;
+  o.b_label = b;
+  auto want = formats::ComputeValueDiffJson(tmp / "a.blz", tmp / "b.blz", o);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  EXPECT_EQ(BodyOf(r), *want);
+
+  // Both share the structure `blz id` gives for the model directory.
+  auto id = formats::IdentifyPath(tmp / "base");
+  ASSERT_TRUE(id.ok());
+  Response listed = h.Call("GET", "/v2/_blz/structures/" + id->structural_hash);
+  ASSERT_EQ(listed.status, 200);
+  const auto versions = nlohmann::json::parse(listed.body)["versions"];
+  ASSERT_EQ(versions.size(), 2u);
+  EXPECT_EQ(versions[0]["digest"], a);
+  EXPECT_EQ(versions[1]["digest"], b);
+
+  // A schema-1 row (no hash) whose archive is stored only as a full patch is backfilled at Open.
+  const std::string data = h.data();
+  {
+    auto db = store::sqlite::Database::Open(data + "/blz.db");
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db->Exec("UPDATE versions SET structural_hash = NULL").ok());
+  }
+  RegistryOptions reopen_options;
+  reopen_options.full_patch = PatcherFullPatchFunctions();
+  reopen_options.storage.background = false;
+  auto reopened = Registry::Open(data, reopen_options);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_EQ((*reopened)->db().FindVersion("m", a)->structural_hash, id->structural_hash);
+  EXPECT_EQ((*reopened)->db().FindVersion("m", b)->structural_hash, id->structural_hash);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ using testing::BodyOf;
 using testing::ErrorCodeOf;
 using testing::Harness;
 using testing::kManifestType;
+using testing::TinyArchive;
 
 std::string Bytes(size_t n, uint32_t seed) {
   std::string s(n, '\0');
@@ -468,7 +469,7 @@ TEST(RegistryTest, PlanBodyRefusesOutOfOrderChunksEarly) {
 
 TEST(RegistryTest, PushAndPullManifest) {
   Harness h;
-  const std::string archive = Bytes(4096, 6);
+  const std::string archive = TinyArchive(6);
   const std::string manifest = h.ManifestFor("org/model", archive);
   const std::string md = D(manifest);
   Response put = h.PutManifest("org/model", "v1", manifest);
@@ -494,7 +495,7 @@ TEST(RegistryTest, PushAndPullManifest) {
   EXPECT_EQ(v->archive_size, archive.size());
 
   // Push by digest: no tag is created.
-  const std::string m2 = h.ManifestFor("org/model", Bytes(100, 7));
+  const std::string m2 = h.ManifestFor("org/model", TinyArchive(7));
   Response by_digest = h.PutManifest("org/model", D(m2), m2);
   EXPECT_EQ(by_digest.status, 201);
   EXPECT_EQ(json::parse(h.Call("GET", "/v2/org/model/tags/list").body)["tags"],
@@ -506,7 +507,7 @@ TEST(RegistryTest, PushAndPullManifest) {
 
 TEST(RegistryTest, MissingManifests) {
   Harness h;
-  ASSERT_EQ(h.PutManifest("m", "v1", h.ManifestFor("m", "archive")).status, 201);
+  ASSERT_EQ(h.PutManifest("m", "v1", h.ManifestFor("m", TinyArchive(1))).status, 201);
   for (const std::string& target :
        {std::string("/v2/m/manifests/v2"), std::string("/v2/other/manifests/v1"),
         "/v2/m/manifests/" + D("nope"), std::string("/v2/m/manifests/-bad-tag")}) {
@@ -538,7 +539,7 @@ TEST(RegistryTest, ManifestWithMissingBlobIsRefused) {
 
 TEST(RegistryTest, MalformedManifestsAreManifestInvalid) {
   Harness h;
-  const std::string good = h.ManifestFor("m", "archive-bytes");
+  const std::string good = h.ManifestFor("m", TinyArchive(2));
   auto mutate = [&](auto fn) {
     json j = json::parse(good);
     fn(j);
@@ -588,7 +589,7 @@ TEST(RegistryTest, MalformedManifestsAreManifestInvalid) {
 
 TEST(RegistryTest, TagsListAndPagination) {
   Harness h;
-  const std::string m = h.ManifestFor("m", "archive");
+  const std::string m = h.ManifestFor("m", TinyArchive(1));
   for (const char* tag : {"v3", "v1", "latest", "v2", "A"}) {
     ASSERT_EQ(h.PutManifest("m", tag, m).status, 201);
   }
@@ -617,8 +618,9 @@ TEST(RegistryTest, TagsListAndPagination) {
 
 TEST(RegistryTest, Catalog) {
   Harness h;
+  uint64_t seed = 0;
   for (const char* repo : {"zeta", "alpha/one", "alpha"}) {
-    ASSERT_EQ(h.PutManifest(repo, "v1", h.ManifestFor(repo, repo)).status, 201);
+    ASSERT_EQ(h.PutManifest(repo, "v1", h.ManifestFor(repo, TinyArchive(++seed))).status, 201);
   }
   EXPECT_EQ(json::parse(h.Call("GET", "/v2/_catalog").body),
             (json{{"repositories", {"alpha", "alpha/one", "zeta"}}}));
@@ -654,8 +656,8 @@ class PatchEndpointTest : public ::testing::Test {
     return "PATCH " + Sha256Hex(base_) + " -> " + Sha256Hex(target_);
   }
 
-  const std::string base_ = Bytes(3000, 10);
-  const std::string target_ = Bytes(3000, 11);
+  const std::string base_ = TinyArchive(10);
+  const std::string target_ = TinyArchive(11);
 };
 
 TEST_F(PatchEndpointTest, ComputedOnceThenServedFromTheStore) {
@@ -716,8 +718,9 @@ TEST_F(PatchEndpointTest, BothDigestsMustBeVersionsOfTheRepository) {
   std::atomic<int> calls{0};
   Harness h(Options(&calls));
   PushVersions(&h);
-  ASSERT_EQ(h.PutManifest("other", "v1", h.ManifestFor("other", "other archive")).status, 201);
-  const std::string foreign = D("other archive");
+  const std::string other_archive = TinyArchive(12);
+  ASSERT_EQ(h.PutManifest("other", "v1", h.ManifestFor("other", other_archive)).status, 201);
+  const std::string foreign = D(other_archive);
   for (const std::string& q : {"from=" + D(base_) + "&to=" + foreign,
                                "from=" + foreign + "&to=" + D(target_),
                                "from=" + D("nope") + "&to=" + D(target_)}) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -186,6 +187,131 @@ TEST_F(MetadataDbTest, ConcurrentWritersAreSerialized) {
   auto all = db_->ListTags("m", std::nullopt, "");
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->items.size(), 40u);
+}
+
+// ---- structural hashes and value diffs (migrations/0002_structures.sql) ----
+
+std::string Hash(char c) { return std::string(64, c); }
+
+class StructureTest : public MetadataDbTest {
+ protected:
+  // A version of `repo` (archive D("archive-" + seed)) with `hash`, tagged `tag` ("" = none).
+  Status PushWithHash(const std::string& repo, const std::string& tag, const std::string& seed,
+                      const std::string& hash) {
+    ManifestPut put;
+    put.repository = repo;
+    put.digest = D("manifest-" + seed);
+    put.media_type = "application/vnd.oci.image.manifest.v1+json";
+    put.content = "{\"seed\":\"" + seed + "\"}";
+    put.tag = tag;
+    put.archive_digest = D("archive-" + seed);
+    put.archive_size = 7;
+    put.structural_hash = hash;
+    return db_->PutManifest(put);
+  }
+  // "repo:tag@archive" (or "repo@archive") for each entry, to compare listings at a glance.
+  static std::vector<std::string> Names(const StructurePage& page) {
+    std::vector<std::string> out;
+    for (const StructureVersion& v : page.items) {
+      out.push_back(v.repository + (v.tag ? ":" + *v.tag : "") + "@" + v.archive_digest);
+    }
+    return out;
+  }
+};
+
+TEST_F(StructureTest, HashIsRecordedWithTheVersion) {
+  ASSERT_TRUE(PushWithHash("m", "v1", "a", Hash('a')).ok());
+  auto v = db_->FindVersion("m", D("archive-a"));
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->structural_hash, Hash('a'));
+  auto listed = db_->ListVersions("m");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].structural_hash, Hash('a'));
+  // A version pushed without a hash has none ("") and is waiting for a backfill.
+  ASSERT_TRUE(Push("m", "v2", "b").ok());
+  EXPECT_EQ(db_->FindVersion("m", D("archive-b"))->structural_hash, "");
+  EXPECT_EQ(*db_->ArchivesWithoutStructure(), std::vector<std::string>{D("archive-b")});
+  // Re-pushing it with a hash fills it in; a known hash is never overwritten.
+  ASSERT_TRUE(PushWithHash("m", "v2", "b", Hash('b')).ok());
+  EXPECT_EQ(db_->FindVersion("m", D("archive-b"))->structural_hash, Hash('b'));
+  ASSERT_TRUE(PushWithHash("m", "v2", "b", Hash('c')).ok());
+  EXPECT_EQ(db_->FindVersion("m", D("archive-b"))->structural_hash, Hash('b'));
+  EXPECT_TRUE(db_->ArchivesWithoutStructure()->empty());
+}
+
+TEST_F(StructureTest, SetStructuralHashFillsEveryRepositoryOnce) {
+  ASSERT_TRUE(Push("a", "v1", "x").ok());
+  ASSERT_TRUE(Push("b", "v1", "x").ok());  // the same archive in two repositories
+  ASSERT_TRUE(Push("b", "v2", "y").ok());
+  EXPECT_EQ(*db_->ArchivesWithoutStructure(),
+            (std::vector<std::string>{std::min(D("archive-x"), D("archive-y")),
+                                      std::max(D("archive-x"), D("archive-y"))}));
+  ASSERT_TRUE(db_->SetStructuralHash(D("archive-x"), Hash('1')).ok());
+  EXPECT_EQ(db_->FindVersion("a", D("archive-x"))->structural_hash, Hash('1'));
+  EXPECT_EQ(db_->FindVersion("b", D("archive-x"))->structural_hash, Hash('1'));
+  EXPECT_EQ(*db_->ArchivesWithoutStructure(), std::vector<std::string>{D("archive-y")});
+  // Only unknown hashes are set.
+  ASSERT_TRUE(db_->SetStructuralHash(D("archive-x"), Hash('2')).ok());
+  EXPECT_EQ(db_->FindVersion("a", D("archive-x"))->structural_hash, Hash('1'));
+}
+
+TEST_F(StructureTest, ListingIsOrderedWithOneEntryPerTag) {
+  // Structure S: m1 (two tags), m2 untagged, n1 in another repository; structure T: t1.
+  ASSERT_TRUE(PushWithHash("org/m", "v1", "m1", Hash('s')).ok());
+  ASSERT_TRUE(PushWithHash("org/m", "latest", "m1", Hash('s')).ok());
+  ASSERT_TRUE(PushWithHash("org/m", "", "m2", Hash('s')).ok());
+  ASSERT_TRUE(PushWithHash("alpha", "v9", "n1", Hash('s')).ok());
+  ASSERT_TRUE(PushWithHash("org/m", "other", "t1", Hash('t')).ok());
+  // A tag moved away from a version no longer lists it under that tag.
+  ASSERT_TRUE(PushWithHash("org/m", "moved", "m1", Hash('s')).ok());
+  ASSERT_TRUE(PushWithHash("org/m", "moved", "t1", Hash('t')).ok());
+
+  auto all = db_->ListStructureVersions(Hash('s'), std::nullopt, {});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(Names(*all), (std::vector<std::string>{
+                             "alpha:v9@" + D("archive-n1"), "org/m@" + D("archive-m2"),
+                             "org/m:latest@" + D("archive-m1"), "org/m:v1@" + D("archive-m1")}));
+  EXPECT_FALSE(all->more);
+  EXPECT_EQ(all->items[1].manifest_digest, D("manifest-m2"));
+  EXPECT_FALSE(all->items[1].tag.has_value());
+
+  auto t = db_->ListStructureVersions(Hash('t'), std::nullopt, {});
+  EXPECT_EQ(Names(*t), (std::vector<std::string>{"org/m:moved@" + D("archive-t1"),
+                                                 "org/m:other@" + D("archive-t1")}));
+  auto none = db_->ListStructureVersions(Hash('0'), std::nullopt, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->items.empty());
+  EXPECT_FALSE(none->more);
+
+  // Paging with the cursor of the last entry walks the same list.
+  std::vector<std::string> walked;
+  StructureCursor after;
+  for (int guard = 0; guard < 10; ++guard) {
+    auto page = db_->ListStructureVersions(Hash('s'), 3, after);
+    ASSERT_TRUE(page.ok());
+    ASSERT_LE(page->items.size(), 3u);
+    for (const auto& n : Names(*page)) walked.push_back(n);
+    if (!page->more) break;
+    const StructureVersion& last = page->items.back();
+    after = {last.repository, last.tag.value_or(""), last.archive_digest};
+  }
+  EXPECT_EQ(walked, Names(*all));
+  auto zero = db_->ListStructureVersions(Hash('s'), 0, {});
+  EXPECT_TRUE(zero->items.empty());
+  EXPECT_TRUE(zero->more);
+}
+
+TEST_F(StructureTest, ValueDiffsAreCachedPerDirection) {
+  EXPECT_EQ(db_->FindValueDiff(D("a"), D("b")).status().code(), Code::kNotFound);
+  ASSERT_TRUE(db_->RecordValueDiff({D("a"), D("b"), D("json"), 99}).ok());
+  auto found = db_->FindValueDiff(D("a"), D("b"));
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->diff_digest, D("json"));
+  EXPECT_EQ(found->diff_size, 99u);
+  EXPECT_EQ(db_->FindValueDiff(D("b"), D("a")).status().code(), Code::kNotFound);
+  ASSERT_TRUE(db_->RecordValueDiff({D("a"), D("b"), D("json2"), 100}).ok());  // replaces
+  EXPECT_EQ(db_->FindValueDiff(D("a"), D("b"))->diff_digest, D("json2"));
 }
 
 }  // namespace

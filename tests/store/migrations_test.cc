@@ -45,8 +45,9 @@ TEST(MigrationsTest, AppliesAllAndSetsUserVersion) {
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(ApplyMigrations(&*db, EmbeddedMigrations()).ok());
   EXPECT_EQ(*db->PragmaInt("user_version"), LatestSchemaVersion());
-  std::vector<std::string> want = {"blobs",  "manifests", "patches", "repositories",
-                                   "tags",   "tokens",    "uploads", "versions"};
+  std::vector<std::string> want = {"blobs",  "manifests", "patches",     "repositories",
+                                   "tags",   "tokens",    "uploads",     "value_diffs",
+                                   "versions"};
   EXPECT_EQ(Tables(&*db), want);
 }
 
@@ -65,6 +66,50 @@ TEST(MigrationsTest, ReapplyingIsANoOp) {
   auto raw = sqlite::Database::Open(tmp / "m.db");
   ASSERT_TRUE(raw.ok());
   EXPECT_TRUE(ApplyMigrations(&*raw, EmbeddedMigrations()).ok());
+}
+
+TEST(MigrationsTest, Version1DatabaseMigratesToVersion2KeepingItsData) {
+  testing::TempDir tmp;
+  const std::string archive = "sha256:" + std::string(64, 'a');
+  const std::string manifest = "sha256:" + std::string(64, 'b');
+  {
+    // A DB as a version-1 binary left it: schema 1 and one tagged version.
+    auto db = sqlite::Database::Open(tmp / "m.db");
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(ApplyMigrations(&*db, EmbeddedMigrations().subspan(0, 1)).ok());
+    ASSERT_EQ(*db->PragmaInt("user_version"), 1);
+    Status s = db->Exec(
+        "INSERT INTO repositories (id, name, created) VALUES (1, 'org/m', 10);"
+        "INSERT INTO manifests VALUES (1, '" + manifest + "', 'mt', x'7b7d', 11);"
+        "INSERT INTO tags VALUES (1, 'v1', '" + manifest + "', 12);"
+        "INSERT INTO versions VALUES (1, '" + archive + "', '" + manifest + "', 123, 13);"
+        "INSERT INTO patches VALUES ('" + archive + "', '" + archive + "', '" + manifest +
+        "', 5, 1, 14);");
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  auto db = MetadataDb::Open(tmp / "m.db");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ(*(*db)->SchemaVersion(), 2);
+  // Everything is still there; the version's structural hash is unknown until backfilled.
+  EXPECT_EQ(*(*db)->ResolveTag("org/m", "v1"), manifest);
+  EXPECT_EQ((*db)->GetManifest("org/m", manifest)->content, "{}");
+  auto v = (*db)->FindVersion("org/m", archive);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->manifest_digest, manifest);
+  EXPECT_EQ(v->archive_size, 123u);
+  EXPECT_EQ(v->created, 13);
+  EXPECT_EQ(v->structural_hash, "");
+  EXPECT_EQ((*db)->FindPatch(archive, archive)->patch_size, 5u);
+  EXPECT_EQ(*(*db)->ArchivesWithoutStructure(), std::vector<std::string>{archive});
+  ASSERT_TRUE((*db)->SetStructuralHash(archive, std::string(64, 'c')).ok());
+  auto listed = (*db)->ListStructureVersions(std::string(64, 'c'), std::nullopt, {});
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->items.size(), 1u);
+  EXPECT_EQ(listed->items[0].tag, "v1");
+  // The new column refuses values that are not 64 characters long.
+  auto raw = sqlite::Database::Open(tmp / "m.db");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_FALSE(raw->Exec("UPDATE versions SET structural_hash = 'short'").ok());
 }
 
 TEST(MigrationsTest, NewerDatabaseIsRefused) {

@@ -1,0 +1,411 @@
+// Archives stored as verified full patches. Interface and design: registry/archive_storage.h;
+// documented in docs/registry-api.md ("Storage").
+#include "registry/archive_storage.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+#include <vector>
+
+#include "core/digest.h"
+#include "core/file_util.h"
+
+namespace blz::registry {
+namespace {
+
+// A full patch is recorded in the `patches` table as the patch from "" (no base) to the
+// archive. Such a row is written only once the patch verified.
+constexpr std::string_view kNoBase = "";
+
+std::string ParentDir(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+Result<uint64_t> FileSize(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return IOError(path + ": cannot stat: " + std::strerror(errno));
+  }
+  return uint64_t(st.st_size);
+}
+
+// `s` with server-side paths replaced by what they hold, so errors sent to clients do not
+// reveal the data directory.
+Status Scrub(const Status& s, const std::vector<std::pair<std::string, std::string>>& names) {
+  if (s.ok()) return s;
+  std::string m = s.message();
+  for (const auto& [path, name] : names) {
+    if (path.empty()) continue;
+    for (size_t pos = m.find(path); pos != std::string::npos;
+         pos = m.find(path, pos + name.size())) {
+      m.replace(pos, path.size(), name);
+    }
+  }
+  return Status(s.code(), std::move(m));
+}
+
+std::string Megabytes(uint64_t n) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f MB", double(n) / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+ArchiveStorage::ArchiveStorage(store::BlobStore* blobs, store::MetadataDb* db,
+                               std::string cache_dir, FullPatchFunctions functions,
+                               ArchiveStorageOptions options)
+    : blobs_(blobs),
+      db_(db),
+      cache_dir_(std::move(cache_dir)),
+      functions_(std::move(functions)),
+      options_(std::move(options)) {}
+
+Result<std::unique_ptr<ArchiveStorage>> ArchiveStorage::Open(store::BlobStore* blobs,
+                                                             store::MetadataDb* db,
+                                                             const std::string& data_dir,
+                                                             FullPatchFunctions functions,
+                                                             ArchiveStorageOptions options) {
+  const std::string cache_dir = data_dir + "/cache/sha256";
+  std::error_code ec;
+  std::filesystem::create_directories(cache_dir, ec);
+  if (ec) return IOError(cache_dir + ": cannot create: " + ec.message());
+  std::unique_ptr<ArchiveStorage> s(new ArchiveStorage(blobs, db, cache_dir, std::move(functions),
+                                                       std::move(options)));
+  // Index the cached archives (each was verified before it was renamed into place); anything
+  // else is a temporary file of an interrupted rebuild.
+  const Clock::time_point long_ago = Clock::now() - s->options_.grace;
+  std::vector<std::string> leftovers;
+  for (std::filesystem::directory_iterator it(cache_dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code fec;
+    if (IsLowerHex(name, 64) && it->is_regular_file(fec)) {
+      uint64_t size = it->file_size(fec);
+      if (!fec) {
+        s->cache_[MakeDigest(name)] = CacheEntry{size, long_ago};
+        s->cache_total_ += size;
+        continue;
+      }
+    }
+    leftovers.push_back(it->path().string());
+  }
+  if (ec) return IOError(cache_dir + ": cannot list: " + ec.message());
+  for (const std::string& path : leftovers) RemoveAll(path);
+  {
+    std::lock_guard<std::mutex> lock(s->mu_);
+    s->EvictLocked(Clock::now());
+  }
+  if (s->options_.background && s->enabled()) {
+    try {
+      s->thread_ = std::thread([p = s.get()] { p->Run(); });
+    } catch (const std::system_error& e) {
+      return Internal(std::string("cannot start the storage thread: ") + e.what());
+    }
+  }
+  return s;
+}
+
+ArchiveStorage::~ArchiveStorage() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string ArchiveStorage::CachePath(const std::string& digest) const {
+  return cache_dir_ + "/" + digest.substr(7);
+}
+
+void ArchiveStorage::Log(const std::string& line) const {
+  if (options_.log) options_.log(line);
+}
+
+Result<store::BlobInfo> ArchiveStorage::FindFullPatch(const std::string& digest) {
+  BLZ_ASSIGN_OR_RETURN(store::PatchRecord record, db_->FindPatch(kNoBase, digest));
+  return blobs_->Stat(record.patch_digest);  // kNotFound when the blob went missing
+}
+
+Result<store::BlobInfo> ArchiveStorage::Stat(std::string_view digest) {
+  Result<store::BlobInfo> raw = blobs_->Stat(digest);
+  if (raw.ok() || raw.status().code() != Code::kNotFound || !enabled()) return raw;
+  const std::string d(digest);
+  Result<store::BlobInfo> patch = FindFullPatch(d);
+  if (!patch.ok()) return patch.status().code() == Code::kNotFound ? raw.status() : patch.status();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sizes_.find(d);
+    if (it != sizes_.end()) return store::BlobInfo{d, it->second, ""};
+  }
+  Result<uint64_t> size = functions_.archive_size(patch->path);
+  if (!size.ok()) return Scrub(size.status(), {{patch->path, "full patch " + patch->digest}});
+  std::lock_guard<std::mutex> lock(mu_);
+  sizes_[d] = *size;
+  return store::BlobInfo{d, *size, ""};
+}
+
+Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
+  if (!ParseDigest(digest).ok()) return blobs_->Stat(digest);  // kInvalidArgument
+  const std::string d(digest);
+  Result<store::BlobInfo> raw = NotFound("");
+  {
+    // Marked and looked up under mu_, so DropRaw (which checks the mark and deletes under mu_)
+    // either sees the mark or has already deleted the file this lookup then misses.
+    std::lock_guard<std::mutex> lock(mu_);
+    const Clock::time_point now = Clock::now();
+    served_[d] = now;
+    if (served_.size() > 4096) {
+      for (auto it = served_.begin(); it != served_.end();) {
+        it = now - it->second > options_.grace ? served_.erase(it) : std::next(it);
+      }
+    }
+    raw = blobs_->Stat(d);
+  }
+  if (raw.ok() || raw.status().code() != Code::kNotFound || !enabled()) return raw;
+
+  // A dropped archive: its cached copy, rebuilt once per digest at a time.
+  KeyedMutex::Lock lock(&locks_, "cache:" + d);
+  const std::string path = CachePath(d);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cache_.find(d);
+    if (it != cache_.end()) {
+      it->second.last_used = Clock::now();
+      return store::BlobInfo{d, it->second.size, path};
+    }
+  }
+  raw = blobs_->Stat(d);  // pushed again meanwhile?
+  if (raw.ok() || raw.status().code() != Code::kNotFound) return raw;
+  Result<store::BlobInfo> patch = FindFullPatch(d);
+  if (!patch.ok()) return patch.status().code() == Code::kNotFound ? raw.status() : patch.status();
+  RemoveAll(path);  // not indexed, so not a verified copy (only a hand-edited cache has one)
+  Status s = functions_.rebuild(patch->path, d, path);
+  if (!s.ok()) {
+    return Scrub(s, {{patch->path, "full patch " + patch->digest}, {path, "cached " + d}})
+        .WithContext("rebuilding archive " + d + " from its full patch");
+  }
+  Result<uint64_t> size = FileSize(path);
+  if (!size.ok()) return Scrub(size.status(), {{path, "cached " + d}});
+  std::lock_guard<std::mutex> g(mu_);
+  const Clock::time_point now = Clock::now();
+  cache_[d] = CacheEntry{*size, now};
+  cache_total_ += *size;
+  sizes_[d] = *size;
+  ++rebuilds_;
+  EvictLocked(now);
+  return store::BlobInfo{d, *size, path};
+}
+
+Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string& digest) {
+  if (!enabled()) return Unsupported("this server cannot compute full patches");
+  if (!ParseDigest(digest).ok()) return InvalidArgument("invalid archive digest '" + digest + "'");
+  KeyedMutex::Lock lock(&locks_, "full:" + digest);
+  Result<store::BlobInfo> found = FindFullPatch(digest);
+  if (found.ok()) return FullPatch{std::move(*found), /*hit=*/true};
+  if (found.status().code() != Code::kNotFound) return found.status();
+
+  Result<store::BlobInfo> raw = blobs_->Stat(digest);
+  if (!raw.ok()) {
+    if (raw.status().code() != Code::kNotFound) return raw.status();
+    return NotFound("archive " + digest + " is not stored (neither raw nor as a full patch)");
+  }
+  // Create, verify, then publish what was verified (Publish re-hashes the file against the
+  // digest taken before verifying), then record: a recorded full patch is a verified one.
+  const std::string temp = blobs_->NewTempPath("fullpatch");
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {raw->path, "archive " + digest}, {temp, "full patch of " + digest}};
+  Status s = functions_.create(raw->path, temp, &stop_);
+  Result<std::string> hex = s.ok() ? Sha256FileHex(temp) : Result<std::string>(s);
+  if (hex.ok()) {
+    s = functions_.verify(temp, digest);
+    if (!s.ok()) s = s.WithContext("the full patch of " + digest + " failed verification");
+  } else {
+    s = hex.status();
+  }
+  Result<store::BlobInfo> blob = s.ok() ? blobs_->Publish(temp, MakeDigest(*hex))
+                                        : Result<store::BlobInfo>(s);
+  RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
+  if (!blob.ok()) return Scrub(blob.status(), names);
+  BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
+  BLZ_RETURN_IF_ERROR(db_->RecordPatch(
+      "", store::PatchRecord{std::string(kNoBase), digest, blob->digest, blob->size}));
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    ++computed_;
+    sizes_[digest] = raw->size;
+  }
+  return FullPatch{std::move(*blob), /*hit=*/false};
+}
+
+Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo& full_patch,
+                               std::optional<Clock::time_point>* retry_at) {
+  retry_at->reset();
+  KeyedMutex::Lock lock(&locks_, "full:" + digest);
+  // The recorded full patch must still be intact: re-hash it (cheap next to decoding).
+  Result<store::BlobInfo> recorded = FindFullPatch(digest);
+  if (!recorded.ok()) return recorded.status().WithContext("full patch of " + digest);
+  if (recorded->digest != full_patch.digest) {
+    return Internal("full patch of " + digest + " changed while compressing");
+  }
+  Status intact = blobs_->Verify(recorded->digest);
+  if (!intact.ok()) {
+    return Scrub(intact, {{recorded->path, "full patch " + recorded->digest}})
+        .WithContext("keeping the raw archive " + digest);
+  }
+  std::string raw_path;
+  uint64_t raw_size = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    Result<store::BlobInfo> raw = blobs_->Stat(digest);
+    if (!raw.ok()) return raw.status().code() == Code::kNotFound ? Status::Ok() : raw.status();
+    auto it = served_.find(digest);
+    if (it != served_.end() && Clock::now() < it->second + options_.grace) {
+      *retry_at = it->second + options_.grace;
+      return Status::Ok();
+    }
+    if (::unlink(raw->path.c_str()) != 0 && errno != ENOENT) {
+      return IOError("cannot delete the raw archive " + digest + ": " + std::strerror(errno));
+    }
+    raw_path = raw->path;
+    raw_size = raw->size;
+    sizes_[digest] = raw->size;
+    ++compressed_;
+  }
+  BLZ_RETURN_IF_ERROR(SyncDir(ParentDir(raw_path)));
+  const int percent =
+      raw_size == 0 ? 0 : int(100.0 * double(full_patch.size) / double(raw_size) + 0.5);
+  Log("storage: " + digest + ": raw archive (" + Megabytes(raw_size) +
+      ") replaced by its verified full patch " + full_patch.digest + " (" +
+      Megabytes(full_patch.size) + ", " + std::to_string(percent) + "%)");
+  return Status::Ok();
+}
+
+Status ArchiveStorage::CompressOnce(const std::string& digest,
+                                    std::optional<Clock::time_point>* retry_at) {
+  retry_at->reset();
+  BLZ_ASSIGN_OR_RETURN(FullPatch full, GetFullPatch(digest));
+  if (!options_.drop_raw_archives) return Status::Ok();
+  return DropRaw(digest, full.blob, retry_at);
+}
+
+Status ArchiveStorage::Compress(const std::string& digest) {
+  for (;;) {
+    std::optional<Clock::time_point> retry_at;
+    BLZ_RETURN_IF_ERROR(CompressOnce(digest, &retry_at));
+    if (!retry_at.has_value()) return Status::Ok();
+    std::this_thread::sleep_until(*retry_at);
+  }
+}
+
+void ArchiveStorage::Schedule(const std::string& archive_digest) {
+  if (!options_.background || !enabled()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    queue_.emplace(archive_digest, Clock::now());
+  }
+  cv_.notify_all();
+}
+
+Status ArchiveStorage::ScheduleAll() {
+  if (!options_.background || !enabled()) return Status::Ok();
+  BLZ_ASSIGN_OR_RETURN(store::Page repos, db_->ListRepositories(std::nullopt, ""));
+  for (const std::string& repo : repos.items) {
+    BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions, db_->ListVersions(repo));
+    for (const store::VersionRecord& v : versions) {
+      if (!blobs_->Contains(v.archive_digest)) continue;  // dropped already (or lost)
+      if (!options_.drop_raw_archives && FindFullPatch(v.archive_digest).ok()) continue;
+      Schedule(v.archive_digest);
+    }
+  }
+  return Status::Ok();
+}
+
+void ArchiveStorage::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || (queue_.empty() && current_.empty()); });
+}
+
+StorageStatus ArchiveStorage::status() {
+  std::lock_guard<std::mutex> lock(mu_);
+  StorageStatus st;
+  st.pending = queue_.size() + (current_.empty() ? 0 : 1);
+  st.compressing = current_;
+  st.compressed = compressed_;
+  st.failed = failed_;
+  st.full_patches_computed = computed_;
+  st.rebuilds = rebuilds_;
+  st.cache_bytes = cache_total_;
+  st.cache_entries = cache_.size();
+  st.cache_limit = options_.cache_bytes;
+  return st;
+}
+
+void ArchiveStorage::EvictLocked(Clock::time_point now) {
+  if (cache_total_ <= options_.cache_bytes) return;
+  std::vector<std::pair<Clock::time_point, std::string>> order;
+  for (const auto& [digest, entry] : cache_) {
+    if (now - entry.last_used >= options_.grace) order.emplace_back(entry.last_used, digest);
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [used, digest] : order) {
+    if (cache_total_ <= options_.cache_bytes) break;
+    auto it = cache_.find(digest);
+    if (::unlink(CachePath(digest).c_str()) != 0 && errno != ENOENT) continue;
+    cache_total_ -= it->second.size;
+    cache_.erase(it);
+  }
+}
+
+void ArchiveStorage::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    const Clock::time_point now = Clock::now();
+    EvictLocked(now);
+    if (queue_.empty()) {
+      // Idle: wake up now and then to evict cache entries whose grace has passed.
+      cv_.wait_for(lock, std::max(options_.grace, std::chrono::milliseconds(100)));
+      continue;
+    }
+    auto next = std::min_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
+      return a.second < b.second;
+    });
+    if (next->second > now) {
+      cv_.wait_until(lock, next->second);
+      continue;
+    }
+    const std::string digest = next->first;
+    queue_.erase(next);
+    current_ = digest;
+    lock.unlock();
+    std::optional<Clock::time_point> retry_at;
+    Status s;
+    try {
+      s = CompressOnce(digest, &retry_at);
+    } catch (const std::exception& e) {
+      s = Internal(std::string("unexpected exception: ") + e.what());
+    }
+    lock.lock();
+    current_.clear();
+    if (retry_at.has_value() && !stop_) {
+      queue_[digest] = *retry_at;
+    } else if (!s.ok() && !stop_) {
+      ++failed_;
+      Log("storage: " + digest + ": not compressed, the raw archive is kept: " + s.ToString());
+    }
+    cv_.notify_all();
+  }
+  cv_.notify_all();
+}
+
+}  // namespace blz::registry

@@ -1,0 +1,206 @@
+// How the registry stores model archives: as full patches (patcher/patch.h CreateFullPatch:
+// every tensor coded without a base, byte planes + zstd), not as raw bytes. Specified in
+// docs/registry-api.md ("Storage"); summary:
+//
+// - A pushed archive is first stored raw (the upload is verified by SHA-256 as every blob is).
+//   After its manifest PUT, a background thread computes the archive's full patch, verifies it
+//   (decodes it completely: it must rebuild exactly the archive's SHA-256), publishes it as a
+//   blob and records it in the metadata DB (table `patches`, from_digest = "": a row there
+//   always means "verified"). Only then is the raw blob deleted. The full patch is also what
+//   GET /v2/<name>/blz/patch?to=<digest> (no from) serves; a request that comes first computes
+//   it the same way.
+// - Whoever needs the raw bytes of an archive whose raw blob was dropped (blob GET/Range, patch
+//   and value-diff computation, structural hashes) gets a copy rebuilt from the full patch into
+//   a bounded cache, <data>/cache/sha256/<hex>, written atomically and published only after its
+//   SHA-256 matched. HEAD needs no rebuild (the size is in the full patch's header).
+// - Crash safety (kill -9 at any point): the raw blob is deleted only after the full patch is
+//   durable (fsynced, renamed, recorded in the DB) and verified; temporary files live in
+//   <data>/uploads (removed at start) or are the cache's "<hex>.tmp-*" files (removed at start);
+//   archives still raw at start are queued again.
+// - Files handed out (a path returned by File()) are not deleted for `grace`: the HTTP session
+//   opens a response's file after the handler returns. Once open, deletion does not matter.
+//
+// Thread safety: every method may be called from any thread. One computation per archive at a
+// time (a mutex per digest); different archives proceed in parallel.
+#ifndef BLZ_REGISTRY_ARCHIVE_STORAGE_H_
+#define BLZ_REGISTRY_ARCHIVE_STORAGE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+
+#include "core/status.h"
+#include "registry/keyed_mutex.h"
+#include "store/blob_store.h"
+#include "store/metadata_db.h"
+
+namespace blz::registry {
+
+// The patcher operations archive storage needs; injected (like PatchFunction) so tests can
+// substitute them. Empty functions disable full patches and compression.
+struct FullPatchFunctions {
+  // Writes the full patch of the .blz archive at `archive_path` to `out_path` (which must not
+  // exist). Stops early with a non-OK status once *cancel becomes true.
+  std::function<Status(const std::string& archive_path, const std::string& out_path,
+                       const std::atomic<bool>* cancel)>
+      create;
+  // Decodes the full patch at `patch_path` completely, writing nothing; OK only if it rebuilds
+  // exactly the archive named `archive_digest` ("sha256:<hex>").
+  std::function<Status(const std::string& patch_path, const std::string& archive_digest)> verify;
+  // Rebuilds the archive from the full patch at `patch_path` into `out_path` (must not exist),
+  // atomically, checking before it appears that its SHA-256 is `archive_digest`.
+  std::function<Status(const std::string& patch_path, const std::string& archive_digest,
+                       const std::string& out_path)>
+      rebuild;
+  // The size in bytes of the archive the full patch at `patch_path` rebuilds (its header).
+  std::function<Result<uint64_t>(const std::string& patch_path)> archive_size;
+
+  bool complete() const { return create && verify && rebuild && archive_size; }
+};
+
+// blz::patcher's implementation (CreateFullPatch, VerifyPatch, ApplyFullPatch, ReadPatchInfo);
+// defined in registry/patch_function.cc.
+FullPatchFunctions PatcherFullPatchFunctions();
+
+struct ArchiveStorageOptions {
+  // Replace each raw archive blob by its verified full patch. When false, full patches are
+  // still computed (and cached) but raw archives are kept.
+  bool drop_raw_archives = true;
+  // Compress archives in a background thread after their manifest PUT (and, at start, those
+  // still raw). When false, only GetFullPatch / Compress (and the full-patch endpoint) do.
+  bool background = true;
+  // Soft bound on the bytes of rebuilt archives kept in <data>/cache (files within `grace` of
+  // their last use are kept even over the bound).
+  uint64_t cache_bytes = 8ull << 30;
+  // How long a file handed out by File() stays on disk at least (see the file comment).
+  std::chrono::milliseconds grace{std::chrono::seconds(5)};
+  // Receives one line per archive compressed (and per failure); may be empty.
+  std::function<void(const std::string&)> log;
+};
+
+// Counters since the storage was opened, and the cache's state.
+struct StorageStatus {
+  uint64_t pending = 0;     // archives queued (or postponed) for compression, or in progress
+  std::string compressing;  // the archive being compressed now ("" when idle)
+  uint64_t compressed = 0;  // raw archive blobs replaced by their full patch
+  uint64_t failed = 0;      // compressions that failed (the raw blob was kept)
+  uint64_t full_patches_computed = 0;
+  uint64_t rebuilds = 0;    // archives rebuilt from their full patch into the cache
+  uint64_t cache_bytes = 0;
+  uint64_t cache_entries = 0;
+  uint64_t cache_limit = 0;
+};
+
+class ArchiveStorage {
+ public:
+  // Creates <data_dir>/cache/sha256 when missing, removes temporary files left there and
+  // indexes the cached archives. `blobs` and `db` must outlive the storage. Starts the
+  // background thread when options.background and `functions` are complete.
+  static Result<std::unique_ptr<ArchiveStorage>> Open(store::BlobStore* blobs,
+                                                      store::MetadataDb* db,
+                                                      const std::string& data_dir,
+                                                      FullPatchFunctions functions,
+                                                      ArchiveStorageOptions options);
+  // Stops the background thread, cancelling a compression in progress (nothing is lost: the
+  // archive is still raw and is queued again at the next start).
+  ~ArchiveStorage();
+  ArchiveStorage(const ArchiveStorage&) = delete;
+  ArchiveStorage& operator=(const ArchiveStorage&) = delete;
+
+  // Can this server compute full patches (are the functions complete)?
+  bool enabled() const { return functions_.complete(); }
+
+  // A blob as clients see it: a stored blob, or an archive whose raw blob was dropped (its
+  // size from the full patch's header; `path` is the cached copy, or "" when there is none).
+  // Errors: kInvalidArgument (malformed digest), kNotFound, kIOError.
+  Result<store::BlobInfo> Stat(std::string_view digest);
+
+  // A file holding the blob's exact bytes: the stored blob, or the cached copy of a dropped
+  // archive (rebuilt from its full patch now if needed; verified before it appears). The path
+  // stays valid for at least options.grace. Errors: as Stat; kCorruption / kDigestMismatch
+  // when the full patch does not rebuild the archive.
+  Result<store::BlobInfo> File(std::string_view digest);
+
+  struct FullPatch {
+    store::BlobInfo blob;  // the full patch blob
+    bool hit = false;      // it existed already
+  };
+  // The verified full patch of the archive `archive_digest`, computed (create, verify, publish,
+  // record) when missing. Does not drop the raw blob. Errors: kUnsupported (disabled),
+  // kNotFound (neither the raw archive nor its full patch is stored), the patcher's errors
+  // (the archive is not a valid .blz, verification failed), kIOError.
+  Result<FullPatch> GetFullPatch(const std::string& archive_digest);
+
+  // Queues `archive_digest` for background compression (no-op without the background thread).
+  void Schedule(const std::string& archive_digest);
+  // Queues the archives of every version whose raw blob is still stored (at start).
+  Status ScheduleAll();
+  // Compresses now: GetFullPatch, then (options.drop_raw_archives) deletes the raw blob after
+  // re-checking the full patch blob's SHA-256. If the raw blob was handed out within `grace`,
+  // waits until the grace has passed. OK when there is nothing to do.
+  Status Compress(const std::string& archive_digest);
+  // Blocks until the background queue is empty and nothing is being compressed (tests).
+  void WaitIdle();
+
+  StorageStatus status();
+
+ private:
+  ArchiveStorage(store::BlobStore* blobs, store::MetadataDb* db, std::string cache_dir,
+                 FullPatchFunctions functions, ArchiveStorageOptions options);
+  using Clock = std::chrono::steady_clock;
+
+  // The recorded, present full patch of `digest`. kNotFound when there is none.
+  Result<store::BlobInfo> FindFullPatch(const std::string& digest);
+  std::string CachePath(const std::string& digest) const;
+  // Notes that the raw blob of `digest` is being handed out now.
+  void MarkServed(const std::string& digest);
+  // Deletes the raw blob unless it was served within `grace`; then *retry_at is set and
+  // nothing is done.
+  Status DropRaw(const std::string& digest, const store::BlobInfo& full_patch,
+                 std::optional<Clock::time_point>* retry_at);
+  // Compresses once (GetFullPatch + DropRaw); *retry_at as DropRaw.
+  Status CompressOnce(const std::string& digest, std::optional<Clock::time_point>* retry_at);
+  // Removes least recently used cache entries past their grace until under the bound.
+  // REQUIRES: mu_ held.
+  void EvictLocked(Clock::time_point now);
+  void Run();  // the background thread
+  void Log(const std::string& line) const;
+
+  struct CacheEntry {
+    uint64_t size = 0;
+    Clock::time_point last_used;
+  };
+
+  store::BlobStore* blobs_;
+  store::MetadataDb* db_;
+  std::string cache_dir_;  // <data>/cache/sha256
+  FullPatchFunctions functions_;
+  ArchiveStorageOptions options_;
+  KeyedMutex locks_;  // "full:<digest>" (full patch, drop), "cache:<digest>" (rebuild)
+  std::atomic<bool> stop_{false};
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::map<std::string, Clock::time_point> queue_;  // digest -> not before
+  std::string current_;                             // being compressed by the thread
+  std::unordered_map<std::string, CacheEntry> cache_;
+  uint64_t cache_total_ = 0;
+  std::unordered_map<std::string, Clock::time_point> served_;  // raw blobs handed out
+  std::unordered_map<std::string, uint64_t> sizes_;            // archive sizes from headers
+  uint64_t compressed_ = 0, failed_ = 0, computed_ = 0, rebuilds_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace blz::registry
+
+#endif  // BLZ_REGISTRY_ARCHIVE_STORAGE_H_
