@@ -1014,19 +1014,12 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
   if (!from.has_value() && to.has_value() && ParseDigest(*to).ok()) {
     return GetFullPatch(route, head, *to);
   }
-  for (const auto* d : {&from, &to}) {
-    if (!d->has_value() || !ParseDigest(**d).ok()) {
-      return ErrorResponse(OciError::kDigestInvalid,
-                           "patch needs ?to=<archive digest> and, for a patch from a base, "
-                           "?from=<archive digest> "
-                           "(sha256:<64 lower-case hex>)",
-                           json{{"from", from.value_or("")}, {"to", to.value_or("")}});
-    }
-  }
   std::string paths[2];
-  for (int i = 0; i < 2; ++i) {
-    Response error;
-    if (!ResolveVersionArchive(route, i == 0 ? *from : *to, &paths[i], &error)) return error;
+  if (Response error; !ResolveFromTo(route, from, to,
+                                     "patch needs ?to=<archive digest> and, for a patch from a "
+                                     "base, ?from=<archive digest>",
+                                     paths, &error)) {
+    return error;
   }
 
   auto serve = [&](const store::BlobInfo& patch, bool hit) {
@@ -1080,6 +1073,21 @@ Status Registry::BackfillStructuralHashes() {
   return Status::Ok();
 }
 
+bool Registry::ResolveFromTo(const Route& route, const std::optional<std::string>& from,
+                             const std::optional<std::string>& to, std::string_view usage,
+                             std::string paths[2], Response* error) {
+  for (const auto* d : {&from, &to}) {
+    if (!d->has_value() || !ParseDigest(**d).ok()) {
+      *error = ErrorResponse(OciError::kDigestInvalid,
+                             std::string(usage) + " (sha256:<64 lower-case hex>)",
+                             json{{"from", from.value_or("")}, {"to", to.value_or("")}});
+      return false;
+    }
+  }
+  return ResolveVersionArchive(route, *from, &paths[0], error) &&
+         ResolveVersionArchive(route, *to, &paths[1], error);
+}
+
 bool Registry::ResolveVersionArchive(const Route& route, const std::string& digest,
                                      std::string* path, Response* error) {
   Result<store::VersionRecord> v = db_->FindVersion(route.name, digest);
@@ -1131,18 +1139,11 @@ Result<Registry::CachedBlob> Registry::ComputeCached(
 Response Registry::GetValueDiff(const Route& route, const RequestHead& head) {
   std::optional<std::string> from = route.Query("from");
   std::optional<std::string> to = route.Query("to");
-  for (const auto* d : {&from, &to}) {
-    if (!d->has_value() || !ParseDigest(**d).ok()) {
-      return ErrorResponse(OciError::kDigestInvalid,
-                           "value diff needs ?from=<archive digest>&to=<archive digest> "
-                           "(sha256:<64 lower-case hex>)",
-                           json{{"from", from.value_or("")}, {"to", to.value_or("")}});
-    }
-  }
   std::string paths[2];
-  for (int i = 0; i < 2; ++i) {
-    Response error;
-    if (!ResolveVersionArchive(route, i == 0 ? *from : *to, &paths[i], &error)) return error;
+  if (Response error; !ResolveFromTo(route, from, to,
+                                     "value diff needs ?from=<archive digest>&to=<archive digest>",
+                                     paths, &error)) {
+    return error;
   }
   bool compute_failed = false;
   Result<CachedBlob> computed = ComputeCached(

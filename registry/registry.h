@@ -158,6 +158,11 @@ class Registry {
   // Is `digest` a version of route.name whose archive blob is present? Sets *path to the blob's
   // file; otherwise *error to the response (404 MANIFEST_UNKNOWN: not a version of the
   // repository; 404 BLOB_UNKNOWN: its blob is gone).
+  // Both ?from= and ?to= (archive digests; else 400 DIGEST_INVALID with `usage`) resolved by
+  // ResolveVersionArchive into paths[0] and paths[1].
+  bool ResolveFromTo(const Route& route, const std::optional<std::string>& from,
+                     const std::optional<std::string>& to, std::string_view usage,
+                     std::string paths[2], Response* error);
   bool ResolveVersionArchive(const Route& route, const std::string& digest, std::string* path,
                              Response* error);
 
