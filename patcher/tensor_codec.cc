@@ -497,26 +497,35 @@ Result<std::string> EncodeSparse(ByteSpan base, ByteSpan target, uint32_t e, int
   if (n > UINT32_MAX) return InvalidArgument("sparse: chunk has more than 2^32 elements");
   uint64_t m = CountChanged(base, target, e);
   if (m == 0) return InvalidArgument("sparse: no whole element changed");
-  uint8_t* gaps = Scratch(0, m * 4);
-  uint8_t* vals = Scratch(1, m * e);
+  // Branch-free: every element is written at column j, and j only advances past a changed
+  // one (whether an element changed is a coin flip in a fine-tune: a branch on it would
+  // mispredict half the time). Column m is the spill slot for unchanged elements after the
+  // last change, so the planes have a stride of m + 1.
+  const size_t stride = size_t(m) + 1;
+  uint8_t* gaps = Scratch(0, stride * 4);
+  uint8_t* vals = Scratch(1, stride * e);
   WithElemType(e, [&]<typename T>() {
     size_t j = 0;
     uint64_t next = 0;
     for (size_t i = 0; i < n; ++i) {
       T b = LoadT<T>(&base[i * e]), t = LoadT<T>(&target[i * e]);
-      if (b == t) continue;
-      PutPlanes<uint32_t>(gaps, m, j, uint32_t(i - next));
-      PutPlanes<T>(vals, m, j, Zigzag<T>(T(t - b)));
-      next = i + 1;
-      ++j;
+      PutPlanes<uint32_t>(gaps, stride, j, uint32_t(i - next));
+      PutPlanes<T>(vals, stride, j, Zigzag<T>(T(t - b)));
+      const bool changed = b != t;
+      next = changed ? i + 1 : next;
+      j += changed;
     }
   });
   std::string out;
   out.push_back(char(e));
   BLZ_RETURN_IF_ERROR(AppendCount(n, "sparse", &out));
   AppendLE32(&out, uint32_t(m));
-  BLZ_RETURN_IF_ERROR(AppendPlanes(gaps, m, 4, level, &out));
-  BLZ_RETURN_IF_ERROR(AppendPlanes(vals, m, e, level, &out));
+  for (uint32_t k = 0; k < 4; ++k) {
+    BLZ_RETURN_IF_ERROR(AppendStream(ByteSpan(gaps + k * stride, m), level, &out));
+  }
+  for (uint32_t k = 0; k < e; ++k) {
+    BLZ_RETURN_IF_ERROR(AppendStream(ByteSpan(vals + k * stride, m), level, &out));
+  }
   AppendXorTail(base, target, n * e, &out);
   return out;
 }
