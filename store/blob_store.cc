@@ -48,44 +48,14 @@ Status FsyncFile(const std::string& path) {
 
 // ---- BlobWriter ----
 
-BlobWriter::~BlobWriter() { Abandon(); }
-
-BlobWriter::BlobWriter(BlobWriter&& other) noexcept
-    : store_(other.store_), fd_(other.fd_), temp_path_(std::move(other.temp_path_)),
-      size_(other.size_), hash_(std::move(other.hash_)) {
-  other.fd_ = -1;
-  other.temp_path_.clear();
-}
-
-BlobWriter& BlobWriter::operator=(BlobWriter&& other) noexcept {
-  if (this != &other) {
-    Abandon();
-    store_ = other.store_;
-    fd_ = other.fd_;
-    temp_path_ = std::move(other.temp_path_);
-    size_ = other.size_;
-    hash_ = std::move(other.hash_);
-    other.fd_ = -1;
-    other.temp_path_.clear();
-  }
-  return *this;
-}
+BlobWriter::~BlobWriter() = default;
+BlobWriter::BlobWriter(BlobWriter&&) noexcept = default;
+BlobWriter& BlobWriter::operator=(BlobWriter&&) noexcept = default;
 
 Status BlobWriter::Append(ByteSpan data) {
-  if (fd_ < 0) return Internal("BlobWriter: append after commit");
-  const uint8_t* p = data.data();
-  size_t n = data.size();
-  while (n > 0) {
-    ssize_t w = ::write(fd_, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return IOError(Errno("write failed", temp_path_));
-    }
-    p += w;
-    n -= size_t(w);
-  }
+  if (file_.fd() < 0) return Internal("BlobWriter: append after commit");
+  BLZ_RETURN_IF_ERROR(file_.Append(data));
   hash_.Update(data);
-  size_ += data.size();
   return Status::Ok();
 }
 
@@ -97,37 +67,24 @@ Result<BlobInfo> BlobWriter::Commit(std::string_view expected_digest) {
 Result<BlobInfo> BlobWriter::CommitComputed() { return Finish({}); }
 
 Result<BlobInfo> BlobWriter::Finish(std::string_view expected_hex) {
-  if (fd_ < 0) return Internal("BlobWriter: double commit");
+  if (file_.fd() < 0) return Internal("BlobWriter: double commit");
+  const uint64_t size = file_.size();
   std::string actual = hash_.FinishHex();
   if (!expected_hex.empty() && actual != expected_hex) {
     Abandon();
     return DigestMismatch("blob digest mismatch: expected sha256:" + std::string(expected_hex) +
-                          ", the " + std::to_string(size_) + " bytes received hash to sha256:" +
+                          ", the " + std::to_string(size) + " bytes received hash to sha256:" +
                           actual);
   }
-  if (::fsync(fd_) != 0) {
-    Status s = IOError(Errno("fsync failed", temp_path_));
-    Abandon();
-    return s;
-  }
-  ::close(fd_);
-  fd_ = -1;
-  Result<BlobInfo> info = store_.MoveIntoPlace(temp_path_, actual, size_);
-  if (!info.ok()) ::unlink(temp_path_.c_str());
-  temp_path_.clear();
+  // Durable under its uploads name first (AtomicFile: fsync, rename), then moved into place.
+  const std::string staged = file_.dest_path();
+  BLZ_RETURN_IF_ERROR(file_.Commit(/*no_replace=*/true));
+  Result<BlobInfo> info = store_.MoveIntoPlace(staged, actual, size);
+  if (!info.ok()) ::unlink(staged.c_str());
   return info;
 }
 
-void BlobWriter::Abandon() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
-  if (!temp_path_.empty()) {
-    ::unlink(temp_path_.c_str());
-    temp_path_.clear();
-  }
-}
+void BlobWriter::Abandon() { file_.Abandon(); }
 
 // ---- BlobStore ----
 
@@ -208,13 +165,7 @@ Result<BlobInfo> BlobStore::PublishComputed(const std::string& temp_path) const 
 Result<BlobWriter> BlobStore::NewWriter() const {
   BlobWriter w;
   w.store_ = *this;
-  w.temp_path_ = NewTempPath("blob");
-  w.fd_ = ::open(w.temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (w.fd_ < 0) {
-    Status s = IOError(Errno("cannot create", w.temp_path_));
-    w.temp_path_.clear();
-    return s;
-  }
+  BLZ_ASSIGN_OR_RETURN(w.file_, AtomicFile::Create(NewTempPath("blob")));
   return w;
 }
 

@@ -21,6 +21,7 @@
 
 #include "core/bytes.h"
 #include "core/digest.h"
+#include "core/file_util.h"
 #include "core/status.h"
 
 namespace blz::store {
@@ -82,8 +83,8 @@ class BlobStore {
   std::string uploads_dir_;  // <root>/uploads
 };
 
-// Streams one blob into a temporary file under <root>/uploads/, hashing as it goes.
-// Destroying an uncommitted writer removes its temporary file.
+// Streams one blob into a temporary file under <root>/uploads/ (a core AtomicFile), hashing as
+// it goes. Destroying an uncommitted writer removes its temporary file.
 class BlobWriter {
  public:
   BlobWriter() = default;
@@ -95,7 +96,7 @@ class BlobWriter {
 
   Status Append(ByteSpan data);
   Status Append(std::string_view data) { return Append(AsBytes(data)); }
-  uint64_t size() const { return size_; }
+  uint64_t size() const { return file_.size(); }
 
   // Checks that the bytes written hash to `expected_digest` ("sha256:<hex>"), then publishes.
   // Errors: kInvalidArgument (malformed digest), kDigestMismatch (nothing stored), kIOError.
@@ -110,9 +111,7 @@ class BlobWriter {
   Result<BlobInfo> Finish(std::string_view expected_hex);
 
   BlobStore store_;  // a copy (three paths): the writer does not depend on the original
-  int fd_ = -1;
-  std::string temp_path_;
-  uint64_t size_ = 0;
+  AtomicFile file_;  // <root>/uploads/blob-<hex>, written through its own temporary file
   Sha256 hash_;
 };
 
