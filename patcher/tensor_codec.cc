@@ -260,16 +260,62 @@ struct Groups {
   std::vector<uint64_t> segments;
 };
 
-// The parts' first `len` elements are visited interleaved (element i of part 0, of part 1,
-// ...), then each part's remaining elements (at most one: parts differ in length by at most
-// one element). The three loops below are written out with __restrict pointers rather than
-// shared through a visitor lambda: through the lambda the compiler loses the no-alias facts
-// and the loops ran at half speed (measured with bench/codec_lab).
+// ForEachInParts calls op(cursors of part q, i, args...) for every element i of every part q:
+// the parts' first `len` elements interleaved (element i of part 0, of part 1, ...), then each
+// part's remaining elements (at most one: parts differ in length by at most one element).
+// `op` is a plain function whose pointer parameters are __restrict and `args` are passed by
+// value: a lambda capturing the buffers by reference loses the no-alias facts and the loops
+// ran at half speed (measured with bench/codec_lab).
 static_assert(kParts == 4);
 
+template <auto op, typename... Args>
+inline void ForEachInParts(const Groups& g, uint32_t* __restrict cursors, size_t ng,
+                           Args... args) {
+  uint32_t* __restrict c0 = cursors;
+  uint32_t* __restrict c1 = c0 + ng;
+  uint32_t* __restrict c2 = c1 + ng;
+  uint32_t* __restrict c3 = c2 + ng;
+  const size_t len = g.begin[1], o1 = g.begin[1], o2 = g.begin[2], o3 = g.begin[3];
+  for (size_t i = 0; i < len; ++i) {
+    op(c0, i, args...);
+    op(c1, o1 + i, args...);
+    op(c2, o2 + i, args...);
+    op(c3, o3 + i, args...);
+  }
+  for (size_t q = 0; q < kParts; ++q) {
+    for (size_t i = g.begin[q] + len; i < g.begin[q + 1]; ++i) op(cursors + q * ng, i, args...);
+  }
+}
+
+// The element operations: histogram, encoder scatter, decoder gather. The encoder writes each
+// element's zigzagged difference straight into the byte planes at its sorted position; the
+// decoder reads it back from there (one scattered access per plane and element, within at most
+// a few hundred sequential runs: the groups).
 template <typename T>
-inline size_t KeyAt(const uint8_t* base, size_t i, uint32_t shift, T mask) {
-  return size_t((LoadT<T>(base + i * sizeof(T)) >> shift) & mask);
+inline void CountOne(uint32_t* __restrict c, size_t i, const uint8_t* __restrict base,
+                     uint32_t shift, T mask) {
+  ++c[size_t((LoadT<T>(base + i * sizeof(T)) >> shift) & mask)];
+}
+template <typename T>
+inline void ScatterOne(uint32_t* __restrict c, size_t i, const uint8_t* __restrict base,
+                       const uint8_t* __restrict target, size_t n, uint32_t shift, T mask,
+                       uint8_t* __restrict planes) {
+  T b = LoadT<T>(base + i * sizeof(T));
+  uint32_t p = c[size_t((b >> shift) & mask)]++;
+  PutPlanes<T>(planes, n, p, Zigzag<T>(T(LoadT<T>(target + i * sizeof(T)) - b)));
+}
+template <typename T>
+inline void GatherOne(uint32_t* __restrict c, size_t i, const uint8_t* __restrict base,
+                      const uint8_t* __restrict planes, size_t n, uint32_t shift, T mask,
+                      uint8_t* __restrict out) {
+  T b = LoadT<T>(base + i * sizeof(T));
+  uint32_t p = c[size_t((b >> shift) & mask)]++;
+  StoreT<T>(out + i * sizeof(T), T(b + Unzigzag<T>(GetPlanes<T>(planes, n, p))));
+}
+
+template <typename T>
+T KeyMask(GroupKey key) {
+  return T((uint64_t(1) << key.bits) - 1);
 }
 
 template <typename T>
@@ -277,28 +323,11 @@ Groups BuildGroups(const uint8_t* __restrict base, size_t n, GroupKey key, uint3
   Groups g;
   for (size_t q = 0; q <= kParts; ++q) g.begin[q] = n * q / kParts;
   const size_t ng = size_t(1) << key.bits;
-  const uint32_t shift = key.shift;
-  const T mask = T((uint64_t(1) << key.bits) - 1);
   std::vector<uint32_t> count(kParts * ng, 0);
   if (key.bits == 0) {
     for (size_t q = 0; q < kParts; ++q) count[q] = uint32_t(g.begin[q + 1] - g.begin[q]);
   } else {
-    uint32_t* __restrict c0 = count.data();
-    uint32_t* __restrict c1 = c0 + ng;
-    uint32_t* __restrict c2 = c1 + ng;
-    uint32_t* __restrict c3 = c2 + ng;
-    const size_t len = g.begin[1], o1 = g.begin[1], o2 = g.begin[2], o3 = g.begin[3];
-    for (size_t i = 0; i < len; ++i) {
-      ++c0[KeyAt<T>(base, i, shift, mask)];
-      ++c1[KeyAt<T>(base, o1 + i, shift, mask)];
-      ++c2[KeyAt<T>(base, o2 + i, shift, mask)];
-      ++c3[KeyAt<T>(base, o3 + i, shift, mask)];
-    }
-    for (size_t q = 0; q < kParts; ++q) {
-      for (size_t i = g.begin[q] + len; i < g.begin[q + 1]; ++i) {
-        ++count[q * ng + KeyAt<T>(base, i, shift, mask)];
-      }
-    }
+    ForEachInParts<CountOne<T>>(g, count.data(), ng, base, key.shift, KeyMask<T>(key));
   }
   g.cursor.resize(kParts * ng);
   uint64_t at = 0, cur = 0;
@@ -325,71 +354,18 @@ Groups BuildGroups(const uint8_t* __restrict base, size_t n, GroupKey key, uint3
   return g;
 }
 
-// Sorted-order passes (K > 0), consuming the cursors. The encoder writes each element's
-// zigzagged difference straight into the byte planes at its sorted position; the decoder reads
-// it back from there (one scattered access per plane and element, within at most a few hundred
-// sequential runs: the groups).
+// Sorted-order passes (K > 0), consuming the cursors.
 template <typename T>
-inline void ScatterOne(const uint8_t* __restrict base, const uint8_t* __restrict target,
-                       size_t n, uint32_t shift, T mask, uint32_t* __restrict c, size_t i,
-                       uint8_t* __restrict planes) {
-  T b = LoadT<T>(base + i * sizeof(T));
-  uint32_t p = c[size_t((b >> shift) & mask)]++;
-  PutPlanes<T>(planes, n, p, Zigzag<T>(T(LoadT<T>(target + i * sizeof(T)) - b)));
+void ScatterToPlanes(const uint8_t* base, const uint8_t* target, size_t n, GroupKey key,
+                     Groups& g, uint8_t* planes) {
+  ForEachInParts<ScatterOne<T>>(g, g.cursor.data(), size_t(1) << key.bits, base, target, n,
+                                key.shift, KeyMask<T>(key), planes);
 }
 template <typename T>
-void ScatterToPlanes(const uint8_t* __restrict base, const uint8_t* __restrict target,
-                     size_t n, GroupKey key, Groups& g, uint8_t* __restrict planes) {
-  const size_t ng = size_t(1) << key.bits;
-  const uint32_t shift = key.shift;
-  const T mask = T((uint64_t(1) << key.bits) - 1);
-  uint32_t* __restrict c0 = g.cursor.data();
-  uint32_t* __restrict c1 = c0 + ng;
-  uint32_t* __restrict c2 = c1 + ng;
-  uint32_t* __restrict c3 = c2 + ng;
-  const size_t len = g.begin[1], o1 = g.begin[1], o2 = g.begin[2], o3 = g.begin[3];
-  for (size_t i = 0; i < len; ++i) {
-    ScatterOne<T>(base, target, n, shift, mask, c0, i, planes);
-    ScatterOne<T>(base, target, n, shift, mask, c1, o1 + i, planes);
-    ScatterOne<T>(base, target, n, shift, mask, c2, o2 + i, planes);
-    ScatterOne<T>(base, target, n, shift, mask, c3, o3 + i, planes);
-  }
-  for (size_t q = 0; q < kParts; ++q) {
-    for (size_t i = g.begin[q] + len; i < g.begin[q + 1]; ++i) {
-      ScatterOne<T>(base, target, n, shift, mask, c0 + q * ng, i, planes);
-    }
-  }
-}
-template <typename T>
-inline void GatherOne(const uint8_t* __restrict base, const uint8_t* __restrict planes,
-                      size_t n, uint32_t shift, T mask, uint32_t* __restrict c, size_t i,
-                      uint8_t* __restrict out) {
-  T b = LoadT<T>(base + i * sizeof(T));
-  uint32_t p = c[size_t((b >> shift) & mask)]++;
-  StoreT<T>(out + i * sizeof(T), T(b + Unzigzag<T>(GetPlanes<T>(planes, n, p))));
-}
-template <typename T>
-void GatherFromPlanes(const uint8_t* __restrict base, const uint8_t* __restrict planes,
-                      size_t n, GroupKey key, Groups& g, uint8_t* __restrict out) {
-  const size_t ng = size_t(1) << key.bits;
-  const uint32_t shift = key.shift;
-  const T mask = T((uint64_t(1) << key.bits) - 1);
-  uint32_t* __restrict c0 = g.cursor.data();
-  uint32_t* __restrict c1 = c0 + ng;
-  uint32_t* __restrict c2 = c1 + ng;
-  uint32_t* __restrict c3 = c2 + ng;
-  const size_t len = g.begin[1], o1 = g.begin[1], o2 = g.begin[2], o3 = g.begin[3];
-  for (size_t i = 0; i < len; ++i) {
-    GatherOne<T>(base, planes, n, shift, mask, c0, i, out);
-    GatherOne<T>(base, planes, n, shift, mask, c1, o1 + i, out);
-    GatherOne<T>(base, planes, n, shift, mask, c2, o2 + i, out);
-    GatherOne<T>(base, planes, n, shift, mask, c3, o3 + i, out);
-  }
-  for (size_t q = 0; q < kParts; ++q) {
-    for (size_t i = g.begin[q] + len; i < g.begin[q + 1]; ++i) {
-      GatherOne<T>(base, planes, n, shift, mask, c0 + q * ng, i, out);
-    }
-  }
+void GatherFromPlanes(const uint8_t* base, const uint8_t* planes, size_t n, GroupKey key,
+                      Groups& g, uint8_t* out) {
+  ForEachInParts<GatherOne<T>>(g, g.cursor.data(), size_t(1) << key.bits, base, planes, n,
+                               key.shift, KeyMask<T>(key), out);
 }
 
 // K == 0: the sorted order is the identity.
