@@ -205,6 +205,19 @@ std::vector<uint64_t> Values(ByteSpan s, uint32_t e) {
   return v;
 }
 
+// The zigzagged differences target - base of a chunk's elements and each base element's
+// exponent (the sub-planes group key), element by element.
+void DiffsByExponent(const Chunk& c, std::vector<uint64_t>* d, std::vector<uint32_t>* key) {
+  auto b = Values(c.base, c.e), t = Values(c.target, c.e);
+  d->resize(t.size());
+  key->resize(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    (*d)[i] = Zigzag(t[i] - b[i], c.e);
+    (*key)[i] = ExpOf(b[i], c.fmt);
+  }
+}
+
+
 // Indices of the two reference schemes in Schemes().
 constexpr size_t kFullXor = 1, kBitX = 2;
 
@@ -258,14 +271,13 @@ std::vector<Scheme> ExploreSchemes() {
                }, true});
   auto grouped = [](int level, int keymode) {
     return [level, keymode](const Chunk& c) {
-      auto b = Values(c.base, c.e), t = Values(c.target, c.e);
-      std::vector<uint64_t> d(t.size());
-      std::vector<uint32_t> key(t.size());
-      for (size_t i = 0; i < t.size(); ++i) {
-        d[i] = Zigzag(t[i] - b[i], c.e);
-        if (keymode == 0) key[i] = ExpOf(b[i], c.fmt);
+      auto b = Values(c.base, c.e);
+      std::vector<uint64_t> d;
+      std::vector<uint32_t> key;
+      DiffsByExponent(c, &d, &key);
+      for (size_t i = 0; i < b.size(); ++i) {
         if (keymode == 1) key[i] = uint32_t(b[i] >> (c.e * 8 - 8));  // top byte
-        if (keymode == 2) key[i] = ExpOf(b[i], c.fmt) | uint32_t(b[i] >> (c.e * 8 - 1)) << 8;
+        if (keymode == 2) key[i] |= uint32_t(b[i] >> (c.e * 8 - 1)) << 8;
       }
       auto order = OrderBy(key);
       return 1 + PlanesSize(Planes(d, c.e, &order), level);
@@ -282,23 +294,19 @@ std::vector<Scheme> ExploreSchemes() {
   // Plane k (k < e-1) grouped by (base exponent, byte k+1 of the same diff, capped).
   auto cascade = [](int level, uint32_t cap) {
     return [level, cap](const Chunk& c) {
-      auto b = Values(c.base, c.e), t = Values(c.target, c.e);
-      std::vector<uint64_t> d(t.size());
-      std::vector<uint32_t> key(t.size());
-      for (size_t i = 0; i < t.size(); ++i) {
-        d[i] = Zigzag(t[i] - b[i], c.e);
-        key[i] = ExpOf(b[i], c.fmt);
-      }
+      std::vector<uint64_t> d;
+      std::vector<uint32_t> key;
+      DiffsByExponent(c, &d, &key);
       size_t total = 1;
       for (uint32_t k = 0; k < c.e; ++k) {
-        std::vector<uint32_t> kk(t.size());
-        for (size_t i = 0; i < t.size(); ++i) {
+        std::vector<uint32_t> kk(d.size());
+        for (size_t i = 0; i < d.size(); ++i) {
           uint32_t up = k + 1 < c.e ? std::min<uint32_t>(uint32_t(d[i] >> (8 * (k + 1))) & 0xFF, cap) : 0;
           kk[i] = key[i] * 256 + up;
         }
         auto order = OrderBy(kk);
-        Bytes plane(t.size());
-        for (size_t j = 0; j < t.size(); ++j) plane[j] = uint8_t(d[order[j]] >> (8 * k));
+        Bytes plane(d.size());
+        for (size_t j = 0; j < d.size(); ++j) plane[j] = uint8_t(d[order[j]] >> (8 * k));
         total += StreamSize(plane, level);
       }
       return total;
@@ -347,13 +355,9 @@ std::vector<Scheme> ExploreSchemes() {
   // least min_seg bytes, each its own stream (own Huffman table).
   auto segmented = [](int level, size_t min_seg) {
     return [level, min_seg](const Chunk& c) {
-      auto b = Values(c.base, c.e), t = Values(c.target, c.e);
-      std::vector<uint64_t> d(t.size());
-      std::vector<uint32_t> key(t.size());
-      for (size_t i = 0; i < t.size(); ++i) {
-        d[i] = Zigzag(t[i] - b[i], c.e);
-        key[i] = ExpOf(b[i], c.fmt);
-      }
+      std::vector<uint64_t> d;
+      std::vector<uint32_t> key;
+      DiffsByExponent(c, &d, &key);
       auto order = OrderBy(key);
       std::vector<size_t> cuts = {0};
       for (size_t j = 1; j < order.size(); ++j) {
