@@ -31,6 +31,11 @@ class AtomicFile {
   // Appends at the current end.
   Status Append(ByteSpan data);
   Status Append(std::string_view data) { return Append(AsBytes(data)); }
+  // Appends bytes [offset, offset + length) of the open file `fd` (read with pread, so its
+  // file position is unchanged). Copies inside the kernel where it can (copy_file_range),
+  // else through a buffer. kIOError if `fd` ends early or a read or write fails; `what` names
+  // `fd` in messages.
+  Status AppendFromFd(int fd, uint64_t offset, uint64_t length, const std::string& what);
   // Writes at an absolute offset (the file grows as needed; holes read as zeros).
   Status WriteAt(uint64_t offset, ByteSpan data);
   // Sets the file length (for pre-sizing before WriteAt).

@@ -1,6 +1,8 @@
 #include "core/file_util.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -51,6 +53,41 @@ TEST(AtomicFileTest, NoReplaceRefusesExisting) {
   EXPECT_EQ(s.code(), Code::kAlreadyExists);
   EXPECT_EQ(testing::ReadFileBytes(dir / "out"), "old");
   EXPECT_EQ(CountEntries(dir.path()), 1u);
+}
+
+// AppendFromFd copies a byte range of another file after what was written, in the kernel or
+// through a buffer; the source's file position is not used.
+TEST(AtomicFileTest, AppendFromFdCopiesARangeAndReportsAShortSource) {
+  testing::TempDir dir;
+  std::string src_bytes(3 << 20, '\0');  // larger than the fallback's 1 MiB buffer
+  for (size_t i = 0; i < src_bytes.size(); ++i) src_bytes[i] = char((i * 131) >> 7);
+  testing::WriteFileBytes(dir / "src", src_bytes);
+  int fd = ::open((dir / "src").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  {
+    auto f = AtomicFile::Create(dir / "out");
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->Append(std::string_view("head:")).ok());
+    const uint64_t from = 12345, length = src_bytes.size() - from - 7;
+    Status s = f->AppendFromFd(fd, from, length, "src");
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(f->size(), 5 + length);
+    ASSERT_TRUE(f->Append(std::string_view(":tail")).ok());
+    ASSERT_TRUE(f->Commit().ok());
+    EXPECT_EQ(testing::ReadFileBytes(dir / "out"),
+              "head:" + src_bytes.substr(from, length) + ":tail");
+  }
+  {
+    auto f = AtomicFile::Create(dir / "short");
+    ASSERT_TRUE(f.ok());
+    Status s = f->AppendFromFd(fd, src_bytes.size() - 10, 20, "src");
+    EXPECT_EQ(s.code(), Code::kIOError);
+    EXPECT_NE(s.message().find("src: ends at byte " + std::to_string(src_bytes.size())),
+              std::string::npos)
+        << s.ToString();
+  }
+  EXPECT_FALSE(fs::exists(dir / "short"));
+  ::close(fd);
 }
 
 TEST(FileUtilTest, ReadSmallFileCap) {
