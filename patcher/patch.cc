@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -406,6 +407,17 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   const ByteSpan a_bytes = base != nullptr ? base->bytes() : ByteSpan();
   const ByteSpan b_bytes = b.bytes();
 
+  struct PieceChoice {
+    uint64_t chunks = 0;
+    std::once_flag once;
+    Status status;
+    CodecChoice choice;
+  };
+  std::vector<PieceChoice> choices(plan.order.size());
+  for (size_t i = 0; i < plan.order.size(); ++i) {
+    choices[i].chunks = ChunkCount(PieceSpan(hb, plan.order[i].kind, plan.order[i].index).length);
+  }
+
   std::function<Result<Encoded>(size_t)> produce = [&](size_t i) -> Result<Encoded> {
     const Job& job = jobs[i];
     if (Cancelled(options)) return Unavailable(patch_path + ": cancelled");
@@ -413,7 +425,32 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
     ByteSpan base_chunk = job.has_base ? a_bytes.subspan(job.base_offset, job.size) : ByteSpan();
     CodecOptions o = copts;
     o.dtype = job.dtype;
-    Result<EncodedChunk> e = EncodeChunk(base_chunk, target, job.elem_size, o);
+    Result<EncodedChunk> e = Status::Ok();
+    if (job.piece >= 0 && choices[size_t(job.piece)].chunks > 1) {
+      // A tensor of several chunks: its codec is chosen once, from a sample of the whole
+      // tensor, by whichever of its chunks comes first (the choice depends only on the bytes,
+      // so the patch does not depend on thread timing).
+      PieceChoice& pc = choices[size_t(job.piece)];
+      std::call_once(pc.once, [&] {
+        const ArchivePiece& p = plan.order[size_t(job.piece)];
+        Span s = PieceSpan(hb, p.kind, p.index);
+        ByteSpan whole_base = job.has_base
+                                  ? a_bytes.subspan(job.base_offset - job.chunk * kChunkBytes,
+                                                    s.length)
+                                  : ByteSpan();
+        Result<CodecChoice> c =
+            ChooseCodec(whole_base, b_bytes.subspan(s.offset, s.length), job.elem_size, o);
+        if (c.ok()) {
+          pc.choice = *c;
+        } else {
+          pc.status = c.status();
+        }
+      });
+      e = pc.status.ok() ? EncodeChunkAs(pc.choice, base_chunk, target, job.elem_size, o)
+                         : Result<EncodedChunk>(pc.status);
+    } else {
+      e = EncodeChunk(base_chunk, target, job.elem_size, o);
+    }
     if (!e.ok()) {
       std::string where = job.piece < 0 ? std::string("archive header")
                                         : Describe(hb, plan.order[job.piece].kind,

@@ -686,38 +686,33 @@ Result<std::string> EncodeWith(Codec codec, ByteSpan base, ByteSpan target, uint
 
 }  // namespace internal
 
-Result<EncodedChunk> EncodeChunk(ByteSpan base, ByteSpan target, uint32_t elem_size,
-                                 const CodecOptions& options) {
+namespace {
+
+Status CheckEncodeArgs(ByteSpan base, ByteSpan target, uint32_t elem_size, const char* fn) {
   if (!ValidElemSize(elem_size)) {
-    return InvalidArgument("EncodeChunk: element size " + std::to_string(elem_size) +
+    return InvalidArgument(std::string(fn) + ": element size " + std::to_string(elem_size) +
                            " is not 1, 2, 4 or 8");
   }
   if (!base.empty() && base.size() != target.size()) {
-    return InvalidArgument("EncodeChunk: base chunk has " + std::to_string(base.size()) +
+    return InvalidArgument(std::string(fn) + ": base has " + std::to_string(base.size()) +
                            " bytes, target " + std::to_string(target.size()));
   }
-  EncodedChunk best;
-  if (target.empty() ||
-      (!base.empty() && std::memcmp(base.data(), target.data(), target.size()) == 0)) {
-    best.codec = Codec::kIdentical;
-    return best;
-  }
-  const uint32_t e = elem_size;
-  const bool has_base = !base.empty();
-  const bool whole = target.size() >= e;  // at least one whole element
+  return Status::Ok();
+}
 
-  // The sample: the chunk itself if small, else kSampleSlices evenly spaced slices.
-  thread_local std::vector<uint8_t> sample_t, sample_b;
-  const bool exact = target.size() <= kSampleSlices * kSampleSliceBytes;
-  ByteSpan st = target, sb = base;
-  if (!exact) {
-    TakeSample(target, e, &sample_t);
-    st = sample_t;
-    if (has_base) {
-      TakeSample(base, e, &sample_b);
-      sb = sample_b;
-    }
-  }
+bool SameBytes(ByteSpan base, ByteSpan target) {
+  return target.empty() ||
+         (!base.empty() && std::memcmp(base.data(), target.data(), target.size()) == 0);
+}
+
+// The estimate behind EncodeChunk and ChooseCodec: codes the sample (sb, st) with every
+// candidate and keeps the smallest. `exact`: the sample is the whole input; then the winner's
+// payload is handed back in `payload` (unless the winner is kZstd, which is recoded at the
+// configured level) and sparse is tried only if something changed.
+Result<CodecChoice> Estimate(ByteSpan sb, ByteSpan st, uint32_t e, bool exact,
+                             const CodecOptions& options, std::string* payload) {
+  const bool has_base = !sb.empty();
+  const bool whole = st.size() >= e;  // at least one whole element
 
   // Candidates. xor-planes is not among them: sub-planes codes the same information smaller
   // on every corpus pair (bench/codec_lab.cc); decoders still read it.
@@ -738,10 +733,9 @@ Result<EncodedChunk> EncodeChunk(ByteSpan base, ByteSpan target, uint32_t elem_s
   estimate.zstd_level = std::min(options.zstd_level, 1);
   size_t best_i = 0;
   uint64_t best_size = UINT64_MAX, zstd_estimate = UINT64_MAX;
-  std::string best_payload;
   for (size_t i = 0; i < cands.size(); ++i) {
     if (cands[i].codec == Codec::kSparse && sample_changed == 0) {
-      // No change in the sample (of a large chunk): sparse costs its header and zero streams.
+      // No change in the sample (of a large input): sparse costs its header and zero streams.
       if (uint64_t size = 14 + e; size < best_size) {
         best_size = size;
         best_i = i;
@@ -753,19 +747,39 @@ Result<EncodedChunk> EncodeChunk(ByteSpan base, ByteSpan target, uint32_t elem_s
     if (p.size() < best_size) {
       best_size = p.size();
       best_i = i;
-      best_payload = std::move(p);
+      if (exact) *payload = std::move(p);
     }
   }
   const Candidate win = cands[best_i];
-  best.codec = win.codec;
+  CodecChoice choice;
+  choice.codec = win.codec;
+  choice.key_shift = uint8_t(win.key.shift);
+  choice.key_bits = uint8_t(win.key.bits);
   // Whole-target zstd at the configured level may still beat the winner when its fast-level
-  // estimate came close: then it is computed and compared below.
-  const bool check_zstd = win.codec != Codec::kZstd && zstd_estimate != UINT64_MAX &&
-                          zstd_estimate <= best_size + best_size / 16 &&
-                          estimate.zstd_level != options.zstd_level;
+  // estimate came close: then it is computed and compared (EncodeChunkAs).
+  choice.check_zstd = win.codec != Codec::kZstd && zstd_estimate != UINT64_MAX &&
+                      zstd_estimate <= best_size + best_size / 16 &&
+                      estimate.zstd_level != options.zstd_level;
+  if (!exact || win.codec == Codec::kZstd) payload->clear();
+  return choice;
+}
+
+// EncodeChunkAs with, optionally, the winner's payload already computed (`ready`).
+Result<EncodedChunk> EncodeChosen(const CodecChoice& choice, ByteSpan base, ByteSpan target,
+                                  uint32_t e, const CodecOptions& options,
+                                  std::string* ready) {
+  EncodedChunk best;
+  if (SameBytes(base, target)) {
+    best.codec = Codec::kIdentical;
+    return best;
+  }
+  Codec codec = choice.codec;
+  if (CodecNeedsBase(codec) && base.empty()) codec = Codec::kZstd;  // a choice made with a base
+  const Candidate win{codec, GroupKey{choice.key_shift, choice.key_bits}};
+  best.codec = win.codec;
   Result<std::string> p = std::string();
-  if (exact && win.codec != Codec::kZstd) {
-    p = std::move(best_payload);
+  if (ready != nullptr && !ready->empty()) {
+    p = std::move(*ready);
   } else {
     p = EncodeCandidate(win, base, target, e, options);
   }
@@ -776,7 +790,8 @@ Result<EncodedChunk> EncodeChunk(ByteSpan base, ByteSpan target, uint32_t elem_s
   }
   if (!p.ok()) return p.status();
   best.payload = std::move(p).value();
-  if (best.codec != Codec::kZstd && (check_zstd || best.payload.size() >= target.size())) {
+  if (best.codec != Codec::kZstd &&
+      (choice.check_zstd || best.payload.size() >= target.size())) {
     // A close call, or the sample misled and nothing was gained: keep whole-chunk zstd if it
     // is smaller.
     BLZ_ASSIGN_OR_RETURN(std::string z,
@@ -787,6 +802,51 @@ Result<EncodedChunk> EncodeChunk(ByteSpan base, ByteSpan target, uint32_t elem_s
     }
   }
   return best;
+}
+
+// The sample of `s`: the input itself if small (`exact`), else kSampleSlices evenly spaced
+// slices copied into `buf`.
+ByteSpan SampleOf(ByteSpan s, uint32_t e, bool exact, std::vector<uint8_t>* buf) {
+  if (exact || s.empty()) return s;
+  TakeSample(s, e, buf);
+  return *buf;
+}
+
+}  // namespace
+
+Result<CodecChoice> ChooseCodec(ByteSpan base, ByteSpan target, uint32_t elem_size,
+                                const CodecOptions& options) {
+  BLZ_RETURN_IF_ERROR(CheckEncodeArgs(base, target, elem_size, "ChooseCodec"));
+  thread_local std::vector<uint8_t> sample_t, sample_b;
+  const bool exact = target.size() <= kSampleSlices * kSampleSliceBytes;
+  std::string unused;
+  return Estimate(SampleOf(base, elem_size, exact, &sample_b),
+                  SampleOf(target, elem_size, exact, &sample_t), elem_size, exact, options,
+                  &unused);
+}
+
+Result<EncodedChunk> EncodeChunkAs(const CodecChoice& choice, ByteSpan base, ByteSpan target,
+                                   uint32_t elem_size, const CodecOptions& options) {
+  BLZ_RETURN_IF_ERROR(CheckEncodeArgs(base, target, elem_size, "EncodeChunkAs"));
+  if (choice.codec == Codec::kIdentical) {
+    return InvalidArgument("EncodeChunkAs: identical is not a choice (it is found per chunk)");
+  }
+  return EncodeChosen(choice, base, target, elem_size, options, nullptr);
+}
+
+Result<EncodedChunk> EncodeChunk(ByteSpan base, ByteSpan target, uint32_t elem_size,
+                                 const CodecOptions& options) {
+  BLZ_RETURN_IF_ERROR(CheckEncodeArgs(base, target, elem_size, "EncodeChunk"));
+  if (SameBytes(base, target)) return EncodedChunk{Codec::kIdentical, {}};
+  // The sample: the chunk itself if small, else kSampleSlices evenly spaced slices.
+  thread_local std::vector<uint8_t> sample_t, sample_b;
+  const bool exact = target.size() <= kSampleSlices * kSampleSliceBytes;
+  std::string payload;
+  BLZ_ASSIGN_OR_RETURN(CodecChoice choice,
+                       Estimate(SampleOf(base, elem_size, exact, &sample_b),
+                                SampleOf(target, elem_size, exact, &sample_t), elem_size,
+                                exact, options, &payload));
+  return EncodeChosen(choice, base, target, elem_size, options, &payload);
 }
 
 Status DecodeChunk(Codec codec, ByteSpan base, ByteSpan payload, uint32_t elem_size,

@@ -637,6 +637,74 @@ TEST(TensorCodecTest, LargeChunksUseTheSampledChoice) {
   }
 }
 
+// A choice made once for a tensor of several chunks (ChooseCodec), applied chunk by chunk
+// (EncodeChunkAs): identical chunks stay identical, every chunk round-trips and is never larger
+// than its zstd, and the same bytes always give the same choice.
+TEST(TensorCodecTest, TensorWideChoiceAppliesToEveryChunk) {
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> g(0.0f, 0.02f);
+  const size_t per_chunk = kChunkBytes / 4;
+  std::vector<float> w(3 * per_chunk + 123);
+  for (auto& x : w) x = g(rng);
+  std::vector<float> t = w;
+  for (size_t i = per_chunk; i < t.size(); ++i) t[i] += g(rng) * 1e-4f;  // chunk 0 unchanged
+  Bytes bb = FromValues(w), tb = FromValues(t);
+  CodecOptions o;
+  o.dtype = formats::DType::kF32;
+  auto choice = ChooseCodec(bb, tb, 4, o);
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  EXPECT_EQ(choice->codec, Codec::kSubPlanes);
+  EXPECT_EQ(choice->key_shift, 23);
+  EXPECT_EQ(choice->key_bits, 8);
+  auto again = ChooseCodec(bb, tb, 4, o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->codec, choice->codec);
+  EXPECT_EQ(again->check_zstd, choice->check_zstd);
+  for (size_t off = 0, c = 0; off < tb.size(); off += kChunkBytes, ++c) {
+    size_t len = std::min<size_t>(kChunkBytes, tb.size() - off);
+    ByteSpan b = ByteSpan(bb).subspan(off, len), tt = ByteSpan(tb).subspan(off, len);
+    auto enc = EncodeChunkAs(*choice, b, tt, 4, o);
+    ASSERT_TRUE(enc.ok()) << c;
+    EXPECT_EQ(enc->codec, c == 0 ? Codec::kIdentical : Codec::kSubPlanes) << c;
+    Bytes out(len);
+    ASSERT_TRUE(DecodeChunk(enc->codec, b, AsBytes(enc->payload), 4, out).ok()) << c;
+    EXPECT_TRUE(out == Bytes(tt.begin(), tt.end())) << c;
+    auto z = internal::EncodeWith(Codec::kZstd, {}, tt, 4, o);
+    ASSERT_TRUE(z.ok());
+    EXPECT_LE(enc->payload.size(), z->size()) << c;
+  }
+  // Without a base a base-needing choice falls back to a codec that needs none; identical is
+  // not a choice.
+  auto no_base = EncodeChunkAs(*choice, {}, ByteSpan(tb).subspan(0, 4096), 4, o);
+  ASSERT_TRUE(no_base.ok());
+  EXPECT_FALSE(CodecNeedsBase(no_base->codec)) << CodecName(no_base->codec);
+  CodecChoice identical;
+  identical.codec = Codec::kIdentical;
+  EXPECT_EQ(EncodeChunkAs(identical, bb, tb, 4, o).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ChooseCodec(bb, ByteSpan(tb).subspan(0, 8), 4, o).status().code(),
+            Code::kInvalidArgument);  // sizes differ
+  EXPECT_EQ(ChooseCodec(bb, tb, 3, o).status().code(), Code::kInvalidArgument);
+}
+
+// When the sampled choice gains nothing on a chunk (here: random bytes in a tensor chosen for
+// sub-planes from its smooth part), the chunk falls back to zstd and is never larger.
+TEST(TensorCodecTest, TensorWideChoiceFallsBackWhereItGainsNothing) {
+  std::mt19937_64 rng(10);
+  CodecChoice choice;
+  choice.codec = Codec::kSubPlanes;
+  choice.key_shift = 23;
+  choice.key_bits = 8;
+  Bytes b = RandomBytes(rng, 1 << 16), t = RandomBytes(rng, 1 << 16);
+  auto enc = EncodeChunkAs(choice, b, t, 4, CodecOptions{});
+  ASSERT_TRUE(enc.ok());
+  auto z = internal::EncodeWith(Codec::kZstd, {}, t, 4, CodecOptions{});
+  ASSERT_TRUE(z.ok());
+  EXPECT_LE(enc->payload.size(), z->size());
+  Bytes out(t.size());
+  ASSERT_TRUE(DecodeChunk(enc->codec, b, AsBytes(enc->payload), 4, out).ok());
+  EXPECT_EQ(out, t);
+}
+
 TEST(TensorCodecTest, DTypeHintPicksTheExponentField) {
   std::mt19937_64 rng(8);
   Bytes base = RandomBytes(rng, 4096), target = Perturb(rng, base, 2, 0.5);
