@@ -331,6 +331,11 @@ Status CheckDiffOptions(const DiffOptions& options) {
     return InvalidArgument("diff: zstd level must be in 1..22, got " +
                            std::to_string(options.zstd_level));
   }
+  for (const std::string* d : {&options.known_base_digest, &options.known_target_digest}) {
+    if (!d->empty() && !ParseDigest(*d).ok()) {
+      return InvalidArgument("diff: known digest '" + *d + "' is not sha256:<64 hex digits>");
+    }
+  }
   return Status::Ok();
 }
 
@@ -350,9 +355,10 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
 
   // The digests. The target's is computed while its chunks are consumed in data order (below),
   // so its bytes are read once; the base's on a helper thread, side by side with the encoding.
-  std::string a_digest, b_digest;
+  std::string a_digest = options.known_base_digest, b_digest = options.known_target_digest;
+  const bool hash_target = b_digest.empty();
   std::thread helper;
-  if (base != nullptr) {
+  if (base != nullptr && a_digest.empty()) {
     try {
       helper = std::thread([&] { a_digest = DigestOf(base->file()); });
     } catch (const std::system_error&) {
@@ -469,8 +475,10 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   std::function<Status(size_t, Encoded&)> consume = [&](size_t i, Encoded& e) -> Status {
     const Job& job = jobs[i];
     if (job.offset < b_hashed) return Internal(target_archive + ": chunks out of data order");
-    HashZeros(&b_sha, job.offset - b_hashed);  // the gaps are zero (CheckGapsZero)
-    b_sha.Update(b_bytes.subspan(job.offset, job.size));
+    if (hash_target) {
+      HashZeros(&b_sha, job.offset - b_hashed);  // the gaps are zero (CheckGapsZero)
+      b_sha.Update(b_bytes.subspan(job.offset, job.size));
+    }
     b_hashed = job.offset + job.size;
     BLZ_RETURN_IF_ERROR(scratch.WriteAt(payload_pos, AsBytes(e.payload)));
     PatchChunk c{e.codec, payload_pos, e.payload.size(), job.size, e.xxh3};
@@ -508,8 +516,10 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   BLZ_RETURN_IF_ERROR(internal::RunOrdered<Encoded>(
       jobs.size(), internal::ResolveThreads(options.threads), produce, consume));
   if (Cancelled(options)) return Unavailable(patch_path + ": cancelled");
-  HashZeros(&b_sha, b.bytes().size() - b_hashed);
-  b_digest = MakeDigest(b_sha.FinishHex());
+  if (hash_target) {
+    HashZeros(&b_sha, b.bytes().size() - b_hashed);
+    b_digest = MakeDigest(b_sha.FinishHex());
+  }
   if (helper.joinable()) helper.join();
   ph.base_digest = a_digest;
   ph.target_digest = b_digest;

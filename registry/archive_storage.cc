@@ -224,7 +224,7 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
   const std::string temp = blobs_->NewTempPath("fullpatch");
   const std::vector<std::pair<std::string, std::string>> names = {
       {raw->path, "archive " + digest}, {temp, "full patch of " + digest}};
-  Status s = functions_.create(raw->path, temp, &stop_);
+  Status s = functions_.create(raw->path, digest, temp, &stop_);
   Result<std::string> hex = s.ok() ? Sha256FileHex(temp) : Result<std::string>(s);
   if (hex.ok()) {
     s = functions_.verify(temp, digest);

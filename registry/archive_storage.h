@@ -49,10 +49,11 @@ namespace blz::registry {
 // The patcher operations archive storage needs; injected (like PatchFunction) so tests can
 // substitute them. Empty functions disable full patches and compression.
 struct FullPatchFunctions {
-  // Writes the full patch of the .blz archive at `archive_path` to `out_path` (which must not
-  // exist). Stops early with a non-OK status once *cancel becomes true.
-  std::function<Status(const std::string& archive_path, const std::string& out_path,
-                       const std::atomic<bool>* cancel)>
+  // Writes the full patch of the .blz archive at `archive_path`, whose verified digest is
+  // `archive_digest` (recorded, not recomputed), to `out_path` (which must not exist). Stops
+  // early with a non-OK status once *cancel becomes true.
+  std::function<Status(const std::string& archive_path, const std::string& archive_digest,
+                       const std::string& out_path, const std::atomic<bool>* cancel)>
       create;
   // Decodes the full patch at `patch_path` completely, writing nothing; OK only if it rebuilds
   // exactly the archive named `archive_digest` ("sha256:<hex>").

@@ -7,20 +7,24 @@
 namespace blz::registry {
 
 PatchFunction PatcherPatchFunction() {
-  return [](const std::string& base_archive, const std::string& target_archive,
+  return [](const std::string& base_archive, const std::string& base_digest,
+            const std::string& target_archive, const std::string& target_digest,
             const std::string& out_path) -> Status {
+    patcher::DiffOptions options;
+    options.known_base_digest = base_digest;
+    options.known_target_digest = target_digest;
     patcher::DiffStats stats;
-    return patcher::CreatePatch(base_archive, target_archive, out_path, patcher::DiffOptions{},
-                                &stats);
+    return patcher::CreatePatch(base_archive, target_archive, out_path, options, &stats);
   };
 }
 
 FullPatchFunctions PatcherFullPatchFunctions() {
   FullPatchFunctions f;
-  f.create = [](const std::string& archive_path, const std::string& out_path,
-                const std::atomic<bool>* cancel) -> Status {
+  f.create = [](const std::string& archive_path, const std::string& archive_digest,
+                const std::string& out_path, const std::atomic<bool>* cancel) -> Status {
     patcher::DiffOptions options;
     options.cancel = cancel;
+    options.known_target_digest = archive_digest;
     return patcher::CreateFullPatch(archive_path, out_path, options, nullptr);
   };
   f.verify = [](const std::string& patch_path, const std::string& archive_digest) -> Status {

@@ -1040,7 +1040,7 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
       },
       [&](const std::string& out) -> Status {
         if (!options_.create_patch) return Unsupported("this server cannot compute patches");
-        return options_.create_patch(paths[0], paths[1], out);
+        return options_.create_patch(paths[0], *from, paths[1], *to, out);
       },
       [&](const store::BlobInfo& blob) {
         return db_->RecordPatch(route.name,

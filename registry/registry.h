@@ -32,10 +32,14 @@
 namespace blz::registry {
 
 // Writes the patch from `base_archive` to `target_archive` (both .blz files) to `out_path`.
+// The digests are the archives' ("sha256:<hex>"), verified by the blob store: the patcher
+// records them instead of hashing the archives again.
 using PatchFunction = std::function<Status(
-    const std::string& base_archive, const std::string& target_archive, const std::string& out_path)>;
+    const std::string& base_archive, const std::string& base_digest,
+    const std::string& target_archive, const std::string& target_digest,
+    const std::string& out_path)>;
 
-// blz::patcher::CreatePatch with default DiffOptions (defined in registry/patch_function.cc, so
+// blz::patcher::CreatePatch with default DiffOptions and the known digests (defined in registry/patch_function.cc, so
 // binaries that never call it need not link the patcher's implementation).
 PatchFunction PatcherPatchFunction();
 

@@ -301,6 +301,36 @@ TEST_F(PatchTest, DiffIsDeterministicWhateverTheThreadCount) {
   EXPECT_EQ(ListDir(tmp_.path()), (std::vector<std::string>{"p1", "p3"}));
 }
 
+// Digests the caller already holds (the registry's verified blobs) replace the hashing: the
+// patch is byte-identical; a malformed one is refused; a wrong one is caught by apply's
+// SHA-256 check, never published.
+TEST_F(PatchTest, KnownDigestsAreUsedInsteadOfHashing) {
+  DiffOptions known;
+  known.known_base_digest = MakeDigest(Sha256Hex(testing::ReadFileBytes(A())));
+  known.known_target_digest = MakeDigest(Sha256Hex(testing::ReadFileBytes(B())));
+  ASSERT_TRUE(CreatePatch(A(), B(), tmp_ / "known", known, nullptr).ok());
+  EXPECT_TRUE(testing::ReadFileBytes(tmp_ / "known") == testing::ReadFileBytes(P()));
+  DiffOptions full_known;
+  full_known.known_target_digest = known.known_target_digest;
+  ASSERT_TRUE(CreateFullPatch(B(), tmp_ / "full-known", full_known, nullptr).ok());
+  ASSERT_TRUE(CreateFullPatch(B(), tmp_ / "full", DiffOptions{}, nullptr).ok());
+  EXPECT_TRUE(testing::ReadFileBytes(tmp_ / "full-known") ==
+              testing::ReadFileBytes(tmp_ / "full"));
+
+  DiffOptions bad;
+  bad.known_base_digest = "sha256:1234";
+  EXPECT_EQ(CreatePatch(A(), B(), tmp_ / "bad", bad, nullptr).code(), Code::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(tmp_ / "bad"));
+
+  DiffOptions wrong;
+  wrong.known_target_digest = known.known_base_digest;  // well-formed, not B's
+  ASSERT_TRUE(CreatePatch(A(), B(), tmp_ / "wrong", wrong, nullptr).ok());
+  Status s = ApplyPatch(A(), tmp_ / "wrong", tmp_ / "out.blz", nullptr);
+  EXPECT_EQ(s.code(), Code::kDigestMismatch) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr(known.known_target_digest));
+  EXPECT_FALSE(std::filesystem::exists(tmp_ / "out.blz"));
+}
+
 TEST_F(PatchTest, PatchOfAnArchiveToItselfIsAllReferences) {
   DiffStats st;
   ASSERT_TRUE(CreatePatch(B(), B(), tmp_ / "self", DiffOptions{}, &st).ok());

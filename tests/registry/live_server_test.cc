@@ -131,8 +131,8 @@ class LiveServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     RegistryOptions options;
-    options.create_patch = [](const std::string&, const std::string&,
-                              const std::string& out) -> Status {
+    options.create_patch = [](const std::string&, const std::string&, const std::string&,
+                              const std::string&, const std::string& out) -> Status {
       return WriteFileAtomic(out, "stand-in patch");
     };
     auto r = Registry::Open(tmp_ / "data", options);

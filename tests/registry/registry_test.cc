@@ -635,7 +635,8 @@ class PatchEndpointTest : public ::testing::Test {
  protected:
   static RegistryOptions Options(std::atomic<int>* calls, bool fail = false) {
     RegistryOptions o;
-    o.create_patch = [calls, fail](const std::string& base, const std::string& target,
+    o.create_patch = [calls, fail](const std::string& base, const std::string& base_digest,
+                                   const std::string& target, const std::string& target_digest,
                                    const std::string& out) -> Status {
       calls->fetch_add(1);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // widen the race window
@@ -643,6 +644,10 @@ class PatchEndpointTest : public ::testing::Test {
       auto b = Sha256FileHex(base);
       auto t = Sha256FileHex(target);
       if (!b.ok() || !t.ok()) return Internal("cannot hash inputs");
+      // The digests handed over are the files' own (the patcher records them unhashed).
+      if (MakeDigest(*b) != base_digest || MakeDigest(*t) != target_digest) {
+        return Internal("digests " + base_digest + " / " + target_digest + " are not the files'");
+      }
       return WriteFileAtomic(out, "PATCH " + *b + " -> " + *t);
     };
     return o;
