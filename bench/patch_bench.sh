@@ -3,7 +3,8 @@
 # tensor codecs on the corpus pairs in F32, BF16 and F16; single-model (no base) compression;
 # speed and peak memory of blz on the corpus pairs and on a generated Llama-shaped BF16 pair.
 #
-#   bench/patch_bench.sh [corpus|gen|all]          (default all; run from the repo root)
+#   bench/patch_bench.sh [corpus|gen|speed|all]    (all = corpus + gen, the default; run
+#                                                   from the repo root)
 #
 # Environment (defaults in brackets):
 #   BLZ      the blz binary                                   [build-bench/cli/blz]
@@ -15,6 +16,8 @@
 #   REPEAT   runs of each timed command on the corpus pairs   [20]
 #   LAYERS   Llama layers of the generated pair               [19 -> 8.22 GB of BF16 tensors]
 #   GEN_ARGS extra gen_llama_pair flags                       []
+#   LAYERS_SPEED  layers of part "speed"'s pair               [4 -> 2.14 GB per model]
+#   SPEED_REPEAT  runs of each step in part "speed"           [5]
 #
 # Build first (Release):
 #   cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DBLZ_BUILD_TESTS=OFF
@@ -315,13 +318,81 @@ EOF
   rm -rf "$g"
 }
 
+# Part "speed": what blz itself sustains, without the disk. The generated pair (LAYERS_SPEED
+# layers: 2.1 GB per model by default) is written, packed and patched in WORK (put it on tmpfs:
+# WORK=/dev/shm/blz-speed), then `blz diff` and `blz apply` with --threads 1 and 2 run
+# SPEED_REPEAT times each, interleaved (1, 2, 1, 2, ...: a slow spell of the machine hits both).
+# Per step: the median and the best wall time, MB/s of target tensor bytes at each, CPU seconds
+# (user + sys) of the median run, MB/s per CPU second (the per-core figure), the 2-thread
+# speed-up of the medians, and the largest peak RssAnon. Every patch is compared with the first
+# and every applied archive with the target.
+speed_part() {
+  [ -x "$GEN" ] || { echo "patch_bench: missing $GEN (ninja -C build-bench gen_llama_pair)" >&2; exit 2; }
+  local g="$WORK/speed" n="${SPEED_REPEAT:-5}" layers="${LAYERS_SPEED:-4}"
+  mkdir -p "$g"
+  log "speed: writing the pair ($layers layers) in $g"
+  # shellcheck disable=SC2086
+  "$GEN" "$g/base" "$g/target" --layers "$layers" $GEN_ARGS >"$g/gen.out"
+  "$BLZ" pack "$g/base" -o "$g/A.blz" >/dev/null
+  "$BLZ" pack "$g/target" -o "$g/B.blz" >/dev/null
+  local tb; tb=$(tensor_bytes "$g/target")
+  rm -rf "$g/base" "$g/target"
+  "$BLZ" diff "$g/A.blz" "$g/B.blz" -o "$g/P.blzpatch" >/dev/null
+  local k t same=yes
+  for k in $(seq "$n"); do
+    for t in 1 2; do
+      log "speed: run $k/$n, --threads $t"
+      "$MEASURE" --out "$g/diff$t.$k.m" -- "$BLZ" diff "$g/A.blz" "$g/B.blz" -o "$g/Q.blzpatch" \
+        --threads "$t" >/dev/null
+      cmp -s "$g/Q.blzpatch" "$g/P.blzpatch" || same=no
+      rm -f "$g/Q.blzpatch"
+      "$MEASURE" --out "$g/apply$t.$k.m" -- "$BLZ" apply "$g/A.blz" "$g/P.blzpatch" -o "$g/C.blz" \
+        --threads "$t" >/dev/null
+      cmp -s "$g/C.blz" "$g/B.blz" || same=no
+      rm -f "$g/C.blz"
+    done
+  done
+  echo
+  echo "Speed without the disk (WORK=$WORK): generated pair: $(cat "$g/gen.out"); patch $(fsize "$g/P.blzpatch") bytes;"
+  echo "$n runs per step, interleaved; every patch identical and every applied archive == target: $same."
+  echo
+  echo "| step | wall s, median (best) | MB/s, median (best) | CPU s (median run) | MB/s per CPU s | 2-thread speed-up (medians) | peak RssAnon MiB |"
+  echo "|---|---|---|---|---|---|---|"
+  python3 - "$g" "$tb" "$n" <<'EOF'
+import sys
+g, tb, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def runs(step):
+    out = []
+    for k in range(1, n + 1):
+        wall, cpu, rss, status = open("%s/%s.%d.m" % (g, step, k)).read().split()
+        if int(status) != 0:
+            sys.exit("speed: %s run %d failed (exit %s)" % (step, k, status))
+        out.append((float(wall), float(cpu), int(rss)))
+    return sorted(out)
+for op in ("diff", "apply"):
+    med1 = None
+    for t in (1, 2):
+        r = runs("%s%d" % (op, t))
+        med, best = r[(len(r) - 1) // 2], r[0]  # the lower median: an actual run
+        if t == 1:
+            med1, speedup = med[0], ""
+        else:
+            speedup = "%.2fx" % (med1 / med[0])
+        print("| %s --threads %d | %.2f (%.2f) | %.0f (%.0f) | %.2f | %.0f | %s | %.0f |" % (
+            op, t, med[0], best[0], tb / med[0] / 1e6, tb / best[0] / 1e6, med[1],
+            tb / med[1] / 1e6, speedup, max(x[2] for x in r) / 1024))
+EOF
+  rm -rf "$g"
+}
+
 echo "blz patch benchmark, $(date -u +%F), $NPROC cores, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "blz apply --threads: $APPLY_THREADS"
 case "$MODE" in
   corpus) corpus_part ;;
   gen) gen_part ;;
+  speed) speed_part ;;
   all) corpus_part; gen_part ;;
-  *) echo "usage: bench/patch_bench.sh [corpus|gen|all]" >&2; exit 2 ;;
+  *) echo "usage: bench/patch_bench.sh [corpus|gen|speed|all]" >&2; exit 2 ;;
 esac
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
