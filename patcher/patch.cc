@@ -108,13 +108,14 @@ std::string Describe(const ArchiveHeader& h, Kind kind, uint32_t index) {
 
 // "sha256:<hex>" of a mapped file, releasing the pages it has read as it goes (so hashing a
 // large archive does not leave it all resident).
-std::string DigestOf(const MappedFile& f) {
-  constexpr uint64_t kBlock = 8u << 20;
+// `drop`: release the pages behind the hash (not when another thread is about to read them).
+std::string DigestOf(const MappedFile& f, bool drop = true) {
+  constexpr uint64_t kBlock = 64u << 20;
   Sha256 sha;
   for (uint64_t pos = 0; pos < f.size(); pos += kBlock) {
     uint64_t n = std::min<uint64_t>(kBlock, f.size() - pos);
     sha.Update(f.bytes().subspan(pos, n));
-    f.DropRange(pos, n);
+    if (drop) f.DropRange(pos, n);
   }
   return MakeDigest(sha.FinishHex());
 }
@@ -196,6 +197,33 @@ struct Job {
   bool has_base = false;
   uint32_t elem_size = 1;
   std::optional<formats::DType> dtype;  // tensors: a hint for the codecs
+};
+
+// Coalesces "done with these bytes" hints for a mapped file into few madvise calls: ranges
+// that continue the pending one are merged, and the pending range is handed to DropRange when
+// it reaches kSpan bytes, when a range does not continue it, or at destruction.
+class PageDropper {
+ public:
+  explicit PageDropper(const MappedFile& file) : file_(file) {}
+  ~PageDropper() { Flush(); }
+  PageDropper(const PageDropper&) = delete;
+  PageDropper& operator=(const PageDropper&) = delete;
+
+  void Drop(uint64_t offset, uint64_t length) {
+    if (length_ > 0 && offset != offset_ + length_) Flush();
+    if (length_ == 0) offset_ = offset;
+    length_ += length;
+    if (length_ >= kSpan) Flush();
+  }
+  void Flush() {
+    if (length_ > 0) file_.DropRange(offset_, length_);
+    length_ = 0;
+  }
+
+ private:
+  static constexpr uint64_t kSpan = 64ull << 20;
+  const MappedFile& file_;
+  uint64_t offset_ = 0, length_ = 0;
 };
 
 // ---- diff ---------------------------------------------------------------------------------
@@ -360,7 +388,9 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   std::thread helper;
   if (base != nullptr && a_digest.empty()) {
     try {
-      helper = std::thread([&] { a_digest = DigestOf(base->file()); });
+      // The encoder reads the base behind the helper and releases what it used; the helper
+      // releasing pages ahead of it made every base page fault in twice.
+      helper = std::thread([&] { a_digest = DigestOf(base->file(), /*drop=*/false); });
     } catch (const std::system_error&) {
       a_digest = DigestOf(base->file());
     }
@@ -471,6 +501,9 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   };
 
   uint64_t payload_pos = 0;
+  PageDropper drop_target(b.file());
+  std::optional<PageDropper> drop_base;
+  if (base != nullptr) drop_base.emplace(base->file());
   std::unique_ptr<Xxh3Stream> piece_hash;
   std::function<Status(size_t, Encoded&)> consume = [&](size_t i, Encoded& e) -> Status {
     const Job& job = jobs[i];
@@ -494,8 +527,8 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
     if (job.chunk == 0) piece_hash = std::make_unique<Xxh3Stream>();
     piece_hash->Update(b_bytes.subspan(job.offset, job.size));
     // Done with these bytes: let the kernel reclaim the pages (memory stays bounded).
-    b.file().DropRange(job.offset, job.size);
-    if (job.has_base) base->file().DropRange(job.base_offset, job.size);
+    drop_target.Drop(job.offset, job.size);
+    if (job.has_base) drop_base->Drop(job.base_offset, job.size);
     Span s = PieceSpan(hb, piece.kind, piece.index);
     if (job.chunk + 1 == ChunkCount(s.length) && piece_hash->Digest() != s.xxh3) {
       return Corruption(target_archive + ": " + Describe(hb, piece.kind, piece.index) +
@@ -705,32 +738,6 @@ class ChunkBufferPool {
   std::vector<std::unique_ptr<uint8_t[]>> free_;
 };
 
-// Coalesces "done with these bytes" hints for a mapped file into few madvise calls: ranges
-// that continue the pending one are merged, and the pending range is handed to DropRange when
-// it reaches kSpan bytes, when a range does not continue it, or at destruction.
-class PageDropper {
- public:
-  explicit PageDropper(const MappedFile& file) : file_(file) {}
-  ~PageDropper() { Flush(); }
-  PageDropper(const PageDropper&) = delete;
-  PageDropper& operator=(const PageDropper&) = delete;
-
-  void Drop(uint64_t offset, uint64_t length) {
-    if (length_ > 0 && offset != offset_ + length_) Flush();
-    if (length_ == 0) offset_ = offset;
-    length_ += length;
-    if (length_ >= kSpan) Flush();
-  }
-  void Flush() {
-    if (length_ > 0) file_.DropRange(offset_, length_);
-    length_ = 0;
-  }
-
- private:
-  static constexpr uint64_t kSpan = 64ull << 20;
-  const MappedFile& file_;
-  uint64_t offset_ = 0, length_ = 0;
-};
 
 // What ApplyImpl is asked to do: apply a patch with a base, apply a full patch, or decode
 // either without writing.
