@@ -382,17 +382,21 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   }
 
   // The digests. The target's is computed while its chunks are consumed in data order (below),
-  // so its bytes are read once; the base's on a helper thread, side by side with the encoding.
+  // so its bytes are read once; the base's on a helper thread, side by side with the encoding
+  // (unless the caller knows the digests).
   std::string a_digest = options.known_base_digest, b_digest = options.known_target_digest;
   const bool hash_target = b_digest.empty();
   std::thread helper;
-  if (base != nullptr && a_digest.empty()) {
+  // With one thread (--threads 1) everything runs on the calling thread, the base's hash
+  // after the encoding; otherwise it gets a helper thread of its own.
+  const bool hash_base_inline = internal::ResolveThreads(options.threads) <= 1;
+  if (base != nullptr && a_digest.empty() && !hash_base_inline) {
     try {
       // The encoder reads the base behind the helper and releases what it used; the helper
       // releasing pages ahead of it made every base page fault in twice.
       helper = std::thread([&] { a_digest = DigestOf(base->file(), /*drop=*/false); });
     } catch (const std::system_error&) {
-      a_digest = DigestOf(base->file());
+      // No thread: hashed on this one after the encoding (below).
     }
   }
   struct Joiner {
@@ -554,6 +558,7 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
     b_digest = MakeDigest(b_sha.FinishHex());
   }
   if (helper.joinable()) helper.join();
+  if (base != nullptr && a_digest.empty()) a_digest = DigestOf(base->file());
   ph.base_digest = a_digest;
   ph.target_digest = b_digest;
 
