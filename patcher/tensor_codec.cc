@@ -216,6 +216,19 @@ Status CheckBase(ByteSpan base, MutableByteSpan out, const char* codec) {
   }
   return Status::Ok();
 }
+
+// The start of decoding codecs 2-5: with `needs_base`, the base must be as long as the chunk;
+// then the payload's header (u8 E, and with `has_count` u32 n) must match the chunk. Returns n,
+// the number of whole elements, with `r` past the header.
+Result<size_t> ReadPayloadHeader(PayloadReader& r, const std::string& codec, bool needs_base,
+                                 bool has_count, ByteSpan base, MutableByteSpan out,
+                                 uint32_t e) {
+  if (needs_base) BLZ_RETURN_IF_ERROR(CheckBase(base, out, codec.c_str()));
+  BLZ_RETURN_IF_ERROR(CheckElemByte(r, e, (codec + " element size").c_str()));
+  const size_t n = out.size() / e;
+  if (has_count) BLZ_RETURN_IF_ERROR(CheckCount(r, n, (codec + " element count").c_str()));
+  return n;
+}
 void AppendXorTail(ByteSpan base, ByteSpan target, size_t from, std::string* out) {
   for (size_t j = from; j < target.size(); ++j) out->push_back(char(base[j] ^ target[j]));
 }
@@ -242,10 +255,8 @@ Result<std::string> EncodeXorPlanes(ByteSpan base, ByteSpan target, uint32_t e, 
 }
 
 Status DecodeXorPlanes(ByteSpan base, ByteSpan payload, uint32_t e, MutableByteSpan out) {
-  BLZ_RETURN_IF_ERROR(CheckBase(base, out, "xor-planes"));
   PayloadReader r(payload);
-  BLZ_RETURN_IF_ERROR(CheckElemByte(r, e, "xor-planes element size"));
-  size_t n = out.size() / e;
+  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "xor-planes", true, false, base, out, e));
   uint8_t* planes = Scratch(0, n * e);
   BLZ_RETURN_IF_ERROR(ReadPlanes(r, planes, n, e, "xor-planes plane"));
   BLZ_RETURN_IF_ERROR(ReadXorTail(r, base, n * e, out, "xor-planes tail"));
@@ -448,11 +459,8 @@ Result<std::string> EncodeSubPlanes(ByteSpan base, ByteSpan target, uint32_t e, 
 }
 
 Status DecodeSubPlanes(ByteSpan base, ByteSpan payload, uint32_t e, MutableByteSpan out) {
-  BLZ_RETURN_IF_ERROR(CheckBase(base, out, "sub-planes"));
   PayloadReader r(payload);
-  BLZ_RETURN_IF_ERROR(CheckElemByte(r, e, "sub-planes element size"));
-  size_t n = out.size() / e;
-  BLZ_RETURN_IF_ERROR(CheckCount(r, n, "sub-planes element count"));
+  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "sub-planes", true, true, base, out, e));
   BLZ_ASSIGN_OR_RETURN(uint8_t shift, r.U8("sub-planes key shift"));
   BLZ_ASSIGN_OR_RETURN(uint8_t bits, r.U8("sub-planes key bits"));
   if (bits > kMaxKeyBits || uint32_t(shift) + bits > 8 * e) {
@@ -565,11 +573,8 @@ Result<std::string> EncodeSparse(ByteSpan base, ByteSpan target, uint32_t e, int
 }
 
 Status DecodeSparse(ByteSpan base, ByteSpan payload, uint32_t e, MutableByteSpan out) {
-  BLZ_RETURN_IF_ERROR(CheckBase(base, out, "sparse"));
   PayloadReader r(payload);
-  BLZ_RETURN_IF_ERROR(CheckElemByte(r, e, "sparse element size"));
-  size_t n = out.size() / e;
-  BLZ_RETURN_IF_ERROR(CheckCount(r, n, "sparse element count"));
+  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "sparse", true, true, base, out, e));
   BLZ_ASSIGN_OR_RETURN(uint32_t m, r.U32("sparse change count"));
   if (m == 0 || m > n) {
     return Corruption("sparse change count " + std::to_string(m) + " is not in 1.." +
@@ -617,9 +622,7 @@ Result<std::string> EncodePlanes(ByteSpan target, uint32_t e, int level) {
 
 Status DecodePlanes(ByteSpan payload, uint32_t e, MutableByteSpan out) {
   PayloadReader r(payload);
-  BLZ_RETURN_IF_ERROR(CheckElemByte(r, e, "planes element size"));
-  size_t n = out.size() / e;
-  BLZ_RETURN_IF_ERROR(CheckCount(r, n, "planes element count"));
+  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "planes", false, true, {}, out, e));
   uint8_t* planes = Scratch(0, n * e);
   BLZ_RETURN_IF_ERROR(ReadPlanes(r, planes, n, e, "planes plane"));
   BLZ_ASSIGN_OR_RETURN(ByteSpan tail, r.Bytes(out.size() - n * e, "planes tail"));
