@@ -73,15 +73,19 @@ void AppendU00(unsigned char c, std::string* out) {
   out->push_back(kHexDigits[c & 15]);
 }
 
-// weight-inspect's own string escape (the first of the two levels): \" \\ \n \r \t, other ASCII
-// control characters (0x00-0x1f, 0x7f) as \u00xx in lower case, everything else verbatim.
-void AppendEscapedInner(std::string_view s, std::string* out) {
+// The two string escapes below differ only in which bytes they escape and how: one loop, two
+// rule sets. Bytes that need no escape are copied in runs.
+struct EscapeRules {
+  bool escape_del;    // 0x7f as \u007f
+  bool short_bf;      // \b and \f instead of \u0008 and \u000c
+};
+void AppendEscaped(std::string_view s, EscapeRules rules, std::string* out) {
   size_t i = 0;
   while (i < s.size()) {
     size_t run = i;
     while (run < s.size()) {
       const unsigned char c = static_cast<unsigned char>(s[run]);
-      if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') break;
+      if (c < 0x20 || c == '"' || c == '\\' || (rules.escape_del && c == 0x7f)) break;
       ++run;
     }
     out->append(s.substr(i, run - i));
@@ -94,9 +98,23 @@ void AppendEscapedInner(std::string_view s, std::string* out) {
       case '\n': out->append("\\n"); break;
       case '\r': out->append("\\r"); break;
       case '\t': out->append("\\t"); break;
+      case '\b':
+      case '\f':
+        if (rules.short_bf) {
+          out->append(c == '\b' ? "\\b" : "\\f");
+        } else {
+          AppendU00(c, out);
+        }
+        break;
       default: AppendU00(c, out);
     }
   }
+}
+
+// weight-inspect's own string escape (the first of the two levels): \" \\ \n \r \t, other ASCII
+// control characters (0x00-0x1f, 0x7f) as \u00xx in lower case, everything else verbatim.
+void AppendEscapedInner(std::string_view s, std::string* out) {
+  AppendEscaped(s, {/*escape_del=*/true, /*short_bf=*/false}, out);
 }
 
 // A JSON string literal escaped exactly as serde_json escapes (`s` must be valid UTF-8):
@@ -104,29 +122,7 @@ void AppendEscapedInner(std::string_view s, std::string* out) {
 // verbatim (including 0x7f, '/' and non-ASCII).
 void AppendJsonString(std::string_view s, std::string* out) {
   out->push_back('"');
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t run = i;
-    while (run < s.size()) {
-      const unsigned char c = static_cast<unsigned char>(s[run]);
-      if (c < 0x20 || c == '"' || c == '\\') break;
-      ++run;
-    }
-    out->append(s.substr(i, run - i));
-    i = run;
-    if (i >= s.size()) break;
-    const unsigned char c = static_cast<unsigned char>(s[i++]);
-    switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      default: AppendU00(c, out);
-    }
-  }
+  AppendEscaped(s, {/*escape_del=*/false, /*short_bf=*/true}, out);
   out->push_back('"');
 }
 

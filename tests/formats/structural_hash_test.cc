@@ -197,12 +197,14 @@ TEST(StructuralHashTest, JsonEscapingIsDoubleForStringValues) {
   in.gguf_version = 3;
   in.metadata.push_back({"k", SV::String("a\"b\n")});
   in.metadata.push_back({"ctl\x01", SV::Int(1)});
+  in.metadata.push_back({"del\x7f", SV::Int(2)});
   in.tensors.push_back({std::string("t\b\f", 3), "f32", {2}, 8});
   const std::string json = CanonicalJson(in);
   // Inner: "a\"b\n" (quotes and escapes as text); outer: serde_json escapes it again.
   EXPECT_THAT(json, HasSubstr(R"("k":"\"a\\\"b\\n\"")"));
   // Keys and names are escaped once, serde_json style (\b, \f short forms, \u00xx otherwise).
   EXPECT_THAT(json, HasSubstr(R"("ctl\u0001":"1")"));
+  EXPECT_THAT(json, HasSubstr("\"del\x7f\":\"2\""));  // 0x7f verbatim in serde_json
   EXPECT_THAT(json, HasSubstr(R"({"t\b\f":{"name":"t\b\f",)"));
   EXPECT_TRUE(nlohmann::json::accept(json));
 }
