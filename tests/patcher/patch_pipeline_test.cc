@@ -91,7 +91,7 @@ TEST(PatchPipelineTest, AtMostTwoResultsPerThreadWait) {
         return Status::Ok();
       });
   ASSERT_TRUE(s.ok());
-  EXPECT_LE(peak.load(), int(2 * threads));
+  EXPECT_LE(peak.load(), int(kWindowPerThread * threads));
   EXPECT_EQ(outstanding.load(), 0);
 }
 
