@@ -325,7 +325,9 @@ EOF
 # Per step: the median and the best wall time, MB/s of target tensor bytes at each, CPU seconds
 # (user + sys) of the median run, MB/s per CPU second (the per-core figure), the 2-thread
 # speed-up of the medians, and the largest peak RssAnon. Every patch is compared with the first
-# and every applied archive with the target.
+# and every applied archive with the target. With $BENCH/registry_diff built, the same for a diff
+# computed as `blz serve` computes it (the archives' digests known, so not hashed; its wall and
+# CPU time cover CreatePatch alone).
 speed_part() {
   [ -x "$GEN" ] || { echo "patch_bench: missing $GEN (ninja -C build-bench gen_llama_pair)" >&2; exit 2; }
   local g="$WORK/speed" n="${SPEED_REPEAT:-5}" layers="${LAYERS_SPEED:-4}"
@@ -350,6 +352,15 @@ speed_part() {
         --threads "$t" >/dev/null
       cmp -s "$g/C.blz" "$g/B.blz" || same=no
       rm -f "$g/C.blz"
+      if [ -x "$BENCH/registry_diff" ]; then
+        # As `blz serve` computes it: digests known (hashed first, untimed by the tool itself).
+        "$MEASURE" --out "$g/reg$t.$k.raw" -- "$BENCH/registry_diff" "$g/A.blz" "$g/B.blz" \
+          "$g/Q.blzpatch" --threads "$t" >"$g/reg$t.$k.out"
+        cmp -s "$g/Q.blzpatch" "$g/P.blzpatch" || same=no
+        rm -f "$g/Q.blzpatch"
+        # wall and CPU of CreatePatch alone (the tool's line), peak RssAnon and status (measure_run).
+        echo "$(cut -d' ' -f1-2 "$g/reg$t.$k.out") $(cut -d' ' -f3-4 "$g/reg$t.$k.raw")" >"$g/reg$t.$k.m"
+      fi
     done
   done
   echo
@@ -369,7 +380,11 @@ def runs(step):
             sys.exit("speed: %s run %d failed (exit %s)" % (step, k, status))
         out.append((float(wall), float(cpu), int(rss)))
     return sorted(out)
-for op in ("diff", "apply"):
+import os
+ops = [("diff", "diff"), ("apply", "apply")]
+if os.path.exists("%s/reg1.1.m" % g):
+    ops.insert(1, ("reg", "registry diff (digests known)"))
+for op, label in ops:
     med1 = None
     for t in (1, 2):
         r = runs("%s%d" % (op, t))
@@ -379,7 +394,7 @@ for op in ("diff", "apply"):
         else:
             speedup = "%.2fx" % (med1 / med[0])
         print("| %s --threads %d | %.2f (%.2f) | %.0f (%.0f) | %.2f | %.0f | %s | %.0f |" % (
-            op, t, med[0], best[0], tb / med[0] / 1e6, tb / best[0] / 1e6, med[1],
+            label, t, med[0], best[0], tb / med[0] / 1e6, tb / best[0] / 1e6, med[1],
             tb / med[1] / 1e6, speedup, max(x[2] for x in r) / 1024))
 EOF
   rm -rf "$g"
