@@ -40,6 +40,14 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--threads", options->threads, "server threads (0 = number of cores)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--private", options->private_mode, "require a token for reads too");
+  sub->add_option("--cache-size", options->cache_bytes,
+                  "soft bound on archives rebuilt from full patches into <data>/cache "
+                  "(e.g. 512MiB, 20GB; kb = 1000 bytes, kib = 1024)")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true))
+      ->default_str("8GiB");
+  sub->add_flag("--keep-raw-archives", options->keep_raw_archives,
+                "keep each pushed archive's raw blob next to its full patch (more disk, no "
+                "rebuilds)");
   sub->footer(
       "On first start the admin token is printed once as 'admin token: <token>'; then\n"
       "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.");

@@ -15,6 +15,8 @@ Status RunServer(const ServerOptions& options) {
   ropts.create_patch = PatcherPatchFunction();
   // Archives are stored as verified full patches, compressed in the background after a push.
   ropts.full_patch = PatcherFullPatchFunctions();
+  ropts.storage.cache_bytes = options.cache_bytes;
+  ropts.storage.drop_raw_archives = !options.keep_raw_archives;
   ropts.storage.log = [](const std::string& line) {
     std::string l = line + "\n";
     std::fwrite(l.data(), 1, l.size(), stderr);  // one call: lines never interleave

@@ -20,6 +20,10 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:5000";
   int threads = 0;  // 0 = number of cores
   bool private_mode = false;
+  // Storage (docs/registry-api.md, "Storage"): the soft bound on archives rebuilt into
+  // <data>/cache, and whether raw archive blobs are kept next to their full patches.
+  uint64_t cache_bytes = 8ull << 30;
+  bool keep_raw_archives = false;
 };
 
 // Opens/creates the data dir and DB, applies migrations, creates the admin token on first start

@@ -102,9 +102,34 @@ class RegistryE2ETest : public ::testing::Test {
     return RunProcess(args, {}, work_->path());
   }
 
-  // GET /v2/_blz/storage (docs/registry-api.md, "Storage").
-  nlohmann::json StorageStatus() {
-    ProcessResult r = Curl({"--fail-with-body", "http://" + addr_ + "/v2/_blz/storage"});
+  // Starts another `blz serve` on data directory `data` with `extra` flags; its stdout goes to
+  // <work>/<name>.out. Sets *addr (empty if it did not start within 15 s) and, on its first
+  // start, *token.
+  pid_t StartExtraServer(const std::string& data, const std::vector<std::string>& extra,
+                         const std::string& name, std::string* addr, std::string* token) {
+    const std::string out = *work_ / (name + ".out");
+    fs::remove(out);
+    std::vector<std::string> argv = {BLZ_BINARY, "serve", "--data", data, "--listen",
+                                     "127.0.0.1:0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    pid_t pid = StartProcess(argv, {}, out, *work_ / (name + ".err"));
+    addr->clear();
+    for (int i = 0; i < 300 && addr->empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::string text = ReadFileBytes(out);
+      auto l = text.find("listening on http://");
+      if (l == std::string::npos || text.find('\n', l) == std::string::npos) continue;
+      auto t = text.find("admin token: ");
+      if (t != std::string::npos) *token = text.substr(t + 13, 64);
+      *addr = text.substr(l + 20, text.find('\n', l) - l - 20);
+    }
+    return pid;
+  }
+
+  // GET /v2/_blz/storage (docs/registry-api.md, "Storage") of the shared server, or of `addr`.
+  nlohmann::json StorageStatus(const std::string& addr = "") {
+    ProcessResult r = Curl({"--fail-with-body",
+                            "http://" + (addr.empty() ? addr_ : addr) + "/v2/_blz/storage"});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     auto j = nlohmann::json::parse(r.out, nullptr, false);
     return j.is_discarded() ? nlohmann::json::object() : j;
@@ -258,20 +283,7 @@ TEST_F(RegistryE2ETest, ServerKilledWhileCompressingLosesNothing) {
   const std::string data = *work_ / "kill-registry";
   std::string token;
   auto start = [&](std::string* addr) -> pid_t {
-    const std::string out = *work_ / "kill-serve.out";
-    fs::remove(out);
-    pid_t pid = StartProcess({BLZ_BINARY, "serve", "--data", data, "--listen", "127.0.0.1:0"}, {},
-                             out, *work_ / "kill-serve.err");
-    for (int i = 0; i < 300 && addr->empty(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      std::string text = ReadFileBytes(out);
-      auto l = text.find("listening on http://");
-      if (l == std::string::npos || text.find('\n', l) == std::string::npos) continue;
-      auto t = text.find("admin token: ");
-      if (t != std::string::npos) token = text.substr(t + 13, 64);
-      *addr = text.substr(l + 20, text.find('\n', l) - l - 20);
-    }
-    return pid;
+    return StartExtraServer(data, {}, "kill-serve", addr, &token);
   };
   auto kill9 = [](pid_t pid) {
     ::kill(pid, SIGKILL);
@@ -325,6 +337,54 @@ TEST_F(RegistryE2ETest, ServerKilledWhileCompressingLosesNothing) {
   for (const auto& e : fs::directory_iterator(data + "/cache/sha256")) {
     EXPECT_EQ(e.path().filename().string().size(), 64u) << "temporary file left: " << e.path();
   }
+}
+
+// `blz serve --keep-raw-archives --cache-size 1MB`: the storage endpoint reports both
+// settings, a pushed archive gets its verified full patch but its raw blob stays, and a fresh
+// pull still downloads the (smaller) full patch. A malformed size is refused before anything
+// starts.
+TEST_F(RegistryE2ETest, ServeStorageFlagsKeepRawArchivesAndBoundTheCache) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  ProcessResult bad =
+      Blz({"serve", "--data", *work_ / "flags-bad", "--cache-size", "lots"}, {});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--cache-size"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(*work_ / "flags-bad"));
+
+  const std::string data = *work_ / "flags-registry";
+  std::string addr, token;
+  pid_t pid = StartExtraServer(data, {"--keep-raw-archives", "--cache-size", "1MB"},
+                               "flags-serve", &addr, &token);
+  ASSERT_FALSE(addr.empty()) << ReadFileBytes(*work_ / "flags-serve.err");
+  nlohmann::json st = StorageStatus(addr);
+  EXPECT_EQ(st.value("drop_raw_archives", true), false) << st.dump();
+  EXPECT_EQ(st["cache"].value("limit", uint64_t(0)), 1000000u) << st.dump();
+
+  std::map<std::string, std::string> env = {{"BLZ_CONFIG_DIR", *work_ / "config-flags"},
+                                            {"BLZ_CACHE_DIR", *work_ / "cache-flags-pusher"}};
+  ASSERT_EQ(Blz({"login", addr, "--token", token}, env).exit_code, 0);
+  const std::string src = corpus + "/tiny-gpt2/base";
+  ProcessResult p = Blz({"push", src, addr + "/e2e/flags:v1", "--json"}, env);
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  const std::string hex = nlohmann::json::parse(p.out).at("digest").get<std::string>().substr(7);
+  for (int i = 0; i < 1200 && StorageStatus(addr).value("pending", uint64_t(1)) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  st = StorageStatus(addr);
+  EXPECT_EQ(st.value("pending", uint64_t(1)), 0u) << st.dump();
+  EXPECT_EQ(st.value("full_patches_computed", uint64_t(0)), 1u) << st.dump();
+  EXPECT_TRUE(fs::exists(data + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex));
+
+  std::map<std::string, std::string> puller = {{"BLZ_CONFIG_DIR", *work_ / "config-flags-anon"},
+                                               {"BLZ_CACHE_DIR", *work_ / "cache-flags-puller"}};
+  ProcessResult r = Blz({"pull", addr + "/e2e/flags:v1", "-o", *work_ / "flags-out", "--json"},
+                        puller);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("transfer").get<std::string>(), "full-patch");
+  EXPECT_EQ(ReadTree(*work_ / "flags-out"), ReadTree(src));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
 }
 
 TEST_F(RegistryE2ETest, PushWithoutTokenFailsAndChangesNothing) {
