@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <ctime>
 #include <filesystem>
 #include <utility>
 #include <vector>
@@ -409,6 +410,7 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                        ArchiveStorage::Open(&registry->blobs_, registry->db_.get(), data_dir,
                                             registry->options_.full_patch,
                                             registry->options_.storage));
+  BLZ_RETURN_IF_ERROR(registry->PurgeStaleUploads(/*orphans=*/true));
   BLZ_RETURN_IF_ERROR(registry->BackfillStructuralHashes());
   BLZ_RETURN_IF_ERROR(registry->storage_->ScheduleAll());
   return registry;
@@ -425,6 +427,27 @@ uint64_t Registry::patches_computed() const { return patches_computed_.load(); }
 
 std::string Registry::SessionPath(const std::string& uuid) const {
   return blobs_.uploads_dir() + "/session-" + uuid;
+}
+
+Status Registry::PurgeStaleUploads(bool orphans) {
+  const int64_t now = int64_t(std::time(nullptr));
+  last_upload_purge_.store(now);
+  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stale,
+                       db_->ListUploadsStartedBy(now - int64_t(options_.upload_max_age.count())));
+  for (const std::string& uuid : stale) {
+    KeyedMutex::Lock lock(&upload_locks_, uuid);
+    BLZ_RETURN_IF_ERROR(db_->DeleteUpload(uuid));
+    RemoveAll(SessionPath(uuid));
+  }
+  if (!orphans) return Status::Ok();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(blobs_.uploads_dir(), ec)) {
+    const std::string fname = entry.path().filename().string();
+    if (fname.rfind("session-", 0) != 0) continue;
+    Result<store::UploadRecord> up = db_->GetUpload(fname.substr(8));
+    if (!up.ok() && up.status().code() == Code::kNotFound) RemoveAll(entry.path().string());
+  }
+  return Status::Ok();
 }
 
 // ---- routing ----
@@ -684,6 +707,9 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
   if (!digest.has_value()) {
     // Open a session (a cross-repository ?mount= is not supported: fall back to an upload, as
     // the spec allows).
+    if (int64_t now = int64_t(std::time(nullptr)); now - last_upload_purge_.load() >= 3600) {
+      (void)PurgeStaleUploads(/*orphans=*/false);  // best effort: a failure must not block uploads
+    }
     const std::string uuid = NewUuid();
     Status s = WriteFileAtomic(SessionPath(uuid), "");
     if (s.ok()) s = db_->CreateUpload(uuid, route.name);

@@ -15,6 +15,7 @@
 #define BLZ_REGISTRY_REGISTRY_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,13 +67,17 @@ struct RegistryOptions {
   // endpoint answers 405 UNSUPPORTED and archives stay raw.
   FullPatchFunctions full_patch;
   ArchiveStorageOptions storage;
+  // Upload sessions left unfinished longer than this are deleted (row and file): at Open, and
+  // at most hourly when a session is started. distribution's default (uploadpurging) is a week.
+  std::chrono::seconds upload_max_age{7 * 24 * 3600};
 };
 
 class Registry {
  public:
   // Opens (creating when needed) the data directory: <data>/blobs, <data>/uploads, and the
   // metadata DB <data>/blz.db (migrated). Leftover temporary files in <data>/uploads (not
-  // upload sessions) are removed. Versions without a structural hash (rows of a schema-1 DB) get
+  // upload sessions) are removed, and so are upload sessions older than
+  // options.upload_max_age and session files without a session. Versions without a structural hash (rows of a schema-1 DB) get
   // one from their archive's header; those whose archive is missing or cannot be identified
   // stay without (and are retried at the next Open). The archive storage is opened
   // (<data>/cache, registry/archive_storage.h) and archives still stored raw are queued for
@@ -171,6 +176,10 @@ class Registry {
                              Response* error);
 
   std::string SessionPath(const std::string& uuid) const;
+  // Deletes the upload sessions started more than options_.upload_max_age ago (each under its
+  // upload lock, so never during a request of that session); with `orphans`, also session files
+  // without a session (only safe while no session is being started: at Open).
+  Status PurgeStaleUploads(bool orphans);
   // Appends the request body (file or memory) to an upload session's file; checks
   // Content-Range. Sets *error and returns false on failure.
   bool AppendChunk(const Route& route, const Request& request, uint64_t* new_size,
@@ -181,6 +190,7 @@ class Registry {
   store::BlobStore blobs_;
   std::unique_ptr<store::MetadataDb> db_;
   KeyedMutex upload_locks_;
+  std::atomic<int64_t> last_upload_purge_{0};  // unix seconds
   KeyedMutex patch_locks_;
   std::atomic<uint64_t> patches_computed_{0};
   KeyedMutex diff_locks_;

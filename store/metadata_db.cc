@@ -422,6 +422,20 @@ Result<UploadRecord> MetadataDb::GetUpload(std::string_view uuid) {
   return UploadRecord{std::string(uuid), st.ColumnText(0), st.ColumnInt(1)};
 }
 
+Result<std::vector<std::string>> MetadataDb::ListUploadsStartedBy(int64_t unix_seconds) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT uuid FROM uploads WHERE started <= ?1 "
+                                                 "ORDER BY started, uuid"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, unix_seconds));
+  std::vector<std::string> out;
+  for (;;) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
 Status MetadataDb::DeleteUpload(std::string_view uuid) {
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("DELETE FROM uploads WHERE uuid = ?1"));

@@ -178,6 +178,8 @@ class MetadataDb {
   // kNotFound when there is no such session.
   Result<UploadRecord> GetUpload(std::string_view uuid);
   Status DeleteUpload(std::string_view uuid);
+  // The uuids of the sessions started at or before `unix_seconds`, oldest first.
+  Result<std::vector<std::string>> ListUploadsStartedBy(int64_t unix_seconds);
 
  private:
   explicit MetadataDb(sqlite::Database db) : db_(std::move(db)) {}

@@ -399,6 +399,39 @@ TEST(RegistryTest, SessionsSurviveARestartButTempFilesDoNot) {
   EXPECT_EQ((*r)->Handle(status).status, 204);
 }
 
+// Unfinished upload sessions older than upload_max_age are purged at Open (row and file), with
+// session files that have no session; a recent session survives the same restart.
+TEST(RegistryTest, StaleUploadSessionsArePurgedAtOpen) {
+  Harness h;
+  auto start = [&h]() {
+    Response r = h.Call("POST", "/v2/m/blobs/uploads/");
+    EXPECT_EQ(r.status, 202);
+    return r.Get("Location").value_or("");
+  };
+  const std::string old_loc = start();
+  ASSERT_FALSE(old_loc.empty());
+  const std::string old_file =
+      h.data() + "/uploads/session-" + old_loc.substr(old_loc.rfind('/') + 1);
+  ASSERT_TRUE(std::filesystem::exists(old_file));
+  blz::testing::WriteFileBytes(h.data() + "/uploads/session-no-such-session", "");
+
+  // Still young for the default age (a week): a restart keeps it; the orphan file goes.
+  h.Reopen();
+  EXPECT_EQ(h.Call("GET", old_loc).status, 204);
+  EXPECT_FALSE(std::filesystem::exists(h.data() + "/uploads/session-no-such-session"));
+
+  // Everything is stale for an age of zero.
+  RegistryOptions o;
+  o.upload_max_age = std::chrono::seconds(0);
+  h.Reopen(o);
+  EXPECT_EQ(h.Call("GET", old_loc).status, 404);
+  EXPECT_FALSE(std::filesystem::exists(old_file));
+  // New sessions still work (and a purge while starting one leaves them alone until stale).
+  const std::string fresh = start();
+  ASSERT_FALSE(fresh.empty());
+  EXPECT_EQ(h.Call("PATCH", fresh, "abc", {{"Content-Range", "0-2"}}).status, 202);
+}
+
 TEST(RegistryTest, BodyLimits) {
   RegistryOptions o;
   o.max_blob_bytes = 1000;
