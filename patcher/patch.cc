@@ -465,11 +465,13 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
     ByteSpan base_chunk = job.has_base ? a_bytes.subspan(job.base_offset, job.size) : ByteSpan();
     CodecOptions o = copts;
     o.dtype = job.dtype;
-    Result<EncodedChunk> e = Status::Ok();
-    if (job.piece >= 0 && choices[size_t(job.piece)].chunks > 1) {
-      // A tensor of several chunks: its codec is chosen once, from a sample of the whole
-      // tensor, by whichever of its chunks comes first (the choice depends only on the bytes,
-      // so the patch does not depend on thread timing).
+    // A tensor of several chunks has its codec chosen once, from a sample of the whole tensor,
+    // by whichever of its chunks comes first (the choice depends only on the bytes, so the
+    // patch does not depend on thread timing); a chunk alone chooses for itself.
+    auto encode = [&]() -> Result<EncodedChunk> {
+      if (job.piece < 0 || choices[size_t(job.piece)].chunks <= 1) {
+        return EncodeChunk(base_chunk, target, job.elem_size, o);
+      }
       PieceChoice& pc = choices[size_t(job.piece)];
       std::call_once(pc.once, [&] {
         const ArchivePiece& p = plan.order[size_t(job.piece)];
@@ -486,11 +488,10 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
           pc.status = c.status();
         }
       });
-      e = pc.status.ok() ? EncodeChunkAs(pc.choice, base_chunk, target, job.elem_size, o)
-                         : Result<EncodedChunk>(pc.status);
-    } else {
-      e = EncodeChunk(base_chunk, target, job.elem_size, o);
-    }
+      if (!pc.status.ok()) return pc.status;
+      return EncodeChunkAs(pc.choice, base_chunk, target, job.elem_size, o);
+    };
+    Result<EncodedChunk> e = encode();
     if (!e.ok()) {
       std::string where = job.piece < 0 ? std::string("archive header")
                                         : Describe(hb, plan.order[job.piece].kind,
