@@ -873,17 +873,23 @@ ByteSpan SampleOf(ByteSpan s, uint32_t e, bool exact, std::vector<uint8_t>* buf)
   return *buf;
 }
 
+// Estimate on the sample of (base, target): the input itself up to kSampleSlices x
+// kSampleSliceBytes, else evenly spaced slices (copied into per-thread buffers).
+Result<CodecChoice> EstimateOnSample(ByteSpan base, ByteSpan target, uint32_t e,
+                                     const CodecOptions& options, std::string* payload) {
+  thread_local std::vector<uint8_t> sample_t, sample_b;
+  const bool exact = target.size() <= kSampleSlices * kSampleSliceBytes;
+  return Estimate(SampleOf(base, e, exact, &sample_b), SampleOf(target, e, exact, &sample_t), e,
+                  exact, options, payload);
+}
+
 }  // namespace
 
 Result<CodecChoice> ChooseCodec(ByteSpan base, ByteSpan target, uint32_t elem_size,
                                 const CodecOptions& options) {
   BLZ_RETURN_IF_ERROR(CheckEncodeArgs(base, target, elem_size, "ChooseCodec"));
-  thread_local std::vector<uint8_t> sample_t, sample_b;
-  const bool exact = target.size() <= kSampleSlices * kSampleSliceBytes;
   std::string unused;
-  return Estimate(SampleOf(base, elem_size, exact, &sample_b),
-                  SampleOf(target, elem_size, exact, &sample_t), elem_size, exact, options,
-                  &unused);
+  return EstimateOnSample(base, target, elem_size, options, &unused);
 }
 
 Result<EncodedChunk> EncodeChunkAs(const CodecChoice& choice, ByteSpan base, ByteSpan target,
@@ -899,14 +905,9 @@ Result<EncodedChunk> EncodeChunk(ByteSpan base, ByteSpan target, uint32_t elem_s
                                  const CodecOptions& options) {
   BLZ_RETURN_IF_ERROR(CheckEncodeArgs(base, target, elem_size, "EncodeChunk"));
   if (SameBytes(base, target)) return EncodedChunk{Codec::kIdentical, {}};
-  // The sample: the chunk itself if small, else kSampleSlices evenly spaced slices.
-  thread_local std::vector<uint8_t> sample_t, sample_b;
-  const bool exact = target.size() <= kSampleSlices * kSampleSliceBytes;
   std::string payload;
   BLZ_ASSIGN_OR_RETURN(CodecChoice choice,
-                       Estimate(SampleOf(base, elem_size, exact, &sample_b),
-                                SampleOf(target, elem_size, exact, &sample_t), elem_size,
-                                exact, options, &payload));
+                       EstimateOnSample(base, target, elem_size, options, &payload));
   return EncodeChosen(choice, base, target, elem_size, options, &payload);
 }
 
