@@ -1,15 +1,101 @@
 #include "formats/json_strict.h"
 
 #include <string>
-#include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace blz::formats {
 namespace {
 
-// Thrown from the parse callback to stop parsing early; caught in ParseJsonStrict.
-struct StrictJsonError {
-  std::string message;
+using json = nlohmann::json;
+
+// Builds the DOM from nlohmann's SAX events, rejecting duplicate keys and deep nesting as it
+// goes. Every event costs O(log width) at most (one map insertion), so a parse is linear in
+// the text up to that factor. (nlohmann's own callback parser re-scans the parent container at
+// every end of an object, which made a header with n tensors cost O(n^2).)
+//
+// Pointers on the stack stay valid: an object's members live in a std::map (stable nodes), and
+// an array only grows at its back while none of its elements is open.
+class StrictDomBuilder {
+ public:
+  bool null() { return Put(json(nullptr)) != nullptr; }
+  bool boolean(bool v) { return Put(json(v)) != nullptr; }
+  bool number_integer(json::number_integer_t v) { return Put(json(v)) != nullptr; }
+  bool number_unsigned(json::number_unsigned_t v) { return Put(json(v)) != nullptr; }
+  bool number_float(json::number_float_t v, const json::string_t& /*text*/) {
+    return Put(json(v)) != nullptr;
+  }
+  bool string(json::string_t& v) { return Put(json(std::move(v))) != nullptr; }
+  bool binary(json::binary_t& /*v*/) {
+    error_ = "binary values are not JSON";
+    return false;
+  }
+  bool start_object(size_t /*elements*/) { return Open(json::value_t::object); }
+  bool start_array(size_t /*elements*/) { return Open(json::value_t::array); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+  bool key(json::string_t& k) {
+    key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& ex) {
+    error_position_ = position;
+    error_ = ex.what();
+    syntax_error_ = true;
+    return false;
+  }
+
+  json TakeRoot() { return std::move(root_); }
+  const std::string& error() const { return error_; }
+  bool syntax_error() const { return syntax_error_; }
+  size_t error_position() const { return error_position_; }
+
+ private:
+  // Places `v` where the parser is: the root, the next array element, or the member named by
+  // the last key. Returns where it now lives, or nullptr (error_ set) on a duplicate key.
+  json* Put(json v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    json* top = stack_.back();
+    if (top->is_array()) {
+      auto& elements = top->get_ref<json::array_t&>();
+      elements.push_back(std::move(v));
+      return &elements.back();
+    }
+    auto& members = top->get_ref<json::object_t&>();
+    auto [it, inserted] = members.emplace(std::move(key_), std::move(v));
+    if (!inserted) {
+      error_ = "duplicate key \"" + it->first.substr(0, 200) + "\"";
+      return nullptr;
+    }
+    return &it->second;
+  }
+
+  bool Open(json::value_t type) {
+    if (stack_.size() >= size_t(kMaxJsonDepth)) {
+      error_ = "objects and arrays nest deeper than " + std::to_string(kMaxJsonDepth);
+      return false;
+    }
+    json* v = Put(json(type));
+    if (v == nullptr) return false;
+    stack_.push_back(v);
+    return true;
+  }
+
+  bool Close() {
+    if (!stack_.empty()) stack_.pop_back();
+    return true;
+  }
+
+  json root_;
+  std::vector<json*> stack_;
+  std::string key_;
+  std::string error_;
+  bool syntax_error_ = false;
+  size_t error_position_ = 0;
 };
 
 }  // namespace
@@ -64,50 +150,30 @@ Result<nlohmann::json> ParseJsonStrict(std::string_view text, std::string_view w
     return Corruption(w + ": starts with a UTF-8 byte order mark at byte offset " +
                       std::to_string(base_offset));
   }
-  // One set of keys per open object; arrays push an empty marker so depth is tracked.
-  std::vector<std::unordered_set<std::string>> keys;
-  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event,
-                      nlohmann::json& parsed) -> bool {
-    using E = nlohmann::json::parse_event_t;
-    switch (event) {
-      case E::object_start:
-      case E::array_start:
-        keys.emplace_back();
-        if (keys.size() > size_t(kMaxJsonDepth)) {
-          throw StrictJsonError{"objects and arrays nest deeper than " +
-                                std::to_string(kMaxJsonDepth)};
-        }
-        break;
-      case E::object_end:
-      case E::array_end:
-        if (!keys.empty()) keys.pop_back();
-        break;
-      case E::key:
-        if (!keys.empty()) {
-          const std::string& k = parsed.get_ref<const std::string&>();
-          if (!keys.back().insert(k).second) {
-            throw StrictJsonError{"duplicate key \"" + k.substr(0, 200) + "\""};
-          }
-        }
-        break;
-      case E::value:
-        break;
-    }
-    return true;
-  };
+  // nlohmann's lexer takes a NUL byte for the end of the input, so "{...}\0junk" would parse.
+  // JSON text never holds a raw NUL (inside strings it must be escaped as \u0000).
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return Corruption(w + ": NUL byte at byte offset " + std::to_string(base_offset + nul) +
+                      " (JSON text cannot contain one)");
+  }
+  StrictDomBuilder builder;
+  bool ok = false;
   try {
-    return nlohmann::json::parse(text.begin(), text.end(), callback,
-                                 /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const StrictJsonError& e) {
-    return Corruption(w + ": " + e.message);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.byte is the 1-based position of the offending character.
-    const uint64_t at = base_offset + (e.byte > 0 ? e.byte - 1 : 0);
-    return Corruption(w + ": not valid JSON at byte offset " + std::to_string(at) + ": " +
-                      e.what());
+    ok = nlohmann::json::sax_parse(text.begin(), text.end(), &builder,
+                                   nlohmann::json::input_format_t::json, /*strict=*/true,
+                                   /*ignore_comments=*/false);
   } catch (const std::exception& e) {
     return Corruption(w + ": cannot parse JSON: " + e.what());
   }
+  if (ok) return builder.TakeRoot();
+  if (builder.syntax_error()) {
+    // The position is the 1-based index of the character after the offending token's start.
+    const size_t p = builder.error_position();
+    const uint64_t at = base_offset + (p > 0 ? p - 1 : 0);
+    return Corruption(w + ": not valid JSON at byte offset " + std::to_string(at) + ": " +
+                      builder.error());
+  }
+  return Corruption(w + ": " + builder.error());
 }
 
 }  // namespace blz::formats

@@ -7,7 +7,8 @@
 //     does not start with a byte order mark;
 //   - no object anywhere holds the same key twice;
 //   - objects and arrays nest at most kMaxJsonDepth deep.
-// Internal to the formats layer.
+// Used for every JSON document read from outside: file headers here, and manifests and
+// registry answers in the registry and client layers.
 #ifndef BLZ_FORMATS_JSON_STRICT_H_
 #define BLZ_FORMATS_JSON_STRICT_H_
 

@@ -182,6 +182,14 @@ TEST(SafetensorsReject, TrailingGarbageAfterJson) {
   ExpectRejected(Craft("{} x", 0), Code::kCorruption, {"not valid JSON"});
 }
 
+// Issue 9, defect 3: nlohmann's lexer stops at a NUL byte, so a valid header followed by NUL and
+// junk used to be accepted by inspect, id and pack.
+TEST(SafetensorsReject, NulByteAfterJson) {
+  ExpectRejected(Craft(std::string("{}\0junk", 7), 0), Code::kCorruption,
+                 {"NUL byte", "byte offset 10"});
+  ExpectRejected(Craft(std::string("{}  \0   ", 8), 0), Code::kCorruption, {"NUL byte"});
+}
+
 TEST(SafetensorsReject, NotAnObject) {
   ExpectRejected(Craft("[1,2]", 0), Code::kCorruption, {"array", "not an object"});
 }
