@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/file_util.h"
+#include "core/text.h"
 #include "formats/blz_archive.h"
 
 namespace blz::cli {
@@ -42,8 +43,14 @@ void PrintOrderedJson(const nlohmann::ordered_json& j) {
 }
 
 void Note(const std::string& text) {
-  std::fprintf(stderr, "blz: note: %s\n", text.c_str());
+  std::fprintf(stderr, "blz: note: %s\n", EscapeForTerminal(text).c_str());
 }
+
+void PrintText(const std::string& text) {
+  std::fputs(EscapeTextForTerminal(text).c_str(), stdout);
+}
+
+std::string Esc(const std::string& s) { return EscapeForTerminal(s); }
 
 bool ProgressWanted(bool flag) { return flag || ::isatty(STDERR_FILENO) == 1; }
 

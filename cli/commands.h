@@ -36,8 +36,14 @@ void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands);
 // Prints `j` (indented) and a newline on stdout.
 void PrintJson(const nlohmann::json& j);
 void PrintOrderedJson(const nlohmann::ordered_json& j);
-// "blz: note: <text>" on stderr.
+// "blz: note: <text>" on stderr (one line: `text` is escaped with EscapeForTerminal).
 void Note(const std::string& text);
+// Writes blz-rendered multi-line text to stdout with control characters escaped
+// (core/text.h EscapeTextForTerminal): newlines and tabs kept, nothing a terminal obeys.
+void PrintText(const std::string& text);
+// An untrusted string (path, name, tag, reference) made safe for one line of human-readable
+// output: core/text.h EscapeForTerminal.
+std::string Esc(const std::string& s);
 // Should transfers draw progress? (--progress, or stderr is a terminal.)
 bool ProgressWanted(bool flag);
 

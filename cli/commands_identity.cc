@@ -29,9 +29,11 @@ void AddId(CLI::App& app, std::vector<Command>* commands) {
   commands->push_back({sub, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(formats::StructuralIdentity identity,
                          formats::IdentifyPath(args->input));
-    const std::string text =
-        args->json ? formats::IdentityJson(identity) : formats::IdentityText(identity);
-    std::fputs(text.c_str(), stdout);
+    if (args->json) {
+      std::fputs(formats::IdentityJson(identity).c_str(), stdout);
+    } else {
+      PrintText(formats::IdentityText(identity));
+    }
     return Status::Ok();
   }});
 }

@@ -58,7 +58,7 @@ void AddPack(CLI::App& app, std::vector<Command>* commands) {
                  {"tensors", stats.tensors}});
     } else {
       std::printf("packed %s -> %s\n  %llu files, %llu tensors, %s (%s of tensors)\n  %s\n",
-                  args->input.c_str(), args->output.c_str(),
+                  Esc(args->input).c_str(), Esc(args->output).c_str(),
                   static_cast<unsigned long long>(stats.files),
                   static_cast<unsigned long long>(stats.tensors),
                   FormatBytes(stats.archive_bytes).c_str(),
@@ -89,8 +89,8 @@ void AddUnpack(CLI::App& app, std::vector<Command>* commands) {
       PrintJson({{"archive", args->input}, {"output", args->output},
                  {"files", h.files.size()}, {"tensors", h.tensors.size()}});
     } else {
-      std::printf("unpacked %s -> %s (%zu files)\n", args->input.c_str(), args->output.c_str(),
-                  h.files.size());
+      std::printf("unpacked %s -> %s (%zu files)\n", Esc(args->input).c_str(),
+                  Esc(args->output).c_str(), h.files.size());
     }
     return Status::Ok();
   }});
@@ -114,7 +114,7 @@ void AddVerify(CLI::App& app, std::vector<Command>* commands) {
       PrintJson({{"archive", args->input}, {"ok", true}, {"files", h.files.size()},
                  {"tensors", h.tensors.size()}, {"archive_bytes", h.total_size}});
     } else {
-      std::printf("ok: %s (%zu files, %zu tensors, %s)\n", args->input.c_str(), h.files.size(),
+      std::printf("ok: %s (%zu files, %zu tensors, %s)\n", Esc(args->input).c_str(), h.files.size(),
                   h.tensors.size(), FormatBytes(h.total_size).c_str());
     }
     return Status::Ok();
@@ -146,7 +146,7 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
       if (args->json) {
         PrintJson(formats::SummaryJson(summary));
       } else {
-        std::fputs(formats::SummaryText(summary).c_str(), stdout);
+        PrintText(formats::SummaryText(summary));
       }
       return Status::Ok();
     }
@@ -164,9 +164,9 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
       out["stats"] = formats::ModelStatsJson(stats);
       PrintOrderedJson(out);
     } else {
-      std::fputs(formats::SummaryText(summary).c_str(), stdout);
+      PrintText(formats::SummaryText(summary));
       std::fputs("\n", stdout);
-      std::fputs(formats::ModelStatsText(stats).c_str(), stdout);
+      PrintText(formats::ModelStatsText(stats));
     }
     return Status::Ok();
   }});
@@ -180,9 +180,11 @@ Status ReportDiff(const std::string& a, const std::string& b, bool json, bool ve
   const formats::StructuralDiff structure = formats::DiffStructures(sa, sb);
   if (fail_on_diff && !structure.identical()) *exit_code = kExitDiffers;
   if (!values) {
-    const std::string text =
-        json ? formats::DiffJson(structure) : formats::DiffText(structure, verbose);
-    std::fputs(text.c_str(), stdout);
+    if (json) {
+      std::fputs(formats::DiffJson(structure).c_str(), stdout);
+    } else {
+      PrintText(formats::DiffText(structure, verbose));
+    }
     return Status::Ok();
   }
   formats::DiffOptions options;
@@ -193,9 +195,9 @@ Status ReportDiff(const std::string& a, const std::string& b, bool json, bool ve
     BLZ_ASSIGN_OR_RETURN(std::string text, formats::ValueDiffJson(structure, value_diff));
     std::fputs(text.c_str(), stdout);
   } else {
-    std::fputs(formats::DiffText(structure, verbose).c_str(), stdout);
+    PrintText(formats::DiffText(structure, verbose));
     std::fputs("\n", stdout);
-    std::fputs(formats::ModelDiffText(value_diff).c_str(), stdout);
+    PrintText(formats::ModelDiffText(value_diff));
   }
   return Status::Ok();
 }
@@ -282,12 +284,12 @@ void AddDiff(CLI::App& app, std::vector<Command>* commands) {
     for (const patcher::PieceReport& p : stats.pieces) {
       std::printf("%-12s %12s %12s %8s  %s\n", p.codec.c_str(),
                   FormatBytes(p.target_bytes).c_str(), FormatBytes(p.patch_bytes).c_str(),
-                  Percent(p.patch_bytes, p.target_bytes).c_str(), p.name.c_str());
+                  Percent(p.patch_bytes, p.target_bytes).c_str(), Esc(p.name).c_str());
     }
     std::printf(
         "\n%s -> %s\n  patch %s: %s for a %s target (%s)\n"
         "  %u identical, %u patched, %u added, %u removed\n",
-        stats.base_digest.c_str(), stats.target_digest.c_str(), args->output.c_str(),
+        stats.base_digest.c_str(), stats.target_digest.c_str(), Esc(args->output).c_str(),
         FormatBytes(stats.patch_bytes).c_str(), FormatBytes(stats.target_bytes).c_str(),
         Percent(stats.patch_bytes, stats.target_bytes).c_str(), stats.identical, stats.patched,
         stats.added, stats.removed);
@@ -340,8 +342,8 @@ void AddApply(CLI::App& app, std::vector<Command>* commands) {
                  {"output_kind", to_archive ? "archive" : "directory"},
                  {"target_digest", stats.target_digest}, {"target_bytes", stats.target_bytes}});
     } else {
-      std::printf("applied %s to %s -> %s (%s)\n  %s, %s\n", args->patch.c_str(),
-                  args->base.c_str(), args->output.c_str(),
+      std::printf("applied %s to %s -> %s (%s)\n  %s, %s\n", Esc(args->patch).c_str(),
+                  Esc(args->base).c_str(), Esc(args->output).c_str(),
                   to_archive ? "archive" : "directory", stats.target_digest.c_str(),
                   FormatBytes(stats.target_bytes).c_str());
     }

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "core/text.h"
+
 namespace blz::cli {
 
 int ExitCodeFor(Code code) {
@@ -36,7 +38,9 @@ std::string ExitCodeHelp() {
 }
 
 int ReportError(const Status& status) {
-  std::fprintf(stderr, "blz: error: %s\n", status.ToString().c_str());
+  // Messages carry untrusted names (paths, tensor names, a server's words): one line, and
+  // nothing a terminal would obey.
+  std::fprintf(stderr, "blz: error: %s\n", EscapeForTerminal(status.ToString()).c_str());
   std::fflush(stderr);
   return ExitCodeFor(status.code());
 }

@@ -35,7 +35,8 @@ int ExitCodeFor(Code code);
 // The exit-code table for `blz --help`.
 std::string ExitCodeHelp();
 
-// Prints "blz: error: <status>" on stderr; returns ExitCodeFor(status.code()).
+// Prints "blz: error: <status>" on stderr as one line, control characters escaped
+// (core/text.h EscapeForTerminal); returns ExitCodeFor(status.code()).
 // REQUIRES: !status.ok().
 int ReportError(const Status& status);
 

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "core/text.h"
 
 int main(int argc, char** argv) {
   using namespace blz::cli;
@@ -45,7 +46,8 @@ int main(int argc, char** argv) {
       for (const Command& command : commands) known = known || command.app->get_name() == argv[1];
       if (!known) message = std::string("unknown command '") + argv[1] + "'";
     }
-    std::fprintf(stderr, "blz: error: %s\nRun 'blz --help' for usage.\n", message.c_str());
+    std::fprintf(stderr, "blz: error: %s\nRun 'blz --help' for usage.\n",
+                 blz::EscapeForTerminal(message).c_str());
     return kExitUsage;
   }
 

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/mmap_file.h"
+#include "core/text.h"
 #include "formats/blz_archive.h"
 #include "formats/ggml_types.h"
 #include "formats/gguf.h"
@@ -218,13 +219,16 @@ std::string SummaryText(const ModelSummary& s) {
     dtypes += (dtypes.empty() ? "" : ", ") + name + " x" + std::to_string(count);
   }
   std::string out;
-  out += "path:     " + s.path + "\n";
+  // Names come from the files: every one is escaped (core/text.h) so that a tensor named
+  // "a\x1b[2Jb" can neither drive the terminal nor, with a newline, forge a table row.
+  out += "path:     " + EscapeForTerminal(s.path) + "\n";
   out += "format:   " + s.format + "\n";
   for (const auto& f : s.files) {
     if (f.kind != "gguf") continue;
     out += "gguf:     version " + std::to_string(f.gguf_version) + ", " +
            std::to_string(f.metadata_count) + " metadata keys, alignment " +
-           std::to_string(f.alignment) + (s.format == "gguf" ? "" : " (" + f.path + ")") + "\n";
+           std::to_string(f.alignment) +
+           (s.format == "gguf" ? "" : " (" + EscapeForTerminal(f.path) + ")") + "\n";
   }
   if (s.format == "blz") out += "archive:  " + std::to_string(s.archive_bytes) + " bytes\n";
   out += "files:    " + std::to_string(s.files.size()) + " (" + std::to_string(s.total_bytes) +
@@ -236,12 +240,12 @@ std::string SummaryText(const ModelSummary& s) {
     out += "id:       " + s.identity->id + "\n";
     out += "hash:     " + s.identity->structural_hash + " (structural)\n";
   } else {
-    out += "id:       n/a (" + s.identity_error + ")\n";
+    out += "id:       n/a (" + EscapeForTerminal(s.identity_error) + ")\n";
   }
 
   std::vector<std::vector<std::string>> files = {{"FILE", "KIND", "BYTES", "TENSORS"}};
   for (const auto& f : s.files) {
-    files.push_back({f.path, f.kind, std::to_string(f.size),
+    files.push_back({EscapeForTerminal(f.path), f.kind, std::to_string(f.size),
                      f.kind != "file" ? std::to_string(f.tensors) : "-"});
   }
   out += "\n" + Table(files, {false, false, true, true});
@@ -249,8 +253,8 @@ std::string SummaryText(const ModelSummary& s) {
   if (!s.tensors.empty()) {
     std::vector<std::vector<std::string>> tensors = {{"TENSOR", "DTYPE", "SHAPE", "BYTES", "FILE"}};
     for (const auto& t : s.tensors) {
-      tensors.push_back({t.name, t.DisplayDType(), ShapeText(t.shape),
-                         std::to_string(t.bytes), t.file});
+      tensors.push_back({EscapeForTerminal(t.name), t.DisplayDType(), ShapeText(t.shape),
+                         std::to_string(t.bytes), EscapeForTerminal(t.file)});
     }
     out += "\n" + Table(tensors, {false, false, false, true, false});
   }

@@ -74,7 +74,8 @@ Result<ModelSummary> Describe(const std::string& path);
 // Human-readable: a few summary lines (path, format, one "gguf:" line per GGUF file, archive
 // size, files, tensors, "id:" with the structural ID and "hash:" with the structural hash, or
 // "id: n/a (<reason>)"), then a table of files and a table of tensors (name, dtype, shape,
-// bytes, file). Ends with a newline.
+// bytes, file). Ends with a newline. Names, paths and the identity error are escaped with
+// core/text.h EscapeForTerminal: the text contains no control character but '\n'.
 std::string SummaryText(const ModelSummary& summary);
 
 // Machine-readable (key order is not significant):

@@ -267,5 +267,74 @@ TEST(BlzCliTest, InspectStatsWarnsOnAllNaNAdapter) {
   EXPECT_EQ(ok.out.find("is all NaN/Inf"), std::string::npos) << ok.out;
 }
 
+// A one-tensor safetensors file whose tensor is called `name` (JSON-escaped by the caller).
+std::string SafetensorsNamed(const std::string& json_name) {
+  std::string header = "{\"" + json_name +
+                       "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+  while (header.size() % 8 != 0) header += ' ';
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = char((header.size() >> (8 * i)) & 0xFF);
+  return out + header + std::string(4, '\0');
+}
+
+TEST(BlzCliTest, InspectEscapesControlCharactersInNames) {
+  TempDir tmp;
+  const std::string file = tmp / "evil.safetensors";
+  blz::testing::WriteFileBytes(file, SafetensorsNamed("a\\u001b[2Jb\\u009b1m\\nc"));
+  BlzRun r = Blz("inspect " + file, tmp);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\xC2\x9B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a\\x1b[2Jb\\u{009B}1m\\nc"), std::string::npos) << r.out;
+  BlzRun id = Blz("id " + file, tmp);
+  EXPECT_EQ(id.out.find('\x1b'), std::string::npos) << id.out;
+  BlzRun diff = Blz("diff -v " + file + " " + file, tmp);
+  EXPECT_EQ(diff.out.find('\x1b'), std::string::npos) << diff.out;
+  // JSON keeps the exact name (JSON's own escaping).
+  BlzRun json = Blz("inspect --json " + file, tmp);
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["tensors"][0]["name"], "a\x1b[2Jb\xC2\x9B" "1m\nc");
+}
+
+TEST(BlzCliTest, ErrorForAPathWithNewlineAndEscIsOneLine) {
+  TempDir tmp;
+  // The shell passes the quoted newline and ESC through as part of one argument.
+  BlzRun r = Blz("verify '" + (tmp / "bad\nname\x1b[2J.blz") + "'", tmp);
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bad\\nname\\x1b[2J.blz"), std::string::npos) << r.err;
+  BlzRun unknown = Blz("'frob\x1b[2J'", tmp);
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_EQ(unknown.err.find('\x1b'), std::string::npos) << unknown.err;
+}
+
+TEST(BlzCliTest, LoginWarnsAboutTokenOnTheCommandLine) {
+  TempDir tmp;
+  const std::string env = "BLZ_TOKEN= BLZ_CONFIG_DIR=" + (tmp / "cfg");
+  BlzRun argv = Blz("login 127.0.0.1:5000 --token tok-argv", tmp, env);
+  EXPECT_EQ(argv.code, 0) << argv.err;
+  EXPECT_NE(argv.err.find("blz: warning: a token given with --token is visible"),
+            std::string::npos) << argv.err;
+  EXPECT_NE(argv.err.find("--token-stdin"), std::string::npos) << argv.err;
+  EXPECT_NE(ReadFileBytes(tmp / "cfg/auth.json").find("tok-argv"), std::string::npos);
+
+  // The documented way: the token on stdin, with --token-stdin or without any flag.
+  blz::testing::WriteFileBytes(tmp / "tok.txt", "tok-stdin\n");
+  BlzRun piped = Blz("login 127.0.0.1:5000 --token-stdin < " + (tmp / "tok.txt"), tmp, env);
+  EXPECT_EQ(piped.code, 0) << piped.err;
+  EXPECT_EQ(piped.err.find("warning"), std::string::npos) << piped.err;
+  const std::string auth = ReadFileBytes(tmp / "cfg/auth.json");
+  EXPECT_NE(auth.find("tok-stdin"), std::string::npos) << auth;
+  struct stat st {};
+  ASSERT_EQ(::stat((tmp / "cfg/auth.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  BlzRun plain = Blz("login 127.0.0.1:5001 < " + (tmp / "tok.txt"), tmp, env);
+  EXPECT_EQ(plain.code, 0) << plain.err;
+  BlzRun both = Blz("login 127.0.0.1:5001 --token x --token-stdin < " + (tmp / "tok.txt"), tmp,
+                    env);
+  EXPECT_EQ(both.code, 2) << both.err;
+}
+
 }  // namespace
 }  // namespace blz::cli

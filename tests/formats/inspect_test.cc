@@ -319,5 +319,31 @@ TEST(Inspect, AnInputWithoutIdentityIsStillDescribed) {
   EXPECT_EQ(j["structural_error"], s->identity_error);
 }
 
+TEST(Inspect, SummaryTextEscapesUntrustedNames) {
+  ModelSummary s;
+  s.path = "dir\n/x";
+  s.format = "safetensors";
+  FileSummary f;
+  f.path = "m\x1b]0;title\x07.safetensors";
+  f.kind = "safetensors";
+  f.size = 4;
+  f.tensors = 1;
+  s.files.push_back(f);
+  TensorSummary t;
+  t.name = "a\x1b[2Jb";
+  t.dtype = DType::kF32;
+  t.shape = {1};
+  t.bytes = 4;
+  t.file = "m.safetensors";
+  s.tensors.push_back(t);
+  s.identity_error = "bad\x1b[31m";
+  const std::string text = SummaryText(s);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+  EXPECT_NE(text.find("a\\x1b[2Jb"), std::string::npos) << text;
+  EXPECT_NE(text.find("path:     dir\\n/x\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("m\\x1b]0;title\\x07.safetensors"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace blz::formats
