@@ -146,12 +146,24 @@ class Parser {
       out->str.assign(s);
       return Status::Ok();
     }
-    // Array.
+    // Array: validated element by element, kept as one copy of its elements' bytes.
+    uint64_t begin = 0;
+    BLZ_RETURN_IF_ERROR(Array(depth, &out->element_type, &out->count, &begin));
+    out->raw.assign(reinterpret_cast<const char*>(b_.data() + begin), pos_ - begin);
+    return Status::Ok();
+  }
+
+  // Reads and checks an array's element type, count and elements (`depth` arrays enclose
+  // it), storing nothing per element: `*elements_begin` receives the offset of its first
+  // element; the elements end at pos().
+  Status Array(uint32_t depth, GgufType* element_type, uint64_t* count,
+               uint64_t* elements_begin) {
     const uint64_t at = pos_;
-    BLZ_ASSIGN_OR_RETURN(out->element_type, Type("array element type"));
-    BLZ_ASSIGN_OR_RETURN(out->count, U64("array count"));
-    const GgufType et = out->element_type;
-    const uint64_t n = out->count;
+    BLZ_ASSIGN_OR_RETURN(const GgufType et, Type("array element type"));
+    BLZ_ASSIGN_OR_RETURN(const uint64_t n, U64("array count"));
+    *element_type = et;
+    *count = n;
+    *elements_begin = pos_;
     if (n > kMaxGgufArrayElements) {
       return Fail(Code::kTooLarge, at,
                   "array of " + std::to_string(n) + " elements exceeds the cap of " +
@@ -179,22 +191,18 @@ class Parser {
           }
         }
       }
-      out->raw.assign(reinterpret_cast<const char*>(p), min_bytes);
       pos_ += min_bytes;
       return Status::Ok();
     }
-    if (et == GgufType::kString) {
-      out->strings.reserve(n);
-      for (uint64_t i = 0; i < n; ++i) {
-        auto s = Str("string", kMaxGgufStringBytes);
-        if (!s.ok()) return s.status().WithContext("array element " + std::to_string(i));
-        out->strings.emplace_back(*s);
-      }
-      return Status::Ok();
-    }
-    out->arrays.resize(n);
     for (uint64_t i = 0; i < n; ++i) {
-      Status st = Value(GgufType::kArray, depth + 1, &out->arrays[i]);
+      Status st;
+      if (et == GgufType::kString) {
+        st = Str("string", kMaxGgufStringBytes).status();
+      } else {
+        GgufType nested_type;
+        uint64_t nested_count = 0, nested_begin = 0;
+        st = Array(depth + 1, &nested_type, &nested_count, &nested_begin);
+      }
       if (!st.ok()) return st.WithContext("array element " + std::to_string(i));
     }
     return Status::Ok();
@@ -464,34 +472,25 @@ Status EncodeValue(const GgufValue& v, std::string* out) {
     return InvalidArgument("unknown array element type " +
                            std::to_string(static_cast<uint32_t>(et)));
   }
-  uint64_t held = 0;
-  bool others_empty = true;
+  // `raw` must hold exactly `count` elements (their contents are checked by the parse-back).
+  bool matches = false;
   if (IsScalar(et)) {
-    held = v.raw.size() / GgufScalarSize(et);
-    others_empty = v.strings.empty() && v.arrays.empty() && v.raw.size() % GgufScalarSize(et) == 0;
-  } else if (et == GgufType::kString) {
-    held = v.strings.size();
-    others_empty = v.raw.empty() && v.arrays.empty();
+    uint64_t n = 0;
+    matches = CheckedMul(v.count, GgufScalarSize(et), &n) && n == v.raw.size();
   } else {
-    held = v.arrays.size();
-    others_empty = v.raw.empty() && v.strings.empty();
+    std::string_view rest = v.raw;
+    GgufItemView item;
+    uint64_t held = 0;
+    while (held < v.count && NextGgufItem(et, &rest, &item)) ++held;
+    matches = held == v.count && rest.empty();
   }
-  if (held != v.count || !others_empty) {
+  if (!matches) {
     return InvalidArgument("array count " + std::to_string(v.count) +
                            " does not match its elements");
   }
   AppendLE32(out, static_cast<uint32_t>(et));
   AppendLE64(out, v.count);
-  if (IsScalar(et)) {
-    out->append(v.raw);
-  } else if (et == GgufType::kString) {
-    for (const std::string& s : v.strings) AppendString(out, s);
-  } else {
-    for (const GgufValue& a : v.arrays) {
-      if (a.type != GgufType::kArray) return InvalidArgument("array element is not an array");
-      BLZ_RETURN_IF_ERROR(EncodeValue(a, out));
-    }
-  }
+  out->append(v.raw);
   return Status::Ok();
 }
 
@@ -534,175 +533,6 @@ Status WriteZeros(uint64_t n, const GgufSink& sink) {
 }
 
 }  // namespace
-
-std::string_view GgufTypeName(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8: return "uint8";
-    case GgufType::kInt8: return "int8";
-    case GgufType::kUint16: return "uint16";
-    case GgufType::kInt16: return "int16";
-    case GgufType::kUint32: return "uint32";
-    case GgufType::kInt32: return "int32";
-    case GgufType::kFloat32: return "float32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kUint64: return "uint64";
-    case GgufType::kInt64: return "int64";
-    case GgufType::kFloat64: return "float64";
-  }
-  return "unknown";
-}
-
-uint32_t GgufScalarSize(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kBool: return 1;
-    case GgufType::kUint16:
-    case GgufType::kInt16: return 2;
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kFloat32: return 4;
-    case GgufType::kUint64:
-    case GgufType::kInt64:
-    case GgufType::kFloat64: return 8;
-    case GgufType::kString:
-    case GgufType::kArray: return 0;
-  }
-  return 0;
-}
-
-namespace {
-GgufValue Scalar(GgufType t, uint64_t bits) {
-  GgufValue v;
-  v.type = t;
-  v.bits = bits;
-  return v;
-}
-}  // namespace
-
-GgufValue GgufValue::U8(uint8_t v) { return Scalar(GgufType::kUint8, v); }
-GgufValue GgufValue::I8(int8_t v) { return Scalar(GgufType::kInt8, static_cast<uint8_t>(v)); }
-GgufValue GgufValue::U16(uint16_t v) { return Scalar(GgufType::kUint16, v); }
-GgufValue GgufValue::I16(int16_t v) {
-  return Scalar(GgufType::kInt16, static_cast<uint16_t>(v));
-}
-GgufValue GgufValue::U32(uint32_t v) { return Scalar(GgufType::kUint32, v); }
-GgufValue GgufValue::I32(int32_t v) {
-  return Scalar(GgufType::kInt32, static_cast<uint32_t>(v));
-}
-GgufValue GgufValue::F32(float v) {
-  return Scalar(GgufType::kFloat32, std::bit_cast<uint32_t>(v));
-}
-GgufValue GgufValue::Bool(bool v) { return Scalar(GgufType::kBool, v ? 1 : 0); }
-GgufValue GgufValue::String(std::string v) {
-  GgufValue out;
-  out.type = GgufType::kString;
-  out.str = std::move(v);
-  return out;
-}
-GgufValue GgufValue::U64(uint64_t v) { return Scalar(GgufType::kUint64, v); }
-GgufValue GgufValue::I64(int64_t v) {
-  return Scalar(GgufType::kInt64, static_cast<uint64_t>(v));
-}
-GgufValue GgufValue::F64(double v) {
-  return Scalar(GgufType::kFloat64, std::bit_cast<uint64_t>(v));
-}
-
-namespace {
-// Arrays enclosing the deepest element, counting `v` itself (0 for a non-array).
-uint32_t ArrayDepth(const GgufValue& v) {
-  if (v.type != GgufType::kArray) return 0;
-  uint32_t d = 0;
-  for (const GgufValue& a : v.arrays) d = std::max(d, ArrayDepth(a));
-  return d + 1;
-}
-}  // namespace
-
-Result<GgufValue> GgufValue::Array(GgufType element_type, std::span<const GgufValue> items) {
-  if (static_cast<uint32_t>(element_type) > kMaxValueType) {
-    return InvalidArgument("unknown array element type");
-  }
-  GgufValue out;
-  out.type = GgufType::kArray;
-  out.element_type = element_type;
-  out.count = items.size();
-  for (size_t i = 0; i < items.size(); ++i) {
-    const GgufValue& it = items[i];
-    if (it.type != element_type) {
-      return InvalidArgument("array item " + std::to_string(i) + " is " +
-                             std::string(GgufTypeName(it.type)) + ", not " +
-                             std::string(GgufTypeName(element_type)));
-    }
-    if (IsScalar(element_type)) {
-      AppendLE(&out.raw, it.bits, GgufScalarSize(element_type));
-    } else if (element_type == GgufType::kString) {
-      out.strings.push_back(it.str);
-    } else {
-      out.arrays.push_back(it);
-    }
-  }
-  if (ArrayDepth(out) > kMaxGgufArrayDepth) {
-    return InvalidArgument("arrays nested deeper than " + std::to_string(kMaxGgufArrayDepth) +
-                           " levels");
-  }
-  return out;
-}
-
-GgufValue GgufValue::Item(uint64_t i) const {
-  if (IsScalar(element_type)) {
-    const uint32_t size = GgufScalarSize(element_type);
-    return Scalar(element_type,
-                  LoadLE(reinterpret_cast<const uint8_t*>(raw.data()) + i * size, size));
-  }
-  if (element_type == GgufType::kString) return String(strings[i]);
-  return arrays[i];
-}
-
-std::optional<int64_t> GgufValue::AsInt() const {
-  switch (type) {
-    case GgufType::kUint8:
-    case GgufType::kUint16:
-    case GgufType::kUint32:
-    case GgufType::kUint64: return static_cast<int64_t>(bits);
-    case GgufType::kInt8: return static_cast<int8_t>(bits);
-    case GgufType::kInt16: return static_cast<int16_t>(bits);
-    case GgufType::kInt32: return static_cast<int32_t>(bits);
-    case GgufType::kInt64: return static_cast<int64_t>(bits);
-    default: return std::nullopt;
-  }
-}
-
-std::optional<uint64_t> GgufValue::AsUInt() const {
-  switch (type) {
-    case GgufType::kUint8:
-    case GgufType::kUint16:
-    case GgufType::kUint32:
-    case GgufType::kUint64: return bits;
-    default: return std::nullopt;
-  }
-}
-
-std::optional<double> GgufValue::AsFloat() const {
-  if (type == GgufType::kFloat32) {
-    return static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(bits)));
-  }
-  if (type == GgufType::kFloat64) return std::bit_cast<double>(bits);
-  return std::nullopt;
-}
-
-std::optional<bool> GgufValue::AsBool() const {
-  if (type != GgufType::kBool) return std::nullopt;
-  return bits != 0;
-}
-
-const GgufValue* FindGgufValue(const GgufHeader& header, std::string_view key) {
-  for (const GgufKv& kv : header.metadata) {
-    if (kv.key == key) return &kv.value;
-  }
-  return nullptr;
-}
 
 Result<GgufFile> ParseGguf(ByteSpan bytes, GgufMode mode, std::string_view source) {
   GgufFile f;

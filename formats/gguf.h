@@ -51,6 +51,8 @@ inline constexpr uint64_t kGgufDefaultAlignment = 32;
 inline constexpr uint64_t kMaxGgufStringBytes = 1ull << 30;   // any string value (ggml: 1 GiB)
 inline constexpr uint64_t kMaxGgufKeyBytes = 65535;           // metadata keys (GGUF spec)
 inline constexpr uint64_t kMaxGgufTensorNameBytes = 63;       // ggml: < GGML_MAX_NAME (64)
+// Arrays are held as their file bytes (see GgufValue), never decoded per element, so their
+// memory is bounded by the file size, not by this count.
 inline constexpr uint64_t kMaxGgufArrayElements = 1ull << 30;
 inline constexpr uint32_t kMaxGgufArrayDepth = 8;             // array of array of ... (8 levels)
 inline constexpr uint64_t kMaxGgufTensors = 1ull << 20;
@@ -80,6 +82,12 @@ std::string_view GgufTypeName(GgufType t);
 uint32_t GgufScalarSize(GgufType t);
 
 // One metadata value. Scalars keep their exact bits so a value re-encodes byte for byte.
+//
+// Arrays are held as ONE buffer with the elements exactly as the file encodes them, never as
+// one object per element, so an array costs its size in the file plus a constant (a 100 MiB
+// u8 array costs 100 MiB, not 78 bytes per element; issue 9). Nothing in blz decodes a whole
+// array: Item(i) decodes one element, NextGgufItem walks them, and the structural hash
+// (formats/structural_hash.h) streams its encoding straight from `raw`.
 struct GgufValue {
   GgufType type = GgufType::kUint8;
   // Numeric and bool scalars: the value's little-endian bits, zero-extended to 64 bits
@@ -87,12 +95,15 @@ struct GgufValue {
   uint64_t bits = 0;
   // kString: the bytes (GGUF says UTF-8; not checked, as in ggml).
   std::string str;
-  // kArray: element type and count, and the elements in exactly one of:
+  // kArray: element type, count, and the `count` elements as encoded in the file:
+  //   numeric / bool elements: count * size little-endian bytes;
+  //   kString elements: count x {u64 length, bytes};
+  //   kArray elements: count x {u32 element type, u64 count, elements} (recursively).
+  // Values from the reader and from Array() are well-formed; the writer checks `raw` against
+  // `count` (and parses the result back), so a hand-edited `raw` cannot produce a bad file.
   GgufType element_type = GgufType::kUint8;
   uint64_t count = 0;
-  std::string raw;                   // numeric / bool elements: count * size LE bytes
-  std::vector<std::string> strings;  // kString elements
-  std::vector<GgufValue> arrays;     // kArray elements (each itself a kArray value)
+  std::string raw;
 
   static GgufValue U8(uint8_t v);
   static GgufValue I8(int8_t v);
@@ -110,7 +121,9 @@ struct GgufValue {
   // type differs, or for nested arrays if the nesting exceeds kMaxGgufArrayDepth.
   static Result<GgufValue> Array(GgufType element_type, std::span<const GgufValue> items);
 
-  // Element i of an array (REQUIRES: type == kArray, i < count), as a standalone value.
+  // Element i of an array (REQUIRES: type == kArray, i < count, `raw` well-formed), as a
+  // standalone value. Numeric / bool elements are O(1); string and array elements walk `raw`
+  // from the start (O(bytes before element i)). A default value if `raw` is malformed.
   GgufValue Item(uint64_t i) const;
 
   // The value of an integer scalar of any width (signed ones sign-extended; uint64 values
@@ -125,6 +138,27 @@ struct GgufValue {
 
   bool operator==(const GgufValue& other) const = default;
 };
+
+// One array element decoded in place (views into the array's `raw`; no copy).
+struct GgufItemView {
+  GgufType type = GgufType::kUint8;  // the array's element type
+  uint64_t bits = 0;                 // numeric / bool: LE bits, zero-extended
+  std::string_view str;              // kString: the bytes
+  GgufType element_type = GgufType::kUint8;  // kArray: the nested array's element type,
+  uint64_t count = 0;                        //         count
+  std::string_view raw;                      //         and elements (as GgufValue::raw)
+};
+
+// Splits the first element of type `element_type` off the front of `*rest` (an array's `raw`,
+// or what is left of it) into `*out` and advances `*rest` past it. Bounds-checked: returns
+// false, leaving `*rest` unchanged, if `*rest` does not start with a whole element (or nests
+// arrays deeper than kMaxGgufArrayDepth). Never allocates.
+bool NextGgufItem(GgufType element_type, std::string_view* rest, GgufItemView* out);
+
+// Arrays nested in `v`, counting `v` itself: 0 for a non-array, 1 for an array of scalars or
+// strings (or an empty array), ... Walks `raw`; a malformed `raw` counts as
+// kMaxGgufArrayDepth + 1.
+uint32_t GgufArrayDepth(const GgufValue& v);
 
 struct GgufKv {
   std::string key;

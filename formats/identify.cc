@@ -88,7 +88,7 @@ Result<StructuralInput> Combine(std::vector<ModelPart> parts, const std::string&
 
 Result<StructuralInput> FromGgufBytes(ByteSpan bytes, std::string_view source) {
   BLZ_ASSIGN_OR_RETURN(GgufFile g, ParseGguf(bytes, GgufMode::kHeaderOnly, source));
-  return StructuralInputFromGguf(g.header);
+  return StructuralInputFromGguf(std::move(g.header));  // arrays' buffers move, not copy
 }
 
 Result<StructuralInput> FromSafetensorsBytes(ByteSpan bytes, std::string_view source) {

@@ -1,7 +1,10 @@
 #include "formats/structural_hash.h"
 
 #include <bit>
+#include <algorithm>
 #include <charconv>
+#include <map>
+#include <type_traits>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -117,22 +120,6 @@ void AppendEscapedInner(std::string_view s, std::string* out) {
   AppendEscaped(s, {/*escape_del=*/true, /*short_bf=*/false}, out);
 }
 
-// A JSON string literal escaped exactly as serde_json escapes (`s` must be valid UTF-8):
-// \" \\ \b \f \n \r \t, other bytes below 0x20 as \u00xx in lower case, everything else
-// verbatim (including 0x7f, '/' and non-ASCII).
-void AppendJsonString(std::string_view s, std::string* out) {
-  out->push_back('"');
-  AppendEscaped(s, {/*escape_del=*/false, /*short_bf=*/true}, out);
-  out->push_back('"');
-}
-
-template <typename T>
-void AppendNumber(T v, std::string* out) {
-  char buf[24];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v);
-  out->append(buf, res.ptr);
-}
-
 bool IsAscii(std::string_view s) {
   for (char c : s) {
     if (static_cast<unsigned char>(c) >= 0x80) return false;
@@ -152,39 +139,277 @@ uint64_t WidenF32Bits(uint32_t b) {
   return std::bit_cast<uint64_t>(static_cast<double>(std::bit_cast<float>(b)));
 }
 
-void EncodeInto(const StructuralValue& v, std::string* out) {
+// --- Output targets ----------------------------------------------------------------------
+// Encoders write through an output with Put(std::string_view) and Put(char).
+
+constexpr size_t kPieceBytes = 64 * 1024;  // streaming granularity
+
+struct StringOut {
+  std::string* s;
+  void Put(std::string_view v) { s->append(v); }
+  void Put(char c) { s->push_back(c); }
+};
+
+// The canonical JSON, written through Raw (verbatim) and Escaped (a JSON string's contents
+// escaped exactly as serde_json escapes valid UTF-8: \" \\ \b \f \n \r \t, other bytes below
+// 0x20 as \u00xx in lower case, everything else verbatim, including 0x7f, '/' and non-ASCII;
+// byte by byte, so a string may be escaped piece by piece), into a string.
+struct StringJson {
+  std::string* s;
+  void Raw(std::string_view v) { s->append(v); }
+  void Escaped(std::string_view v) {
+    AppendEscaped(v, {/*escape_del=*/false, /*short_bf=*/true}, s);
+  }
+};
+
+// The same, fed to SHA-256 in pieces of about kPieceBytes: never holds the document.
+class HashingJson {
+ public:
+  void Raw(std::string_view v) {
+    buf_.append(v);
+    if (buf_.size() >= kPieceBytes) Flush();
+  }
+  void Escaped(std::string_view v) {
+    while (!v.empty()) {
+      const std::string_view piece = v.substr(0, kPieceBytes);
+      AppendEscaped(piece, {/*escape_del=*/false, /*short_bf=*/true}, &buf_);
+      v.remove_prefix(piece.size());
+      if (buf_.size() >= kPieceBytes) Flush();
+    }
+  }
+  std::string FinishHex() {
+    Flush();
+    return sha_.FinishHex();
+  }
+
+ private:
+  void Flush() {
+    sha_.Update(buf_);
+    buf_.clear();
+  }
+  Sha256 sha_;
+  std::string buf_;
+};
+
+// Puts through a JSON output's Escaped: a value's encoding, escaped as it is produced.
+template <typename Json>
+struct EscapedOut {
+  Json* j;
+  void Put(std::string_view v) { j->Escaped(v); }
+  void Put(char c) { j->Escaped(std::string_view(&c, 1)); }
+};
+
+// --- Value encoding ------------------------------------------------------------------------
+
+template <typename T, typename Out>
+void PutNumber(T v, Out& out) {
+  char buf[24];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  out.Put(std::string_view(buf, static_cast<size_t>(res.ptr - buf)));
+}
+
+// A scalar kind's encoding (REQUIRES: kind is not kString, kArray or kGgufArray).
+template <typename Out>
+void PutScalar(StructuralValue::Kind kind, uint64_t bits, Out& out) {
+  using Kind = StructuralValue::Kind;
+  switch (kind) {
+    case Kind::kBool: out.Put(bits != 0 ? "true" : "false"); return;
+    case Kind::kInt:
+    case Kind::kUInt: PutNumber(static_cast<int64_t>(bits), out); return;
+    case Kind::kF32:
+      out.Put("f32:");
+      PutNumber(WidenF32Bits(static_cast<uint32_t>(bits)), out);
+      return;
+    case Kind::kF64: PutNumber(bits, out); return;
+    default: out.Put("null"); return;
+  }
+}
+
+// '"' + the text made valid UTF-8 and escaped (weight-inspect's inner escape) + '"', escaped
+// in pieces so a long string needs one piece of extra memory (plus its UTF-8 repair, if any).
+template <typename Out>
+void PutString(std::string_view s, Out& out) {
+  out.Put('"');
+  std::string valid;
+  if (!IsAscii(s)) {
+    valid = ToValidUtf8(s);
+    s = valid;
+  }
+  std::string piece;
+  while (!s.empty()) {
+    piece.clear();
+    AppendEscapedInner(s.substr(0, kPieceBytes), &piece);
+    out.Put(piece);
+    s.remove_prefix(std::min(s.size(), kPieceBytes));
+  }
+  out.Put('"');
+}
+
+// The GGUF adapter's kind for a scalar GGUF type (kNull for kString / kArray).
+StructuralValue::Kind KindOfGgufScalar(GgufType t) {
+  using Kind = StructuralValue::Kind;
+  switch (t) {
+    case GgufType::kUint8:
+    case GgufType::kUint16:
+    case GgufType::kUint32:
+    case GgufType::kUint64: return Kind::kUInt;
+    case GgufType::kInt8:
+    case GgufType::kInt16:
+    case GgufType::kInt32:
+    case GgufType::kInt64: return Kind::kInt;
+    case GgufType::kFloat32: return Kind::kF32;
+    case GgufType::kFloat64: return Kind::kF64;
+    case GgufType::kBool: return Kind::kBool;
+    case GgufType::kString:
+    case GgufType::kArray: break;
+  }
+  return Kind::kNull;
+}
+
+// The adapter's bits for a scalar: signed values sign-extended (two's complement in 64 bits).
+uint64_t BitsOfGgufScalar(GgufType t, uint64_t bits) {
+  switch (t) {
+    case GgufType::kInt8: return static_cast<uint64_t>(int64_t{static_cast<int8_t>(bits)});
+    case GgufType::kInt16: return static_cast<uint64_t>(int64_t{static_cast<int16_t>(bits)});
+    case GgufType::kInt32: return static_cast<uint64_t>(int64_t{static_cast<int32_t>(bits)});
+    default: return bits;
+  }
+}
+
+// "[" + the elements of a GGUF array (file encoding in `raw`) + "]", element by element
+// straight from `raw`. Stops at the first element that is not whole (malformed `raw`).
+template <typename Out>
+void PutGgufArray(GgufType et, uint64_t count, std::string_view raw, Out& out) {
+  out.Put('[');
+  const StructuralValue::Kind kind = KindOfGgufScalar(et);
+  GgufItemView item;
+  for (uint64_t i = 0; i < count && NextGgufItem(et, &raw, &item); ++i) {
+    if (i > 0) out.Put(',');
+    if (et == GgufType::kString) {
+      PutString(item.str, out);
+    } else if (et == GgufType::kArray) {
+      PutGgufArray(item.element_type, item.count, item.raw, out);
+    } else {
+      PutScalar(kind, BitsOfGgufScalar(et, item.bits), out);
+    }
+  }
+  out.Put(']');
+}
+
+template <typename Out>
+void EncodeInto(const StructuralValue& v, Out& out) {
   using Kind = StructuralValue::Kind;
   switch (v.kind) {
-    case Kind::kNull: *out += "null"; return;
-    case Kind::kBool: *out += v.bits != 0 ? "true" : "false"; return;
-    case Kind::kInt:
-    case Kind::kUInt: AppendNumber(static_cast<int64_t>(v.bits), out); return;
-    case Kind::kF32:
-      *out += "f32:";
-      AppendNumber(WidenF32Bits(static_cast<uint32_t>(v.bits)), out);
-      return;
-    case Kind::kF64: AppendNumber(v.bits, out); return;
-    case Kind::kString: {
-      *out += '"';
-      std::string valid;
-      std::string_view text = v.str;
-      if (!IsAscii(text)) {
-        valid = ToValidUtf8(text);
-        text = valid;
-      }
-      AppendEscapedInner(text, out);
-      *out += '"';
-      return;
-    }
+    case Kind::kString: PutString(v.str, out); return;
     case Kind::kArray:
-      *out += '[';
+      out.Put('[');
       for (size_t i = 0; i < v.items.size(); ++i) {
-        if (i > 0) *out += ',';
+        if (i > 0) out.Put(',');
         EncodeInto(v.items[i], out);
       }
-      *out += ']';
+      out.Put(']');
       return;
+    case Kind::kGgufArray: PutGgufArray(v.gguf_element_type, v.bits, v.str, out); return;
+    default: PutScalar(v.kind, v.bits, out); return;
   }
+}
+
+// --- The canonical JSON document -----------------------------------------------------------
+
+// The input sorted and deduplicated as Canonicalize does, without encoding any value.
+struct SortedInput {
+  std::string format;
+  std::optional<uint32_t> gguf_version;
+  std::map<std::string, const StructuralValue*> metadata;
+  std::map<std::string, const StructuralTensor*> tensors;
+};
+
+SortedInput Sort(const StructuralInput& input) {
+  SortedInput s;
+  s.format = ToValidUtf8(input.format);
+  s.gguf_version = input.gguf_version;
+  for (const auto& [key, value] : input.metadata) s.metadata[ToValidUtf8(key)] = &value;
+  for (const StructuralTensor& t : input.tensors) s.tensors[ToValidUtf8(t.name)] = &t;
+  return s;
+}
+
+template <typename Json>
+void PutJsonString(std::string_view s, Json& j) {
+  j.Raw("\"");
+  j.Escaped(s);
+  j.Raw("\"");
+}
+
+// A metadata value as a JSON string: encoded (SortedInput) or already encoded (Canonical...).
+template <typename Json>
+void PutJsonValue(const StructuralValue* v, Json& j) {
+  j.Raw("\"");
+  EscapedOut<Json> out{&j};
+  EncodeInto(*v, out);
+  j.Raw("\"");
+}
+template <typename Json>
+void PutJsonValue(const std::string& encoded, Json& j) {
+  PutJsonString(encoded, j);
+}
+
+const StructuralTensor& Deref(const StructuralTensor& t) { return t; }
+const StructuralTensor& Deref(const StructuralTensor* t) { return *t; }
+
+// The document of docs/structural-hash.md: compact, fixed key order, serde_json escaping.
+// Tensor names are the map keys (made valid UTF-8).
+template <typename Meta, typename Tensors, typename Json>
+void WriteCanonical(std::string_view format, const std::optional<uint32_t>& gguf_version,
+                    const Meta& metadata, const Tensors& tensors, Json& j) {
+  StringOut num_out{nullptr};
+  std::string num;
+  num_out.s = &num;
+  j.Raw("{\"format\":");
+  PutJsonString(format, j);
+  if (gguf_version) {
+    num.clear();
+    PutNumber(*gguf_version, num_out);
+    j.Raw(",\"gguf_version\":");
+    j.Raw(num);
+  }
+  j.Raw(",\"metadata\":{");
+  bool first = true;
+  for (const auto& [k, v] : metadata) {
+    if (!first) j.Raw(",");
+    first = false;
+    PutJsonString(k, j);
+    j.Raw(":");
+    PutJsonValue(v, j);
+  }
+  j.Raw("},\"tensors\":{");
+  first = true;
+  for (const auto& [name, tv] : tensors) {
+    const StructuralTensor& t = Deref(tv);
+    if (!first) j.Raw(",");
+    first = false;
+    PutJsonString(name, j);
+    j.Raw(":{\"name\":");
+    PutJsonString(name, j);
+    j.Raw(",\"dtype\":");
+    if (IsAscii(t.dtype)) {
+      PutJsonString(t.dtype, j);
+    } else {
+      PutJsonString(ToValidUtf8(t.dtype), j);
+    }
+    j.Raw(",\"shape\":[");
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      num.clear();
+      if (i > 0) num += ',';
+      PutNumber(t.shape[i], num_out);
+      j.Raw(num);
+    }
+    num.clear();
+    PutNumber(t.byte_length, num_out);
+    j.Raw("],\"byte_length\":");
+    j.Raw(num);
+    j.Raw("}");
+  }
+  j.Raw("}}");
 }
 
 std::string Dump(const OrderedJson& j, int indent) {
@@ -205,7 +430,17 @@ std::string VersionText(const std::optional<uint32_t>& v) {
   return v ? std::to_string(*v) : std::string("none");
 }
 
-std::string HashOf(const CanonicalStructure& c) { return Sha256Hex(CanonicalJson(c)); }
+std::string HashOf(const CanonicalStructure& c) {
+  HashingJson j;
+  WriteCanonical(c.format, c.gguf_version, c.metadata, c.tensors, j);
+  return j.FinishHex();
+}
+
+std::string HashOf(const SortedInput& s) {
+  HashingJson j;
+  WriteCanonical(s.format, s.gguf_version, s.metadata, s.tensors, j);
+  return j.FinishHex();
+}
 
 }  // namespace
 
@@ -228,10 +463,20 @@ StructuralValue StructuralValue::Array(std::vector<StructuralValue> items) {
   return out;
 }
 
-std::string EncodeStructuralValue(const StructuralValue& v) {
-  std::string out;
-  EncodeInto(v, &out);
+StructuralValue StructuralValue::GgufArray(GgufValue array) {
+  StructuralValue out;
+  out.kind = Kind::kGgufArray;
+  out.gguf_element_type = array.element_type;
+  out.bits = array.count;
+  out.str = std::move(array.raw);
   return out;
+}
+
+std::string EncodeStructuralValue(const StructuralValue& v) {
+  std::string s;
+  StringOut out{&s};
+  EncodeInto(v, out);
+  return s;
 }
 
 CanonicalStructure Canonicalize(const StructuralInput& input) {
@@ -254,53 +499,21 @@ CanonicalStructure Canonicalize(const StructuralInput& input) {
 std::string CanonicalJson(const CanonicalStructure& c) {
   // Written by hand rather than through nlohmann::json so the bytes are pinned here (serde_json's
   // compact form), independent of a JSON library's escaping choices.
-  size_t reserve = 64;
-  for (const auto& [k, v] : c.metadata) reserve += k.size() + v.size() + 8;
   std::string out;
-  out.reserve(reserve + c.tensors.size() * 96);
-  out += "{\"format\":";
-  AppendJsonString(c.format, &out);
-  if (c.gguf_version) {
-    out += ",\"gguf_version\":";
-    AppendNumber(*c.gguf_version, &out);
-  }
-  out += ",\"metadata\":{";
-  bool first = true;
-  for (const auto& [k, v] : c.metadata) {
-    if (!first) out += ',';
-    first = false;
-    AppendJsonString(k, &out);
-    out += ':';
-    AppendJsonString(v, &out);
-  }
-  out += "},\"tensors\":{";
-  first = true;
-  for (const auto& [name, t] : c.tensors) {
-    if (!first) out += ',';
-    first = false;
-    AppendJsonString(name, &out);
-    out += ":{\"name\":";
-    AppendJsonString(t.name, &out);
-    out += ",\"dtype\":";
-    AppendJsonString(t.dtype, &out);
-    out += ",\"shape\":[";
-    for (size_t i = 0; i < t.shape.size(); ++i) {
-      if (i > 0) out += ',';
-      AppendNumber(t.shape[i], &out);
-    }
-    out += "],\"byte_length\":";
-    AppendNumber(t.byte_length, &out);
-    out += '}';
-  }
-  out += "}}";
+  StringJson j{&out};
+  WriteCanonical(c.format, c.gguf_version, c.metadata, c.tensors, j);
   return out;
 }
 
 std::string CanonicalJson(const StructuralInput& input) {
-  return CanonicalJson(Canonicalize(input));
+  const SortedInput sorted = Sort(input);
+  std::string out;
+  StringJson j{&out};
+  WriteCanonical(sorted.format, sorted.gguf_version, sorted.metadata, sorted.tensors, j);
+  return out;
 }
 
-std::string StructuralHash(const StructuralInput& input) { return HashOf(Canonicalize(input)); }
+std::string StructuralHash(const StructuralInput& input) { return HashOf(Sort(input)); }
 
 std::string StructuralId(std::string_view format, std::optional<uint32_t> gguf_version,
                          std::string_view structural_hash) {
@@ -314,7 +527,7 @@ std::string StructuralId(std::string_view format, std::optional<uint32_t> gguf_v
 }
 
 StructuralIdentity Identify(const StructuralInput& input) {
-  CanonicalStructure c = Canonicalize(input);
+  const SortedInput c = Sort(input);
   StructuralIdentity id;
   id.format = c.format;
   id.gguf_version = c.gguf_version;
@@ -492,53 +705,33 @@ std::string DiffText(const StructuralDiff& diff, bool verbose) {
 namespace {
 
 StructuralValue FromGgufScalar(GgufType t, uint64_t bits) {
-  switch (t) {
-    case GgufType::kUint8:
-    case GgufType::kUint16:
-    case GgufType::kUint32:
-    case GgufType::kUint64: return StructuralValue::UInt(bits);
-    case GgufType::kInt8: return StructuralValue::Int(static_cast<int8_t>(bits));
-    case GgufType::kInt16: return StructuralValue::Int(static_cast<int16_t>(bits));
-    case GgufType::kInt32: return StructuralValue::Int(static_cast<int32_t>(bits));
-    case GgufType::kInt64: return StructuralValue::Int(static_cast<int64_t>(bits));
-    case GgufType::kFloat32: return StructuralValue::F32Bits(static_cast<uint32_t>(bits));
-    case GgufType::kFloat64: return StructuralValue::F64Bits(bits);
-    case GgufType::kBool: return StructuralValue::Bool(bits != 0);
-    case GgufType::kString:
-    case GgufType::kArray: break;
-  }
-  return StructuralValue::Null();
+  StructuralValue v;
+  v.kind = KindOfGgufScalar(t);
+  v.bits = v.kind == StructuralValue::Kind::kNull ? 0 : BitsOfGgufScalar(t, bits);
+  return v;
 }
 
-StructuralValue FromGguf(const GgufValue& v) {
-  if (v.type == GgufType::kString) return StructuralValue::String(v.str);
-  if (v.type != GgufType::kArray) return FromGgufScalar(v.type, v.bits);
-  std::vector<StructuralValue> items;
-  items.reserve(v.count);
-  if (v.element_type == GgufType::kString) {
-    for (const std::string& s : v.strings) items.push_back(StructuralValue::String(s));
-  } else if (v.element_type == GgufType::kArray) {
-    for (const GgufValue& a : v.arrays) items.push_back(FromGguf(a));
-  } else {
-    const uint32_t size = GgufScalarSize(v.element_type);
-    const auto* p = reinterpret_cast<const uint8_t*>(v.raw.data());
-    for (size_t off = 0; off + size <= v.raw.size(); off += size) {
-      uint64_t bits = 0;
-      for (uint32_t b = 0; b < size; ++b) bits |= uint64_t(p[off + b]) << (8 * b);
-      items.push_back(FromGgufScalar(v.element_type, bits));
-    }
-  }
-  return StructuralValue::Array(std::move(items));
+// `V` is GgufValue& (the value's buffers copied) or GgufValue&& (moved).
+template <typename V>
+StructuralValue FromGguf(V&& v) {
+  if (v.type == GgufType::kString) return StructuralValue::String(std::forward<V>(v).str);
+  if (v.type == GgufType::kArray) return StructuralValue::GgufArray(std::forward<V>(v));
+  return FromGgufScalar(v.type, v.bits);
 }
 
-}  // namespace
-
-StructuralInput StructuralInputFromGguf(const GgufHeader& header) {
+template <typename H>
+StructuralInput FromGgufHeader(H&& header) {
   StructuralInput in;
   in.format = "gguf";
   in.gguf_version = header.version;
   in.metadata.reserve(header.metadata.size());
-  for (const GgufKv& kv : header.metadata) in.metadata.emplace_back(kv.key, FromGguf(kv.value));
+  for (auto& kv : header.metadata) {
+    if constexpr (std::is_lvalue_reference_v<H>) {
+      in.metadata.emplace_back(kv.key, FromGguf(kv.value));
+    } else {
+      in.metadata.emplace_back(kv.key, FromGguf(std::move(kv.value)));
+    }
+  }
   in.tensors.reserve(header.tensors.size());
   for (const GgufTensorInfo& t : header.tensors) {
     StructuralTensor st;
@@ -552,6 +745,16 @@ StructuralInput StructuralInputFromGguf(const GgufHeader& header) {
     in.tensors.push_back(std::move(st));
   }
   return in;
+}
+
+}  // namespace
+
+StructuralInput StructuralInputFromGguf(const GgufHeader& header) {
+  return FromGgufHeader(header);
+}
+
+StructuralInput StructuralInputFromGguf(GgufHeader&& header) {
+  return FromGgufHeader(std::move(header));
 }
 
 }  // namespace blz::formats

@@ -32,14 +32,20 @@ namespace blz::formats {
 //   (so values >= 2^63 come out negative, as in weight-inspect); kF32 "f32:" + decimal of the
 //   u64 bits of the value widened to f64; kF64 decimal of its u64 bits; kString '"' + escaped
 //   text + '"'; kArray "[" + items joined by "," + "]".
+//   kGgufArray: a GGUF array kept in its file encoding (one buffer, never one object per
+//   element; issue 9), encoded exactly as the kArray of its elements converted by the GGUF
+//   adapter (StructuralInputFromGguf) would be, streaming from the buffer.
 struct StructuralValue {
-  enum class Kind : uint8_t { kNull, kBool, kInt, kUInt, kF32, kF64, kString, kArray };
+  enum class Kind : uint8_t { kNull, kBool, kInt, kUInt, kF32, kF64, kString, kArray, kGgufArray };
   Kind kind = Kind::kNull;
   // kBool: 0/1; kInt: two's complement bits; kUInt: the value; kF32: the 32 float bits;
-  // kF64: the 64 double bits.
+  // kF64: the 64 double bits; kGgufArray: the element count.
   uint64_t bits = 0;
-  std::string str;                     // kString (any bytes; invalid UTF-8 is replaced)
+  // kString: the text (any bytes; invalid UTF-8 is replaced); kGgufArray: the elements as
+  // GgufValue::raw holds them.
+  std::string str;
   std::vector<StructuralValue> items;  // kArray
+  GgufType gguf_element_type = GgufType::kUint8;  // kGgufArray
 
   static StructuralValue Null() { return {}; }
   static StructuralValue Bool(bool v) { return Scalar(Kind::kBool, v ? 1 : 0); }
@@ -51,6 +57,10 @@ struct StructuralValue {
   static StructuralValue F64(double v);
   static StructuralValue String(std::string v);
   static StructuralValue Array(std::vector<StructuralValue> items);
+  // A GGUF array value (REQUIRES: array.type == kArray); takes its `raw` buffer. A malformed
+  // `raw` (never from the reader or GgufValue::Array) encodes the elements that are whole and
+  // stops there.
+  static StructuralValue GgufArray(GgufValue array);
 
  private:
   static StructuralValue Scalar(Kind k, uint64_t bits) {
@@ -88,8 +98,11 @@ struct CanonicalStructure {
 };
 
 // The weight-inspect string encoding of one value (see StructuralValue), before JSON escaping.
+// Memory: the encoding itself (up to ~6.25 bytes per byte of a GGUF array: "f32:<20 digits>,"
+// per 4-byte float). The hash does not build it (see StructuralHash).
 std::string EncodeStructuralValue(const StructuralValue& v);
 
+// Materializes every encoded value: for `blz diff` (which prints changed values) and tests.
 CanonicalStructure Canonicalize(const StructuralInput& input);
 
 // Compact JSON, fixed key order: {"format":..,"gguf_version":..,"metadata":{..},"tensors":
@@ -97,7 +110,10 @@ CanonicalStructure Canonicalize(const StructuralInput& input);
 std::string CanonicalJson(const CanonicalStructure& c);
 std::string CanonicalJson(const StructuralInput& input);
 
-// Lower-case hex SHA-256 of CanonicalJson (64 digits).
+// Lower-case hex SHA-256 of CanonicalJson (64 digits). Streams: the canonical JSON is fed to
+// SHA-256 in 64 KiB pieces as it is generated, straight from the input's values (GGUF arrays
+// from their file bytes), so beyond the input it needs O(keys + tensors) memory for the sort,
+// plus one string value's UTF-8-repaired copy at a time; never the JSON or an encoded value.
 std::string StructuralHash(const StructuralInput& input);
 
 // "wi:<format>:<gguf_version or 0>:<first 8 hex digits of the hash>", e.g. "wi:gguf:3:d775e08a".
@@ -113,6 +129,7 @@ struct StructuralIdentity {
   std::string id;               // StructuralId(...)
 };
 
+// The hash and counts of `input`, streaming as StructuralHash does.
 StructuralIdentity Identify(const StructuralInput& input);
 
 // weight-inspect's `identity` text (golden/id_tiny_gguf.txt), ending in a newline.
@@ -173,8 +190,10 @@ std::string DiffText(const StructuralDiff& diff, bool verbose);
 // (integers keep their signedness, float32 stays F32, arrays item by item), tensors with
 // dtype = lower-case ggml type name, shape = dims in file order (ne0 first), byte_length = the
 // data size for the plain types (f32, f16, bf16, f64, i8, i16, i32, i64) and 0 for quantized
-// types. Needs only the header.
+// types. Needs only the header. Arrays become kGgufArray values holding the array's bytes
+// (no per-element objects); the rvalue overload moves them instead of copying.
 StructuralInput StructuralInputFromGguf(const GgufHeader& header);
+StructuralInput StructuralInputFromGguf(GgufHeader&& header);
 
 }  // namespace blz::formats
 

@@ -733,5 +733,61 @@ TEST(GgufWriterTest, RefusesWhatTheReaderRejects) {
   EXPECT_EQ(GgufValue::Array(GgufType::kUint8, mixed).status().code(), Code::kInvalidArgument);
 }
 
+// Arrays are held as their file bytes (issue 9); the element walk is bounds-checked.
+TEST(GgufValueTest, ArraysKeepTheirFileEncodingAndWalkSafely) {
+  std::vector<GgufValue> strs = {GgufValue::String("ab"), GgufValue::String("")};
+  const GgufValue a = GgufValue::Array(GgufType::kString, strs).value();
+  EXPECT_EQ(a.raw, std::string("\x02\0\0\0\0\0\0\0ab\0\0\0\0\0\0\0\0", 18));
+  EXPECT_EQ(a.Item(0), GgufValue::String("ab"));
+  EXPECT_EQ(a.Item(1), GgufValue::String(""));
+  EXPECT_EQ(GgufArrayDepth(a), 1u);
+
+  std::string_view rest = a.raw;
+  GgufItemView item;
+  ASSERT_TRUE(NextGgufItem(GgufType::kString, &rest, &item));
+  EXPECT_EQ(item.str, "ab");
+  ASSERT_TRUE(NextGgufItem(GgufType::kString, &rest, &item));
+  EXPECT_TRUE(rest.empty());
+  EXPECT_FALSE(NextGgufItem(GgufType::kString, &rest, &item));
+
+  // A string length past the end, a nested count past the end, a bad element type: rejected
+  // without moving.
+  std::string_view bad("\x09\0\0\0\0\0\0\0ab", 10);
+  EXPECT_FALSE(NextGgufItem(GgufType::kString, &bad, &item));
+  EXPECT_EQ(bad.size(), 10u);
+  std::string nested;
+  AppendLE32(&nested, static_cast<uint32_t>(GgufType::kUint32));
+  AppendLE64(&nested, 1ull << 62);  // count * 4 overflows
+  std::string_view nv = nested;
+  EXPECT_FALSE(NextGgufItem(GgufType::kArray, &nv, &item));
+  EXPECT_EQ(nv.size(), 12u);
+  std::string_view one("\x01", 1);
+  EXPECT_FALSE(NextGgufItem(static_cast<GgufType>(13), &one, &item));
+
+  // Nested depth: 8 levels are allowed, 9 are not (as in the reader).
+  GgufValue v = GgufValue::Array(GgufType::kUint8, {}).value();
+  for (int level = 2; level <= 8; ++level) {
+    std::vector<GgufValue> items = {v};
+    v = GgufValue::Array(GgufType::kArray, items).value();
+  }
+  EXPECT_EQ(GgufArrayDepth(v), 8u);
+  std::vector<GgufValue> items = {v};
+  EXPECT_EQ(GgufValue::Array(GgufType::kArray, items).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(v.Item(0).Item(0).Item(0).element_type, GgufType::kArray);
+}
+
+// The writer checks `raw` against `count` for string and nested arrays too.
+TEST(GgufValueTest, WriterRefusesRawThatDoesNotMatchTheCount) {
+  std::vector<GgufValue> inner = {GgufValue::Array(GgufType::kInt8, {}).value()};
+  GgufHeader h;
+  h.metadata.push_back({"n", GgufValue::Array(GgufType::kArray, inner).value()});
+  ASSERT_TRUE(EncodeGgufHeader(h).ok());
+  h.metadata[0].value.count = 2;
+  EXPECT_EQ(EncodeGgufHeader(h).status().code(), Code::kInvalidArgument);
+  h.metadata[0].value.count = 1;
+  h.metadata[0].value.raw += "x";  // a trailing byte
+  EXPECT_EQ(EncodeGgufHeader(h).status().code(), Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace blz::formats

@@ -367,6 +367,73 @@ TEST(StructuralHashTest, EveryStructuralChangeChangesTheHash) {
   expect_new(h, "the GGUF version");
 }
 
+// A GGUF header with an array of every element type, including string arrays (non-ASCII,
+// invalid UTF-8, quotes and control bytes) and nested arrays (of numbers, strings, arrays and
+// empty ones), NaN / infinity floats, negative and huge integers.
+GgufHeader EveryArrayTypeHeader() {
+  GgufHeader h;
+  auto arr = [](GgufType t, std::vector<GgufValue> items) {
+    return GgufValue::Array(t, items).value();
+  };
+  auto add = [&h](std::string key, GgufValue v) { h.metadata.push_back({std::move(key), v}); };
+  add("a.u8", arr(GgufType::kUint8, {GgufValue::U8(0), GgufValue::U8(255), GgufValue::U8(7)}));
+  add("a.i8", arr(GgufType::kInt8, {GgufValue::I8(-128), GgufValue::I8(127), GgufValue::I8(-1)}));
+  add("a.u16", arr(GgufType::kUint16, {GgufValue::U16(65535), GgufValue::U16(1)}));
+  add("a.i16", arr(GgufType::kInt16, {GgufValue::I16(-32768), GgufValue::I16(3)}));
+  add("a.u32", arr(GgufType::kUint32, {GgufValue::U32(4294967295u), GgufValue::U32(0)}));
+  add("a.i32", arr(GgufType::kInt32, {GgufValue::I32(-2147483647 - 1), GgufValue::I32(9)}));
+  add("a.u64", arr(GgufType::kUint64, {GgufValue::U64(~0ull), GgufValue::U64(1ull << 63)}));
+  add("a.i64", arr(GgufType::kInt64, {GgufValue::I64(-1), GgufValue::I64(1ll << 62)}));
+  GgufValue nan;
+  nan.type = GgufType::kFloat32;
+  nan.bits = 0x7F800001;  // signalling NaN
+  add("a.f32", arr(GgufType::kFloat32, {GgufValue::F32(1.5f), GgufValue::F32(-0.0f), nan,
+                                        GgufValue::F32(1e-45f), GgufValue::F32(-1e30f)}));
+  add("a.f64", arr(GgufType::kFloat64, {GgufValue::F64(-0.5), GgufValue::F64(1e300)}));
+  add("a.bool", arr(GgufType::kBool, {GgufValue::Bool(true), GgufValue::Bool(false)}));
+  add("a.str", arr(GgufType::kString,
+                   {GgufValue::String(""), GgufValue::String("h\xC3\xA9 \"q\" \\ /"),
+                    GgufValue::String(std::string("\x00\x01\x1f\x7f\b\f\n\r\t", 9)),
+                    GgufValue::String("bad \xFF\xE2\x82 \xED\xA0\x80 \xF0\x9F\x98\x80"),
+                    GgufValue::String("x,y]")}));
+  add("a.empty", arr(GgufType::kUint8, {}));
+  add("a.empty_str", arr(GgufType::kString, {}));
+  const GgufValue inner_num = arr(GgufType::kInt16, {GgufValue::I16(-7), GgufValue::I16(8)});
+  const GgufValue inner_str = arr(GgufType::kString, {GgufValue::String("\"<s>\"")});
+  const GgufValue inner_empty = arr(GgufType::kFloat64, {});
+  add("a.nested", arr(GgufType::kArray, {inner_num, inner_str, inner_empty}));
+  add("a.nested3",
+      arr(GgufType::kArray,
+          {arr(GgufType::kArray, {inner_num, arr(GgufType::kArray, {inner_empty})}),
+           arr(GgufType::kArray, {})}));
+  add("a.nested_empty", arr(GgufType::kArray, {}));
+  add("scalar", GgufValue::U32(3));
+  h.tensors.push_back({"t", {4}, GgmlType::kF32, 0, 0});
+  EXPECT_TRUE(AssignGgufOffsets(&h).ok());
+  return h;
+}
+
+TEST(StructuralHashTest, GgufArraysOfEveryElementTypeKeepTheirHash) {
+  // Pinned with the code before issue 9 (which decoded every array element into its own
+  // StructuralValue): the streaming array encoding must give the same bytes.
+  const GgufHeader h = EveryArrayTypeHeader();
+  auto header = EncodeGgufHeader(h);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  auto parsed = ParseGguf(AsBytes(*header), GgufMode::kHeaderOnly, "arrays.gguf");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const StructuralInput in = StructuralInputFromGguf(parsed->header);
+  const std::string json = CanonicalJson(in);
+  const std::string want = "125671cd65fa373dfc52f5b985d65ded5304bb2aeea9463d2dd8fdeaafb7d6aa";
+  EXPECT_EQ(Sha256Hex(json), want);
+  EXPECT_EQ(StructuralHash(in), want);
+  EXPECT_EQ(Identify(in).structural_hash, want);
+  EXPECT_EQ(StructuralHash(StructuralInputFromGguf(h)), want);  // the written header too
+  EXPECT_THAT(json, HasSubstr(R"("a.nested":"[[-7,8],[\"\\\"<s>\\\"\"],[]]")"));
+  EXPECT_THAT(json, HasSubstr(R"("a.nested3":"[[[-7,8],[[]]],[]]")"));
+  EXPECT_THAT(json, HasSubstr(R"("a.u64":"[-1,-9223372036854775808]")"));
+  EXPECT_THAT(json, HasSubstr(R"(\"\\u0000\\u0001\\u001f\\u007f\\u0008\\u000c\\n\\r\\t\")"));
+}
+
 TEST(StructuralHashTest, CorpusFilesHashFromHeadersAlone) {
   BLZ_REQUIRE_CORPUS(corpus);
   std::set<std::string> hashes;
