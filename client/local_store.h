@@ -73,7 +73,8 @@ class LocalStore {
   Result<std::string> MakeStagingDir() const;
 
   // Moves `staged_path` (a complete file under tmp/ whose SHA-256 the caller has verified
-  // equals `digest`) to BlobPath(digest). If the blob is already held the staged file is
+  // equals `digest`, and whose data pull verified completely, formats::BlzArchive::Verify:
+  // nothing unverified enters the store) to BlobPath(digest). If the blob is already held the staged file is
   // simply removed. Returns the blob path.
   Result<std::string> PublishBlob(const std::string& staged_path, std::string_view digest);
 

@@ -90,6 +90,26 @@ Status UnpackAtomically(const std::string& archive_path, const std::string& out_
   return SyncDir(parent);
 }
 
+// Checks an archive's data completely, as `blz verify` does (every tensor's xxh3-64 and SHA-256,
+// every file's SHA-256, the stored file headers), before it may enter the local store: its
+// SHA-256 matching the manifest only proves it is the archive the registry holds, not that that
+// archive is sound. Errors: those of BlzArchive::Open / Verify (kCorruption naming the tensor
+// and byte offset), with the archive's digest instead of the staging path.
+Status VerifyArchiveData(const std::string& path, const std::string& digest) {
+  Status s;
+  {
+    Result<formats::BlzArchive> archive = formats::BlzArchive::Open(path);
+    s = archive.ok() ? archive->Verify() : archive.status();
+  }
+  if (s.ok()) return s;
+  std::string m = s.message();
+  const std::string name = "archive " + digest;
+  for (size_t pos = m.find(path); pos != std::string::npos; pos = m.find(path, pos + name.size())) {
+    m.replace(pos, path.size(), name);
+  }
+  return Status(s.code(), "archive " + digest + " fails verification, not kept: " + m);
+}
+
 std::string Label(const Reference& ref) {
   return ref.name + (ref.by_digest() ? "@" + ref.digest.substr(0, 19) : ":" + ref.tag);
 }
@@ -135,6 +155,9 @@ Status PullViaPatch(const Reference& ref, const ModelManifest& manifest, const H
     return DigestMismatch("patch produced " + stats.target_digest + ", expected " +
                           manifest.archive_digest);
   }
+  // Apply checked each chunk against the patch's xxh3 and the whole file's SHA-256, not the
+  // archive's own tensor hashes.
+  BLZ_RETURN_IF_ERROR(VerifyArchiveData(target_path, manifest.archive_digest));
   BLZ_ASSIGN_OR_RETURN(result->archive_path,
                        store->PublishBlob(target_path, manifest.archive_digest));
   result->used_patch = true;
@@ -176,6 +199,7 @@ Status PullViaFullPatch(const Reference& ref, const ModelManifest& manifest,
     return DigestMismatch("full patch produced " + stats.target_digest + ", expected " +
                           manifest.archive_digest);
   }
+  BLZ_RETURN_IF_ERROR(VerifyArchiveData(target_path, manifest.archive_digest));
   BLZ_ASSIGN_OR_RETURN(result->archive_path,
                        store->PublishBlob(target_path, manifest.archive_digest));
   result->used_full_patch = true;
@@ -276,6 +300,8 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     meter.Finish();
     result.bytes_downloaded += client.bytes_received() - before;
     BLZ_RETURN_IF_ERROR(s);
+    BLZ_RETURN_IF_ERROR(VerifyArchiveData(staged, manifest.archive_digest)
+                            .WithContext("pull " + result.reference));
     BLZ_ASSIGN_OR_RETURN(result.archive_path,
                          store.PublishBlob(staged, manifest.archive_digest));
     result.transfer = "archive";

@@ -15,6 +15,7 @@
 
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "formats/blz_archive.h"
 
 namespace blz::registry {
 namespace {
@@ -51,6 +52,9 @@ Status Scrub(const Status& s, const std::vector<std::pair<std::string, std::stri
   }
   return Status(s.code(), std::move(m));
 }
+
+// Bound on the remembered "found intact" file versions (a cleared map only costs re-hashing).
+constexpr size_t kMaxIntactEntries = 100000;
 
 std::string Megabytes(uint64_t n) {
   char buf[32];
@@ -171,18 +175,40 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
     }
     raw = blobs_->Stat(d);
   }
-  if (raw.ok() || raw.status().code() != Code::kNotFound || !enabled()) return raw;
+  if (raw.ok()) {
+    BLZ_RETURN_IF_ERROR(CheckStoredBlob(*raw));
+    return raw;
+  }
+  if (raw.status().code() != Code::kNotFound || !enabled()) return raw;
 
   // A dropped archive: its cached copy, rebuilt once per digest at a time.
   KeyedMutex::Lock lock(&locks_, "cache:" + d);
   const std::string path = CachePath(d);
+  std::optional<uint64_t> cached_size;
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = cache_.find(d);
     if (it != cache_.end()) {
       it->second.last_used = Clock::now();
-      return store::BlobInfo{d, it->second.size, path};
+      cached_size = it->second.size;
     }
+  }
+  if (cached_size.has_value()) {
+    Result<bool> intact = IntactOnRead(path, d, *cached_size);
+    if (intact.ok() && *intact) return store::BlobInfo{d, *cached_size, path};
+    // Damaged (or unreadable): a cache entry is only a copy; drop it and rebuild.
+    Log("storage: cached copy of " + d + " is damaged (" +
+        (intact.ok() ? std::string("its bytes do not hash to its name")
+                     : intact.status().ToString()) +
+        "): deleted, rebuilding it");
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cache_.find(d);
+    if (it != cache_.end()) {
+      cache_total_ -= it->second.size;
+      cache_.erase(it);
+    }
+    intact_.erase(path);
+    RemoveAll(path);
   }
   raw = blobs_->Stat(d);  // pushed again meanwhile?
   if (raw.ok() || raw.status().code() != Code::kNotFound) return raw;
@@ -191,6 +217,12 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
   RemoveAll(path);  // not indexed, so not a verified copy (only a hand-edited cache has one)
   Status s = functions_.rebuild(patch->path, d, path);
   if (!s.ok()) {
+    // A full patch damaged on disk fails its checks while rebuilding: find out, and quarantine
+    // it rather than failing the same way on every request.
+    if (blobs_->Verify(patch->digest).code() == Code::kDigestMismatch) {
+      return QuarantineDamaged(*patch, "full patch " + patch->digest + " of archive " + d)
+          .WithContext("rebuilding archive " + d + " from its full patch");
+    }
     return Scrub(s, {{patch->path, "full patch " + patch->digest}, {path, "cached " + d}})
         .WithContext("rebuilding archive " + d + " from its full patch");
   }
@@ -211,12 +243,19 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
   if (!ParseDigest(digest).ok()) return InvalidArgument("invalid archive digest '" + digest + "'");
   KeyedMutex::Lock lock(&locks_, "full:" + digest);
   Result<store::BlobInfo> found = FindFullPatch(digest);
-  if (found.ok()) return FullPatch{std::move(*found), /*hit=*/true};
-  if (found.status().code() != Code::kNotFound) return found.status();
+  Status damaged;  // a stored full patch found damaged (now quarantined)
+  if (found.ok()) {
+    damaged = CheckStoredBlob(*found);
+    if (damaged.ok()) return FullPatch{std::move(*found), /*hit=*/true};
+    if (damaged.code() != Code::kCorruption) return damaged;
+  } else if (found.status().code() != Code::kNotFound) {
+    return found.status();
+  }
 
   Result<store::BlobInfo> raw = blobs_->Stat(digest);
   if (!raw.ok()) {
     if (raw.status().code() != Code::kNotFound) return raw.status();
+    if (!damaged.ok()) return damaged;
     return NotFound("archive " + digest + " is not stored (neither raw nor as a full patch)");
   }
   // Create, verify, then publish what was verified (Publish re-hashes the file against the
@@ -258,6 +297,10 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
     return Internal("full patch of " + digest + " changed while compressing");
   }
   Status intact = blobs_->Verify(recorded->digest);
+  if (intact.code() == Code::kDigestMismatch) {
+    return QuarantineDamaged(*recorded, "full patch " + recorded->digest + " of archive " + digest)
+        .WithContext("keeping the raw archive " + digest);
+  }
   if (!intact.ok()) {
     return Scrub(intact, {{recorded->path, "full patch " + recorded->digest}})
         .WithContext("keeping the raw archive " + digest);
@@ -348,7 +391,121 @@ StorageStatus ArchiveStorage::status() {
   st.cache_bytes = cache_total_;
   st.cache_entries = cache_.size();
   st.cache_limit = options_.cache_bytes;
+  st.quarantined = quarantined_;
   return st;
+}
+
+Result<bool> ArchiveStorage::IntactOnRead(const std::string& path, const std::string& digest,
+                                          uint64_t size, uint64_t* hashed_inode) {
+  if (hashed_inode != nullptr) *hashed_inode = 0;
+  if (options_.verify_on_read_bytes == 0 || size > options_.verify_on_read_bytes) return true;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return NotFound(digest + " is no longer stored");
+    return IOError(path + ": cannot stat: " + std::strerror(errno));
+  }
+  const FileStamp stamp{uint64_t(st.st_size), uint64_t(st.st_ino),
+                        int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = intact_.find(path);
+    if (it != intact_.end() && it->second == stamp) return true;
+  }
+  BLZ_ASSIGN_OR_RETURN(std::string hex, Sha256FileHex(path));
+  if (MakeDigest(hex) != digest) {
+    if (hashed_inode != nullptr) *hashed_inode = stamp.inode;
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (intact_.size() >= kMaxIntactEntries) intact_.clear();
+  intact_[path] = stamp;
+  return true;
+}
+
+Status ArchiveStorage::QuarantineDamaged(const store::BlobInfo& blob, const std::string& what,
+                                         uint64_t hashed_inode) {
+  Result<std::string> moved = blobs_->Quarantine(blob.digest, hashed_inode);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    intact_.erase(blob.path);
+    if (moved.ok()) ++quarantined_;
+  }
+  if (moved.ok()) {
+    Log("storage: " + what + " is damaged on disk (its bytes no longer hash to its digest): " +
+        "moved to " + *moved);
+  } else if (moved.status().code() != Code::kNotFound) {  // kNotFound: quarantined already
+    Log("storage: " + what + " is damaged on disk but could not be quarantined: " +
+        moved.status().ToString());
+  }
+  return Corruption(what + " is damaged on the server's disk (its bytes no longer hash to " +
+                    blob.digest + "); it was moved to quarantine");
+}
+
+Status ArchiveStorage::CheckStoredBlob(const store::BlobInfo& blob) {
+  uint64_t inode = 0;
+  Result<bool> intact = IntactOnRead(blob.path, blob.digest, blob.size, &inode);
+  if (!intact.ok()) return Scrub(intact.status(), {{blob.path, "blob " + blob.digest}});
+  if (*intact) return Status::Ok();
+  return QuarantineDamaged(blob, "blob " + blob.digest, inode);
+}
+
+Status ArchiveStorage::VerifyArchive(const std::string& digest) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (verified_archives_.count(digest) != 0) return Status::Ok();
+  }
+  KeyedMutex::Lock lock(&locks_, "verify:" + digest);  // one verification per archive at once
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (verified_archives_.count(digest) != 0) return Status::Ok();
+  }
+  BLZ_ASSIGN_OR_RETURN(store::BlobInfo file, File(digest));
+  Status s;
+  {
+    Result<formats::BlzArchive> archive = formats::BlzArchive::Open(file.path);
+    s = archive.ok() ? archive->Verify() : archive.status();
+  }
+  if (!s.ok()) return Scrub(s, {{file.path, "archive " + digest}});
+  std::lock_guard<std::mutex> g(mu_);
+  verified_archives_.insert(digest);
+  return Status::Ok();
+}
+
+Result<StorageScrubReport> ScrubStorage(const std::string& data_dir,
+                                        const std::function<void(const std::string&)>& log) {
+  StorageScrubReport report;
+  BLZ_ASSIGN_OR_RETURN(store::BlobStore blobs, store::BlobStore::Open(data_dir));
+  BLZ_ASSIGN_OR_RETURN(report.blobs, blobs.Scrub(log));
+  // Rebuilt archives: copies, so a damaged one is simply deleted (rebuilt on demand).
+  const std::string cache_dir = data_dir + "/cache/sha256";
+  std::error_code ec;
+  if (!std::filesystem::exists(cache_dir, ec)) return report;
+  std::vector<std::string> names;
+  for (std::filesystem::directory_iterator it(cache_dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    std::error_code fec;
+    if (IsLowerHex(name, 64) && it->is_regular_file(fec)) names.push_back(std::move(name));
+  }
+  if (ec) return IOError(cache_dir + ": cannot list: " + ec.message());
+  for (const std::string& hex : names) {
+    const std::string path = cache_dir + "/" + hex;
+    Result<std::string> actual = Sha256FileHex(path);
+    Result<uint64_t> size = FileSize(path);
+    if (!actual.ok() || !size.ok()) {
+      const Status& e = actual.ok() ? size.status() : actual.status();
+      report.blobs.errors.push_back(e.ToString());
+      if (log) log("scrub: " + e.ToString());
+      continue;
+    }
+    ++report.cache_checked;
+    report.cache_bytes += *size;
+    if (*actual == hex) continue;
+    RemoveAll(path);
+    report.cache_removed.push_back(MakeDigest(hex));
+    if (log) log("scrub: cached archive " + path + " is damaged: deleted (rebuilt on demand)");
+  }
+  return report;
 }
 
 void ArchiveStorage::EvictLocked(Clock::time_point now) {

@@ -19,6 +19,16 @@
 //   archives still raw at start are queued again.
 // - Files handed out (a path returned by File()) are not deleted for `grace`: the HTTP session
 //   opens a response's file after the handler returns. Once open, deletion does not matter.
+// - Integrity of what is stored (docs/registry-api.md, "Storage integrity"): files handed out
+//   (File, GetFullPatch, CheckStoredBlob) of at most options.verify_on_read_bytes are re-hashed
+//   before they are served, once per process and file version (size, mtime, inode); a stored
+//   blob that no longer matches its digest is moved to <data>/quarantine/ (BlobStore::Quarantine)
+//   and the request fails (kCorruption) instead of serving wrong bytes; a damaged cached copy is
+//   deleted and rebuilt. A rebuild that fails because the full patch is damaged quarantines the
+//   full patch. Larger files are left to ScrubStorage (`blz serve --verify-storage`) and to the
+//   checks of whoever applies them.
+// - VerifyArchive checks an archive's data completely (formats::BlzArchive::Verify) before the
+//   registry accepts a manifest that references it; the result is remembered per digest.
 //
 // Thread safety: every method may be called from any thread. One computation per archive at a
 // time (a mutex per digest); different archives proceed in parallel.
@@ -38,6 +48,8 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "core/status.h"
 #include "registry/keyed_mutex.h"
@@ -85,6 +97,10 @@ struct ArchiveStorageOptions {
   uint64_t cache_bytes = 8ull << 30;
   // How long a file handed out by File() stays on disk at least (see the file comment).
   std::chrono::milliseconds grace{std::chrono::seconds(5)};
+  // Stored files (raw blobs, full patches, patches, cached archives) of at most this many bytes
+  // are re-hashed before they are served (once per process and file version); larger ones are
+  // checked by ScrubStorage only. 0 disables the check.
+  uint64_t verify_on_read_bytes = 64ull << 20;
   // Receives one line per archive compressed (and per failure); may be empty.
   std::function<void(const std::string&)> log;
 };
@@ -100,7 +116,25 @@ struct StorageStatus {
   uint64_t cache_bytes = 0;
   uint64_t cache_entries = 0;
   uint64_t cache_limit = 0;
+  uint64_t quarantined = 0;  // stored blobs found damaged on read and moved to quarantine
 };
+
+// What ScrubStorage found.
+struct StorageScrubReport {
+  store::ScrubReport blobs;         // <data>/blobs (damaged blobs: moved to <data>/quarantine)
+  uint64_t cache_checked = 0;       // rebuilt archives in <data>/cache re-hashed
+  uint64_t cache_bytes = 0;         // their bytes
+  std::vector<std::string> cache_removed;  // digests of damaged cached archives (deleted)
+};
+
+// `blz serve --verify-storage`: re-hashes every blob of the data directory
+// (store::BlobStore::Scrub: each damaged one is moved to <data>/quarantine/, so later requests
+// answer 404 BLOB_UNKNOWN, or recompute it when it was a computed patch) and every archive in
+// <data>/cache (a damaged one is deleted: it is rebuilt from its full patch on demand). Run
+// before the registry opens the directory. `log` (may be empty) gets a line per finding.
+// Errors: kIOError (a directory cannot be listed), those of BlobStore::Open.
+Result<StorageScrubReport> ScrubStorage(const std::string& data_dir,
+                                        const std::function<void(const std::string&)>& log);
 
 class ArchiveStorage {
  public:
@@ -137,10 +171,26 @@ class ArchiveStorage {
     bool hit = false;      // it existed already
   };
   // The verified full patch of the archive `archive_digest`, computed (create, verify, publish,
-  // record) when missing. Does not drop the raw blob. Errors: kUnsupported (disabled),
-  // kNotFound (neither the raw archive nor its full patch is stored), the patcher's errors
-  // (the archive is not a valid .blz, verification failed), kIOError.
+  // record) when missing. Does not drop the raw blob. A stored full patch found damaged
+  // (CheckStoredBlob) is quarantined and computed again when the raw archive is still stored.
+  // Errors: kUnsupported (disabled), kNotFound (neither the raw archive nor its full patch is
+  // stored), kCorruption (the full patch was damaged and cannot be computed again), the
+  // patcher's errors (the archive is not a valid .blz, verification failed), kIOError.
   Result<FullPatch> GetFullPatch(const std::string& archive_digest);
+
+  // Verify-on-read for a stored blob about to be served (see the file comment): OK when it is
+  // larger than options.verify_on_read_bytes, or was checked already in this version, or
+  // hashes to blob.digest now. Otherwise the blob is quarantined and the result is kCorruption
+  // ("blob <digest> is damaged on the server's disk ..."; no server paths). Errors also:
+  // kNotFound (the file vanished), kIOError.
+  Status CheckStoredBlob(const store::BlobInfo& blob);
+
+  // Checks the data of the archive `archive_digest` completely (formats::BlzArchive::Verify:
+  // every tensor's xxh3-64 and SHA-256, every file's SHA-256, the stored file headers) on its
+  // stored bytes (File). Once an archive passed, later calls return OK at once (remembered for
+  // the process's lifetime). Errors: kCorruption (and the other codes of BlzArchive::Open /
+  // Verify) naming "archive <digest>", the tensor and the byte offset; those of File.
+  Status VerifyArchive(const std::string& archive_digest);
 
   // Queues `archive_digest` for background compression (no-op without the background thread).
   void Schedule(const std::string& archive_digest);
@@ -175,6 +225,16 @@ class ArchiveStorage {
   // REQUIRES: mu_ held.
   void EvictLocked(Clock::time_point now);
   void Run();  // the background thread
+  // Is the file at `path` (named `digest`, `size` bytes) intact? true also when over the
+  // verify-on-read bound; remembered per path and file version.
+  // *hashed_inode (may be null) gets the inode of the file hashed (0 when none was).
+  Result<bool> IntactOnRead(const std::string& path, const std::string& digest, uint64_t size,
+                            uint64_t* hashed_inode = nullptr);
+  // Moves a damaged stored blob to quarantine and forgets what was known about it; returns the
+  // kCorruption status to report ("<what> ... is damaged ...").
+  // `hashed_inode` as for store::BlobStore::Quarantine: a file replaced since is left alone.
+  Status QuarantineDamaged(const store::BlobInfo& blob, const std::string& what,
+                           uint64_t hashed_inode = 0);
   void Log(const std::string& line) const;
 
   struct CacheEntry {
@@ -198,7 +258,14 @@ class ArchiveStorage {
   uint64_t cache_total_ = 0;
   std::unordered_map<std::string, Clock::time_point> served_;  // raw blobs handed out
   std::unordered_map<std::string, uint64_t> sizes_;            // archive sizes from headers
-  uint64_t compressed_ = 0, failed_ = 0, computed_ = 0, rebuilds_ = 0;
+  uint64_t compressed_ = 0, failed_ = 0, computed_ = 0, rebuilds_ = 0, quarantined_ = 0;
+  struct FileStamp {
+    uint64_t size = 0, inode = 0;
+    int64_t mtime_ns = 0;
+    bool operator==(const FileStamp&) const = default;
+  };
+  std::unordered_map<std::string, FileStamp> intact_;     // path -> version found intact
+  std::unordered_set<std::string> verified_archives_;     // VerifyArchive passed
   std::thread thread_;
 };
 

@@ -21,6 +21,20 @@ Status RunServer(const ServerOptions& options) {
     std::string l = line + "\n";
     std::fwrite(l.data(), 1, l.size(), stderr);  // one call: lines never interleave
   };
+  if (options.verify_storage) {
+    // Before the registry opens the directory: nothing is served or compressed meanwhile.
+    BLZ_ASSIGN_OR_RETURN(StorageScrubReport scrub,
+                         ScrubStorage(options.data_dir, ropts.storage.log));
+    char mb[32];
+    std::snprintf(mb, sizeof(mb), "%.2f MB", double(scrub.blobs.bytes) / 1e6);
+    const std::string line =
+        "verify-storage: " + std::to_string(scrub.blobs.blobs) + " blobs (" + mb +
+        ") re-hashed, " + std::to_string(scrub.blobs.quarantined.size()) + " damaged (moved to " +
+        options.data_dir + "/quarantine), " + std::to_string(scrub.blobs.errors.size()) +
+        " unreadable; " + std::to_string(scrub.cache_checked) + " cached archives re-hashed, " +
+        std::to_string(scrub.cache_removed.size()) + " damaged (deleted)\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines never interleave
+  }
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
                        Registry::Open(options.data_dir, std::move(ropts)));
   // Install the signal handlers before announcing the address, so a supervisor that signals us

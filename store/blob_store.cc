@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <utility>
 
 #include "core/file_util.h"
+#include "core/text.h"
 
 namespace blz::store {
 namespace {
@@ -22,6 +24,23 @@ Status MakeDirs(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IOError(dir + ": cannot create directory: " + ec.message());
+  return Status::Ok();
+}
+
+// Creates `dir` (and its parents) if needed and makes it owner-only (0700, whatever the
+// umask): the data directory holds private blobs and the metadata DB. An existing directory
+// open to others is tightened with a warning on stderr.
+Status MakePrivateDir(const std::string& dir) {
+  struct stat st {};
+  const bool existed = ::stat(dir.c_str(), &st) == 0;
+  BLZ_RETURN_IF_ERROR(MakeDirs(dir));
+  if (::stat(dir.c_str(), &st) != 0) return IOError(Errno("cannot stat", dir));
+  if ((st.st_mode & 077) == 0) return Status::Ok();
+  if (::chmod(dir.c_str(), 0700) != 0) return IOError(Errno("cannot set mode 0700", dir));
+  if (existed) {
+    std::fprintf(stderr, "blz: warning: %s was mode %03o (readable by others); set to 0700\n",
+                 EscapeForTerminal(dir).c_str(), static_cast<unsigned>(st.st_mode & 0777));
+  }
   return Status::Ok();
 }
 
@@ -94,8 +113,10 @@ Result<BlobStore> BlobStore::Open(const std::string& root) {
   s.root_ = root;
   s.blobs_dir_ = root + "/blobs/sha256";
   s.uploads_dir_ = root + "/uploads";
-  BLZ_RETURN_IF_ERROR(MakeDirs(s.blobs_dir_));
-  BLZ_RETURN_IF_ERROR(MakeDirs(s.uploads_dir_));
+  BLZ_RETURN_IF_ERROR(MakePrivateDir(root));
+  BLZ_RETURN_IF_ERROR(MakePrivateDir(root + "/blobs"));
+  BLZ_RETURN_IF_ERROR(MakePrivateDir(s.blobs_dir_));
+  BLZ_RETURN_IF_ERROR(MakePrivateDir(s.uploads_dir_));
   return s;
 }
 
@@ -124,7 +145,7 @@ std::string BlobStore::NewTempPath(std::string_view prefix) const {
 Result<BlobInfo> BlobStore::MoveIntoPlace(const std::string& temp_path, const std::string& hex,
                                           uint64_t size) const {
   const std::string shard = blobs_dir_ + "/" + hex.substr(0, 2);
-  if (::mkdir(shard.c_str(), 0755) == 0) {
+  if (::mkdir(shard.c_str(), 0700) == 0) {
     BLZ_RETURN_IF_ERROR(SyncDir(blobs_dir_));
   } else if (errno != EEXIST) {
     return IOError(Errno("cannot create directory", shard));
@@ -165,7 +186,7 @@ Result<BlobInfo> BlobStore::PublishComputed(const std::string& temp_path) const 
 Result<BlobWriter> BlobStore::NewWriter() const {
   BlobWriter w;
   w.store_ = *this;
-  BLZ_ASSIGN_OR_RETURN(w.file_, AtomicFile::Create(NewTempPath("blob")));
+  BLZ_ASSIGN_OR_RETURN(w.file_, AtomicFile::Create(NewTempPath("blob"), 0600));
   return w;
 }
 
@@ -174,6 +195,88 @@ Result<BlobInfo> BlobStore::PutBytes(std::string_view data,
   BLZ_ASSIGN_OR_RETURN(BlobWriter w, NewWriter());
   BLZ_RETURN_IF_ERROR(w.Append(data));
   return expected_digest.empty() ? w.CommitComputed() : w.Commit(expected_digest);
+}
+
+Result<std::string> BlobStore::Quarantine(std::string_view digest, uint64_t hashed_inode) const {
+  BLZ_ASSIGN_OR_RETURN(std::string path, PathFor(digest));
+  if (hashed_inode != 0) {
+    struct stat now {};
+    if (::lstat(path.c_str(), &now) != 0 || uint64_t(now.st_ino) != hashed_inode) {
+      return NotFound("blob " + std::string(digest) +
+                      " was replaced since it was hashed; the new copy stays");
+    }
+  }
+  const std::string hex = path.substr(path.rfind('/') + 1);
+  const std::string dir = quarantine_dir();
+  BLZ_RETURN_IF_ERROR(MakeDirs(dir));
+  std::string dest = dir + "/" + hex;
+  struct stat st {};
+  if (::lstat(dest.c_str(), &st) == 0) dest += "." + RandomHex(6);  // quarantined before
+  if (::rename(path.c_str(), dest.c_str()) != 0) {
+    if (errno == ENOENT) return NotFound("blob " + std::string(digest) + " is not in the store");
+    return IOError(Errno("cannot move to " + dest, path));
+  }
+  BLZ_RETURN_IF_ERROR(SyncDir(dir));
+  BLZ_RETURN_IF_ERROR(SyncDir(path.substr(0, path.rfind('/'))));
+  return dest;
+}
+
+Result<ScrubReport> BlobStore::Scrub(const std::function<void(const std::string&)>& log) const {
+  ScrubReport report;
+  auto note = [&](std::vector<std::string>* list, std::string item, const std::string& line) {
+    list->push_back(std::move(item));
+    if (log) log(line);
+  };
+  // List first, then hash: quarantining while iterating would disturb the iterator.
+  std::vector<std::string> digests;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator shard(blobs_dir_, ec), end; !ec && shard != end;
+       shard.increment(ec)) {
+    const std::string prefix = shard->path().filename().string();
+    std::error_code sec;
+    if (!IsLowerHex(prefix, 2) || !shard->is_directory(sec)) continue;
+    std::error_code fec;
+    for (std::filesystem::directory_iterator f(shard->path(), fec), fend; !fec && f != fend;
+         f.increment(fec)) {
+      const std::string name = f->path().filename().string();
+      if (IsLowerHex(name, 64) && name.compare(0, 2, prefix) == 0) {
+        digests.push_back(MakeDigest(name));
+      }
+    }
+    if (fec) return IOError(shard->path().string() + ": cannot list: " + fec.message());
+  }
+  if (ec) return IOError(blobs_dir_ + ": cannot list: " + ec.message());
+
+  for (const std::string& digest : digests) {
+    Result<BlobInfo> info = Stat(digest);
+    if (!info.ok()) {
+      if (info.status().code() == Code::kNotFound) continue;  // removed meanwhile
+      note(&report.errors, info.status().ToString(), "scrub: " + info.status().ToString());
+      continue;
+    }
+    struct stat hashed {};
+    if (::stat(info->path.c_str(), &hashed) != 0) continue;  // removed meanwhile
+    Result<std::string> actual = Sha256FileHex(info->path);
+    if (!actual.ok()) {
+      note(&report.errors, actual.status().ToString(), "scrub: " + actual.status().ToString());
+      continue;
+    }
+    ++report.blobs;
+    report.bytes += info->size;
+    if (MakeDigest(*actual) == digest) continue;
+    Result<std::string> moved = Quarantine(digest, uint64_t(hashed.st_ino));
+    if (!moved.ok() && moved.status().code() == Code::kNotFound) continue;  // replaced meanwhile
+    if (!moved.ok()) {
+      note(&report.errors, moved.status().ToString(),
+           "scrub: blob " + digest + " is damaged but could not be quarantined: " +
+               moved.status().ToString());
+      continue;
+    }
+    note(&report.quarantined, digest,
+         "scrub: blob " + digest + " is damaged (its " + std::to_string(info->size) +
+             " bytes hash to sha256:" + *actual + "): moved to " + *moved);
+  }
+  return report;
 }
 
 Status BlobStore::Verify(std::string_view digest) const {

@@ -3,6 +3,7 @@
 // Layout under the data directory `root`:
 //   <root>/blobs/sha256/<first 2 hex>/<64 hex>   published blobs, named by their SHA-256
 //   <root>/uploads/                              temporary files (writes in progress)
+//   <root>/quarantine/<64 hex>[.<random>]        blobs found damaged (Quarantine, Scrub)
 //
 // A blob is only published after its bytes were hashed and matched the digest that names it:
 // writes go to a temporary file under <root>/uploads/, are SHA-256 checked, fsynced and then
@@ -16,8 +17,10 @@
 #define BLZ_STORE_BLOB_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/bytes.h"
 #include "core/digest.h"
@@ -34,10 +37,22 @@ struct BlobInfo {
 
 class BlobWriter;
 
+// What BlobStore::Scrub found.
+struct ScrubReport {
+  uint64_t blobs = 0;  // published blobs re-hashed
+  uint64_t bytes = 0;  // their bytes
+  // Digests of the blobs whose bytes no longer hashed to their name, now in quarantine.
+  std::vector<std::string> quarantined;
+  // Blobs that could not be read or moved (left in place), one message each.
+  std::vector<std::string> errors;
+};
+
 class BlobStore {
  public:
   // Opens the store rooted at `root`, creating <root>/blobs/sha256 and <root>/uploads when
-  // missing. Errors: kIOError.
+  // missing. `root` and those directories are made owner-only (0700, whatever the umask; an
+  // existing wider one is tightened with a warning on stderr); blob shards are created 0700
+  // and blob files 0600. Errors: kIOError.
   static Result<BlobStore> Open(const std::string& root);
 
   const std::string& root() const { return root_; }
@@ -71,6 +86,26 @@ class BlobStore {
 
   // Re-hashes a published blob. Errors: kNotFound, kDigestMismatch (the file was damaged).
   Status Verify(std::string_view digest) const;
+
+  // <root>/quarantine: where damaged blobs are moved (created on first use).
+  std::string quarantine_dir() const { return root_ + "/quarantine"; }
+
+  // Moves the published blob `digest` out of the store, to <root>/quarantine/<hex> (or
+  // "<hex>.<random hex>" when that name is taken), for an operator to inspect: afterwards the
+  // store no longer has it (Stat: kNotFound), so it is never served again, and a client may push
+  // it again. For blobs whose bytes no longer hash to their digest (callers check first; this
+  // does not hash). With `hashed_inode` != 0 (the inode of the file the caller hashed), a blob
+  // whose file was replaced since (pushed again, so a sound copy) is left in place and the
+  // result is kNotFound. Returns the quarantined file's path. Errors: kInvalidArgument
+  // (malformed digest), kNotFound (not stored, quarantined concurrently, or replaced), kIOError.
+  Result<std::string> Quarantine(std::string_view digest, uint64_t hashed_inode = 0) const;
+
+  // Re-hashes every published blob (streamed, one at a time) and quarantines each whose bytes
+  // no longer hash to its name. Files in the blobs tree that are not named like a blob are
+  // ignored. `log` (may be empty) gets one line per damaged or unreadable blob. Errors:
+  // kIOError when the blobs tree cannot be listed; a blob that cannot be read or moved is
+  // reported in ScrubReport::errors and the scrub goes on.
+  Result<ScrubReport> Scrub(const std::function<void(const std::string&)>& log = {}) const;
 
  private:
   friend class BlobWriter;

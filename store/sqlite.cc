@@ -1,7 +1,10 @@
 #include "store/sqlite.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 namespace blz::store::sqlite {
@@ -20,6 +23,22 @@ Status SqliteError(sqlite3* db, int rc, std::string_view what) {
   if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) return Corruption(msg);
   if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) return Unavailable(msg);
   return IOError(msg);
+}
+
+// The database and its side files hold private data (token hashes, private repositories):
+// owner-only, whatever the umask. SQLite creates -wal, -shm and -journal with the mode of
+// the database file, so tightening it right after opening covers them too; those left by an
+// earlier run are tightened here as well.
+Status MakeOwnerOnly(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string p = path + suffix;
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077) == 0) continue;
+    if (::chmod(p.c_str(), 0600) != 0) {
+      return IOError("sqlite: " + p + ": cannot set mode 0600: " + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -136,6 +155,7 @@ Result<Database> Database::Open(const std::string& path) {
     return s;
   }
   sqlite3_extended_result_codes(db.db_, 1);
+  BLZ_RETURN_IF_ERROR(MakeOwnerOnly(path));
   return db;
 }
 

@@ -65,7 +65,8 @@ class Database {
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
-  // Opens (creating if needed) the database file at `path`. Errors: kIOError.
+  // Opens (creating if needed) the database file at `path`, and makes it and its -wal, -shm
+  // and -journal files owner-only (mode 0600, whatever the umask). Errors: kIOError.
   static Result<Database> Open(const std::string& path);
 
   // Runs one or more SQL statements without results. Errors: kIOError naming the SQLite error.

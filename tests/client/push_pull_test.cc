@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "client/local_store.h"
+#include "client/manifest.h"
 #include "client/pull.h"
 #include "client/push.h"
 #include "core/digest.h"
+#include "formats/blz_archive.h"
 #include "patcher/patch.h"
 #include "tests/client/test_server.h"
 #include "tests/test_util.h"
@@ -191,6 +193,26 @@ class FakeRegistry {
       return res;
     }
     return OciError(http::status::not_found, "NAME_UNKNOWN", "unknown route " + target);
+  }
+
+  // Stores `archive` as version `tag` of `name` as is, without the checks a push makes (what a
+  // registry that does not verify archives would hold).
+  void Inject(const std::string& name, const std::string& tag, const std::string& archive) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ModelConfig config;
+    config.archive_digest = Digest(archive);
+    config.archive_size = archive.size();
+    const std::string config_json = BuildConfigJson(config);
+    blobs_[Digest(archive)] = archive;
+    blobs_[Digest(config_json)] = config_json;
+    ModelManifest m;
+    m.config_digest = Digest(config_json);
+    m.config_size = config_json.size();
+    m.archive_digest = Digest(archive);
+    m.archive_size = archive.size();
+    const std::string manifest = BuildManifestJson(m);
+    manifests_[name + "@" + tag] = manifest;
+    manifests_[name + "@" + Digest(manifest)] = manifest;
   }
 
   void set_token(std::string t) {
@@ -408,6 +430,48 @@ TEST_F(PushPullTest, TamperedBlobIsRefusedAndNotStored) {
     blobs += e.is_regular_file() ? 1 : 0;
   }
   EXPECT_EQ(blobs, 0u);
+}
+
+// An archive whose SHA-256 matches its manifest but whose data fail `blz verify` (a registry
+// that accepted it): pull fails, with and without -o, and nothing enters the cache.
+TEST_F(PushPullTest, CorruptArchiveIsRefusedAndNotCached) {
+  formats::PackStats stats;
+  ASSERT_TRUE(formats::Pack(tmp_ / "v1", tmp_ / "v1.blz", &stats).ok());
+  std::string archive = ReadFileBytes(tmp_ / "v1.blz");
+  uint64_t offset = 0;
+  std::string tensor;
+  {
+    auto opened = formats::BlzArchive::Open(tmp_ / "v1.blz");
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    const auto& h = opened->header();
+    offset = h.data_start + h.tensors.back().offset + 8;
+    tensor = h.tensors.back().name;
+  }
+  archive[size_t(offset)] ^= 0x01;
+  registry_.Inject("org/tiny", "bad", archive);
+  registry_.set_full_patch_status(200);  // the fake cannot make one (500): falls back
+
+  for (const std::string& out : {std::string(), std::string(tmp_ / "out")}) {
+    SCOPED_TRACE(out.empty() ? "without -o" : "with -o");
+    Result<PullResult> r = Pull(Ref("bad"), PullOpts(out));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kCorruption) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("fails verification"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(tensor), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(Digest(archive)), std::string::npos)
+        << r.status().message();
+    EXPECT_FALSE(fs::exists(tmp_ / "out"));
+    EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
+    size_t blobs = 0;
+    for (const auto& e : fs::recursive_directory_iterator(tmp_ / "pull-cache/blobs")) {
+      blobs += e.is_regular_file() ? 1 : 0;
+    }
+    EXPECT_EQ(blobs, 0u);
+    for (const auto& e : fs::recursive_directory_iterator(tmp_ / "pull-cache")) {
+      EXPECT_NE(e.path().filename(), "index.json") << "a version was recorded: " << e.path();
+    }
+  }
 }
 
 TEST_F(PushPullTest, PushWithoutTokenIsRefusedClearly) {

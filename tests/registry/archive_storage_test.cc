@@ -267,19 +267,45 @@ TEST(ArchiveStorageTest, VerificationFailureKeepsTheRawArchive) {
 }
 
 TEST(ArchiveStorageTest, RawIsKeptWhenTheRecordedFullPatchWasDamaged) {
-  Harness h(StorageOptions());
+  // No verify-on-read: the damage is found by the check before the raw blob is deleted.
+  RegistryOptions o = StorageOptions();
+  o.storage.verify_on_read_bytes = 0;
+  Harness h(o);
   const std::string d = Push(&h, "org/m", "v1", ModelArchive(15));
   auto full = h.registry().storage().GetFullPatch(d);
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   // The disk damages the full patch after it was verified and recorded: the raw archive must
-  // not be deleted on its strength.
+  // not be deleted on its strength; the damaged full patch is quarantined.
   std::string bytes = blz::testing::ReadFileBytes(full->blob.path);
   bytes[bytes.size() / 2] ^= 0x01;
   blz::testing::WriteFileBytes(full->blob.path, bytes);
   Status s = h.registry().storage().Compress(d);
-  EXPECT_EQ(s.code(), Code::kDigestMismatch) << s.ToString();
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
   EXPECT_TRUE(RawStored(h, d));
   EXPECT_EQ(h.registry().storage().status().compressed, 0u);
+  EXPECT_FALSE(fs::exists(full->blob.path));
+  EXPECT_EQ(h.registry().storage().status().quarantined, 1u);
+  // The next compression computes a sound full patch again, then drops the raw archive.
+  ASSERT_TRUE(h.registry().storage().Compress(d).ok());
+  EXPECT_FALSE(RawStored(h, d));
+  EXPECT_EQ(h.registry().storage().status().compressed, 1u);
+}
+
+TEST(ArchiveStorageTest, DamagedFullPatchIsReplacedBeforeTheRawIsDropped) {
+  Harness h(StorageOptions());  // verify on read: the damage is found when the patch is used
+  const std::string d = Push(&h, "org/m", "v1", ModelArchive(16));
+  auto full = h.registry().storage().GetFullPatch(d);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  const std::string good = blz::testing::ReadFileBytes(full->blob.path);
+  std::string bytes = good;
+  bytes[bytes.size() / 2] ^= 0x01;
+  blz::testing::WriteFileBytes(full->blob.path, bytes);
+  ASSERT_TRUE(h.registry().storage().Compress(d).ok());
+  EXPECT_FALSE(RawStored(h, d));
+  EXPECT_EQ(blz::testing::ReadFileBytes(full->blob.path), good);
+  EXPECT_EQ(h.registry().storage().status().quarantined, 1u);
+  Response get = h.Call("GET", "/v2/org/m/blobs/" + d, "", {}, false);
+  EXPECT_EQ(get.status, 200);
 }
 
 TEST(ArchiveStorageTest, RebuildIsCheckedBeforeItIsPublished) {
@@ -392,6 +418,7 @@ TEST(ArchiveStorageTest, StatusEndpoint) {
   EXPECT_EQ(j.at("compressed").get<uint64_t>(), 1u);
   EXPECT_EQ(j.at("full_patches_computed").get<uint64_t>(), 1u);
   EXPECT_EQ(j.at("cache").at("entries").get<uint64_t>(), 0u);
+  EXPECT_EQ(j.at("quarantined").get<uint64_t>(), 0u);
   EXPECT_EQ(h.Call("POST", "/v2/_blz/storage").status, 405);
 }
 

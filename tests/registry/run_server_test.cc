@@ -6,11 +6,13 @@
 
 #include <csignal>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 
 #include "core/digest.h"
 #include "registry/net.h"
+#include "store/blob_store.h"
 #include "store/metadata_db.h"
 #include "tests/test_util.h"
 
@@ -95,6 +97,44 @@ TEST(RunServerTest, FirstStartPrintsTheAdminTokenOnce) {
   ASSERT_TRUE(result.ok()) << result.ToString();
   EXPECT_EQ(out.find("admin token:"), std::string::npos) << out;
   EXPECT_NE(out.find("listening on"), std::string::npos);
+}
+
+TEST(RunServerTest, VerifyStorageQuarantinesDamagedBlobsBeforeServing) {
+  blz::testing::TempDir tmp;
+  ServerOptions options;
+  options.data_dir = tmp / "data";
+  options.threads = 2;
+  std::string bad, good;
+  {
+    auto blobs = store::BlobStore::Open(options.data_dir);
+    ASSERT_TRUE(blobs.ok());
+    auto b = blobs->PutBytes("bytes the disk will damage");
+    auto g = blobs->PutBytes("intact bytes");
+    ASSERT_TRUE(b.ok() && g.ok());
+    bad = b->digest;
+    good = g->digest;
+    std::string bytes = blz::testing::ReadFileBytes(b->path);
+    bytes[0] ^= 0x01;
+    blz::testing::WriteFileBytes(b->path, bytes);
+  }
+  options.verify_storage = true;
+  options.listen = "127.0.0.1:" + std::to_string(FreePort());
+  Status result = Internal("not run");
+  ::testing::internal::CaptureStderr();
+  std::string out = RunOnce(options, &result);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(result.ok()) << result.ToString();
+  EXPECT_NE(out.find("listening on"), std::string::npos) << out;
+  EXPECT_NE(err.find("verify-storage: 2 blobs"), std::string::npos) << err;
+  EXPECT_NE(err.find("1 damaged (moved to " + options.data_dir + "/quarantine)"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(bad), std::string::npos) << err;
+  EXPECT_TRUE(std::filesystem::exists(options.data_dir + "/quarantine/" + bad.substr(7)));
+  auto blobs = store::BlobStore::Open(options.data_dir);
+  ASSERT_TRUE(blobs.ok());
+  EXPECT_FALSE(blobs->Contains(bad));
+  EXPECT_TRUE(blobs->Contains(good));
 }
 
 TEST(RunServerTest, ErrorsAreReturned) {

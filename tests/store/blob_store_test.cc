@@ -1,6 +1,7 @@
 #include "store/blob_store.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <string>
@@ -143,6 +144,92 @@ TEST(BlobStoreTest, VerifyDetectsDamage) {
   EXPECT_EQ(store->Verify(info->digest).code(), Code::kDigestMismatch);
 }
 
+TEST(BlobStoreTest, QuarantineMovesTheBlobOutOfTheStore) {
+  testing::TempDir tmp;
+  auto store = BlobStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  auto info = store->PutBytes("precious");
+  ASSERT_TRUE(info.ok());
+  const std::string hex = info->digest.substr(7);
+  testing::WriteFileBytes(info->path, "damaged!");
+  auto moved = store->Quarantine(info->digest);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(*moved, store->quarantine_dir() + "/" + hex);
+  EXPECT_EQ(testing::ReadFileBytes(*moved), "damaged!");  // kept for inspection
+  EXPECT_FALSE(store->Contains(info->digest));
+  EXPECT_EQ(store->Quarantine(info->digest).status().code(), Code::kNotFound);
+  EXPECT_EQ(store->Quarantine("sha256:xyz").status().code(), Code::kInvalidArgument);
+
+  // Pushed again and damaged again: the first quarantined copy is kept, the second gets a suffix.
+  ASSERT_TRUE(store->PutBytes("precious").ok());
+  testing::WriteFileBytes(info->path, "damaged again");
+  auto again = store->Quarantine(info->digest);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_NE(*again, *moved);
+  EXPECT_EQ(again->rfind(store->quarantine_dir() + "/" + hex + ".", 0), 0u) << *again;
+  EXPECT_EQ(testing::ReadFileBytes(*moved), "damaged!");
+  EXPECT_EQ(CountFiles(store->quarantine_dir()), 2u);
+}
+
+// A blob hashed as damaged, then pushed again before it is quarantined: the fresh (sound) copy
+// is a new file and must stay; only the file that was hashed may be moved.
+TEST(BlobStoreTest, QuarantineLeavesACopyPushedAfterTheHash) {
+  testing::TempDir tmp;
+  auto store = BlobStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  auto info = store->PutBytes("precious");
+  ASSERT_TRUE(info.ok());
+  testing::WriteFileBytes(info->path, "damaged!");
+  struct stat hashed {};
+  ASSERT_EQ(::stat(info->path.c_str(), &hashed), 0);
+  // The push replaces the file by rename, as BlobWriter does.
+  testing::WriteFileBytes(info->path + ".new", "precious");
+  ASSERT_EQ(::rename((info->path + ".new").c_str(), info->path.c_str()), 0);
+  auto moved = store->Quarantine(info->digest, uint64_t(hashed.st_ino));
+  EXPECT_EQ(moved.status().code(), Code::kNotFound) << moved.status().ToString();
+  EXPECT_TRUE(store->Contains(info->digest));
+  EXPECT_TRUE(store->Verify(info->digest).ok());
+  // The file that was hashed is still moved when it is the one in place.
+  struct stat now {};
+  ASSERT_EQ(::stat(info->path.c_str(), &now), 0);
+  testing::WriteFileBytes(info->path, "damaged!");
+  EXPECT_TRUE(store->Quarantine(info->digest, uint64_t(now.st_ino)).ok());
+  EXPECT_FALSE(store->Contains(info->digest));
+}
+
+TEST(BlobStoreTest, ScrubQuarantinesDamagedBlobsOnly) {
+  testing::TempDir tmp;
+  auto store = BlobStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  auto good = store->PutBytes("good blob");
+  auto bad = store->PutBytes("blob to be damaged");
+  ASSERT_TRUE(good.ok() && bad.ok());
+  std::string bytes = testing::ReadFileBytes(bad->path);
+  bytes[3] ^= 0x01;  // one flipped bit, same size
+  testing::WriteFileBytes(bad->path, bytes);
+  testing::WriteFileBytes(tmp / "blobs/sha256/README", "not a blob");  // ignored
+
+  std::vector<std::string> lines;
+  auto report = store->Scrub([&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->blobs, 2u);
+  EXPECT_EQ(report->bytes, good->size + bad->size);
+  EXPECT_EQ(report->quarantined, std::vector<std::string>{bad->digest});
+  EXPECT_TRUE(report->errors.empty());
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(bad->digest), std::string::npos) << lines[0];
+  EXPECT_TRUE(store->Contains(good->digest));
+  EXPECT_FALSE(store->Contains(bad->digest));
+  EXPECT_EQ(testing::ReadFileBytes(store->quarantine_dir() + "/" + bad->digest.substr(7)), bytes);
+  EXPECT_TRUE(fs::exists(tmp / "blobs/sha256/README"));
+
+  // A second scrub finds nothing more.
+  report = store->Scrub();
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->blobs, 1u);
+  EXPECT_TRUE(report->quarantined.empty());
+}
+
 TEST(BlobStoreTest, AbandonedWriterLeavesNothing) {
   testing::TempDir tmp;
   auto store = BlobStore::Open(tmp.path());
@@ -154,6 +241,39 @@ TEST(BlobStoreTest, AbandonedWriterLeavesNothing) {
     EXPECT_EQ(CountFiles(store->uploads_dir()), 1u);
   }
   EXPECT_EQ(CountFiles(tmp.path()), 0u);
+}
+
+unsigned ModeOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 07777;
+  return unsigned(st.st_mode & 0777);
+}
+
+// Private blobs must not be readable by other local users, whatever the umask.
+TEST(BlobStoreTest, DataDirectoryAndBlobsAreOwnerOnly) {
+  testing::TempDir tmp;
+  const mode_t old_umask = ::umask(022);
+  auto store = BlobStore::Open(tmp / "data");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  for (const char* dir : {"data", "data/blobs", "data/blobs/sha256", "data/uploads"}) {
+    EXPECT_EQ(ModeOf(tmp / dir), 0700u) << dir;
+  }
+  auto w = store->NewWriter();
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->Append(std::string_view("secret weights")).ok());
+  auto info = w->CommitComputed();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(ModeOf(info->path), 0600u);
+  EXPECT_EQ(ModeOf(fs::path(info->path).parent_path().string()), 0700u);
+
+  // An existing data directory open to others is tightened on open.
+  ASSERT_EQ(::chmod((tmp / "data").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((tmp / "data/uploads").c_str(), 0777), 0);
+  auto again = BlobStore::Open(tmp / "data");
+  ::umask(old_umask);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ModeOf(tmp / "data"), 0700u);
+  EXPECT_EQ(ModeOf(tmp / "data/uploads"), 0700u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "store/metadata_db.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <string>
@@ -312,6 +313,31 @@ TEST_F(StructureTest, ValueDiffsAreCachedPerDirection) {
   EXPECT_EQ(db_->FindValueDiff(D("b"), D("a")).status().code(), Code::kNotFound);
   ASSERT_TRUE(db_->RecordValueDiff({D("a"), D("b"), D("json2"), 100}).ok());  // replaces
   EXPECT_EQ(db_->FindValueDiff(D("a"), D("b"))->diff_digest, D("json2"));
+}
+
+// The metadata DB (token hashes, private repositories) and its WAL files are owner-only,
+// whatever the umask; an existing DB open to others is tightened.
+TEST(MetadataDbModesTest, DatabaseFilesAreOwnerOnly) {
+  testing::TempDir tmp;
+  const mode_t old_umask = ::umask(022);
+  const std::string path = tmp / "blz.db";
+  {
+    auto db = MetadataDb::Open(path);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE((*db)->CreateToken("admin").ok());
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      struct stat st {};
+      ASSERT_EQ(::stat((path + suffix).c_str(), &st), 0) << suffix;
+      EXPECT_EQ(st.st_mode & 0777, 0600u) << suffix;
+    }
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto db = MetadataDb::Open(path);
+  ::umask(old_umask);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 }  // namespace
