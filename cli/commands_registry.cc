@@ -48,6 +48,9 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_flag("--keep-raw-archives", options->keep_raw_archives,
                 "keep each pushed archive's raw blob next to its full patch (more disk, no "
                 "rebuilds)");
+  sub->add_flag("--verify-storage", options->verify_storage,
+                "before serving, re-hash every stored blob; damaged ones are moved to "
+                "<data>/quarantine and a summary is printed (docs/registry-api.md)");
   sub->footer(
       "On first start the admin token is printed once as 'admin token: <token>'; then\n"
       "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.");
@@ -91,8 +94,8 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     } else {
       std::printf("pushed %s\n  model %s (%s)\n  manifest %s\n  uploaded %s of %s (%d blobs "
                   "sent, %d already present)\n",
-                  r.reference.c_str(), r.archive_digest.c_str(),
-                  FormatBytes(r.archive_size).c_str(), r.manifest_digest.c_str(),
+                  Esc(r.reference).c_str(), Esc(r.archive_digest).c_str(),
+                  FormatBytes(r.archive_size).c_str(), Esc(r.manifest_digest).c_str(),
                   FormatBytes(r.bytes_uploaded).c_str(), FormatBytes(r.total_bytes).c_str(),
                   r.blobs_uploaded, r.blobs_skipped);
     }
@@ -152,9 +155,10 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                       : r.used_full_patch ? "as a full patch (the archive compressed, no base)"
                                           : "full archive";
     std::fprintf(stderr, "pulled %s\n  model %s\n  downloaded %s of %s (%s)\n",
-                 r.reference.c_str(), r.digest.c_str(), FormatBytes(r.bytes_downloaded).c_str(),
-                 FormatBytes(r.full_bytes).c_str(), how.c_str());
-    std::printf("%s\n", r.output.empty() ? r.archive_path.c_str() : r.output.c_str());
+                 Esc(r.reference).c_str(), Esc(r.digest).c_str(),
+                 FormatBytes(r.bytes_downloaded).c_str(), FormatBytes(r.full_bytes).c_str(),
+                 Esc(how).c_str());
+    std::printf("%s\n", Esc(r.output.empty() ? r.archive_path : r.output).c_str());
     return Status::Ok();
   }});
 }
@@ -164,7 +168,7 @@ Result<std::string> ReadTokenFromStdin(const std::string& registry) {
   const bool tty = ::isatty(STDIN_FILENO) == 1;
   termios saved {};
   if (tty) {
-    std::fprintf(stderr, "Token for %s: ", registry.c_str());
+    std::fprintf(stderr, "Token for %s: ", Esc(registry).c_str());
     std::fflush(stderr);
     if (::tcgetattr(STDIN_FILENO, &saved) == 0) {
       termios quiet = saved;
@@ -181,19 +185,28 @@ Result<std::string> ReadTokenFromStdin(const std::string& registry) {
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
     line.pop_back();
   }
-  if (!got && line.empty()) return InvalidArgument("no token given (use --token or stdin)");
+  if (!got && line.empty()) return InvalidArgument("no token given on stdin");
   return line;
 }
 
 void AddLogin(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string registry, token;
+    bool token_stdin = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("login", "Store a registry token for push/pull");
   sub->add_option("registry", args->registry, "HOST:PORT")->required();
-  sub->add_option("--token", args->token, "the token (default: read one line from stdin)");
+  CLI::Option* token_stdin = sub->add_flag(
+      "--token-stdin", args->token_stdin,
+      "read the token as one line from stdin (the default when --token is not given)");
+  sub->add_option("--token", args->token,
+                  "the token on the command line: visible to other local users in the process\n"
+                  "list (prefer stdin: `blz login HOST:PORT --token-stdin < token.txt`)")
+      ->excludes(token_stdin);
   sub->footer(
+      "Pipe the token on stdin (or type it at the prompt, without echo); --token works but\n"
+      "prints a warning, as the command line is visible to every local user.\n"
       "The token is stored in $BLZ_CONFIG_DIR/auth.json, else $XDG_CONFIG_HOME/blz/auth.json,\n"
       "else ~/.config/blz/auth.json (mode 0600). $BLZ_TOKEN overrides it when set.");
   commands->push_back({sub, [args]() -> Status {
@@ -201,12 +214,19 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
                          client::ParseRegistryAddress(args->registry));
     const std::string registry = addr.ToString();
     std::string token = args->token;
-    if (token.empty()) {
+    if (!token.empty()) {
+      std::fprintf(stderr,
+                   "blz: warning: a token given with --token is visible to other local users "
+                   "(process list, shell history); pipe it on stdin instead: "
+                   "blz login %s --token-stdin < token.txt\n",
+                   Esc(registry).c_str());
+    } else {
       BLZ_ASSIGN_OR_RETURN(token, ReadTokenFromStdin(registry));
     }
     BLZ_ASSIGN_OR_RETURN(std::string path, client::AuthFilePath());
     BLZ_RETURN_IF_ERROR(client::StoreToken(path, registry, token));
-    std::fprintf(stderr, "token for %s stored in %s\n", registry.c_str(), path.c_str());
+    std::fprintf(stderr, "token for %s stored in %s\n", Esc(registry).c_str(),
+                 Esc(path).c_str());
     return Status::Ok();
   }});
 }
@@ -233,7 +253,7 @@ void AddTags(CLI::App& app, std::vector<Command>* commands) {
     if (args->json) {
       PrintJson({{"repository", ref.registry.ToString() + "/" + ref.name}, {"tags", tags}});
     } else {
-      for (const std::string& t : tags) std::printf("%s\n", t.c_str());
+      for (const std::string& t : tags) std::printf("%s\n", Esc(t).c_str());
     }
     return Status::Ok();
   }});

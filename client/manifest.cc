@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
+#include "formats/json_strict.h"
 
 namespace blz::client {
 namespace {
@@ -64,8 +65,11 @@ std::string BuildManifestJson(const ModelManifest& m) {
 
 Result<ModelManifest> ParseManifest(std::string_view json) {
   if (json.size() > kMaxManifestBytes) return TooLarge("manifest larger than 4 MiB");
-  nlohmann::json doc = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return Bad("not a JSON object");
+  // Strict: valid UTF-8, no NUL (nlohmann would stop reading there), no duplicate keys.
+  Result<nlohmann::json> parsed = formats::ParseJsonStrict(json, "JSON", 0);
+  if (!parsed.ok()) return Bad(parsed.status().message());
+  nlohmann::json doc = std::move(parsed).value();
+  if (!doc.is_object()) return Bad("not a JSON object");
   auto sv = doc.find("schemaVersion");
   if (sv == doc.end() || !sv->is_number_integer() || sv->get<int64_t>() != 2) {
     return Bad("schemaVersion is not 2");

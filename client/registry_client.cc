@@ -4,6 +4,7 @@
 
 #include "client/manifest.h"
 #include "core/digest.h"
+#include "formats/json_strict.h"
 #include "core/file_util.h"
 
 namespace blz::client {
@@ -319,8 +320,11 @@ Result<std::vector<std::string>> RegistryClient::ListTags(std::string_view name)
     BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", target)));
     if (r.status != 200) return Fail(r, "pull", "tags of " + std::string(name));
     bytes_received_ += r.body.size();
-    nlohmann::json doc = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object()) {
+    Result<nlohmann::json> parsed =
+        formats::ParseJsonStrict(r.body, "tags list of " + std::string(name), 0);
+    if (!parsed.ok()) return parsed.status();
+    nlohmann::json doc = std::move(parsed).value();
+    if (!doc.is_object()) {
       return Corruption("tags list of " + std::string(name) + ": not a JSON object");
     }
     auto list = doc.find("tags");

@@ -75,6 +75,11 @@ struct BodyPlan {
   std::string file_path;
   // When set, answer this without reading (or after discarding) the body.
   std::optional<Response> reject;
+  // Where the handler runs (registry/handler_pools.h): CPU- or disk-heavy requests (manifest
+  // PUTs, which verify the archive; finished uploads, which hash the blob; blob GETs, which may
+  // rebuild an archive; patches and diffs) go to the bounded heavy pool, everything else to the
+  // light pool, so that slow work never starves pings, tags and chunk appends.
+  bool heavy = false;
 };
 
 }  // namespace blz::registry

@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "core/file_util.h"
+#include "core/text.h"
 #include "registry/errors.h"
+#include "registry/wire.h"
 
 namespace blz::registry {
 namespace {
@@ -36,7 +38,7 @@ void FillHeaders(Message& msg, const Response& res, bool close) {
 
 }  // namespace
 
-HttpSession::HttpSession(tcp::socket&& socket, Registry* registry, net::thread_pool* handlers)
+HttpSession::HttpSession(tcp::socket&& socket, Registry* registry, HandlerPools* handlers)
     : stream_(std::move(socket)), registry_(registry), handlers_(handlers) {}
 
 HttpSession::~HttpSession() { RemoveBodyFile(); }
@@ -128,6 +130,8 @@ void HttpSession::OnHeader(beast::error_code ec) {
 }
 
 void HttpSession::StartBody() {
+  rate_window_start_ = std::chrono::steady_clock::now();
+  rate_window_bytes_ = 0;
   if (plan_.kind == BodyPlan::Kind::kFile) {
     file_parser_.emplace(std::move(*head_parser_));
     head_parser_.reset();
@@ -161,8 +165,9 @@ void HttpSession::ReadBodySome(Parser& parser) {
   // Re-armed per chunk: an inactivity timeout, not a deadline for the whole body.
   stream_.expires_after(kIoTimeout);
   http::async_read_some(stream_, buffer_, parser,
-                        [self = shared_from_this(), &parser](beast::error_code ec, size_t) {
+                        [self = shared_from_this(), &parser](beast::error_code ec, size_t n) {
                           if (ec) return self->OnBodyError(ec);
+                          if (!parser.is_done() && !self->CheckBodyRate(n)) return;
                           self->ReadBodySome(parser);
                         });
 }
@@ -178,6 +183,38 @@ void HttpSession::OnBodyError(beast::error_code ec) {
     return;
   }
   Close();
+}
+
+bool HttpSession::CheckBodyRate(size_t n) {
+  const BodyRateLimit& limit = registry_->options().body_rate;
+  rate_window_bytes_ += n;
+  if (limit.min_bytes_per_second == 0 || limit.window.count() <= 0) return true;
+  const auto now = std::chrono::steady_clock::now();
+  const auto elapsed =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - rate_window_start_);
+  if (elapsed < limit.window) return true;
+  // At least min_bytes_per_second on average over the window that just ended (at least one
+  // window long, so a stall is judged over its whole length).
+  const double seconds = double(elapsed.count()) / 1000.0;
+  const double rate = double(rate_window_bytes_) / seconds;
+  if (rate >= double(limit.min_bytes_per_second)) {
+    rate_window_start_ = now;
+    rate_window_bytes_ = 0;
+    return true;
+  }
+  char why[160];
+  std::snprintf(why, sizeof why,
+                "request body too slow: %llu bytes in %.1f s, under the minimum of %llu bytes/s",
+                static_cast<unsigned long long>(rate_window_bytes_), seconds,
+                static_cast<unsigned long long>(limit.min_bytes_per_second));
+  log_note_ = why;
+  Response err = ErrorResponse(OciError::kBadRequest, why);
+  err.status = 408;  // Request Timeout
+  err.close = true;
+  string_parser_.reset();
+  file_parser_.reset();
+  SendResponse(std::move(err));  // removes the partial body file
+  return false;
 }
 
 void HttpSession::OnBody() {
@@ -198,12 +235,19 @@ void HttpSession::OnBody() {
   }
   // Handlers may block (hashing, patch computation): run them off the I/O threads, then come
   // back to this connection's strand to write.
-  net::post(*handlers_, [self = shared_from_this(), req = std::move(req)]() {
-    Response res = self->registry_->Handle(req);
-    net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
-      self->SendResponse(std::move(res));
-    });
-  });
+  const bool posted =
+      handlers_->Post(plan_.heavy, [self = shared_from_this(), req = std::move(req)]() {
+        Response res = self->registry_->Handle(req);
+        net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
+          self->SendResponse(std::move(res));
+        });
+      });
+  if (!posted) {
+    Response busy = ErrorResponse(OciError::kTooManyRequests,
+                                  "the registry is busy with other slow requests; retry later");
+    busy.Set("Retry-After", "5");
+    SendResponse(std::move(busy));
+  }
 }
 
 void HttpSession::SendResponse(Response res) {
@@ -266,7 +310,14 @@ void HttpSession::OnWritten(bool close) {
   char tail[96];
   std::snprintf(tail, sizeof(tail), " %d %llu %.1fms\n", status_,
                 static_cast<unsigned long long>(body_bytes_), ms);
-  std::string line = head_.method + " " + head_.target + tail;
+  // The target is untrusted (escape it) and may carry a token in its query (redact it).
+  std::string line = EscapeForTerminal(head_.method) + " " +
+                     EscapeForTerminal(RedactTarget(head_.target)) + tail;
+  if (!log_note_.empty()) {
+    line.pop_back();  // the newline
+    line += " (" + EscapeForTerminal(log_note_) + ")\n";
+    log_note_.clear();
+  }
   std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines never interleave
   if (close) return Close();
   ReadHeader();

@@ -20,6 +20,7 @@
 #include "core/file_util.h"
 #include "formats/blz_archive.h"
 #include "formats/identify.h"
+#include "formats/json_strict.h"
 #include "formats/structural_hash.h"
 #include "formats/value_diff_json.h"
 #include "registry/errors.h"
@@ -261,8 +262,10 @@ Status ParseDescriptor(const json& d, std::string_view field, std::string_view m
 // Checks the manifest's shape. Errors: kInvalidArgument (-> MANIFEST_INVALID).
 Result<ManifestRefs> ParseBlzManifest(std::string_view body,
                                       const std::optional<std::string>& content_type) {
-  json m = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (m.is_discarded()) return InvalidArgument("manifest is not valid JSON");
+  // Strict: valid UTF-8, no NUL (nlohmann would stop reading there), no duplicate keys.
+  Result<json> parsed = formats::ParseJsonStrict(body, "manifest", 0);
+  if (!parsed.ok()) return InvalidArgument(parsed.status().message());
+  json m = std::move(parsed).value();
   if (!m.is_object()) return InvalidArgument("manifest must be a JSON object");
   auto sv = m.find("schemaVersion");
   if (sv == m.end() || !sv->is_number_integer() || sv->get<int64_t>() != 2) {
@@ -459,6 +462,9 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
     return std::nullopt;
   }
   const std::vector<std::string>& c = target->components;
+  // Names come from the still-encoded components (registry/wire.h Target): "org%2fmodel" is
+  // an invalid name, not "org/model".
+  const std::vector<std::string>& raw = target->raw_components;
   if (c.empty() || c[0] != "v2") {
     *error = ErrorResponse(OciError::kNotFound, "no such endpoint: " + target->path);
     return std::nullopt;
@@ -478,27 +484,27 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
     route.kind = Kind::kStorage;
   } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "diff") {
     route.kind = Kind::kDiff;
-    route.name = Join(c, 1, n - 2);
+    route.name = Join(raw, 1, n - 2);
   } else if (n >= 4 && c[n - 2] == "tags" && c[n - 1] == "list") {
     route.kind = Kind::kTags;
-    route.name = Join(c, 1, n - 2);
+    route.name = Join(raw, 1, n - 2);
   } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "patch") {
     route.kind = Kind::kPatch;
-    route.name = Join(c, 1, n - 2);
+    route.name = Join(raw, 1, n - 2);
   } else if (n >= 4 && c[n - 3] == "blobs" && c[n - 2] == "uploads") {
     route.kind = c[n - 1].empty() ? Kind::kUploadStart : Kind::kUploadSession;
-    route.name = Join(c, 1, n - 3);
+    route.name = Join(raw, 1, n - 3);
     route.ref = c[n - 1];
   } else if (n >= 4 && c[n - 2] == "blobs" && c[n - 1] == "uploads") {
     route.kind = Kind::kUploadStart;
-    route.name = Join(c, 1, n - 2);
+    route.name = Join(raw, 1, n - 2);
   } else if (n >= 4 && c[n - 2] == "blobs") {
     route.kind = Kind::kBlob;
-    route.name = Join(c, 1, n - 2);
+    route.name = Join(raw, 1, n - 2);
     route.ref = c[n - 1];
   } else if (n >= 4 && c[n - 2] == "manifests") {
     route.kind = Kind::kManifest;
-    route.name = Join(c, 1, n - 2);
+    route.name = Join(raw, 1, n - 2);
     route.ref = c[n - 1];
   } else {
     found = false;
@@ -571,6 +577,22 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
     return plan;
   };
   if (!route.has_value()) return reject(std::move(error));
+  switch (route->kind) {
+    case Kind::kBlob:  // may rebuild an archive from its full patch
+    case Kind::kPatch:
+    case Kind::kDiff:
+      plan.heavy = head.method == "GET";
+      break;
+    case Kind::kManifest:  // a PUT verifies the archive and identifies its structure
+    case Kind::kUploadSession:  // a closing PUT hashes the whole blob
+      plan.heavy = head.method == "PUT";
+      break;
+    case Kind::kUploadStart:  // a monolithic upload (?digest=) hashes the blob
+      plan.heavy = route->Query("digest").has_value();
+      break;
+    default:
+      break;
+  }
 
   bool file_body = false;
   if (route->kind == Kind::kUploadStart && route->Query("digest").has_value()) {
@@ -687,6 +709,13 @@ Response Registry::GetBlob(const Route& route, const RequestHead& head) {
       route.method == "HEAD" ? storage_->Stat(route.ref) : storage_->File(route.ref);
   if (info.ok() && info->path.empty()) info->path = "/dev/null";  // HEAD: never opened
   if (!info.ok()) {
+    // Stored bytes found damaged (verify on read; now quarantined): the server's fault, never
+    // a 200 with wrong bytes. docs/registry-api.md, "Storage integrity".
+    const Code code = info.status().code();
+    if (code == Code::kCorruption || code == Code::kDigestMismatch) {
+      return ErrorResponse(OciError::kUnknown, info.status().message(),
+                           json{{"digest", route.ref}, {"damaged", true}});
+    }
     return ErrorResponse(OciErrorFor(info.status(), ErrorContext::kBlob), info.status().message(),
                          json{{"digest", route.ref}});
   }
@@ -963,6 +992,20 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
                              e.ToString(),
                          json{{"digest", refs->layer_digest}});
   }
+  // The archive's data must pass `blz verify` (every tensor's xxh3-64 and SHA-256, every file's
+  // SHA-256) before the version exists: a corrupt archive can be neither stored as a full patch
+  // nor patched, and clients would receive it. Checked once per archive (remembered).
+  if (Status v = storage_->VerifyArchive(refs->layer_digest); !v.ok()) {
+    if (v.code() == Code::kIOError || v.code() == Code::kInternal ||
+        v.code() == Code::kNotFound || v.code() == Code::kUnavailable) {
+      return ErrorResponse(OciError::kUnknown, "verifying the archive failed: " + v.ToString(),
+                           json{{"digest", refs->layer_digest}});
+    }
+    return ErrorResponse(OciError::kManifestInvalid,
+                         "layers[0] " + refs->layer_digest +
+                             " fails verification, nothing was stored: " + v.ToString(),
+                         json{{"digest", refs->layer_digest}});
+  }
   store::ManifestPut put;
   put.repository = route.name;
   put.digest = digest;
@@ -1058,21 +1101,29 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
   };
 
   bool compute_failed = false;
-  Result<CachedBlob> computed = ComputeCached(
-      &patch_locks_, *from + ">" + *to, "patch",
-      [&]() -> Result<std::string> {
-        BLZ_ASSIGN_OR_RETURN(store::PatchRecord cached, db_->FindPatch(*from, *to));
-        return cached.patch_digest;
-      },
-      [&](const std::string& out) -> Status {
-        if (!options_.create_patch) return Unsupported("this server cannot compute patches");
-        return options_.create_patch(paths[0], *from, paths[1], *to, out);
-      },
-      [&](const store::BlobInfo& blob) {
-        return db_->RecordPatch(route.name,
-                                store::PatchRecord{*from, *to, blob.digest, blob.size});
-      },
-      &compute_failed);
+  auto compute = [&]() {
+    return ComputeCached(
+        &patch_locks_, *from + ">" + *to, "patch",
+        [&]() -> Result<std::string> {
+          BLZ_ASSIGN_OR_RETURN(store::PatchRecord cached, db_->FindPatch(*from, *to));
+          return cached.patch_digest;
+        },
+        [&](const std::string& out) -> Status {
+          if (!options_.create_patch) return Unsupported("this server cannot compute patches");
+          return options_.create_patch(paths[0], *from, paths[1], *to, out);
+        },
+        [&](const store::BlobInfo& blob) {
+          return db_->RecordPatch(route.name,
+                                  store::PatchRecord{*from, *to, blob.digest, blob.size});
+        },
+        &compute_failed);
+  };
+  Result<CachedBlob> computed = compute();
+  // A cached patch damaged on disk is quarantined (verify on read) and computed again.
+  if (computed.ok() && computed->hit &&
+      storage_->CheckStoredBlob(computed->blob).code() == Code::kCorruption) {
+    computed = compute();
+  }
   if (!computed.ok()) {
     if (!compute_failed) return ErrorResponse(computed.status(), ErrorContext::kPatch);
     if (!options_.create_patch) {
@@ -1309,6 +1360,7 @@ Response Registry::GetStorageStatus() {
       {"failed", st.failed},
       {"full_patches_computed", st.full_patches_computed},
       {"rebuilds", st.rebuilds},
+      {"quarantined", st.quarantined},
       {"cache", {{"bytes", st.cache_bytes}, {"entries", st.cache_entries},
                  {"limit", st.cache_limit}}}};
   Response res;

@@ -49,6 +49,18 @@ inline constexpr uint64_t kMaxManifestBytes = 4ull << 20;    // 4 MiB per manife
 inline constexpr uint64_t kMaxIgnoredBodyBytes = 64 << 10;   // bodies of GET & co are discarded
 inline constexpr uint64_t kMaxPageSize = 10000;              // cap on ?n=
 
+// Slow request bodies (registry/http_session.cc): a body must arrive at an average of at least
+// kMinBodyBytesPerSecond over every kBodyRateWindow (the first window starts with the body),
+// else the connection is closed and the partial body file removed. Without this, a body
+// trickled at one byte per 29 s (under the 30 s inactivity timeout) would hold a connection and
+// its upload file forever. 1 KiB/s over 60 s: a stall of up to 30 s after 30 s at 2 KiB/s passes.
+inline constexpr uint64_t kMinBodyBytesPerSecond = 1024;
+inline constexpr std::chrono::milliseconds kBodyRateWindow{60'000};
+struct BodyRateLimit {
+  uint64_t min_bytes_per_second = kMinBodyBytesPerSecond;  // 0 = no rate limit
+  std::chrono::milliseconds window = kBodyRateWindow;       // tests lower it
+};
+
 inline constexpr char kOciManifestMediaType[] = "application/vnd.oci.image.manifest.v1+json";
 inline constexpr char kBlzArtifactType[] = "application/vnd.blz.model.v1";
 inline constexpr char kBlzConfigMediaType[] = "application/vnd.blz.model.config.v1+json";
@@ -70,6 +82,8 @@ struct RegistryOptions {
   // Upload sessions left unfinished longer than this are deleted (row and file): at Open, and
   // at most hourly when a session is started. distribution's default (uploadpurging) is a week.
   std::chrono::seconds upload_max_age{7 * 24 * 3600};
+  // The minimum rate at which request bodies must arrive (see kMinBodyBytesPerSecond).
+  BodyRateLimit body_rate;
 };
 
 class Registry {

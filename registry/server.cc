@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "registry/handler_pools.h"
 #include "registry/http_session.h"
 #include "registry/net.h"
 #include "registry/wire.h"
@@ -21,7 +22,7 @@ int ThreadCount(int threads) {
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
   Listener(net::io_context& ioc, tcp::acceptor acceptor, Registry* registry,
-           net::thread_pool* handlers)
+           HandlerPools* handlers)
       : ioc_(ioc), acceptor_(std::move(acceptor)), registry_(registry), handlers_(handlers) {}
 
   void Run() { Accept(); }
@@ -44,7 +45,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   net::io_context& ioc_;
   tcp::acceptor acceptor_;
   Registry* registry_;
-  net::thread_pool* handlers_;
+  HandlerPools* handlers_;
 };
 
 Result<tcp::endpoint> ParseListen(const std::string& listen) {
@@ -75,13 +76,14 @@ Result<tcp::endpoint> ParseListen(const std::string& listen) {
 struct Server::Impl {
   explicit Impl(int n)
       : ioc(std::make_unique<net::io_context>(n)),
-        handlers(std::make_unique<net::thread_pool>(size_t(n))) {}
+        handlers(std::make_unique<HandlerPools>(size_t(n), size_t(n),
+                                                size_t(n) * (1 + kMaxHeavyQueuedPerThread))) {}
 
   // Teardown order (Stop): close the acceptor, stop ioc and join its threads, drain the handler
   // pool (running handlers finish; their replies are dropped), then destroy the pool, the
   // listener and finally ioc, which destroys the remaining sessions and closes their sockets.
   std::unique_ptr<net::io_context> ioc;
-  std::unique_ptr<net::thread_pool> handlers;
+  std::unique_ptr<HandlerPools> handlers;
   std::shared_ptr<Listener> listener;
   std::vector<std::thread> io_threads;
   std::string host;
@@ -140,7 +142,7 @@ void Server::Stop() {
   impl_->ioc->stop();
   for (auto& t : impl_->io_threads) t.join();
   impl_->io_threads.clear();
-  impl_->handlers->join();
+  impl_->handlers->Join();
   impl_->handlers.reset();
   impl_->listener.reset();
   impl_->ioc.reset();

@@ -2,7 +2,8 @@
 //
 // RunServer() is the CLI's entry point. Server is the embeddable part (used by RunServer and by
 // tests): a listener on one address, N I/O threads running Beast sessions
-// (registry/http_session.h), and a pool of N handler threads running Registry::Handle.
+// (registry/http_session.h), and two pools of N handler threads running Registry::Handle, one
+// for cheap requests and one, bounded, for slow ones (registry/handler_pools.h).
 #ifndef BLZ_REGISTRY_SERVER_H_
 #define BLZ_REGISTRY_SERVER_H_
 
@@ -24,6 +25,10 @@ struct ServerOptions {
   // <data>/cache, and whether raw archive blobs are kept next to their full patches.
   uint64_t cache_bytes = 8ull << 30;
   bool keep_raw_archives = false;
+  // Before serving, re-hash every stored blob and cached archive (ScrubStorage in
+  // registry/archive_storage.h): damaged blobs are moved to <data>/quarantine/; a summary line
+  // goes to stderr.
+  bool verify_storage = false;
 };
 
 // Opens/creates the data dir and DB, applies migrations, creates the admin token on first start
@@ -41,7 +46,7 @@ class Server {
  public:
   // Binds `listen` ("<host>:<port>", IPv6 as "[::1]:<port>"; port 0 = ephemeral) and starts
   // serving `registry` (which must outlive the Server) on `threads` I/O threads and as many
-  // handler threads (0 = number of cores).
+  // light and as many heavy handler threads (0 = number of cores).
   // Errors: kInvalidArgument (unparsable address), kIOError (bind/listen failed).
   static Result<std::unique_ptr<Server>> Start(Registry* registry, const std::string& listen,
                                                int threads);

@@ -113,8 +113,10 @@ Result<Target> ParseTarget(std::string_view target) {
   while (start <= raw_path.size()) {
     size_t end = raw_path.find('/', start);
     if (end == std::string_view::npos) end = raw_path.size();
-    BLZ_ASSIGN_OR_RETURN(std::string comp, PercentDecode(raw_path.substr(start, end - start)));
+    std::string_view raw = raw_path.substr(start, end - start);
+    BLZ_ASSIGN_OR_RETURN(std::string comp, PercentDecode(raw));
     t.components.push_back(std::move(comp));
+    t.raw_components.emplace_back(raw);
     start = end + 1;
   }
   BLZ_ASSIGN_OR_RETURN(t.path, PercentDecode(raw_path));
@@ -136,6 +138,63 @@ Result<Target> ParseTarget(std::string_view target) {
     start = end + 1;
   }
   return t;
+}
+
+bool IsSecretParameter(std::string_view name) {
+  std::string n(name);
+  for (char& c : n) {
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+    if (c == '-') c = '_';
+  }
+  static constexpr std::string_view kExact[] = {
+      "token",   "access_token", "id_token", "refresh_token", "password",   "passwd",
+      "pass",    "pwd",          "secret",   "client_secret", "key",        "api_key",
+      "apikey",  "auth",         "authorization", "sig",      "signature",  "credential",
+      "credentials", "session",  "x_amz_signature", "x_amz_credential", "x_amz_security_token"};
+  for (std::string_view e : kExact) {
+    if (n == e) return true;
+  }
+  const auto ends_with = [&](std::string_view suffix) {
+    return n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(),
+                                                  suffix) == 0;
+  };
+  return ends_with("token") || ends_with("secret") || ends_with("password") ||
+         ends_with("_key") || ends_with("signature");
+}
+
+std::string RedactTarget(std::string_view target) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::string(target);
+  std::string out(target.substr(0, q + 1));
+  std::string_view query = target.substr(q + 1);
+  std::string_view fragment;
+  if (size_t hash = query.find('#'); hash != std::string_view::npos) {
+    fragment = query.substr(hash);
+    query = query.substr(0, hash);
+  }
+  size_t start = 0;
+  while (start <= query.size()) {
+    size_t end = query.find('&', start);
+    if (end == std::string_view::npos) end = query.size();
+    std::string_view pair = query.substr(start, end - start);
+    const size_t eq = pair.find('=');
+    bool secret = false;
+    if (eq != std::string_view::npos) {
+      Result<std::string> key = PercentDecode(pair.substr(0, eq));
+      secret = key.ok() ? IsSecretParameter(*key) : IsSecretParameter(pair.substr(0, eq));
+    }
+    if (secret) {
+      out.append(pair.substr(0, eq + 1));
+      out.append("REDACTED");
+    } else {
+      out.append(pair);
+    }
+    if (end == query.size()) break;
+    out.push_back('&');
+    start = end + 1;
+  }
+  out.append(fragment);
+  return out;
 }
 
 std::optional<uint64_t> ParseUint(std::string_view s) {

@@ -27,9 +27,14 @@ bool IsValidTag(std::string_view tag);
 // An origin-form target split into percent-decoded path components and query parameters.
 // "/v2/a/b/blobs/uploads/?digest=sha256%3Aab" ->
 //   components {"v2","a","b","blobs","uploads",""}, query {digest: "sha256:ab"}.
+// The path is split on '/' BEFORE decoding, so "%2F" stays inside its component.
+// Repository names must be built from raw_components: a name never needs percent-encoding,
+// so a raw component holding '%' (e.g. "org%2fmodel") fails ValidateRepositoryName instead of
+// being decoded into the two components "org/model".
 struct Target {
   std::string path;                     // decoded path
   std::vector<std::string> components;  // path split on '/', without the leading empty one
+  std::vector<std::string> raw_components;   // the same, still percent-encoded
   std::map<std::string, std::string> query;  // first value of each parameter wins
 };
 
@@ -38,6 +43,18 @@ Result<Target> ParseTarget(std::string_view target);
 
 // Decodes %XX escapes (no '+' translation). Errors: kInvalidArgument.
 Result<std::string> PercentDecode(std::string_view s);
+
+// Is `name` (a query parameter name, percent-decoded, any case) one that can carry a secret?
+// token, access_token, id_token, refresh_token, password, passwd, pass, secret,
+// client_secret, key, api_key, apikey, auth, authorization, sig, signature, credential(s),
+// session, plus anything ending in "token", "secret", "password" or "key".
+bool IsSecretParameter(std::string_view name);
+
+// `target` with the value of every secret-carrying query parameter (IsSecretParameter)
+// replaced by REDACTED, for logs: "/v2/?token=abc&n=1" -> "/v2/?token=REDACTED&n=1".
+// The path, the other parameters and the order are kept byte for byte; a parameter without
+// '=' or with an undecodable name is kept. Never fails.
+std::string RedactTarget(std::string_view target);
 
 // A satisfiable byte range [first, last] (inclusive) of a resource of known size.
 struct ByteRange {

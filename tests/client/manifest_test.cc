@@ -82,6 +82,10 @@ TEST(ManifestTest, RejectsWrongShapes) {
       {Replace(good, kC, "md5:" + std::string(32, '0')), Code::kCorruption},
       {Replace(good, R"("size":456)", R"("size":-1)"), Code::kCorruption},
       {Replace(good, R"("size":123)", R"("size":"123")"), Code::kCorruption},
+      // Issue 9, defect 3: valid JSON + NUL + junk must not parse as the JSON before the NUL.
+      {good + std::string("\0junk", 5), Code::kCorruption},
+      {Replace(good, R"("schemaVersion":2)", R"("schemaVersion":2,"schemaVersion":2)"),
+       Code::kCorruption},
   };
   for (const Case& c : cases) {
     Result<ModelManifest> m = ParseManifest(c.json);

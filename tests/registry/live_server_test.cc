@@ -79,6 +79,35 @@ class Client {
     return parser.release();
   }
 
+  // Writes only the head of `req`, announcing `content_length` body bytes (sent later with
+  // WriteRaw).
+  void WriteHead(Req req, uint64_t content_length) {
+    req.version(11);
+    req.set(http::field::host, "127.0.0.1");
+    req.content_length(content_length);
+    http::request_serializer<http::string_body> sr(req);
+    stream_.expires_after(kDeadline);
+    http::async_write_header(stream_, sr, [this](beast::error_code ec, size_t) { ec_ = ec; });
+    Run();
+  }
+
+  // Writes raw bytes; false when the write failed.
+  bool WriteRaw(const std::string& bytes) {
+    stream_.expires_after(kDeadline);
+    beast::error_code result;
+    net::async_write(stream_, net::buffer(bytes),
+                     [&](beast::error_code ec, size_t) { result = ec; });
+    Run();
+    return !result;
+  }
+
+  // Bytes the server has sent that are waiting to be read.
+  size_t Available() {
+    beast::error_code ec;
+    size_t n = stream_.socket().available(ec);
+    return ec ? 0 : n;
+  }
+
   // True when the server closed the connection (a read hits EOF).
   bool ServerClosed() {
     char byte;
@@ -382,6 +411,54 @@ TEST(ServerStartTest, BadListenAddresses) {
   ASSERT_TRUE(first.ok());
   auto second = Server::Start(r->get(), "127.0.0.1:" + std::to_string((*first)->port()), 1);
   EXPECT_EQ(second.status().code(), Code::kIOError);
+}
+
+// A body trickled under the minimum rate is refused with 408, the connection closed, the
+// partial body file removed, and the access log says why (with the query's token redacted).
+TEST(SlowBodyTest, TrickledBodyIsCutOffAndLogged) {
+  blz::testing::TempDir tmp;
+  RegistryOptions options;
+  options.body_rate.min_bytes_per_second = 1000;
+  options.body_rate.window = std::chrono::milliseconds(500);
+  auto r = Registry::Open(tmp / "data", options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto token = (*r)->EnsureAdminToken();
+  ASSERT_TRUE(token.ok() && token->has_value());
+  auto server = Server::Start(r->get(), "127.0.0.1:0", 1);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+
+  ::testing::internal::CaptureStderr();
+  Client c((*server)->port());
+  ASSERT_TRUE(c.ok());
+  const std::string target = "/v2/m/blobs/uploads/?digest=" + MakeDigest(std::string(64, 'a')) +
+                             "&token=hunter2";
+  c.WriteHead(Make(http::verb::post, target, **token), 100000);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  // 10 bytes/s against a 1000 bytes/s minimum: refused after the first 0.5 s window. Bounded:
+  // at most 80 bytes (8 s) are sent.
+  bool answered = false;
+  for (int i = 0; i < 80 && !answered; ++i) {
+    if (!c.WriteRaw("x")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    answered = c.Available() > 0;
+  }
+  Res res = c.ReadOne();
+  EXPECT_EQ(res.result_int(), 408) << res.body();
+  EXPECT_NE(res.body().find("too slow"), std::string::npos) << res.body();
+  EXPECT_TRUE(c.ServerClosed());
+  (*server)->Stop();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("&token=REDACTED 408 "), std::string::npos) << log;
+  EXPECT_NE(log.find("request body too slow"), std::string::npos) << log;
+  EXPECT_EQ(log.find("hunter2"), std::string::npos) << log;
+
+  // The partial body file is gone; nothing was stored.
+  size_t files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tmp / "data")) {
+    const std::string rel = e.path().string().substr((tmp / "data").size());
+    files += e.is_regular_file() && rel.rfind("/blz.db", 0) != 0 ? 1 : 0;
+  }
+  EXPECT_EQ(files, 0u);
 }
 
 }  // namespace

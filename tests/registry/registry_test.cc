@@ -119,7 +119,9 @@ TEST(RegistryTest, BadNamesAreNameInvalid) {
   const std::string d = D("x");
   for (const std::string& target : std::vector<std::string>{
            "/v2/UPPER/tags/list", "/v2/a..b/manifests/v1", "/v2/a//b/tags/list",
-        "/v2/-a/blobs/" + d, "/v2/a%2F..%2Fb/tags/list", "/v2/a_-b/blz/patch?from=" + d + "&to=" + d,
+        "/v2/-a/blobs/" + d, "/v2/a%2F..%2Fb/tags/list",
+        // An encoded '/' is not a separator (nor part of a valid name): not "org/model".
+        "/v2/org%2fmodel/tags/list", "/v2/org%2Fmodel/manifests/v1", "/v2/a_-b/blz/patch?from=" + d + "&to=" + d,
         "/v2/" + std::string(256, 'a') + "/tags/list", "/v2/blobs/uploads/"}) {
     std::string method = target.find("uploads") != std::string::npos ? "POST" : "GET";
     Response r = h.Call(method, target);
@@ -481,6 +483,45 @@ TEST(RegistryTest, BodyLimits) {
   EXPECT_EQ(d.registry().Handle(big).status, 413);
 }
 
+// Slow handlers run on the bounded heavy pool, cheap ones on the light pool
+// (registry/handler_pools.h).
+TEST(RegistryTest, PlanBodySendsSlowRequestsToTheHeavyPool) {
+  Harness h;
+  Response start = h.Call("POST", "/v2/m/blobs/uploads/");
+  const std::string session = *start.Get("Location");
+  struct Case {
+    const char* method;
+    std::string target;
+    bool heavy;
+  };
+  const Case cases[] = {
+      {"GET", "/v2/", false},
+      {"GET", "/v2/_catalog", false},
+      {"GET", "/v2/m/tags/list", false},
+      {"GET", "/v2/m/manifests/v1", false},
+      {"HEAD", "/v2/m/manifests/v1", false},
+      {"PUT", "/v2/m/manifests/v1", true},
+      {"HEAD", "/v2/m/blobs/" + D("x"), false},
+      {"GET", "/v2/m/blobs/" + D("x"), true},
+      {"POST", "/v2/m/blobs/uploads/", false},
+      {"POST", "/v2/m/blobs/uploads/?digest=" + D("x"), true},
+      {"PATCH", session, false},
+      {"GET", session, false},
+      {"PUT", session + "?digest=" + D("x"), true},
+      {"GET", "/v2/m/blz/patch?from=" + D("a") + "&to=" + D("b"), true},
+      {"GET", "/v2/m/blz/diff?from=" + D("a") + "&to=" + D("b"), true},
+  };
+  for (const Case& c : cases) {
+    RequestHead head;
+    head.method = c.method;
+    head.target = c.target;
+    head.headers = {{"Authorization", "Bearer " + h.token()}};
+    BodyPlan plan = h.registry().PlanBody(head);
+    EXPECT_FALSE(plan.reject.has_value()) << c.method << " " << c.target;
+    EXPECT_EQ(plan.heavy, c.heavy) << c.method << " " << c.target;
+  }
+}
+
 TEST(RegistryTest, PlanBodyRefusesOutOfOrderChunksEarly) {
   Harness h;
   Response start = h.Call("POST", "/v2/m/blobs/uploads/");
@@ -595,6 +636,12 @@ TEST(RegistryTest, MalformedManifestsAreManifestInvalid) {
       mutate([](json& j) { j["layers"][0]["mediaType"] = "application/octet-stream"; }),
       mutate([](json& j) { j["layers"][0]["size"] = 999999; }),  // disagrees with the blob
       mutate([](json& j) { j["layers"] = "model.blz"; }),
+      // Issue 9, defect 3: nlohmann stops at a NUL, so valid JSON + NUL + junk used to be
+      // stored and served (201).
+      good + std::string("\0junk", 5),
+      good + std::string(1, '\0'),
+      // A key given twice: which one counts would depend on the parser.
+      "{\"schemaVersion\": 2, " + good.substr(1),
   };
   for (const std::string& m : bad) {
     Response r = h.PutManifest("m", "v1", m);

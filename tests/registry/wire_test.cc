@@ -103,5 +103,40 @@ TEST(WireTest, ParseUint) {
   EXPECT_FALSE(ParseUint("1 ").has_value());
 }
 
+TEST(WireTest, RawComponentsKeepPercentEncoding) {
+  auto t = ParseTarget("/v2/org%2fmodel/tags/list?n=1");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->components, (std::vector<std::string>{"v2", "org/model", "tags", "list"}));
+  EXPECT_EQ(t->raw_components, (std::vector<std::string>{"v2", "org%2fmodel", "tags", "list"}));
+  // A name built from the raw components is invalid; the decoded one would have passed.
+  EXPECT_FALSE(ValidateRepositoryName(t->raw_components[1]).ok());
+  EXPECT_TRUE(ValidateRepositoryName(t->components[1]).ok());
+  auto plain = ParseTarget("/v2/org/model/manifests/v1");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->raw_components, plain->components);
+}
+
+TEST(WireTest, RedactTargetHidesSecretQueryValues) {
+  EXPECT_EQ(RedactTarget("/v2/m/tags/list?token=abc123&n=5"), "/v2/m/tags/list?token=REDACTED&n=5");
+  EXPECT_EQ(RedactTarget("/v2/?n=1&Access_Token=x&last=a"), "/v2/?n=1&Access_Token=REDACTED&last=a");
+  EXPECT_EQ(RedactTarget("/v2/?PASSWORD=p&sig=s&X-Amz-Signature=z&api-key=k&my_secret=q"),
+            "/v2/?PASSWORD=REDACTED&sig=REDACTED&X-Amz-Signature=REDACTED&api-key=REDACTED"
+            "&my_secret=REDACTED");
+  // An encoded parameter name is recognized too.
+  EXPECT_EQ(RedactTarget("/v2/?%74oken=abc"), "/v2/?%74oken=REDACTED");
+  // Everything else is kept byte for byte.
+  for (const char* same : {"/v2/", "/v2/m/blz/patch?from=sha256:a&to=sha256:b", "/v2/?token",
+                           "/v2/?&&n=1&", "/v2/?digest=sha256%3Aab", "/v2/?n=%zz",
+                           "/v2/m/blobs/uploads/?mount=x&from=y", "/v2/?monkey=1"}) {
+    EXPECT_EQ(RedactTarget(same), same);
+  }
+  EXPECT_EQ(RedactTarget("/v2/?token=a#frag"), "/v2/?token=REDACTED#frag");
+  EXPECT_TRUE(IsSecretParameter("refresh_token"));
+  EXPECT_TRUE(IsSecretParameter("Signature"));
+  EXPECT_FALSE(IsSecretParameter("digest"));
+  EXPECT_FALSE(IsSecretParameter("n"));
+  EXPECT_FALSE(IsSecretParameter("last"));
+}
+
 }  // namespace
 }  // namespace blz::registry
