@@ -15,6 +15,13 @@ if(BLZ_SANITIZE)
     -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(blz_options INTERFACE -fsanitize=address,undefined)
 endif()
+if(BLZ_FUZZ)
+  # Coverage instrumentation for libFuzzer in every library; the fuzz targets themselves link
+  # -fsanitize=fuzzer (fuzz/CMakeLists.txt).
+  target_compile_options(blz_options INTERFACE -fsanitize=fuzzer-no-link,address,undefined
+    -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(blz_options INTERFACE -fsanitize=address,undefined)
+endif()
 # Include paths start at the repository root: #include "core/status.h".
 target_include_directories(blz_options INTERFACE ${PROJECT_SOURCE_DIR})
 

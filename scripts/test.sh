@@ -10,3 +10,4 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DBLZ_SANITIZE=ON -DBLZ_WERROR=ON -DBLZ_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs"
+bash scripts/fuzz.sh short

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, docs/fuzzing.md) with clang in build-fuzz, seeds their
+# corpora and runs each target in turn, then prints a table of target / executions / crashes.
+# Exits non-zero if any target crashed (the reproducer is under build-fuzz/fuzz-artifacts/).
+#
+#   bash scripts/fuzz.sh short [TARGET...]          # CI: BLZ_FUZZ_SECONDS (default 20) each
+#   bash scripts/fuzz.sh long SECONDS [TARGET...]   # the campaign: SECONDS each, nice -n 10
+#
+# Corpora grow in build-fuzz/fuzz-corpus/<target> and are kept between runs. Seeds are made
+# fresh each run: the targets' own crafted inputs (BLZ_FUZZ_WRITE_SEEDS, see fuzz/fuzz_util.h)
+# plus the real files of ../shared/corpus when present (read there; larger files are cut to
+# their first 64 KiB, which the header-only parsers take as they are). Nothing is written into
+# the source tree.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+mode=${1:-short}
+shift || true
+case "$mode" in
+  short) seconds=${BLZ_FUZZ_SECONDS:-20}; nice_level=${BLZ_FUZZ_NICE:-0} ;;
+  long)
+    seconds=${1:?usage: scripts/fuzz.sh long SECONDS [TARGET...]}
+    shift
+    nice_level=${BLZ_FUZZ_NICE:-10} ;;
+  *) echo "usage: scripts/fuzz.sh short|long SECONDS [TARGET...]" >&2; exit 2 ;;
+esac
+
+all_targets=(safetensors gguf blz_archive patch_parse patch_apply codec manifest wire
+  registry_request)
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
+
+build=${BLZ_FUZZ_BUILD_DIR:-build-fuzz}
+corpus_src=${BLZ_CORPUS_DIR:-$root/../shared/corpus}
+cxx=${BLZ_FUZZ_CXX:-clang++-14}
+
+bash scripts/setup.sh
+start_build=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+  -DBLZ_FUZZ=ON -DBLZ_BUILD_TESTS=OFF -DBLZ_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)" --target blz_fuzzers
+echo "fuzz: build took $(( $(date +%s) - start_build )) s"
+
+# Real files from the shared corpus for target $1 (printed one per line).
+corpus_files() {
+  [ -d "$corpus_src" ] || return 0
+  case "$1" in
+    safetensors)
+      find "$corpus_src" -name '*.safetensors' -type f | sort ;;
+    gguf)
+      find "$corpus_src" -name '*.gguf' -type f | sort ;;
+  esac
+}
+
+# The per-target maximum input length.
+max_len() {
+  case "$1" in
+    manifest|wire) echo 4096 ;;
+    registry_request) echo 8192 ;;
+    *) echo 65536 ;;
+  esac
+}
+
+results=()
+failed=0
+for t in "${targets[@]}"; do
+  bin="$build/fuzz/fuzz_$t"
+  [ -x "$bin" ] || { echo "fuzz: no target $t" >&2; exit 2; }
+  seeds="$build/fuzz-seeds/$t"
+  corpus="$build/fuzz-corpus/$t"
+  artifacts="$build/fuzz-artifacts/$t"
+  log="$build/fuzz-logs/$t.log"
+  rm -rf "$seeds"
+  mkdir -p "$seeds" "$corpus" "$artifacts" "$(dirname "$log")"
+  BLZ_FUZZ_WRITE_SEEDS="$seeds" "$bin" >/dev/null 2>&1
+  while IFS= read -r f; do
+    [ -n "$f" ] || continue
+    name=corpus_$(echo "${f#"$corpus_src"/}" | tr '/' '_')
+    head -c 65536 "$f" > "$seeds/$name"
+  done < <(corpus_files "$t")
+  dict=()
+  [ -f "fuzz/$t.dict" ] && dict=("-dict=fuzz/$t.dict")
+  echo "fuzz: $t for ${seconds} s ($(ls "$seeds" | wc -l) seeds, $(ls "$corpus" | wc -l) corpus entries)"
+  rc=0
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+  nice -n "$nice_level" "$bin" -max_total_time="$seconds" -max_len="$(max_len "$t")" \
+    -timeout=30 -rss_limit_mb=2560 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" "${dict[@]}" "$corpus" "$seeds" >"$log" 2>&1 || rc=$?
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  crashes=$(find "$artifacts" -type f -newer "$seeds" \( -name 'crash-*' -o -name 'leak-*' \
+    -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
+  if [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ]; then crashes=1; fi
+  if [ "$crashes" -ne 0 ]; then
+    failed=1
+    echo "fuzz: $t FAILED (exit $rc); log: $log; artifacts: $artifacts" >&2
+    grep -m1 -A30 -E 'ERROR: |runtime error|fuzz property violated|fuzz setup failed' "$log" >&2 || tail -30 "$log" >&2
+  fi
+  results+=("$(printf '%-18s %8s %12s %10s %8s' "fuzz_$t" "$seconds" "${execs:-0}" \
+    "$(ls "$corpus" | wc -l)" "$crashes")")
+done
+
+{
+  printf '%-18s %8s %12s %10s %8s\n' target seconds executions corpus crashes
+  printf '%s\n' "${results[@]}"
+} | tee "$build/fuzz-results.txt"
+exit "$failed"
