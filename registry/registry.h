@@ -11,6 +11,11 @@
 // Thread safety: PlanBody() and Handle() may be called concurrently from any threads. Writes to
 // one upload session are serialized; identical patch (or value diff) requests compute it once
 // (a mutex per (from, to) pair); the metadata DB serializes itself.
+//
+// Layout: registry/registry.cc (construction, routing, ping, catalog) and one file of handlers
+// per resource: registry/blob_handlers.cc, upload_handlers.cc, manifest_handlers.cc (manifests,
+// tags) and blz_handlers.cc (patches, value diffs, structures, storage status); helpers they
+// share are in registry/registry_internal.h.
 #ifndef BLZ_REGISTRY_REGISTRY_H_
 #define BLZ_REGISTRY_REGISTRY_H_
 
@@ -126,7 +131,7 @@ class Registry {
   // Value diff computations performed so far (cache misses that succeeded).
   uint64_t value_diffs_computed() const { return value_diffs_computed_.load(); }
 
-  struct Route;  // defined in registry.cc
+  struct Route;  // defined in registry/registry_internal.h
 
  private:
   Registry(std::string data_dir, RegistryOptions options, store::BlobStore blobs,

@@ -1,0 +1,306 @@
+// The blz extensions (docs/registry-api.md): patches and full patches (GET /v2/<name>/blz/patch),
+// value diffs (GET /v2/<name>/blz/diff), structure listings (GET /v2/_blz/structures/<hash>) and
+// the storage status (GET /v2/_blz/storage), with the cache of computed blobs they share.
+#include <algorithm>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "formats/value_diff_json.h"
+#include "registry/errors.h"
+#include "registry/registry.h"
+#include "registry/registry_internal.h"
+#include "registry/wire.h"
+
+namespace blz::registry {
+
+namespace {
+using json = nlohmann::json;
+using internal::ParsePagination;
+using internal::ReplaceAll;
+using internal::ServeFile;
+}  // namespace
+
+Response Registry::GetPatch(const Route& route, const RequestHead& head) {
+  std::optional<std::string> from = route.Query("from");
+  std::optional<std::string> to = route.Query("to");
+  if (!from.has_value() && to.has_value() && ParseDigest(*to).ok()) {
+    return GetFullPatch(route, head, *to);
+  }
+  std::string paths[2];
+  if (Response error; !ResolveFromTo(route, from, to,
+                                     "patch needs ?to=<archive digest> and, for a patch from a "
+                                     "base, ?from=<archive digest>",
+                                     paths, &error)) {
+    return error;
+  }
+
+  auto serve = [&](const store::BlobInfo& patch, bool hit) {
+    Response res = ServeFile(patch.path, patch.size, head, kBlzPatchMediaType);
+    if (res.status < 300) {
+      res.Set("Docker-Content-Digest", patch.digest);
+      res.Set("Blz-Patch-Cache", hit ? "hit" : "miss");
+    }
+    return res;
+  };
+
+  bool compute_failed = false;
+  auto compute = [&]() {
+    return ComputeCached(
+        &patch_locks_, *from + ">" + *to, "patch",
+        [&]() -> Result<std::string> {
+          BLZ_ASSIGN_OR_RETURN(store::PatchRecord cached, db_->FindPatch(*from, *to));
+          return cached.patch_digest;
+        },
+        [&](const std::string& out) -> Status {
+          if (!options_.create_patch) return Unsupported("this server cannot compute patches");
+          return options_.create_patch(paths[0], *from, paths[1], *to, out);
+        },
+        [&](const store::BlobInfo& blob) {
+          return db_->RecordPatch(route.name,
+                                  store::PatchRecord{*from, *to, blob.digest, blob.size});
+        },
+        &compute_failed);
+  };
+  Result<CachedBlob> computed = compute();
+  // A cached patch damaged on disk is quarantined (verify on read) and computed again.
+  if (computed.ok() && computed->hit &&
+      storage_->CheckStoredBlob(computed->blob).code() == Code::kCorruption) {
+    computed = compute();
+  }
+  if (!computed.ok()) {
+    if (!compute_failed) return ErrorResponse(computed.status(), ErrorContext::kPatch);
+    if (!options_.create_patch) {
+      return ErrorResponse(OciError::kUnsupported, computed.status().message());
+    }
+    return ErrorResponse(OciError::kUnknown,
+                         "computing the patch failed: " + computed.status().ToString());
+  }
+  if (!computed->hit) patches_computed_.fetch_add(1);
+  return serve(computed->blob, computed->hit);
+}
+
+// ---- blz structures and value diffs (docs/registry-api.md) ----
+
+bool Registry::ResolveFromTo(const Route& route, const std::optional<std::string>& from,
+                             const std::optional<std::string>& to, std::string_view usage,
+                             std::string paths[2], Response* error) {
+  for (const auto* d : {&from, &to}) {
+    if (!d->has_value() || !ParseDigest(**d).ok()) {
+      *error = ErrorResponse(OciError::kDigestInvalid,
+                             std::string(usage) + " (sha256:<64 lower-case hex>)",
+                             json{{"from", from.value_or("")}, {"to", to.value_or("")}});
+      return false;
+    }
+  }
+  return ResolveVersionArchive(route, *from, &paths[0], error) &&
+         ResolveVersionArchive(route, *to, &paths[1], error);
+}
+
+bool Registry::ResolveVersionArchive(const Route& route, const std::string& digest,
+                                     std::string* path, Response* error) {
+  Result<store::VersionRecord> v = db_->FindVersion(route.name, digest);
+  if (!v.ok()) {
+    *error = ErrorResponse(OciErrorFor(v.status(), ErrorContext::kPatch), v.status().message(),
+                           json{{"digest", digest}});
+    return false;
+  }
+  Result<store::BlobInfo> blob = storage_->File(digest);  // rebuilt if stored as a full patch
+  if (!blob.ok()) {
+    *error = ErrorResponse(OciErrorFor(blob.status(), ErrorContext::kBlob),
+                           blob.status().message(), json{{"digest", digest}});
+    return false;
+  }
+  *path = blob->path;
+  return true;
+}
+
+Result<Registry::CachedBlob> Registry::ComputeCached(
+    KeyedMutex* locks, const std::string& key, std::string_view temp_name,
+    const std::function<Result<std::string>()>& find,
+    const std::function<Status(const std::string&)>& compute,
+    const std::function<Status(const store::BlobInfo&)>& record, bool* compute_failed) {
+  *compute_failed = false;
+  KeyedMutex::Lock lock(locks, key);
+  Result<std::string> cached = find();
+  if (cached.ok()) {
+    Result<store::BlobInfo> blob = blobs_.Stat(*cached);
+    if (blob.ok()) return CachedBlob{std::move(*blob), /*hit=*/true};
+    // The blob went missing: compute it again.
+  } else if (cached.status().code() != Code::kNotFound) {
+    return cached.status();
+  }
+  const std::string temp = blobs_.NewTempPath(temp_name);
+  Status s = compute(temp);
+  if (!s.ok()) {
+    RemoveAll(temp);
+    *compute_failed = true;
+    return s;
+  }
+  Result<store::BlobInfo> blob = blobs_.PublishComputed(temp);
+  RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
+  if (!blob.ok()) return blob.status();
+  BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
+  BLZ_RETURN_IF_ERROR(record(*blob));
+  return CachedBlob{std::move(*blob), /*hit=*/false};
+}
+
+Response Registry::GetValueDiff(const Route& route, const RequestHead& head) {
+  std::optional<std::string> from = route.Query("from");
+  std::optional<std::string> to = route.Query("to");
+  std::string paths[2];
+  if (Response error; !ResolveFromTo(route, from, to,
+                                     "value diff needs ?from=<archive digest>&to=<archive digest>",
+                                     paths, &error)) {
+    return error;
+  }
+  bool compute_failed = false;
+  Result<CachedBlob> computed = ComputeCached(
+      &diff_locks_, *from + ">" + *to, "diff",
+      [&]() -> Result<std::string> {
+        BLZ_ASSIGN_OR_RETURN(store::ValueDiffRecord cached, db_->FindValueDiff(*from, *to));
+        return cached.diff_digest;
+      },
+      [&](const std::string& out) -> Status {
+        // The document of `blz diff --values --json`, naming the archives by digest.
+        formats::ValueDiffJsonOptions options;
+        options.a_label = *from;
+        options.b_label = *to;
+        Result<std::string> doc = formats::ComputeValueDiffJson(paths[0], paths[1], options);
+        if (!doc.ok()) {
+          return Status(doc.status().code(),
+                        ReplaceAll(ReplaceAll(doc.status().message(), paths[0], *from),
+                                   paths[1], *to));
+        }
+        return WriteFileAtomic(out, *doc);
+      },
+      [&](const store::BlobInfo& blob) {
+        return db_->RecordValueDiff(store::ValueDiffRecord{*from, *to, blob.digest, blob.size});
+      },
+      &compute_failed);
+  if (!computed.ok()) {
+    if (!compute_failed) return ErrorResponse(computed.status(), ErrorContext::kPatch);
+    return ErrorResponse(OciError::kUnknown,
+                         "computing the value diff failed: " + computed.status().ToString());
+  }
+  if (!computed->hit) value_diffs_computed_.fetch_add(1);
+  Response res = ServeFile(computed->blob.path, computed->blob.size, head, "application/json");
+  if (res.status < 300) {
+    res.Set("Docker-Content-Digest", computed->blob.digest);
+    res.Set("Blz-Diff-Cache", computed->hit ? "hit" : "miss");
+  }
+  return res;
+}
+
+Response Registry::ListStructure(const Route& route) {
+  std::string_view hash = route.ref;
+  if (hash.substr(0, 7) == "sha256:") hash.remove_prefix(7);
+  if (!IsLowerHex(hash, 64)) {
+    return ErrorResponse(OciError::kBadRequest,
+                         "invalid structural hash '" + route.ref +
+                             "': must be 64 lower-case hex digits, optionally prefixed "
+                             "\"sha256:\" (see `blz id`)",
+                         json{{"structure", route.ref}});
+  }
+  auto page_args = ParsePagination(route);
+  if (!page_args.ok()) return ErrorResponse(page_args.status(), ErrorContext::kGeneral);
+  auto [limit, last] = *page_args;
+  // ?last= is an entry as the Link header names it: <repository>[:<tag>]@<archive digest>.
+  store::StructureCursor after;
+  if (!last.empty()) {
+    const size_t at = last.find('@');
+    const size_t colon = last.find(':');
+    bool ok = at != std::string::npos;
+    if (ok) {
+      after.archive_digest = last.substr(at + 1);
+      after.repository = last.substr(0, std::min(at, colon));
+      if (colon < at) after.tag = last.substr(colon + 1, at - colon - 1);
+      ok = ParseDigest(after.archive_digest).ok() &&
+           ValidateRepositoryName(after.repository).ok() &&
+           (colon > at || IsValidTag(after.tag));
+    }
+    if (!ok) {
+      return ErrorResponse(OciError::kBadRequest,
+                           "query parameter last must be <repository>[:<tag>]@<archive digest>, "
+                           "as in the Link header",
+                           json{{"last", last}});
+    }
+  }
+  const std::string structure(hash);
+  Result<store::StructurePage> page = db_->ListStructureVersions(structure, limit, after);
+  if (!page.ok()) return ErrorResponse(page.status(), ErrorContext::kGeneral);
+  nlohmann::ordered_json versions = nlohmann::ordered_json::array();
+  for (const store::StructureVersion& v : page->items) {
+    versions.push_back({{"repository", v.repository},
+                        {"tag", v.tag ? nlohmann::ordered_json(*v.tag) : nullptr},
+                        {"digest", v.archive_digest},
+                        {"manifest_digest", v.manifest_digest}});
+  }
+  Response res;
+  res.body = nlohmann::ordered_json{{"structure", structure}, {"versions", std::move(versions)}}
+                 .dump();
+  res.Set("Content-Type", "application/json");
+  if (page->more && !page->items.empty()) {
+    const store::StructureVersion& v = page->items.back();
+    res.Set("Link", "</v2/_blz/structures/" + structure + "?n=" + std::to_string(*limit) +
+                        "&last=" + v.repository + (v.tag ? ":" + *v.tag : "") + "@" +
+                        v.archive_digest + ">; rel=\"next\"");
+  }
+  return res;
+}
+
+// ---- archive storage: full patches, storage status (docs/registry-api.md, "Storage") ----
+
+Response Registry::GetFullPatch(const Route& route, const RequestHead& head,
+                                const std::string& to) {
+  Result<store::VersionRecord> v = db_->FindVersion(route.name, to);
+  if (!v.ok()) {
+    return ErrorResponse(OciErrorFor(v.status(), ErrorContext::kPatch), v.status().message(),
+                         json{{"digest", to}});
+  }
+  if (!storage_->enabled()) {
+    return ErrorResponse(OciError::kUnsupported, "this server cannot compute full patches");
+  }
+  // Computed (and verified) once per archive; usually done already by the background thread.
+  Result<ArchiveStorage::FullPatch> full = storage_->GetFullPatch(to);
+  if (!full.ok()) {
+    const Status& e = full.status();
+    if (e.code() == Code::kNotFound) {
+      return ErrorResponse(OciError::kBlobUnknown, e.message(), json{{"digest", to}});
+    }
+    if (e.code() == Code::kUnavailable) return ErrorResponse(e, ErrorContext::kPatch);
+    return ErrorResponse(OciError::kUnknown, "computing the full patch failed: " + e.ToString(),
+                         json{{"digest", to}});
+  }
+  Response res = ServeFile(full->blob.path, full->blob.size, head, kBlzPatchMediaType);
+  if (res.status < 300) {
+    res.Set("Docker-Content-Digest", full->blob.digest);
+    res.Set("Blz-Patch-Cache", full->hit ? "hit" : "miss");
+  }
+  return res;
+}
+
+Response Registry::GetStorageStatus() {
+  const StorageStatus st = storage_->status();
+  nlohmann::ordered_json doc = {
+      {"full_patches", storage_->enabled()},
+      {"drop_raw_archives", storage_->enabled() && options_.storage.drop_raw_archives},
+      {"pending", st.pending},
+      {"compressing", st.compressing.empty() ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(st.compressing)},
+      {"compressed", st.compressed},
+      {"failed", st.failed},
+      {"full_patches_computed", st.full_patches_computed},
+      {"rebuilds", st.rebuilds},
+      {"quarantined", st.quarantined},
+      {"cache", {{"bytes", st.cache_bytes}, {"entries", st.cache_entries},
+                 {"limit", st.cache_limit}}}};
+  Response res;
+  res.body = doc.dump();
+  res.Set("Content-Type", "application/json");
+  return res;
+}
+
+}  // namespace blz::registry

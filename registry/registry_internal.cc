@@ -1,0 +1,112 @@
+#include "registry/registry_internal.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "core/digest.h"
+#include "formats/blz_archive.h"
+#include "formats/identify.h"
+#include "formats/structural_hash.h"
+#include "registry/errors.h"
+
+namespace blz::registry::internal {
+
+using json = nlohmann::json;
+
+bool IsUuid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    bool dash_pos = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash_pos != (s[i] == '-')) return false;
+    if (!dash_pos && !IsLowerHex(s.substr(i, 1), 1)) return false;
+  }
+  return true;
+}
+
+Result<uint64_t> FileSizeOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return IOError(path + ": cannot stat: " + std::strerror(errno));
+  }
+  return uint64_t(st.st_size);
+}
+
+std::string UploadRange(uint64_t size) { return "0-" + std::to_string(size == 0 ? 0 : size - 1); }
+
+Response ServeFile(const std::string& path, uint64_t size, const RequestHead& head,
+                   std::string content_type) {
+  Response res;
+  res.Set("Accept-Ranges", "bytes");
+  RangeRequest range = ParseRangeHeader(head.Get("Range"), size);
+  switch (range.kind) {
+    case RangeRequest::Kind::kUnsatisfiable: {
+      Response err = ErrorResponse(OciError::kRangeInvalid,
+                                   "requested range not satisfiable for " +
+                                       std::to_string(size) + " bytes",
+                                   json{{"size", size}});
+      err.Set("Content-Range", "bytes */" + std::to_string(size));
+      return err;
+    }
+    case RangeRequest::Kind::kPartial:
+      res.status = 206;
+      res.file_offset = range.range.first;
+      res.file_length = range.range.length();
+      res.Set("Content-Range", "bytes " + std::to_string(range.range.first) + "-" +
+                                   std::to_string(range.range.last) + "/" + std::to_string(size));
+      break;
+    case RangeRequest::Kind::kWhole:
+      res.status = 200;
+      res.file_offset = 0;
+      res.file_length = size;
+      break;
+  }
+  res.file_path = path;
+  res.Set("Content-Type", std::move(content_type));
+  return res;
+}
+
+Response Empty(int status) {
+  Response res;
+  res.status = status;
+  return res;
+}
+
+Result<std::pair<std::optional<uint64_t>, std::string>> ParsePagination(
+    const Registry::Route& route) {
+  std::optional<uint64_t> limit;
+  if (auto n = route.Query("n"); n.has_value()) {
+    limit = ParseUint(*n);
+    if (!limit.has_value()) return InvalidArgument("query parameter n must be a non-negative integer");
+    if (*limit > kMaxPageSize) limit = kMaxPageSize;
+  }
+  return std::make_pair(limit, route.Query("last").value_or(""));
+}
+
+std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
+  if (from.empty()) return text;
+  for (size_t pos = text.find(from); pos != std::string::npos;
+       pos = text.find(from, pos + to.size())) {
+    text.replace(pos, from.size(), to);
+  }
+  return text;
+}
+
+Result<std::string> ArchiveStructuralHash(const std::string& path, const std::string& digest) {
+  Status error;
+  Result<formats::BlzArchive> archive = formats::BlzArchive::Open(path);
+  if (archive.ok()) {
+    Result<formats::StructuralInput> input = formats::StructuralInputFromArchive(*archive);
+    if (input.ok()) return formats::StructuralHash(*input);
+    error = input.status();
+  } else {
+    error = archive.status();
+  }
+  return Status(error.code(), ReplaceAll(error.message(), path, digest));
+}
+
+}  // namespace blz::registry::internal

@@ -1,0 +1,82 @@
+// Internal to the registry's handler files (registry/registry.cc, registry/*_handlers.cc): the
+// parsed route of a request and the helpers several handler files share. Not part of the
+// registry's API; include only from registry/*.cc.
+#ifndef BLZ_REGISTRY_REGISTRY_INTERNAL_H_
+#define BLZ_REGISTRY_REGISTRY_INTERNAL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/status.h"
+#include "registry/http_message.h"
+#include "registry/registry.h"
+#include "registry/wire.h"
+
+namespace blz::registry {
+
+// A request's endpoint, as Registry::Prepare parsed it from the request target.
+struct Registry::Route {
+  enum class Kind : uint8_t {
+    kPing,           // /v2/
+    kCatalog,        // /v2/_catalog
+    kBlob,           // /v2/<name>/blobs/<digest>
+    kUploadStart,    // /v2/<name>/blobs/uploads/
+    kUploadSession,  // /v2/<name>/blobs/uploads/<uuid>
+    kManifest,       // /v2/<name>/manifests/<reference>
+    kTags,           // /v2/<name>/tags/list
+    kPatch,          // /v2/<name>/blz/patch
+    kDiff,           // /v2/<name>/blz/diff
+    kStructures,     // /v2/_blz/structures/<structural hash>
+    kStorage,        // /v2/_blz/storage
+  };
+  Kind kind = Kind::kPing;
+  std::string method;
+  std::string name;
+  std::string ref;  // blob digest, upload uuid, manifest reference or structural hash
+  Target target;
+
+  std::optional<std::string> Query(const std::string& key) const {
+    auto it = target.query.find(key);
+    if (it == target.query.end()) return std::nullopt;
+    return it->second;
+  }
+};
+
+namespace internal {
+
+// Is `s` an upload session id as NewUuid makes them (8-4-4-4-12 lower-case hex digits)?
+bool IsUuid(std::string_view s);
+
+// The size of the file at `path`. Errors: kNotFound (no such file), kIOError.
+Result<uint64_t> FileSizeOf(const std::string& path);
+
+// Upload progress as the OCI spec's Range header: "0-<last byte>" ("0-0" when empty).
+std::string UploadRange(uint64_t size);
+
+// 200 / 206 / 416 for a stored file, honouring a single-range Range header.
+Response ServeFile(const std::string& path, uint64_t size, const RequestHead& head,
+                   std::string content_type);
+
+// A response with `status` and neither headers nor body.
+Response Empty(int status);
+
+// A (limit, last) pair from ?n=&last=. Errors: kInvalidArgument.
+Result<std::pair<std::optional<uint64_t>, std::string>> ParsePagination(
+    const Registry::Route& route);
+
+// `text` with every occurrence of `from` replaced by `to` (server-side paths by digests, so
+// that error messages sent to clients do not reveal the data directory).
+std::string ReplaceAll(std::string text, const std::string& from, const std::string& to);
+
+// The structural hash (64 lower-case hex, formats/identify.h) of the .blz archive stored at
+// `path` under `digest`. Reads the archive's header only. Errors: those of BlzArchive::Open and
+// StructuralInputFromArchive, naming `digest` instead of `path`.
+Result<std::string> ArchiveStructuralHash(const std::string& path, const std::string& digest);
+
+}  // namespace internal
+}  // namespace blz::registry
+
+#endif  // BLZ_REGISTRY_REGISTRY_INTERNAL_H_
