@@ -293,6 +293,14 @@ class PushPullTest : public ::testing::Test {
     o.token = "";
     return o;
   }
+  // Blobs in the pull cache's content store.
+  size_t CachedBlobCount() {
+    size_t blobs = 0;
+    for (const auto& e : fs::recursive_directory_iterator(tmp_ / "pull-cache/blobs")) {
+      blobs += e.is_regular_file() ? 1 : 0;
+    }
+    return blobs;
+  }
 
   TempDir tmp_;
   FakeRegistry registry_;
@@ -425,11 +433,7 @@ TEST_F(PushPullTest, TamperedBlobIsRefusedAndNotStored) {
   EXPECT_EQ(r.status().code(), Code::kDigestMismatch) << r.status().ToString();
   EXPECT_FALSE(fs::exists(tmp_ / "out"));
   EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
-  size_t blobs = 0;
-  for (const auto& e : fs::recursive_directory_iterator(tmp_ / "pull-cache/blobs")) {
-    blobs += e.is_regular_file() ? 1 : 0;
-  }
-  EXPECT_EQ(blobs, 0u);
+  EXPECT_EQ(CachedBlobCount(), 0u);
 }
 
 // An archive whose SHA-256 matches its manifest but whose data fail `blz verify` (a registry
@@ -463,11 +467,7 @@ TEST_F(PushPullTest, CorruptArchiveIsRefusedAndNotCached) {
         << r.status().message();
     EXPECT_FALSE(fs::exists(tmp_ / "out"));
     EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
-    size_t blobs = 0;
-    for (const auto& e : fs::recursive_directory_iterator(tmp_ / "pull-cache/blobs")) {
-      blobs += e.is_regular_file() ? 1 : 0;
-    }
-    EXPECT_EQ(blobs, 0u);
+    EXPECT_EQ(CachedBlobCount(), 0u);
     for (const auto& e : fs::recursive_directory_iterator(tmp_ / "pull-cache")) {
       EXPECT_NE(e.path().filename(), "index.json") << "a version was recorded: " << e.path();
     }

@@ -57,13 +57,7 @@ class Client {
   // Sends only the head of `req` (announcing `content_length` body bytes that never come) and
   // reads the response: for requests the server refuses before reading the body.
   Res SendHeadOnly(Req req, uint64_t content_length) {
-    req.version(11);
-    req.set(http::field::host, "127.0.0.1");
-    req.content_length(content_length);
-    http::request_serializer<http::string_body> sr(req);
-    stream_.expires_after(kDeadline);
-    http::async_write_header(stream_, sr, [this](beast::error_code ec, size_t) { ec_ = ec; });
-    Run();
+    WriteHead(std::move(req), content_length);
     return ReadFinal(false);
   }
 

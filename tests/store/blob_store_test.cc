@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,67 +135,68 @@ TEST(BlobStoreTest, MalformedDigestsAreRejected) {
   EXPECT_EQ(store->Stat(MakeDigest(std::string(64, 'a'))).status().code(), Code::kNotFound);
 }
 
-TEST(BlobStoreTest, VerifyDetectsDamage) {
-  testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
-  ASSERT_TRUE(store.ok());
-  auto info = store->PutBytes("precious");
-  ASSERT_TRUE(info.ok());
-  testing::WriteFileBytes(info->path, "damaged!");
-  EXPECT_EQ(store->Verify(info->digest).code(), Code::kDigestMismatch);
+// A store holding one blob, "precious" (info_), for the damage tests.
+class StoredBlobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = BlobStore::Open(tmp_.path());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_.emplace(std::move(*store));
+    auto info = store_->PutBytes("precious");
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    info_ = *info;
+  }
+  testing::TempDir tmp_;
+  std::optional<BlobStore> store_;
+  BlobInfo info_;
+};
+
+TEST_F(StoredBlobTest, VerifyDetectsDamage) {
+  testing::WriteFileBytes(info_.path, "damaged!");
+  EXPECT_EQ(store_->Verify(info_.digest).code(), Code::kDigestMismatch);
 }
 
-TEST(BlobStoreTest, QuarantineMovesTheBlobOutOfTheStore) {
-  testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
-  ASSERT_TRUE(store.ok());
-  auto info = store->PutBytes("precious");
-  ASSERT_TRUE(info.ok());
-  const std::string hex = info->digest.substr(7);
-  testing::WriteFileBytes(info->path, "damaged!");
-  auto moved = store->Quarantine(info->digest);
+TEST_F(StoredBlobTest, QuarantineMovesTheBlobOutOfTheStore) {
+  const std::string hex = info_.digest.substr(7);
+  testing::WriteFileBytes(info_.path, "damaged!");
+  auto moved = store_->Quarantine(info_.digest);
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
-  EXPECT_EQ(*moved, store->quarantine_dir() + "/" + hex);
+  EXPECT_EQ(*moved, store_->quarantine_dir() + "/" + hex);
   EXPECT_EQ(testing::ReadFileBytes(*moved), "damaged!");  // kept for inspection
-  EXPECT_FALSE(store->Contains(info->digest));
-  EXPECT_EQ(store->Quarantine(info->digest).status().code(), Code::kNotFound);
-  EXPECT_EQ(store->Quarantine("sha256:xyz").status().code(), Code::kInvalidArgument);
+  EXPECT_FALSE(store_->Contains(info_.digest));
+  EXPECT_EQ(store_->Quarantine(info_.digest).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->Quarantine("sha256:xyz").status().code(), Code::kInvalidArgument);
 
   // Pushed again and damaged again: the first quarantined copy is kept, the second gets a suffix.
-  ASSERT_TRUE(store->PutBytes("precious").ok());
-  testing::WriteFileBytes(info->path, "damaged again");
-  auto again = store->Quarantine(info->digest);
+  ASSERT_TRUE(store_->PutBytes("precious").ok());
+  testing::WriteFileBytes(info_.path, "damaged again");
+  auto again = store_->Quarantine(info_.digest);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_NE(*again, *moved);
-  EXPECT_EQ(again->rfind(store->quarantine_dir() + "/" + hex + ".", 0), 0u) << *again;
+  EXPECT_EQ(again->rfind(store_->quarantine_dir() + "/" + hex + ".", 0), 0u) << *again;
   EXPECT_EQ(testing::ReadFileBytes(*moved), "damaged!");
-  EXPECT_EQ(CountFiles(store->quarantine_dir()), 2u);
+  EXPECT_EQ(CountFiles(store_->quarantine_dir()), 2u);
 }
 
 // A blob hashed as damaged, then pushed again before it is quarantined: the fresh (sound) copy
 // is a new file and must stay; only the file that was hashed may be moved.
-TEST(BlobStoreTest, QuarantineLeavesACopyPushedAfterTheHash) {
-  testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
-  ASSERT_TRUE(store.ok());
-  auto info = store->PutBytes("precious");
-  ASSERT_TRUE(info.ok());
-  testing::WriteFileBytes(info->path, "damaged!");
+TEST_F(StoredBlobTest, QuarantineLeavesACopyPushedAfterTheHash) {
+  testing::WriteFileBytes(info_.path, "damaged!");
   struct stat hashed {};
-  ASSERT_EQ(::stat(info->path.c_str(), &hashed), 0);
+  ASSERT_EQ(::stat(info_.path.c_str(), &hashed), 0);
   // The push replaces the file by rename, as BlobWriter does.
-  testing::WriteFileBytes(info->path + ".new", "precious");
-  ASSERT_EQ(::rename((info->path + ".new").c_str(), info->path.c_str()), 0);
-  auto moved = store->Quarantine(info->digest, uint64_t(hashed.st_ino));
+  testing::WriteFileBytes(info_.path + ".new", "precious");
+  ASSERT_EQ(::rename((info_.path + ".new").c_str(), info_.path.c_str()), 0);
+  auto moved = store_->Quarantine(info_.digest, uint64_t(hashed.st_ino));
   EXPECT_EQ(moved.status().code(), Code::kNotFound) << moved.status().ToString();
-  EXPECT_TRUE(store->Contains(info->digest));
-  EXPECT_TRUE(store->Verify(info->digest).ok());
+  EXPECT_TRUE(store_->Contains(info_.digest));
+  EXPECT_TRUE(store_->Verify(info_.digest).ok());
   // The file that was hashed is still moved when it is the one in place.
   struct stat now {};
-  ASSERT_EQ(::stat(info->path.c_str(), &now), 0);
-  testing::WriteFileBytes(info->path, "damaged!");
-  EXPECT_TRUE(store->Quarantine(info->digest, uint64_t(now.st_ino)).ok());
-  EXPECT_FALSE(store->Contains(info->digest));
+  ASSERT_EQ(::stat(info_.path.c_str(), &now), 0);
+  testing::WriteFileBytes(info_.path, "damaged!");
+  EXPECT_TRUE(store_->Quarantine(info_.digest, uint64_t(now.st_ino)).ok());
+  EXPECT_FALSE(store_->Contains(info_.digest));
 }
 
 TEST(BlobStoreTest, ScrubQuarantinesDamagedBlobsOnly) {
