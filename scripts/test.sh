@@ -9,5 +9,12 @@ jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DBLZ_SANITIZE=ON -DBLZ_WERROR=ON -DBLZ_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$jobs"
-ctest --test-dir "$build" --output-on-failure -j"$jobs"
+ctest --test-dir "$build" --output-on-failure -j"$jobs" | tee "$build/ctest-summary.log"
+# Then every libFuzzer target briefly (docs/fuzzing.md); non-zero on any crash.
 bash scripts/fuzz.sh short
+# The closing line: ctest's counts again, since the fuzz table came after them (ctest exits
+# non-zero on a failure, so a run that gets here has none).
+read -r failed total < <(sed -n \
+  's/^[0-9]*% tests passed, \([0-9]*\) tests failed out of \([0-9]*\)$/\1 \2/p' \
+  "$build/ctest-summary.log" | tail -1)
+echo "tests: $((total - failed)) passed, $failed failed"
