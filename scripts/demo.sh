@@ -46,7 +46,7 @@ addr=$(sed -n 's|^listening on http://||p' "$work/serve.out" | head -n1)
 token=$(sed -n 's|^admin token: ||p' "$work/serve.out" | head -n1)
 echo "demo: registry listening on $addr (data in $work/registry)"
 
-"$blz" login "$addr" --token "$token"
+printf '%s\n' "$token" | "$blz" login "$addr" --token-stdin
 "$blz" push "$base" "$addr/demo/model:base"
 "$blz" push "$ft" "$addr/demo/model:ft"
 
