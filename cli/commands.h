@@ -31,6 +31,28 @@ void AddIdentityCommands(CLI::App& app, std::vector<Command>* commands);
 // serve, push, pull, login, tags.
 void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands);
 
+// export (cli/commands_export.cc).
+void AddExportCommands(CLI::App& app, std::vector<Command>* commands);
+
+// The export options shared by `blz export` and `blz pull --export`.
+struct ExportArgs {
+  std::string format;  // gguf | safetensors | pytorch | squizd
+  std::string cast;    // "" = keep types
+  unsigned threads = 0;
+  uint64_t max_shard_bytes = 5'000'000'000ull;
+  bool force = false;
+  std::string name;    // GGUF general.name ("" = the source's name)
+};
+// Adds --format (or, for pull, --export), --cast, --threads, --max-shard-size, --force.
+void AddExportOptions(CLI::App* sub, ExportArgs* args, bool format_required);
+// Exports `source` (a path) to `output`, printing the report (--json) or a summary. `pulled`
+// (when not null) is added to the JSON report as "pull" (what `pull --export` fetched).
+Status RunExport(const std::string& source, const std::string& output, const ExportArgs& args,
+                 bool json, bool progress, const nlohmann::ordered_json* pulled = nullptr);
+
+// The last component of a reference's repository ("org/model" -> "model"); "" if unparsable.
+std::string RepositoryBaseName(const std::string& reference);
+
 // Helpers shared by the command groups (cli/cli_util.cc).
 
 // Prints `j` (indented) and a newline on stdout.

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "client/progress.h"
 #include "formats/blz_archive.h"
+#include "formats/export/squizd.h"
 #include "formats/identify.h"
 #include "formats/inspect.h"
 #include "formats/structural_hash.h"
@@ -107,6 +108,13 @@ void AddVerify(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("archive", args->input, ".blz archive")->required();
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
   commands->push_back({sub, [args]() -> Status {
+    if (exporter::FileHasSquizdMagic(args->input)) {  // SQUIZD: formats/export/squizd.h
+      BLZ_ASSIGN_OR_RETURN(exporter::SquizdFile f, exporter::OpenSquizd(args->input));
+      BLZ_RETURN_IF_ERROR(exporter::VerifySquizd(f));
+      if (args->json) PrintOrderedJson(exporter::SquizdVerifyJson(f));
+      else PrintText(exporter::SquizdVerifyText(f));
+      return Status::Ok();
+    }
     BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(args->input));
     BLZ_RETURN_IF_ERROR(archive.Verify());
     const auto& h = archive.header();
@@ -141,6 +149,13 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--threads", args->threads, "worker threads for --stats (0 = all cores)");
   sub->footer("With --stats --json the statistics are under the key \"stats\".");
   commands->push_back({sub, [args]() -> Status {
+    if (exporter::FileHasSquizdMagic(args->input)) {  // SQUIZD: formats/export/squizd.h
+      if (args->stats) return Unsupported("inspect --stats: not available for SQUIZD files");
+      BLZ_ASSIGN_OR_RETURN(exporter::SquizdFile f, exporter::OpenSquizd(args->input));
+      if (args->json) PrintOrderedJson(exporter::SquizdSummaryJson(f));
+      else PrintText(exporter::SquizdSummaryText(f));
+      return Status::Ok();
+    }
     BLZ_ASSIGN_OR_RETURN(formats::ModelSummary summary, formats::Describe(args->input));
     if (!args->stats) {
       if (args->json) {

@@ -108,6 +108,7 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     std::string reference, output, cache;
     bool json = false, progress = false, no_patch = false;
     int timeout = 60;
+    ExportArgs exp;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -115,7 +116,9 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("reference", args->reference,
                   "HOST:PORT/NAME[:TAG] or HOST:PORT/NAME@sha256:<manifest digest>")
       ->required();
-  sub->add_option("-o,--output", args->output, "unpack into this new directory");
+  sub->add_option("-o,--output", args->output,
+                  "unpack into this new directory (with --export: the export's output)");
+  AddExportOptions(sub, &args->exp, /*format_required=*/false);
   sub->add_option("--cache", args->cache,
                   "local store (default $BLZ_CACHE_DIR, $XDG_CACHE_HOME/blz, ~/.cache/blz)");
   sub->add_flag("--json", args->json,
@@ -131,16 +134,34 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   sub->footer(
       "Without -o the archive stays in the local store and its path is printed on stdout;\n"
       "with -o the new directory's path is printed. Every digest is verified before anything\n"
-      "is written to the output.");
+      "is written to the output. With --export FORMAT the pulled version is exported to -o\n"
+      "(as `blz export`, same --cast options) instead of unpacked.");
   commands->push_back({sub, [args]() -> Status {
+    const bool exporting = !args->exp.format.empty();
+    if (exporting && args->output.empty()) {
+      return InvalidArgument("pull --export needs -o OUT (the exported file or directory)");
+    }
     client::PullOptions options;
     options.cache_dir = args->cache;
-    options.output_dir = args->output;
+    options.output_dir = exporting ? std::string() : args->output;
     options.progress = ProgressWanted(args->progress);
     options.allow_patch = !args->no_patch;
     options.http = HttpOptions(args->timeout);
     BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(args->reference, options));
     for (const std::string& note : r.notes) Note(note);
+    if (exporting) {
+      std::fprintf(stderr, "pulled %s (downloaded %s of %s)\n", Esc(r.reference).c_str(),
+                   FormatBytes(r.bytes_downloaded).c_str(), FormatBytes(r.full_bytes).c_str());
+      if (args->exp.name.empty()) args->exp.name = RepositoryBaseName(args->reference);
+      nlohmann::ordered_json pulled = {
+          {"reference", r.reference}, {"digest", r.digest},
+          {"bytes_downloaded", r.bytes_downloaded}, {"full_bytes", r.full_bytes},
+          {"transfer", r.transfer}, {"used_patch", r.used_patch},
+          {"patch_from", r.patch_from.empty() ? nlohmann::ordered_json() :
+                                                nlohmann::ordered_json(r.patch_from)}};
+      return RunExport(r.archive_path, args->output, args->exp, args->json, args->progress,
+                       &pulled);
+    }
     if (args->json) {
       PrintJson({{"reference", r.reference}, {"digest", r.digest},
                  {"manifest_digest", r.manifest_digest}, {"archive_path", r.archive_path},

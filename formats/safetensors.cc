@@ -223,7 +223,30 @@ ByteSpan SafetensorsFile::TensorData(size_t i) const {
 
 Result<SafetensorsLayout> PlanSafetensors(const std::vector<SafetensorsTensorView>& tensors,
                                           const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsTensorSpec> specs;
+  specs.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    uint64_t bytes = DTypeSize(t.dtype);
+    for (uint64_t d : t.shape) {
+      if (!CheckedMul(bytes, d, &bytes)) {
+        return InvalidArgument("safetensors writer: tensor " + Quote(t.name) +
+                               ": shape overflows 64 bits");
+      }
+    }
+    if (bytes != t.data.size()) {
+      return InvalidArgument("safetensors writer: tensor " + Quote(t.name) + ": has " +
+                             Num(t.data.size()) + " bytes, shape x dtype size is " + Num(bytes));
+    }
+    specs.push_back({t.name, t.dtype, t.shape});
+  }
+  return PlanSafetensors(specs, metadata);
+}
+
+Result<SafetensorsLayout> PlanSafetensors(const std::vector<SafetensorsTensorSpec>& tensors,
+                                          const std::map<std::string, std::string>& metadata) {
   std::set<std::string_view> names;
+  std::vector<uint64_t> lengths;
+  lengths.reserve(tensors.size());
   for (const auto& t : tensors) {
     if (t.name == kMetadataKey) {
       return InvalidArgument("safetensors writer: tensor name \"__metadata__\" is reserved");
@@ -238,10 +261,7 @@ Result<SafetensorsLayout> PlanSafetensors(const std::vector<SafetensorsTensorVie
                                ": shape overflows 64 bits");
       }
     }
-    if (bytes != t.data.size()) {
-      return InvalidArgument("safetensors writer: tensor " + Quote(t.name) + ": has " +
-                             Num(t.data.size()) + " bytes, shape x dtype size is " + Num(bytes));
-    }
+    lengths.push_back(bytes);
   }
   SafetensorsLayout layout;
   layout.order.resize(tensors.size());
@@ -276,7 +296,9 @@ Result<SafetensorsLayout> PlanSafetensors(const std::vector<SafetensorsTensorVie
         json += Num(t.shape[d]);
       }
       layout.begin[i] = offset;
-      offset += t.data.size();
+      if (!CheckedAdd(offset, lengths[i], &offset)) {
+        return InvalidArgument("safetensors writer: data size overflows 64 bits");
+      }
       json += "],\"data_offsets\":[" + Num(layout.begin[i]) + "," + Num(offset) + "]}";
       if (json.size() > kSafetensorsMaxHeaderBytes) {
         return InvalidArgument("safetensors writer: header exceeds " +

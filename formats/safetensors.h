@@ -98,6 +98,13 @@ struct SafetensorsTensorView {
   ByteSpan data;
 };
 
+// A tensor to plan: name, dtype and shape only (its data length is product(shape) x dtype size).
+struct SafetensorsTensorSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> shape;
+};
+
 // The layout a writer produces for a set of tensors.
 struct SafetensorsLayout {
   std::string header_bytes;     // 8-byte LE length + JSON header padded with spaces to 8n
@@ -112,6 +119,9 @@ struct SafetensorsLayout {
 // shapes and data lengths of `tensors` are read. Errors: kInvalidArgument (duplicate or
 // reserved name "__metadata__", data length != shape x dtype size, header > cap).
 Result<SafetensorsLayout> PlanSafetensors(const std::vector<SafetensorsTensorView>& tensors,
+                                          const std::map<std::string, std::string>& metadata);
+// The same plan from names, dtypes and shapes alone (for writers that stream the data later).
+Result<SafetensorsLayout> PlanSafetensors(const std::vector<SafetensorsTensorSpec>& tensors,
                                           const std::map<std::string, std::string>& metadata);
 
 // Writes a valid safetensors file at `path` (atomically, via AtomicFile) from the tensors'

@@ -2,7 +2,7 @@
 // patcher/patch_format.h; spec: docs/patch-format.md.
 //
 // Both directions cut every piece of the target archive into chunks of kChunkBytes and run
-// them through an ordered pipeline (patcher/patch_pipeline.h): workers encode or decode chunks
+// them through an ordered pipeline (core/ordered_pipeline.h): workers encode or decode chunks
 // in parallel, the calling thread writes them in order. Archives are memory-mapped; no whole
 // tensor is ever held in memory.
 #include "patcher/patch.h"
@@ -27,7 +27,7 @@
 #include "core/mmap_file.h"
 #include "formats/blz_archive.h"
 #include "patcher/patch_format.h"
-#include "patcher/patch_pipeline.h"
+#include "core/ordered_pipeline.h"
 #include "patcher/tensor_codec.h"
 
 namespace blz::patcher {
@@ -389,7 +389,7 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   std::thread helper;
   // With one thread (--threads 1) everything runs on the calling thread, the base's hash
   // after the encoding; otherwise it gets a helper thread of its own.
-  const bool hash_base_inline = internal::ResolveThreads(options.threads) <= 1;
+  const bool hash_base_inline = ResolveThreads(options.threads) <= 1;
   if (base != nullptr && a_digest.empty() && !hash_base_inline) {
     try {
       // The encoder reads the base behind the helper and releases what it used; the helper
@@ -551,8 +551,8 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
                         ": xxh3 " + Hex64(s.xxh3) + " is not the hash of no bytes");
     }
   }
-  BLZ_RETURN_IF_ERROR(internal::RunOrdered<Encoded>(
-      jobs.size(), internal::ResolveThreads(options.threads), produce, consume));
+  BLZ_RETURN_IF_ERROR(RunOrdered<Encoded>(
+      jobs.size(), ResolveThreads(options.threads), produce, consume));
   if (Cancelled(options)) return Unavailable(patch_path + ": cancelled");
   if (hash_target) {
     HashZeros(&b_sha, b.bytes().size() - b_hashed);
@@ -938,7 +938,7 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
     return Status::Ok();
   };
   BLZ_RETURN_IF_ERROR(
-      internal::RunOrdered<Decoded>(jobs.size(), internal::ResolveThreads(options.threads),
+      RunOrdered<Decoded>(jobs.size(), ResolveThreads(options.threads),
                                     produce, consume));
   HashZeros(&sha, ph.target_size - hashed);
   std::string got = MakeDigest(sha.FinishHex());

@@ -9,7 +9,12 @@ packages=(
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   zstd xdelta3 curl python3
   clang-14 libclang-rt-14-dev
+  zlib1g-dev
+  python3-torch python3-numpy
 )
+# The export tests read GGUF files with an independent reader (@huggingface/gguf, web/):
+# Node.js and npm from Debian unless the machine already has them.
+if ! command -v npm > /dev/null 2>&1; then packages+=(nodejs npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

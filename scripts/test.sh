@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The Node packages of web/ (the export tests' independent GGUF reader), as locked.
+(cd web && npm ci --no-audit --no-fund --loglevel=error)
 build=${BLZ_TEST_BUILD_DIR:-build-test}
 jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -336,5 +336,61 @@ TEST(BlzCliTest, LoginWarnsAboutTokenOnTheCommandLine) {
   EXPECT_EQ(both.code, 2) << both.err;
 }
 
+// A hand-built SQUIZD v1 file (docs/squizd.md): one NPCL F32 layer "w" = [1.5, -2], no flags,
+// with its BLZN name table.
+std::string TinySquizd() {
+  auto le = [](std::string* s, uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) s->push_back(char(v >> (8 * i)));
+  };
+  std::string f = "SQZD";
+  le(&f, 1, 2);                 // version
+  le(&f, 0, 4);                 // flags
+  le(&f, 1, 2);                 // layer_count
+  f.resize(256, '\0');
+  le(&f, 0, 4);                 // layer_idx
+  le(&f, 288, 8);               // weight_offset
+  le(&f, 24, 8);                // weight_length
+  le(&f, 0, 8);                 // scale_offset
+  le(&f, 0, 4);                 // reserved
+  f += "NPCL";
+  le(&f, 0, 4);                 // f32
+  le(&f, 1, 4);                 // ndim
+  le(&f, 2, 4);                 // shape
+  le(&f, 0x3FC00000, 4);        // 1.5f
+  le(&f, 0xC0000000, 4);        // -2.0f
+  f += "BLZN";
+  le(&f, 1, 4);
+  le(&f, 1, 4);
+  f += "w";
+  return f;
+}
+
+TEST(BlzCliTest, InspectAndVerifySquizd) {
+  TempDir tmp;
+  const std::string file = tmp / "m.squizd";
+  blz::testing::WriteFileBytes(file, TinySquizd());
+  BlzRun text = Blz("inspect " + file, tmp);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("SQUIZD v1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("NPCL-F32"), std::string::npos) << text.out;
+  BlzRun json = Blz("inspect --json " + file, tmp);
+  ASSERT_EQ(json.code, 0) << json.err;
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["format"], "squizd");
+  EXPECT_EQ(j["layers"][0]["name"], "w");
+  EXPECT_EQ(j["layers"][0]["shape"], nlohmann::json::array({2}));
+  BlzRun ok = Blz("verify " + file, tmp);
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("ok: "), std::string::npos) << ok.out;
+  EXPECT_EQ(nlohmann::json::parse(Blz("verify --json " + file, tmp).out)["ok"], true);
+
+  std::string bad = TinySquizd();
+  bad[4] = 2;  // version 2
+  blz::testing::WriteFileBytes(tmp / "bad.squizd", bad);
+  BlzRun v = Blz("verify " + tmp / "bad.squizd", tmp);
+  EXPECT_EQ(v.code, 4) << v.err;
+  EXPECT_NE(v.err.find("header.version at byte 4"), std::string::npos) << v.err;
+}
+
 }  // namespace
 }  // namespace blz::cli

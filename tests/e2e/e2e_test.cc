@@ -533,5 +533,57 @@ TEST_F(RegistryE2ETest, StructuresAndValueDiffsThroughTheRealServer) {
   EXPECT_NE(unknown.out.find("\n404"), std::string::npos) << unknown.out;
 }
 
+// `blz pull REF --export gguf` (and `blz export REF`) on a client that holds the base: the
+// fine-tune arrives as a patch, then is exported; the GGUF equals a local export of the same
+// directory byte for byte.
+TEST_F(RegistryE2ETest, PullWithExportWritesTheSameGgufAsALocalExport) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  // tiny-gpt2 base and ft-v1, each with the real gpt2 tokenizer files.
+  std::map<std::string, std::string> dirs;
+  for (const char* v : {"base", "ft-v1"}) {
+    std::string dir = *work_ / (std::string("export-gpt2-") + v);
+    fs::create_directories(dir);
+    for (std::string from : {corpus + "/tiny-gpt2/" + v, corpus + "/tokenizers/gpt2"}) {
+      for (const auto& e : fs::directory_iterator(from)) {
+        fs::copy_file(e.path(), dir + "/" + e.path().filename().string(),
+                      fs::copy_options::overwrite_existing);
+      }
+    }
+    dirs[v] = dir;
+  }
+  auto pusher = ClientEnv("export-pusher");
+  for (const auto& [v, dir] : dirs) {
+    ProcessResult r = Blz({"push", dir, addr_ + "/e2e/gpt2x:" + v}, pusher);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  auto puller = ClientEnv("export-puller", /*anonymous=*/true);
+  ProcessResult base = Blz({"pull", addr_ + "/e2e/gpt2x:base", "--json"}, puller);
+  ASSERT_EQ(base.exit_code, 0) << base.err;
+  std::string pulled = *work_ / "pulled-ft.gguf";
+  ProcessResult r = Blz({"pull", addr_ + "/e2e/gpt2x:ft-v1", "--export", "gguf", "--cast", "f16",
+                         "-o", pulled, "--json"}, puller);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("pulled"), std::string::npos) << r.err;
+  auto report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["format"], "gguf");
+  EXPECT_EQ(report["arch"], "gpt2");
+  EXPECT_EQ(report["pull"]["used_patch"], true) << r.out;  // the base was held
+  std::string local = *work_ / "local-ft.gguf";
+  ProcessResult l = Blz({"export", dirs["ft-v1"], "--format", "gguf", "--cast", "f16", "--name",
+                         "gpt2x", "-o", local}, puller);
+  ASSERT_EQ(l.exit_code, 0) << l.err;
+  EXPECT_EQ(ReadFileBytes(pulled), ReadFileBytes(local));
+  // The same through `blz export REF` (already held: no download).
+  std::string via_export = *work_ / "export-ref.gguf";
+  ProcessResult e = Blz({"export", addr_ + "/e2e/gpt2x:ft-v1", "--format", "gguf", "--cast",
+                         "f16", "-o", via_export}, puller);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_EQ(ReadFileBytes(via_export), ReadFileBytes(local));
+  // Without -o, pull --export is refused before anything is fetched.
+  ProcessResult bad = Blz({"pull", addr_ + "/e2e/gpt2x:ft-v1", "--export", "gguf"}, puller);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("-o"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace blz::testing

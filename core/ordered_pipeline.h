@@ -1,13 +1,13 @@
-// An ordered work pipeline for the patch container: chunk i is produced (encoded or decoded)
+// An ordered work pipeline (patch encode/decode, export): chunk i is produced (encoded or decoded)
 // on a pool of worker threads, and consumed (written, hashed) on the calling thread strictly in
 // index order. At most `kWindowPerThread x threads` produced results wait for consumption
 // (kWindowPerThread = 4: with 2, the consumer's SHA-256 and writes, on a core shared with the
 // workers, stalled them often enough that apply's 2-thread speed-up fell to 1.59-1.71x, against
 // 1.75-1.96x with 4, measured alternately on the 2.1 GB pair), so memory stays
 // bounded by a multiple of (chunk size x threads) whatever the number of chunks. Internal to
-// the patcher.
-#ifndef BLZ_PATCHER_PATCH_PIPELINE_H_
-#define BLZ_PATCHER_PATCH_PIPELINE_H_
+// blz.
+#ifndef BLZ_CORE_ORDERED_PIPELINE_H_
+#define BLZ_CORE_ORDERED_PIPELINE_H_
 
 #include <condition_variable>
 #include <cstddef>
@@ -22,7 +22,7 @@
 
 #include "core/status.h"
 
-namespace blz::patcher::internal {
+namespace blz {
 
 inline constexpr size_t kWindowPerThread = 4;
 
@@ -144,6 +144,6 @@ Status RunOrdered(size_t n, unsigned threads, const std::function<Result<T>(size
   return result;
 }
 
-}  // namespace blz::patcher::internal
+}  // namespace blz
 
-#endif  // BLZ_PATCHER_PATCH_PIPELINE_H_
+#endif  // BLZ_CORE_ORDERED_PIPELINE_H_

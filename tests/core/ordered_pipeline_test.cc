@@ -1,5 +1,5 @@
-// Tests for the ordered work pipeline of the patch container (patcher/patch_pipeline.h).
-#include "patcher/patch_pipeline.h"
+// Tests for the ordered work pipeline of the patch container (core/ordered_pipeline.h).
+#include "core/ordered_pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -7,10 +7,10 @@
 #include <stdexcept>
 #include <vector>
 
-namespace blz::patcher::internal {
+namespace blz {
 namespace {
 
-TEST(PatchPipelineTest, ConsumesEveryResultInOrder) {
+TEST(OrderedPipelineTest, ConsumesEveryResultInOrder) {
   for (unsigned threads : {1u, 2u, 5u}) {
     std::vector<size_t> seen;
     Status s = RunOrdered<size_t>(
@@ -26,7 +26,7 @@ TEST(PatchPipelineTest, ConsumesEveryResultInOrder) {
   }
 }
 
-TEST(PatchPipelineTest, NoWorkIsFine) {
+TEST(OrderedPipelineTest, NoWorkIsFine) {
   bool called = false;
   Status s = RunOrdered<int>(
       0, 4, [&](size_t) -> Result<int> { called = true; return 0; },
@@ -35,7 +35,7 @@ TEST(PatchPipelineTest, NoWorkIsFine) {
   EXPECT_FALSE(called);
 }
 
-TEST(PatchPipelineTest, ProduceErrorIsReturnedInIndexOrder) {
+TEST(OrderedPipelineTest, ProduceErrorIsReturnedInIndexOrder) {
   for (unsigned threads : {1u, 3u}) {
     size_t consumed = 0;
     Status s = RunOrdered<int>(
@@ -55,7 +55,7 @@ TEST(PatchPipelineTest, ProduceErrorIsReturnedInIndexOrder) {
   }
 }
 
-TEST(PatchPipelineTest, ConsumeErrorStopsTheRun) {
+TEST(OrderedPipelineTest, ConsumeErrorStopsTheRun) {
   std::atomic<size_t> produced{0};
   size_t consumed = 0;
   Status s = RunOrdered<int>(
@@ -73,7 +73,7 @@ TEST(PatchPipelineTest, ConsumeErrorStopsTheRun) {
   EXPECT_LE(produced.load(), 6u + 2 * 2);  // at most a window beyond the failing index
 }
 
-TEST(PatchPipelineTest, AtMostTwoResultsPerThreadWait) {
+TEST(OrderedPipelineTest, AtMostTwoResultsPerThreadWait) {
   const unsigned threads = 3;
   std::atomic<int> outstanding{0};
   std::atomic<int> peak{0};
@@ -95,7 +95,7 @@ TEST(PatchPipelineTest, AtMostTwoResultsPerThreadWait) {
   EXPECT_EQ(outstanding.load(), 0);
 }
 
-TEST(PatchPipelineTest, ExceptionsBecomeInternalErrors) {
+TEST(OrderedPipelineTest, ExceptionsBecomeInternalErrors) {
   Status s = RunOrdered<int>(
       10, 2,
       [](size_t i) -> Result<int> {
@@ -107,10 +107,10 @@ TEST(PatchPipelineTest, ExceptionsBecomeInternalErrors) {
   EXPECT_NE(s.message().find("boom"), std::string::npos);
 }
 
-TEST(PatchPipelineTest, ResolveThreads) {
+TEST(OrderedPipelineTest, ResolveThreads) {
   EXPECT_EQ(ResolveThreads(3), 3u);
   EXPECT_GE(ResolveThreads(0), 1u);
 }
 
 }  // namespace
-}  // namespace blz::patcher::internal
+}  // namespace blz
