@@ -1,10 +1,14 @@
 #include "formats/export/export.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <utility>
@@ -101,8 +105,15 @@ Status DirectoryOutput::CopyAuxFiles(const std::vector<AuxFile>& files,
     if (f.abs_path.empty()) {
       BLZ_RETURN_IF_ERROR(file.Append(f.bytes));
     } else {
-      BLZ_ASSIGN_OR_RETURN(std::string bytes, blz::ReadSmallFile(f.abs_path, uint64_t{1} << 40));
-      BLZ_RETURN_IF_ERROR(file.Append(bytes));
+      // Streamed (copy_file_range where it can): a large non-weight file costs no memory.
+      int fd = ::open(f.abs_path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return IOError("cannot open " + f.abs_path + ": " + std::strerror(errno));
+      struct stat st {};
+      Status s = ::fstat(fd, &st) == 0
+                     ? file.AppendFromFd(fd, 0, uint64_t(st.st_size), f.abs_path)
+                     : IOError("cannot stat " + f.abs_path + ": " + std::strerror(errno));
+      ::close(fd);
+      BLZ_RETURN_IF_ERROR(s);
     }
     BLZ_RETURN_IF_ERROR(file.Commit());
   }

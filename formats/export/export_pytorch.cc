@@ -38,7 +38,7 @@ std::string StemOf(const std::string& path) {
 }
 
 Status WriteTorchFile(const std::string& path, const std::vector<ExportJob>& jobs,
-                      const ExportOptions& options) {
+                      const ExportOptions& options, std::vector<CastError>* errors) {
   std::vector<TorchTensorSpec> specs;
   for (const ExportJob& j : jobs) {
     std::string dtype = OutputDTypeName(j);
@@ -55,9 +55,8 @@ Status WriteTorchFile(const std::string& path, const std::vector<ExportJob>& job
   TorchSink sink(&writer);
   std::vector<size_t> order(jobs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::vector<CastError> errors;
   BLZ_RETURN_IF_ERROR(
-      RunExportJobs(jobs, order, RunOptions{options.threads, options.progress}, &sink, &errors));
+      RunExportJobs(jobs, order, RunOptions{options.threads, options.progress}, &sink, errors));
   BLZ_RETURN_IF_ERROR(writer.Finish());
   return file.Commit(/*no_replace=*/!options.overwrite);
 }
@@ -92,7 +91,7 @@ Result<ExportReport> ExportPytorch(const SourceModel& source, const std::string&
   // A checkpoint file, or a directory with pytorch_model.bin and the model's other files.
   std::vector<CastError> errors(jobs.size());
   if (IsTorchFileName(out)) {
-    BLZ_RETURN_IF_ERROR(WriteTorchFile(out, jobs, options));
+    BLZ_RETURN_IF_ERROR(WriteTorchFile(out, jobs, options, &errors));
     report.outputs.push_back(out);
   } else {
     BLZ_ASSIGN_OR_RETURN(DirectoryOutput dir, DirectoryOutput::Create(out, options.overwrite));
@@ -106,7 +105,8 @@ Result<ExportReport> ExportPytorch(const SourceModel& source, const std::string&
       skip.push_back(name);
     }
     BLZ_RETURN_IF_ERROR(dir.CopyAuxFiles(source.aux_files(), skip));
-    BLZ_RETURN_IF_ERROR(WriteTorchFile(dir.path() + "/pytorch_model.bin", jobs, options));
+    BLZ_RETURN_IF_ERROR(WriteTorchFile(dir.path() + "/pytorch_model.bin", jobs, options,
+                                       &errors));
     BLZ_RETURN_IF_ERROR(dir.Commit());
     report.outputs.push_back(out + "/pytorch_model.bin");
   }

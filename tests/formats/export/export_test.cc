@@ -3,6 +3,7 @@
 // present), with values compared to the source.
 #include "formats/export/export.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/digest.h"
 #include "formats/export/tensor_job.h"
 #include "formats/gguf.h"
 #include "formats/model_dir.h"
@@ -337,6 +339,74 @@ TEST(ExportGgufTest, QuantizedCastsWriteGgmlBlocksAndOneThreadEqualsTwo) {
       }
     }
   }
+}
+
+TEST(ExportSafetensorsTest, GgufQuantizedTensorsAreDequantizedAndUnpermuted) {
+  TempDir tmp;
+  LlamaDims d;
+  std::string dir = MakeLlamaDir(tmp, d, "LlamaForCausalLM");
+  std::string gguf = tmp / "q8.gguf", back = tmp / "back";
+  ASSERT_TRUE(Export(dir, gguf, ExportFormat::kGguf, CastType::kQ8_0).ok());
+  auto r = Export(gguf, back, ExportFormat::kSafetensors);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto q = ModelTensors::Open(gguf);
+  auto got = ModelTensors::Open(back);
+  ASSERT_TRUE(q.ok() && got.ok());
+  const ValueTensor* gq = Find(*q, "blk.0.attn_q.weight");
+  const ValueTensor* hq = Find(*got, "model.layers.0.self_attn.q_proj.weight");
+  ASSERT_TRUE(gq != nullptr && hq != nullptr);
+  EXPECT_EQ(gq->dtype, "Q8_0");
+  EXPECT_EQ(hq->dtype, "F32");  // no cast: Q8_0 cannot be held by safetensors, so F32
+  std::vector<float> qv = Decode(*gq), hv = Decode(*hq);
+  const uint64_t rows = hq->shape[0], cols = hq->shape[1];
+  for (uint64_t row = 0; row < rows; ++row) {
+    uint64_t from = SourceRow(RowTransform::kLlamaUnpermute, uint32_t(d.heads), rows, row);
+    for (uint64_t c = 0; c < cols; ++c) {
+      ASSERT_EQ(hv[row * cols + c], qv[from * cols + c]) << "row " << row;
+    }
+  }
+  // Permute then unpermute is the identity on row indices.
+  for (uint64_t row = 0; row < rows; ++row) {
+    EXPECT_EQ(SourceRow(RowTransform::kLlamaPermute, uint32_t(d.heads), rows,
+                        SourceRow(RowTransform::kLlamaUnpermute, uint32_t(d.heads), rows, row)),
+              row);
+  }
+}
+
+// --- PyTorch ----------------------------------------------------------------------------------
+
+// The checkpoint holds the same bytes as the safetensors export of the same cast; torch.load
+// (weights_only) reads it when python3-torch is installed (else the stdlib-only checks run).
+TEST(ExportPytorchTest, CheckpointMatchesTheSafetensorsExportAndReportsTheCastError) {
+  TempDir tmp;
+  std::string dir = MakeLlamaDir(tmp, LlamaDims{}, "LlamaForCausalLM");
+  std::string bin = tmp / "pytorch_model.bin", st = tmp / "same.safetensors";
+  auto r = Export(dir, bin, ExportFormat::kPytorch, CastType::kBF16);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(Export(dir, st, ExportFormat::kSafetensors, CastType::kBF16).ok());
+  double worst = 0;
+  for (const ExportTensorReport& t : r->tensors) {
+    EXPECT_TRUE(t.lossy) << t.name;
+    worst = std::max(worst, t.error.RelativeL2());
+  }
+  EXPECT_GT(worst, 0.0);  // BF16 rounds these values: the error is measured, not left at 0
+  EXPECT_LT(worst, 0.01);
+  auto same = ModelTensors::Open(st);
+  ASSERT_TRUE(same.ok());
+  nlohmann::json expect = {{"archive", "pytorch_model"}, {"tensors", nlohmann::json::array()}};
+  for (const ExportTensorReport& t : r->tensors) {
+    const ValueTensor* v = Find(*same, t.name);
+    ASSERT_NE(v, nullptr);
+    expect["tensors"].push_back({{"name", t.name}, {"dtype", "bfloat16"}, {"shape", v->shape},
+                                 {"sha256", Sha256Hex(v->data)}, {"sum", nullptr}});
+  }
+  WriteFileBytes(tmp / "expect.json", expect.dump());
+  const bool torch = std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
+  std::string cmd = "/usr/bin/python3 '" + std::string(BLZ_SOURCE_DIR) +
+                    "/tests/formats/export/torch_load_check.py' '" + bin + "' '" +
+                    (tmp / "expect.json") + "' " + (torch ? "torch" : "stub");
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  if (!torch) GTEST_SKIP() << "python3-torch not installed: checked without torch.load only";
 }
 
 // --- Errors -----------------------------------------------------------------------------------
