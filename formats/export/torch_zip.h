@@ -71,8 +71,8 @@ class TorchZipWriter {
   // tensor), EndTensor().
   // Errors: kInvalidArgument for a call out of that order (naming the expected call), for
   // Append past the tensor's size and for EndTensor before it (naming the tensor and the byte
-  // offset); kIOError. After any error the writer is failed: every later call returns
-  // kInvalidArgument and the caller abandons the file.
+  // offset); kTooLarge when the file would pass 2^63 bytes; kIOError. After any error the
+  // writer is failed: every later call returns kInvalidArgument and the caller abandons the file.
   Status BeginTensor(size_t i);
   Status Append(ByteSpan bytes);
   Status EndTensor();
@@ -122,7 +122,7 @@ class TorchZipWriter {
   bool finished_ = false;
   bool failed_ = false;
 
-  // Serialization id inputs: CRC-32 of every record's data, concatenated, and its length.
+  // Serialization id input: the CRC-32 of every finished entry's data, concatenated.
   uint32_t all_data_crc_ = 0;
 };
 

@@ -181,6 +181,10 @@ std::vector<ZipEntry> ParseZip(const std::string& z, bool* zip64_end) {
   *zip64_end = eocd >= 20 && Le32(z, eocd - 20) == 0x07064b50u;
   if (*zip64_end) {
     const uint64_t rec = Le64(z, eocd - 20 + 8);
+    if (rec + 56 > z.size()) {
+      ADD_FAILURE() << "zip64 end record offset " << rec;
+      return out;
+    }
     EXPECT_EQ(rec, eocd - 20 - 56);
     EXPECT_EQ(Le32(z, rec), 0x06064b50u);
     EXPECT_EQ(Le64(z, rec + 4), 44u);
@@ -191,6 +195,10 @@ std::vector<ZipEntry> ParseZip(const std::string& z, bool* zip64_end) {
     EXPECT_EQ(cd_offset + cd_size, rec);
   } else {
     EXPECT_EQ(cd_offset + cd_size, eocd);
+  }
+  if (cd_offset > z.size()) {
+    ADD_FAILURE() << "central directory offset " << cd_offset;
+    return out;
   }
   uint64_t p = cd_offset;
   uint64_t expected_header = 0;
@@ -207,6 +215,10 @@ std::vector<ZipEntry> ParseZip(const std::string& z, bool* zip64_end) {
     uint64_t size = Le32(z, p + 24);
     const uint16_t name_len = Le16(z, p + 28);
     const uint16_t extra_len = Le16(z, p + 30);
+    if (p + 46 + name_len + extra_len > z.size()) {
+      ADD_FAILURE() << "central header " << i << " past the end";
+      return out;
+    }
     EXPECT_EQ(Le16(z, p + 32), 0) << "comment";
     uint64_t offset = Le32(z, p + 42);
     e.name = z.substr(p + 46, name_len);
@@ -230,6 +242,11 @@ std::vector<ZipEntry> ParseZip(const std::string& z, bool* zip64_end) {
     e.size = size;
     e.header_offset = offset;
     EXPECT_EQ(offset, expected_header) << e.name << ": entries are contiguous";
+    if (x_end > z.size() || offset + 30 > z.size() ||
+        offset + 30 + Le16(z, offset + 26) + Le16(z, offset + 28) > z.size()) {
+      ADD_FAILURE() << e.name << ": headers past the end";
+      return out;
+    }
     // Local header.
     EXPECT_EQ(Le32(z, offset), 0x04034b50u) << e.name;
     EXPECT_EQ(Le16(z, offset + 6), 0x0800) << e.name << ": flags: UTF-8 names only";
