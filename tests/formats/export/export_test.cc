@@ -283,6 +283,42 @@ TEST(ExportGgufTest, LlamaQKPermutationMatchesTheConverterAndRoundTrips) {
   EXPECT_TRUE(fs::exists(back + "/config.json"));
 }
 
+// The corpus's real LlamaForCausalLM checkpoint (trl's tiny-random-LlamaForCausalLM: 4 heads,
+// untied; it ships no tokenizer, so the tiny one above is added): HF -> GGUF -> HF gives every
+// tensor back byte for byte, and q/k are permuted on the way.
+TEST(ExportGgufTest, CorpusLlamaRoundTripsThroughGguf) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  std::string dir = tmp / "llama-tiny-random";
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(corpus + "/llama-tiny-random")) {
+    fs::copy_file(e.path(), dir + "/" + e.path().filename().string());
+  }
+  WriteFileBytes(dir + "/tokenizer.json", TinyTokenizerJson());
+  std::string gguf = tmp / "llama.gguf", back = tmp / "back";
+  auto r = Export(dir, gguf, ExportFormat::kGguf);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->arch, "llama");
+  auto r2 = Export(gguf, back, ExportFormat::kSafetensors);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  auto src = ModelTensors::Open(dir);
+  auto g = ModelTensors::Open(gguf);
+  auto again = ModelTensors::Open(back);
+  ASSERT_TRUE(src.ok() && g.ok() && again.ok());
+  ASSERT_EQ(again->tensors().size(), src->tensors().size());
+  for (const ValueTensor& s : src->tensors()) {
+    const ValueTensor* a = Find(*again, s.name);
+    ASSERT_NE(a, nullptr) << s.name;
+    EXPECT_TRUE(std::equal(a->data.begin(), a->data.end(), s.data.begin(), s.data.end()))
+        << s.name;
+  }
+  const ValueTensor* q = Find(*src, "model.layers.0.self_attn.q_proj.weight");
+  const ValueTensor* gq = Find(*g, "blk.0.attn_q.weight");
+  ASSERT_TRUE(q != nullptr && gq != nullptr);
+  EXPECT_FALSE(std::equal(q->data.begin(), q->data.end(), gq->data.begin(), gq->data.end()))
+      << "q_proj must be permuted";
+}
+
 TEST(ExportGgufTest, TiedCheckpointWithOnlyLmHeadGivesTokenEmbd) {
   TempDir tmp;
   LlamaDims d;
