@@ -3,7 +3,7 @@
 # corpora and runs each target in turn, then prints a table of target / executions / crashes.
 # Exits non-zero if any target crashed (the reproducer is under build-fuzz/fuzz-artifacts/).
 #
-#   bash scripts/fuzz.sh short [TARGET...]          # CI: BLZ_FUZZ_SECONDS (default 20) each
+#   bash scripts/fuzz.sh short [SECONDS] [TARGET...]  # CI: BLZ_FUZZ_SECONDS (default 20) each
 #   bash scripts/fuzz.sh long SECONDS [TARGET...]   # the campaign: SECONDS each, nice -n 10
 #
 # Corpora grow in build-fuzz/fuzz-corpus/<target> and are kept between runs. Seeds are made
@@ -18,7 +18,11 @@ root=$PWD
 mode=${1:-short}
 shift || true
 case "$mode" in
-  short) seconds=${BLZ_FUZZ_SECONDS:-20}; nice_level=${BLZ_FUZZ_NICE:-0} ;;
+  short)
+    seconds=${BLZ_FUZZ_SECONDS:-20}
+    # An optional first number overrides BLZ_FUZZ_SECONDS (no target name is a number).
+    if [[ ${1:-} =~ ^[0-9]+$ ]]; then seconds=$1; shift; fi
+    nice_level=${BLZ_FUZZ_NICE:-0} ;;
   long)
     seconds=${1:?usage: scripts/fuzz.sh long SECONDS [TARGET...]}
     shift
@@ -27,7 +31,7 @@ case "$mode" in
 esac
 
 all_targets=(safetensors gguf blz_archive patch_parse patch_apply codec manifest wire
-  registry_request)
+  registry_request squizd hf_plan)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 

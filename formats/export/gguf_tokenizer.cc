@@ -640,14 +640,20 @@ Result<std::map<std::string, std::string>> RebuildHfTokenizerFiles(
   }
   std::string vocab = "{";
   bool first = true;
+  // vocab.json is an object: a token text that repeats (or that only differs in invalid UTF-8,
+  // replaced by U+FFFD) is written once, with its first id; a repeated key would make the file
+  // invalid for blz's strict JSON reader.
+  std::set<std::string> written;
   for (size_t i = 0; i < tokens->size(); ++i) {
     if (types[i] == static_cast<int32_t>(GgufTokenType::kUnused) &&
         (*tokens)[i] == "[PAD" + std::to_string(i) + "]") {
       continue;
     }
+    std::string key = json((*tokens)[i]).dump(-1, ' ', false, json::error_handler_t::replace);
+    if (!written.insert(key).second) continue;
     if (!first) vocab += ",";
     first = false;
-    vocab += json((*tokens)[i]).dump(-1, ' ', false, json::error_handler_t::replace);
+    vocab += key;
     vocab += ":" + std::to_string(i);
   }
   vocab += "}";

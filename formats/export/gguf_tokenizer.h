@@ -92,8 +92,9 @@ Result<GgufVocab> ConvertHfTokenizer(const std::map<std::string, std::string>& f
 std::vector<formats::GgufKv> GgufVocabKvs(const GgufVocab& vocab);
 
 // GGUF -> HF: for a "gpt2" tokenizer in `header`, vocab.json (every token that is not an UNUSED
-// "[PAD{id}]" hole, by id) and merges.txt ("#version: 0.2" then one merge a line). Returns an
-// empty map for other tokenizer models or a GGUF without a tokenizer.
+// "[PAD{id}]" hole, by id; a repeated token text only with its first id) and merges.txt
+// ("#version: 0.2" then one merge a line). Returns an empty map for other tokenizer models or a
+// GGUF without a tokenizer.
 // Errors: kCorruption (tokenizer arrays of the wrong type or malformed).
 Result<std::map<std::string, std::string>> RebuildHfTokenizerFiles(
     const formats::GgufHeader& header);

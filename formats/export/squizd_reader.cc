@@ -153,6 +153,14 @@ Status ParseHeader(const Checker& c, ByteSpan b, SquizdFile* f) {
   }
   uint16_t layer_count = LoadLE16(p + kOffLayerCount);
   if (layer_count == 0) return c.Bad("header.layer_count", kOffLayerCount, "0 layers");
+  // Validate before allocating: the table must fit in the file before its entries get memory.
+  const uint64_t table_end = kSquizdHeaderBytes + kSquizdLayerEntryBytes * uint64_t{layer_count};
+  if (table_end > b.size()) {
+    return c.Bad("layer table", kSquizdHeaderBytes,
+                 std::to_string(layer_count) + " entries end at byte " +
+                     std::to_string(table_end) + ", past the end of the file (" +
+                     std::to_string(b.size()) + " bytes)");
+  }
   f->layers.resize(layer_count);
   f->arch_id = LoadLE16(p + kOffArchId);
   f->sparsity_crc32 = LoadLE32(p + kOffSparsityCrc);

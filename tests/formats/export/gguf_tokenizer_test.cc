@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/gguf.h"
+#include "formats/json_strict.h"
 
 namespace blz::exporter {
 namespace {
@@ -177,6 +178,30 @@ TEST(GgufTokenizer, RebuildVocabJsonAndMergesTxt) {
   EXPECT_EQ(again->tokens, v.tokens);
   EXPECT_EQ(again->token_types, v.token_types);
   EXPECT_EQ(again->merges, v.merges);
+}
+
+// Found by fuzz_hf_plan: a GGUF vocabulary with a repeated token text (here "a" at 0 and 2, and
+// two invalid UTF-8 tokens that both become U+FFFD) gave a vocab.json with a repeated key, which
+// blz's strict JSON reader (and so the way back to GGUF) refuses.
+TEST(GgufTokenizer, RebuildVocabJsonWritesRepeatedTokenTextsOnce) {
+  GgufVocab v;
+  v.model = "gpt2";
+  v.pre = "gpt-2";
+  v.tokens = {"a", "b", "a", "\xff", "\xfe", "[PAD5]"};
+  v.token_types = {kNormal, kNormal, kControl, kNormal, kNormal, kUnused};
+  formats::GgufHeader h;
+  h.metadata = GgufVocabKvs(v);
+  auto files = RebuildHfTokenizerFiles(h);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  auto strict = formats::ParseJsonStrict((*files)["vocab.json"], "vocab.json", 0);
+  ASSERT_TRUE(strict.ok()) << strict.status().ToString();
+  EXPECT_EQ(*strict, (json{{"a", 0}, {"b", 1}, {"\xef\xbf\xbd", 3}}));
+  TokenizerDefaults d;
+  d.bpe_pre = "gpt-2";
+  auto again = ConvertHfTokenizer(*files, json{{"vocab_size", 6}}, d, "m");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->tokens, (std::vector<std::string>{"a", "b", "[PAD2]", "\xef\xbf\xbd", "[PAD4]",
+                                                     "[PAD5]"}));
 }
 
 TEST(GgufTokenizer, Rejections) {
