@@ -40,6 +40,8 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--threads", options->threads, "server threads (0 = number of cores)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--private", options->private_mode, "require a token for reads too");
+  sub->add_flag("--no-delete", options->no_delete,
+                "refuse DELETE of manifests, tags and blobs (405 UNSUPPORTED)");
   sub->add_option("--cache-size", options->cache_bytes,
                   "soft bound on archives rebuilt from full patches into <data>/cache "
                   "(e.g. 512MiB, 20GB; kb = 1000 bytes, kib = 1024)")

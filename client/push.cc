@@ -128,7 +128,12 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
   RegistryClient client(ref.registry, client_options);
 
   // Archive first, config second, manifest last.
+  // A blob the registry holds in another repository is mounted, not sent again.
   BLZ_ASSIGN_OR_RETURN(BlobStat have_archive, client.HeadBlob(ref.name, manifest.archive_digest));
+  if (!have_archive.exists) {
+    BLZ_ASSIGN_OR_RETURN(have_archive.exists, client.MountBlob(ref.name, manifest.archive_digest));
+    have_archive.size = manifest.archive_size;
+  }
   if (have_archive.exists && have_archive.size == manifest.archive_size) {
     ++result.blobs_skipped;
   } else {
@@ -140,6 +145,10 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
     ++result.blobs_uploaded;
   }
   BLZ_ASSIGN_OR_RETURN(BlobStat have_config, client.HeadBlob(ref.name, manifest.config_digest));
+  if (!have_config.exists) {
+    BLZ_ASSIGN_OR_RETURN(have_config.exists, client.MountBlob(ref.name, manifest.config_digest));
+    have_config.size = manifest.config_size;
+  }
   if (have_config.exists && have_config.size == manifest.config_size) {
     ++result.blobs_skipped;
   } else {

@@ -203,6 +203,25 @@ Result<std::string> RegistryClient::StartUpload(std::string_view name) {
   return location;
 }
 
+Result<bool> RegistryClient::MountBlob(std::string_view name, std::string_view digest) {
+  BLZ_RETURN_IF_ERROR(ParseDigest(digest).status());
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r,
+                       http_.Send(NewRequest("POST", "/v2/" + std::string(name) +
+                                                         "/blobs/uploads/?mount=" +
+                                                         std::string(digest))));
+  if (r.status == 201) {
+    BLZ_RETURN_IF_ERROR(FinishUpload(r, digest));
+    return true;
+  }
+  if (r.status != 202) return Fail(r, "push", "mounting blob " + std::string(digest));
+  // An upload session was opened instead: cancel it (best effort; the registry purges
+  // abandoned sessions anyway).
+  if (std::string location = r.Header("Location"); location.rfind('/', 0) == 0) {
+    (void)http_.Send(NewRequest("DELETE", location));
+  }
+  return false;
+}
+
 Result<std::string> RegistryClient::UploadTarget(std::string_view location,
                                                  std::string_view digest) const {
   std::string target(location);

@@ -70,6 +70,13 @@ class RegistryClient {
   Status GetBlob(std::string_view name, std::string_view digest, uint64_t expected_size,
                  const std::string& dest_path, const ProgressFn& progress = nullptr);
 
+  // Asks the registry to link a blob it already holds into `name` without an upload:
+  // POST /v2/<name>/blobs/uploads/?mount=<digest> (an automatic cross-repository mount; blz's
+  // store is content-addressed, so a blob pushed to any repository need not be sent again).
+  // true: 201, the blob is now in `name`; false: the registry opened an upload session instead
+  // (202; the session is cancelled again) and the blob must be uploaded.
+  Result<bool> MountBlob(std::string_view name, std::string_view digest);
+
   // Uploads a blob: POST /v2/<name>/blobs/uploads/, then PUT <location>?digest=<digest> with
   // the body streamed from `file_path` (or from `data`). Checks the 201 answer and its
   // Docker-Content-Digest.

@@ -50,6 +50,13 @@ Sha256Bytes Sha256Of(ByteSpan data) {
 
 std::string Sha256Hex(ByteSpan data) { return HexEncode(Sha256Of(data)); }
 
+std::string Sha512Hex(std::string_view data) {
+  std::array<uint8_t, 64> out{};
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha512(), nullptr);
+  return HexEncode(ByteSpan(out.data(), len));
+}
+
 Result<std::string> Sha256FileHex(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IOError(path + ": cannot open: " + std::strerror(errno));

@@ -43,6 +43,9 @@ Sha256Bytes Sha256Of(ByteSpan data);
 std::string Sha256Hex(ByteSpan data);
 inline std::string Sha256Hex(std::string_view data) { return Sha256Hex(AsBytes(data)); }
 
+// SHA-512 of `data`, 128 lower-case hex digits (OCI manifests may be addressed by sha512).
+std::string Sha512Hex(std::string_view data);
+
 // SHA-256 of a whole file, streamed in fixed buffers. Hex result.
 Result<std::string> Sha256FileHex(const std::string& path);
 

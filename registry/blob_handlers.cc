@@ -1,4 +1,5 @@
-// Blobs: GET and HEAD /v2/<name>/blobs/<digest> (docs/registry-api.md).
+// Blobs: GET, HEAD and DELETE /v2/<name>/blobs/<digest> (docs/registry-api.md). A blob is
+// readable in a repository while it is linked there (store/metadata_db.h LinkBlob).
 #include <nlohmann/json.hpp>
 
 #include "registry/errors.h"
@@ -13,6 +14,17 @@ using internal::ServeFile;
 }  // namespace
 
 Response Registry::GetBlob(const Route& route, const RequestHead& head) {
+  if (!IsValidOciDigest(route.ref)) {
+    return ErrorResponse(OciError::kDigestInvalid, "invalid digest '" + route.ref + "'",
+                         json{{"digest", route.ref}});
+  }
+  Result<bool> linked = db_->BlobLinked(route.name, route.ref);
+  if (!linked.ok()) return ErrorResponse(linked.status(), ErrorContext::kBlob);
+  if (!*linked) {
+    return ErrorResponse(OciError::kBlobUnknown,
+                         "blob " + route.ref + " is not in repository '" + route.name + "'",
+                         json{{"digest", route.ref}});
+  }
   // An archive stored as a full patch: HEAD answers from its header, GET from a rebuilt copy.
   Result<store::BlobInfo> info =
       route.method == "HEAD" ? storage_->Stat(route.ref) : storage_->File(route.ref);
@@ -32,6 +44,26 @@ Response Registry::GetBlob(const Route& route, const RequestHead& head) {
   res.Set("Docker-Content-Digest", info->digest);
   res.Set("ETag", "\"" + info->digest + "\"");
   return res;
+}
+
+Response Registry::DeleteBlob(const Route& route) {
+  if (!options_.allow_delete) {
+    return ErrorResponse(OciError::kUnsupported, "deletes are disabled on this registry");
+  }
+  if (!IsValidOciDigest(route.ref)) {
+    return ErrorResponse(OciError::kDigestInvalid, "invalid digest '" + route.ref + "'",
+                         json{{"digest", route.ref}});
+  }
+  // Only the link goes: the bytes may be shared with other repositories and stay until garbage
+  // collection finds them unreferenced.
+  Result<bool> unlinked = db_->UnlinkBlob(route.name, route.ref);
+  if (!unlinked.ok()) return ErrorResponse(unlinked.status(), ErrorContext::kBlob);
+  if (!*unlinked) {
+    return ErrorResponse(OciError::kBlobUnknown,
+                         "blob " + route.ref + " is not in repository '" + route.name + "'",
+                         json{{"digest", route.ref}});
+  }
+  return internal::Empty(202);
 }
 
 }  // namespace blz::registry

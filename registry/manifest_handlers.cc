@@ -1,13 +1,16 @@
-// Manifests and tags: GET, HEAD and PUT /v2/<name>/manifests/<reference>, GET
-// /v2/<name>/tags/list (docs/registry-api.md).
+// Manifests, tags and referrers: GET, HEAD, PUT and DELETE /v2/<name>/manifests/<reference>,
+// GET /v2/<name>/tags/list, GET /v2/<name>/referrers/<digest> (docs/registry-api.md). Any OCI
+// image manifest, index or artifact and Docker schema 2 manifest or list is stored byte-exact;
+// blz model manifests (config.mediaType application/vnd.blz.model.config.v1+json or artifactType
+// application/vnd.blz.model.v1) are checked further and recorded as model versions.
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
 #include "core/file_util.h"
-#include "formats/json_strict.h"
 #include "registry/errors.h"
+#include "registry/oci_manifest.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
@@ -21,14 +24,6 @@ using internal::ArchiveStructuralHash;
 using internal::Empty;
 using internal::ParsePagination;
 
-std::string MediaTypeOf(std::string_view content_type) {
-  size_t semi = content_type.find(';');
-  std::string_view t = content_type.substr(0, semi);
-  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
-  while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
-  return std::string(t);
-}
-
 // The config and layer a blz manifest references (docs/registry-api.md).
 struct ManifestRefs {
   std::string config_digest;
@@ -37,74 +32,48 @@ struct ManifestRefs {
   uint64_t layer_size = 0;
 };
 
-Status ParseDescriptor(const json& d, std::string_view field, std::string_view media_type,
-                       std::string* digest, uint64_t* size) {
-  if (!d.is_object()) return InvalidArgument(std::string(field) + " must be an object");
-  auto mt = d.find("mediaType");
-  if (mt == d.end() || !mt->is_string() || mt->get<std::string>() != media_type) {
+Status CheckBlzDescriptor(const OciDescriptor& d, std::string_view field,
+                          std::string_view media_type) {
+  if (d.media_type != media_type) {
     return InvalidArgument(std::string(field) + ".mediaType must be \"" +
                            std::string(media_type) + "\"");
   }
-  auto dg = d.find("digest");
-  if (dg == d.end() || !dg->is_string() || !ParseDigest(dg->get<std::string>()).ok()) {
+  if (!ParseDigest(d.digest).ok()) {
     return InvalidArgument(std::string(field) + ".digest must be \"sha256:<64 lower-case hex>\"");
   }
-  auto sz = d.find("size");
-  if (sz == d.end() || !sz->is_number_unsigned()) {
-    return InvalidArgument(std::string(field) + ".size must be a non-negative integer");
-  }
-  *digest = dg->get<std::string>();
-  *size = sz->get<uint64_t>();
   return Status::Ok();
 }
 
-// Checks the manifest's shape. Errors: kInvalidArgument (-> MANIFEST_INVALID).
-Result<ManifestRefs> ParseBlzManifest(std::string_view body,
-                                      const std::optional<std::string>& content_type) {
-  // Strict: valid UTF-8, no NUL (nlohmann would stop reading there), no duplicate keys.
-  Result<json> parsed = formats::ParseJsonStrict(body, "manifest", 0);
-  if (!parsed.ok()) return InvalidArgument(parsed.status().message());
-  json m = std::move(parsed).value();
-  if (!m.is_object()) return InvalidArgument("manifest must be a JSON object");
-  auto sv = m.find("schemaVersion");
-  if (sv == m.end() || !sv->is_number_integer() || sv->get<int64_t>() != 2) {
-    return InvalidArgument("manifest schemaVersion must be 2");
+// What a blz model manifest must be beyond a valid OCI manifest: an OCI image manifest with the
+// blz config and exactly one layer, the .blz archive, both addressed by sha256.
+// Errors: kInvalidArgument (-> MANIFEST_INVALID).
+Result<ManifestRefs> CheckBlzManifest(const OciManifest& m) {
+  if (m.media_type != kOciManifestMediaType) {
+    return InvalidArgument("unsupported manifest media type '" + m.media_type +
+                           "' for a blz model: blz stores models as " + kOciManifestMediaType);
   }
-  std::string media_type;
-  auto mt = m.find("mediaType");
-  if (mt != m.end()) {
-    if (!mt->is_string()) return InvalidArgument("manifest mediaType must be a string");
-    media_type = mt->get<std::string>();
-  }
-  if (content_type.has_value() && !content_type->empty()) {
-    std::string ct = MediaTypeOf(*content_type);
-    if (!media_type.empty() && ct != media_type) {
-      return InvalidArgument("Content-Type '" + ct + "' does not match the manifest mediaType '" +
-                             media_type + "'");
-    }
-    if (media_type.empty()) media_type = ct;
-  }
-  if (media_type != kOciManifestMediaType) {
-    return InvalidArgument("unsupported manifest media type '" + media_type +
-                           "': blz stores " + kOciManifestMediaType);
-  }
-  auto at = m.find("artifactType");
-  if (at != m.end() && (!at->is_string() || at->get<std::string>() != kBlzArtifactType)) {
+  if (m.has_artifact_type_field && m.artifact_type != kBlzArtifactType) {
     return InvalidArgument(std::string("manifest artifactType must be \"") + kBlzArtifactType +
                            "\"");
   }
-  ManifestRefs refs;
-  auto config = m.find("config");
-  if (config == m.end()) return InvalidArgument("manifest has no config");
-  BLZ_RETURN_IF_ERROR(ParseDescriptor(*config, "config", kBlzConfigMediaType,
-                                      &refs.config_digest, &refs.config_size));
-  auto layers = m.find("layers");
-  if (layers == m.end() || !layers->is_array() || layers->size() != 1) {
+  BLZ_RETURN_IF_ERROR(CheckBlzDescriptor(*m.config, "config", kBlzConfigMediaType));
+  if (m.layers.size() != 1) {
     return InvalidArgument("manifest must have exactly one layer (the .blz archive)");
   }
-  BLZ_RETURN_IF_ERROR(ParseDescriptor((*layers)[0], "layers[0]", kBlzArchiveMediaType,
-                                      &refs.layer_digest, &refs.layer_size));
-  return refs;
+  BLZ_RETURN_IF_ERROR(CheckBlzDescriptor(m.layers[0], "layers[0]", kBlzArchiveMediaType));
+  return ManifestRefs{m.config->digest, m.config->size, m.layers[0].digest, m.layers[0].size};
+}
+
+// Is this manifest a blz model version (checked by ParseBlzManifest, recorded as a version)?
+bool IsBlzModelManifest(const OciManifest& m) {
+  return (m.has_artifact_type_field && m.artifact_type == kBlzArtifactType) ||
+         (m.config.has_value() && m.config->media_type == kBlzConfigMediaType);
+}
+
+// The digest of `body` with the algorithm of `like` ("sha256:..." or "sha512:...").
+std::string DigestLike(std::string_view like, std::string_view body) {
+  if (like.rfind("sha512:", 0) == 0) return "sha512:" + Sha512Hex(body);
+  return MakeDigest(Sha256Hex(body));
 }
 
 }  // namespace
@@ -112,7 +81,7 @@ Result<ManifestRefs> ParseBlzManifest(std::string_view body,
 Response Registry::PutManifest(const Route& route, const Request& request) {
   const std::string& ref = route.ref;
   const bool by_digest = ref.find(':') != std::string::npos;
-  if (by_digest && !ParseDigest(ref).ok()) {
+  if (by_digest && !IsValidOciDigest(ref)) {
     return ErrorResponse(OciError::kDigestInvalid, "invalid manifest digest '" + ref + "'",
                          json{{"digest", ref}});
   }
@@ -132,33 +101,113 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
                                                   " bytes exceeds the limit of " +
                                                   std::to_string(options_.max_manifest_bytes));
   }
-  Result<ManifestRefs> refs = ParseBlzManifest(body, request.head.Get("Content-Type"));
-  if (!refs.ok()) return ErrorResponse(refs.status(), ErrorContext::kManifest);
-
-  const std::pair<const std::string*, uint64_t> wanted[] = {
-      {&refs->config_digest, refs->config_size}, {&refs->layer_digest, refs->layer_size}};
-  for (const auto& [digest, size] : wanted) {
-    Result<store::BlobInfo> info = storage_->Stat(*digest);
-    if (!info.ok()) {
-      if (info.status().code() == Code::kNotFound) {
-        return ErrorResponse(OciError::kManifestBlobUnknown,
-                             "manifest references blob " + *digest + ", which is not in the registry",
-                             json{{"digest", *digest}});
-      }
-      return ErrorResponse(info.status(), ErrorContext::kManifest);
-    }
-    if (info->size != size) {
-      return ErrorResponse(OciError::kManifestInvalid,
-                           "manifest says blob " + *digest + " has " + std::to_string(size) +
-                               " bytes, but it has " + std::to_string(info->size),
-                           json{{"digest", *digest}});
-    }
-  }
-
-  const std::string digest = MakeDigest(Sha256Hex(body));
+  const std::optional<std::string> content_type = request.head.Get("Content-Type");
+  Result<OciManifest> manifest = ParseOciManifest(body, content_type);
+  if (!manifest.ok()) return ErrorResponse(manifest.status(), ErrorContext::kManifest);
+  const std::string digest = by_digest ? DigestLike(ref, body) : MakeDigest(Sha256Hex(body));
   if (by_digest && digest != ref) {
     return ErrorResponse(OciError::kDigestInvalid,
                          "manifest hashes to " + digest + ", not " + ref, json{{"digest", ref}});
+  }
+  store::ManifestPut put;
+  put.repository = route.name;
+  put.digest = digest;
+  put.media_type = manifest->media_type;
+  put.tag = by_digest ? "" : ref;
+  put.artifact_type = manifest->artifact_type;
+  put.annotations = manifest->annotations;
+  if (manifest->subject.has_value()) put.subject_digest = manifest->subject->digest;
+  if (IsBlzModelManifest(*manifest)) {
+    Response error;
+    if (!PrepareModelVersion(*manifest, &put, &error)) return error;
+  } else if (Response error; !CheckReferences(route, *manifest, &put, &error)) {
+    return error;
+  }
+  put.content = std::move(body);
+  Status s = db_->PutManifest(put);
+  if (!s.ok()) return ErrorResponse(s, ErrorContext::kManifest);
+  if (!put.archive_digest.empty()) {
+    storage_->Schedule(put.archive_digest);  // store it as a full patch, in the background
+  }
+  Response res = Empty(201);
+  res.Set("Location", "/v2/" + route.name + "/manifests/" + digest);
+  res.Set("Docker-Content-Digest", digest);
+  if (!put.subject_digest.empty()) res.Set("OCI-Subject", put.subject_digest);
+  return res;
+}
+
+bool Registry::CheckManifestBlob(const std::string& repository, const std::string& digest,
+                                 uint64_t size, store::ManifestPut* put, Response* error) {
+  Result<bool> linked = db_->BlobLinked(repository, digest);
+  if (!linked.ok()) {
+    *error = ErrorResponse(linked.status(), ErrorContext::kManifest);
+    return false;
+  }
+  Result<store::BlobInfo> info =
+      *linked ? storage_->Stat(digest) : Result<store::BlobInfo>(NotFound("not linked"));
+  if (!info.ok()) {
+    const Code code = info.status().code();
+    *error = code == Code::kNotFound || code == Code::kInvalidArgument
+                 ? ErrorResponse(OciError::kManifestBlobUnknown,
+                                 "manifest references blob " + digest + ", which is not in '" +
+                                     repository + "'",
+                                 json{{"digest", digest}})
+                 : ErrorResponse(info.status(), ErrorContext::kManifest);
+    return false;
+  }
+  if (info->size != size) {
+    *error = ErrorResponse(OciError::kManifestInvalid,
+                           "manifest says blob " + digest + " has " + std::to_string(size) +
+                               " bytes, but it has " + std::to_string(info->size),
+                           json{{"digest", digest}});
+    return false;
+  }
+  put->blobs.push_back(digest);
+  return true;
+}
+
+bool Registry::CheckReferences(const Route& route, const OciManifest& manifest,
+                               store::ManifestPut* put, Response* error) {
+  if (manifest.config.has_value() &&
+      !CheckManifestBlob(route.name, manifest.config->digest, manifest.config->size, put, error)) {
+    return false;
+  }
+  for (const OciDescriptor& layer : manifest.layers) {
+    if (!CheckManifestBlob(route.name, layer.digest, layer.size, put, error)) return false;
+  }
+  for (const OciDescriptor& child : manifest.manifests) {
+    Result<store::ManifestRecord> m = db_->GetManifest(route.name, child.digest);
+    if (!m.ok()) {
+      *error = m.status().code() == Code::kNotFound
+                   ? ErrorResponse(OciError::kManifestBlobUnknown,
+                                   "index references manifest " + child.digest +
+                                       ", which is not in '" + route.name + "'",
+                                   json{{"digest", child.digest}})
+                   : ErrorResponse(m.status(), ErrorContext::kManifest);
+      return false;
+    }
+    if (m->content.size() != child.size) {
+      *error = ErrorResponse(OciError::kManifestInvalid,
+                             "index says manifest " + child.digest + " has " +
+                                 std::to_string(child.size) + " bytes, but it has " +
+                                 std::to_string(m->content.size()),
+                             json{{"digest", child.digest}});
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Registry::PrepareModelVersion(const OciManifest& manifest, store::ManifestPut* put,
+                                   Response* error) {
+  Result<ManifestRefs> refs = CheckBlzManifest(manifest);
+  if (!refs.ok()) {
+    *error = ErrorResponse(refs.status(), ErrorContext::kManifest);
+    return false;
+  }
+  if (!CheckManifestBlob(put->repository, refs->config_digest, refs->config_size, put, error) ||
+      !CheckManifestBlob(put->repository, refs->layer_digest, refs->layer_size, put, error)) {
+    return false;
   }
   // Every version records its structure; an archive blz cannot identify is not a version.
   Result<std::string> structural_hash = NotFound("archive blob missing");
@@ -168,14 +217,17 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
   if (!structural_hash.ok()) {
     const Status& e = structural_hash.status();
     if (e.code() == Code::kIOError || e.code() == Code::kInternal || e.code() == Code::kNotFound) {
-      return ErrorResponse(OciError::kUnknown, "identifying the archive failed: " + e.ToString(),
-                           json{{"digest", refs->layer_digest}});
+      *error = ErrorResponse(OciError::kUnknown,
+                             "identifying the archive failed: " + e.ToString(),
+                             json{{"digest", refs->layer_digest}});
+    } else {
+      *error = ErrorResponse(OciError::kManifestInvalid,
+                             "layers[0] " + refs->layer_digest +
+                                 " is not a model archive whose structure blz can identify: " +
+                                 e.ToString(),
+                             json{{"digest", refs->layer_digest}});
     }
-    return ErrorResponse(OciError::kManifestInvalid,
-                         "layers[0] " + refs->layer_digest +
-                             " is not a model archive whose structure blz can identify: " +
-                             e.ToString(),
-                         json{{"digest", refs->layer_digest}});
+    return false;
   }
   // The archive's data must pass `blz verify` (every tensor's xxh3-64 and SHA-256, every file's
   // SHA-256) before the version exists: a corrupt archive can be neither stored as a full patch
@@ -183,37 +235,28 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
   if (Status v = storage_->VerifyArchive(refs->layer_digest); !v.ok()) {
     if (v.code() == Code::kIOError || v.code() == Code::kInternal ||
         v.code() == Code::kNotFound || v.code() == Code::kUnavailable) {
-      return ErrorResponse(OciError::kUnknown, "verifying the archive failed: " + v.ToString(),
-                           json{{"digest", refs->layer_digest}});
+      *error = ErrorResponse(OciError::kUnknown, "verifying the archive failed: " + v.ToString(),
+                             json{{"digest", refs->layer_digest}});
+    } else {
+      *error = ErrorResponse(OciError::kManifestInvalid,
+                             "layers[0] " + refs->layer_digest +
+                                 " fails verification, nothing was stored: " + v.ToString(),
+                             json{{"digest", refs->layer_digest}});
     }
-    return ErrorResponse(OciError::kManifestInvalid,
-                         "layers[0] " + refs->layer_digest +
-                             " fails verification, nothing was stored: " + v.ToString(),
-                         json{{"digest", refs->layer_digest}});
+    return false;
   }
-  store::ManifestPut put;
-  put.repository = route.name;
-  put.digest = digest;
-  put.media_type = kOciManifestMediaType;
-  put.content = std::move(body);
-  put.tag = by_digest ? "" : ref;
-  put.archive_digest = refs->layer_digest;
-  put.archive_size = refs->layer_size;
-  put.structural_hash = std::move(*structural_hash);
-  Status s = db_->PutManifest(put);
-  if (!s.ok()) return ErrorResponse(s, ErrorContext::kManifest);
-  storage_->Schedule(put.archive_digest);  // store it as a full patch, in the background
-  Response res = Empty(201);
-  res.Set("Location", "/v2/" + route.name + "/manifests/" + digest);
-  res.Set("Docker-Content-Digest", digest);
-  return res;
+  put->media_type = kOciManifestMediaType;
+  put->archive_digest = refs->layer_digest;
+  put->archive_size = refs->layer_size;
+  put->structural_hash = std::move(*structural_hash);
+  return true;
 }
 
 Response Registry::GetManifest(const Route& route) {
   const std::string& ref = route.ref;
   std::string digest;
   if (ref.find(':') != std::string::npos) {
-    if (!ParseDigest(ref).ok()) {
+    if (!IsValidOciDigest(ref)) {
       return ErrorResponse(OciError::kDigestInvalid, "invalid manifest digest '" + ref + "'",
                            json{{"digest", ref}});
     }
@@ -259,6 +302,66 @@ Response Registry::ListTags(const Route& route) {
     res.Set("Link", "</v2/" + route.name + "/tags/list?n=" + std::to_string(*limit) + "&last=" +
                         page->items.back() + ">; rel=\"next\"");
   }
+  return res;
+}
+
+Response Registry::DeleteManifest(const Route& route) {
+  const std::string& ref = route.ref;
+  if (!options_.allow_delete) {
+    return ErrorResponse(OciError::kUnsupported, "deletes are disabled on this registry");
+  }
+  if (ref.find(':') == std::string::npos) {  // a tag: only the tag goes
+    if (!IsValidTag(ref)) {
+      return ErrorResponse(OciError::kManifestUnknown, "invalid tag '" + ref + "'",
+                           json{{"tag", ref}});
+    }
+    Result<bool> deleted = db_->DeleteTag(route.name, ref);
+    if (!deleted.ok()) return ErrorResponse(deleted.status(), ErrorContext::kManifest);
+    if (!*deleted) {
+      return ErrorResponse(OciError::kManifestUnknown,
+                           "tag '" + ref + "' is not in repository '" + route.name + "'",
+                           json{{"tag", ref}});
+    }
+    return Empty(202);
+  }
+  if (!IsValidOciDigest(ref)) {
+    return ErrorResponse(OciError::kDigestInvalid, "invalid manifest digest '" + ref + "'",
+                         json{{"digest", ref}});
+  }
+  Result<store::ManifestDeletion> deleted = db_->DeleteManifest(route.name, ref);
+  if (!deleted.ok()) {
+    return ErrorResponse(OciErrorFor(deleted.status(), ErrorContext::kManifest),
+                         deleted.status().message(), json{{"digest", ref}});
+  }
+  return Empty(202);
+}
+
+Response Registry::ListReferrers(const Route& route) {
+  if (!IsValidOciDigest(route.ref)) {
+    return ErrorResponse(OciError::kDigestInvalid, "invalid digest '" + route.ref + "'",
+                         json{{"digest", route.ref}});
+  }
+  Result<std::vector<store::ReferrerRecord>> referrers =
+      db_->ListReferrers(route.name, route.ref);
+  if (!referrers.ok()) return ErrorResponse(referrers.status(), ErrorContext::kManifest);
+  const std::optional<std::string> filter = route.Query("artifactType");
+  json manifests = json::array();
+  for (const store::ReferrerRecord& r : *referrers) {
+    if (filter.has_value() && r.artifact_type != *filter) continue;
+    json d = {{"mediaType", r.media_type}, {"digest", r.digest}, {"size", r.size}};
+    if (!r.artifact_type.empty()) d["artifactType"] = r.artifact_type;
+    if (!r.annotations.empty()) {
+      // Stored by PutManifest from a parsed object: parses back.
+      d["annotations"] = json::parse(r.annotations, nullptr, /*allow_exceptions=*/false);
+    }
+    manifests.push_back(std::move(d));
+  }
+  Response res;
+  res.body = json{{"schemaVersion", 2}, {"mediaType", kOciIndexMediaType},
+                  {"manifests", std::move(manifests)}}
+                 .dump();
+  res.Set("Content-Type", kOciIndexMediaType);
+  if (filter.has_value()) res.Set("OCI-Filters-Applied", "artifactType");
   return res;
 }
 

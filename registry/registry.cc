@@ -47,11 +47,12 @@ std::string_view AllowedMethods(Kind kind) {
   switch (kind) {
     case Kind::kPing: return "GET, HEAD";
     case Kind::kCatalog: return "GET";
-    case Kind::kBlob: return "GET, HEAD";
+    case Kind::kBlob: return "GET, HEAD, DELETE";
     case Kind::kUploadStart: return "POST";
     case Kind::kUploadSession: return "GET, PATCH, PUT, DELETE";
-    case Kind::kManifest: return "GET, HEAD, PUT";
+    case Kind::kManifest: return "GET, HEAD, PUT, DELETE";
     case Kind::kTags: return "GET";
+    case Kind::kReferrers: return "GET";
     case Kind::kPatch: return "GET, HEAD";
     case Kind::kDiff: return "GET, HEAD";
     case Kind::kStructures: return "GET";
@@ -203,6 +204,10 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
   } else if (n >= 4 && c[n - 2] == "tags" && c[n - 1] == "list") {
     route.kind = Kind::kTags;
     route.name = Join(raw, 1, n - 2);
+  } else if (n >= 4 && c[n - 2] == "referrers") {
+    route.kind = Kind::kReferrers;
+    route.name = Join(raw, 1, n - 2);
+    route.ref = c[n - 1];
   } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "patch") {
     route.kind = Kind::kPatch;
     route.name = Join(raw, 1, n - 2);
@@ -293,7 +298,7 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
   };
   if (!route.has_value()) return reject(std::move(error));
   switch (route->kind) {
-    case Kind::kBlob:  // may rebuild an archive from its full patch
+    case Kind::kBlob:  // a GET may rebuild an archive from its full patch
     case Kind::kPatch:
     case Kind::kDiff:
       plan.heavy = head.method == "GET";
@@ -374,7 +379,9 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
   switch (route.kind) {
     case Kind::kPing: return Ping(route);
     case Kind::kCatalog: return Catalog(route);
-    case Kind::kBlob: return GetBlob(route, request.head);
+    case Kind::kBlob:
+      if (m == "DELETE") return DeleteBlob(route);
+      return GetBlob(route, request.head);
     case Kind::kUploadStart: return StartUpload(route, request);
     case Kind::kUploadSession:
       if (m == "GET") return UploadStatus(route);
@@ -383,8 +390,10 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
       return CancelUpload(route);
     case Kind::kManifest:
       if (m == "PUT") return PutManifest(route, request);
+      if (m == "DELETE") return DeleteManifest(route);
       return GetManifest(route);
     case Kind::kTags: return ListTags(route);
+    case Kind::kReferrers: return ListReferrers(route);
     case Kind::kPatch: return GetPatch(route, request.head);
     case Kind::kDiff: return GetValueDiff(route, request.head);
     case Kind::kStructures: return ListStructure(route);

@@ -32,6 +32,7 @@
 #include "registry/archive_storage.h"
 #include "registry/http_message.h"
 #include "registry/keyed_mutex.h"
+#include "registry/oci_manifest.h"
 #include "store/blob_store.h"
 #include "store/metadata_db.h"
 
@@ -74,6 +75,8 @@ inline constexpr char kBlzPatchMediaType[] = "application/vnd.blz.patch.v1";
 
 struct RegistryOptions {
   bool private_mode = false;  // reads need a token too
+  // DELETE of manifests, tags and blobs (202); false (`blz serve --no-delete`): 405 UNSUPPORTED.
+  bool allow_delete = true;
   uint64_t max_blob_bytes = kMaxBlobBytes;
   uint64_t max_manifest_bytes = kMaxManifestBytes;
   // Computes patches for GET /v2/<name>/blz/patch; empty = that endpoint answers
@@ -153,6 +156,26 @@ class Registry {
   // Is route.ref an open upload session of route.name? REQUIRES: its upload lock is held.
   bool UploadSessionBelongs(const Route& route);
   Response PutManifest(const Route& route, const Request& request);
+  // PutManifest's checks of what a manifest references (registry/manifest_handlers.cc). Each
+  // adds the blobs to link to *put, or sets *error and returns false.
+  // A blob: linked into `repository`, present, of `size` bytes (else MANIFEST_BLOB_UNKNOWN /
+  // MANIFEST_INVALID).
+  bool CheckManifestBlob(const std::string& repository, const std::string& digest, uint64_t size,
+                         store::ManifestPut* put, Response* error);
+  // Any OCI manifest: its config and layers (CheckManifestBlob), an index's manifests (in the
+  // repository, of the stated size).
+  bool CheckReferences(const Route& route, const OciManifest& manifest, store::ManifestPut* put,
+                       Response* error);
+  // A blz model manifest: its blz-specific shape, its blobs, and its archive identified and
+  // verified; fills in the version fields of *put.
+  bool PrepareModelVersion(const OciManifest& manifest, store::ManifestPut* put,
+                           Response* error);
+  Response DeleteManifest(const Route& route);
+  Response ListReferrers(const Route& route);
+  Response DeleteBlob(const Route& route);
+  // POST /v2/<name>/blobs/uploads/?mount=<digest>[&from=<repository>]: links the blob and
+  // answers 201 when it may be mounted; nullopt: start an upload session instead.
+  std::optional<Response> TryMount(const Route& route);
   Response GetManifest(const Route& route);
   Response ListTags(const Route& route);
   Response GetPatch(const Route& route, const RequestHead& head);

@@ -27,6 +27,7 @@ struct Registry::Route {
     kUploadSession,  // /v2/<name>/blobs/uploads/<uuid>
     kManifest,       // /v2/<name>/manifests/<reference>
     kTags,           // /v2/<name>/tags/list
+    kReferrers,      // /v2/<name>/referrers/<digest>
     kPatch,          // /v2/<name>/blz/patch
     kDiff,           // /v2/<name>/blz/diff
     kStructures,     // /v2/_blz/structures/<structural hash>
@@ -35,7 +36,8 @@ struct Registry::Route {
   Kind kind = Kind::kPing;
   std::string method;
   std::string name;
-  std::string ref;  // blob digest, upload uuid, manifest reference or structural hash
+  std::string ref;  // blob digest, upload uuid, manifest reference, subject digest or
+                    // structural hash
   Target target;
 
   std::optional<std::string> Query(const std::string& key) const {

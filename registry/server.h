@@ -21,6 +21,7 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:5000";
   int threads = 0;  // 0 = number of cores
   bool private_mode = false;
+  bool no_delete = false;  // DELETE of manifests, tags and blobs answers 405 UNSUPPORTED
   // Storage (docs/registry-api.md, "Storage"): the soft bound on archives rebuilt into
   // <data>/cache, and whether raw archive blobs are kept next to their full patches.
   uint64_t cache_bytes = 8ull << 30;

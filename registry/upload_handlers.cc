@@ -107,7 +107,38 @@ Response UnknownUpload(const std::string& uuid) {
   return ErrorResponse(OciError::kBlobUploadUnknown, "upload session '" + uuid + "' is unknown");
 }
 
+// 201 Created for a blob now readable at /v2/<name>/blobs/<digest>.
+Response BlobCreated(const std::string& name, const std::string& digest) {
+  Response res = Empty(201);
+  res.Set("Location", "/v2/" + name + "/blobs/" + digest);
+  res.Set("Docker-Content-Digest", digest);
+  return res;
+}
+
 }  // namespace
+
+std::optional<Response> Registry::TryMount(const Route& route) {
+  const std::string digest = *route.Query("mount");
+  if (!IsValidOciDigest(digest)) return std::nullopt;
+  const std::optional<std::string> from = route.Query("from");
+  Result<bool> readable = false;
+  if (from.has_value()) {
+    // Only from a repository that holds the blob (and, with tokens, that the caller may read:
+    // Prepare checks pull access to ?from=).
+    if (!ValidateRepositoryName(*from).ok()) return std::nullopt;
+    readable = db_->BlobLinked(*from, digest);
+  } else if (!options_.private_mode) {
+    // Automatic mount: every repository of a public registry is readable by anyone, so a blob
+    // linked anywhere may be linked here too.
+    readable = db_->BlobLinkedAnywhere(digest);
+  }
+  if (!readable.ok()) return ErrorResponse(readable.status(), ErrorContext::kUpload);
+  if (!*readable || !storage_->Stat(digest).ok()) return std::nullopt;
+  if (Status s = db_->LinkBlob(route.name, digest); !s.ok()) {
+    return ErrorResponse(s, ErrorContext::kUpload);
+  }
+  return BlobCreated(route.name, digest);
+}
 
 // REQUIRES: the session's upload lock is held.
 bool Registry::UploadSessionBelongs(const Route& route) {
@@ -118,8 +149,10 @@ bool Registry::UploadSessionBelongs(const Route& route) {
 Response Registry::StartUpload(const Route& route, const Request& request) {
   std::optional<std::string> digest = route.Query("digest");
   if (!digest.has_value()) {
-    // Open a session (a cross-repository ?mount= is not supported: fall back to an upload, as
-    // the spec allows).
+    if (route.Query("mount").has_value()) {
+      if (std::optional<Response> mounted = TryMount(route)) return std::move(*mounted);
+    }
+    // Open a session (also when a ?mount= cannot be served: the spec's fallback).
     if (int64_t now = int64_t(std::time(nullptr)); now - last_upload_purge_.load() >= 3600) {
       (void)PurgeStaleUploads(/*orphans=*/false);  // best effort: a failure must not block uploads
     }
@@ -154,11 +187,9 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
                          info.status().message(), json{{"digest", *digest}});
   }
   Status s = db_->RecordBlob(info->digest, info->size);
+  if (s.ok()) s = db_->LinkBlob(route.name, info->digest);
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);
-  Response res = Empty(201);
-  res.Set("Location", "/v2/" + route.name + "/blobs/" + info->digest);
-  res.Set("Docker-Content-Digest", info->digest);
-  return res;
+  return BlobCreated(route.name, info->digest);
 }
 
 bool Registry::AppendChunk(const Route& route, const Request& request, uint64_t* new_size,
@@ -291,11 +322,9 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   }
   Status s = db_->DeleteUpload(route.ref);
   if (s.ok()) s = db_->RecordBlob(info->digest, info->size);
+  if (s.ok()) s = db_->LinkBlob(route.name, info->digest);
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);
-  Response res = Empty(201);
-  res.Set("Location", "/v2/" + route.name + "/blobs/" + info->digest);
-  res.Set("Docker-Content-Digest", info->digest);
-  return res;
+  return BlobCreated(route.name, info->digest);
 }
 
 Response Registry::CancelUpload(const Route& route) {

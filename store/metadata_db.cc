@@ -90,15 +90,24 @@ Status MetadataDb::PutManifest(const ManifestPut& put) {
   {
     BLZ_ASSIGN_OR_RETURN(
         Statement st,
-        db_.Prepare("INSERT INTO manifests (repository_id, digest, media_type, content, created) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (repository_id, digest) DO NOTHING"));
+        db_.Prepare("INSERT INTO manifests (repository_id, digest, media_type, content, created, "
+                    "subject_digest, artifact_type, annotations) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+                    "ON CONFLICT (repository_id, digest) DO NOTHING"));
     BLZ_RETURN_IF_ERROR(st.Bind(1, repo_id));
     BLZ_RETURN_IF_ERROR(st.Bind(2, put.digest));
     BLZ_RETURN_IF_ERROR(st.Bind(3, put.media_type));
     BLZ_RETURN_IF_ERROR(st.BindBlob(4, put.content));
     BLZ_RETURN_IF_ERROR(st.Bind(5, now));
+    const std::string* optional_text[] = {&put.subject_digest, &put.artifact_type,
+                                          &put.annotations};
+    for (int i = 0; i < 3; ++i) {
+      BLZ_RETURN_IF_ERROR(optional_text[i]->empty() ? st.BindNull(6 + i)
+                                                    : st.Bind(6 + i, *optional_text[i]));
+    }
     BLZ_RETURN_IF_ERROR(st.Run());
   }
+  for (const std::string& blob : put.blobs) BLZ_RETURN_IF_ERROR(LinkBlobLocked(put.repository, blob));
   if (!put.tag.empty()) {
     BLZ_ASSIGN_OR_RETURN(
         Statement st,

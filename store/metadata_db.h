@@ -47,6 +47,28 @@ struct ManifestPut {
   // The archive's structural hash (64 lower-case hex, formats/identify.h); "" = unknown (NULL).
   // Re-pushing a version whose hash is unknown records it.
   std::string structural_hash;
+  // For the referrers API: the digest of the manifest's subject ("" = none), its artifact type
+  // ("" = none) and its annotations as JSON object text ("" = none).
+  std::string subject_digest;
+  std::string artifact_type;
+  std::string annotations;
+  // Blobs the manifest references, linked into the repository in the same transaction.
+  std::vector<std::string> blobs;
+};
+
+// A manifest that names another as its subject (OCI referrers API).
+struct ReferrerRecord {
+  std::string digest;
+  std::string media_type;
+  uint64_t size = 0;
+  std::string artifact_type;  // "" = none
+  std::string annotations;    // JSON object text; "" = none
+};
+
+// What DeleteManifest removed.
+struct ManifestDeletion {
+  std::vector<std::string> tags;  // tags that pointed at the manifest, now gone
+  std::string archive_digest;     // the model version it was, "" when it was not one
 };
 
 struct VersionRecord {
@@ -164,6 +186,26 @@ class MetadataDb {
   // Records (or replaces) the patch from -> to; `repository` may be empty.
   Status RecordPatch(std::string_view repository, const PatchRecord& patch);
 
+  // -- OCI content: blob links, referrers, deletes (store/metadata_db_content.cc) --
+  // Links a blob into a repository (idempotent): it becomes readable there.
+  Status LinkBlob(std::string_view repository, std::string_view digest);
+  // Is the blob linked into the repository?
+  Result<bool> BlobLinked(std::string_view repository, std::string_view digest);
+  // Is the blob linked into any repository?
+  Result<bool> BlobLinkedAnywhere(std::string_view digest);
+  // Unlinks a blob from a repository; false when it was not linked. The bytes stay in the blob
+  // store (garbage collection removes them once nothing references them).
+  Result<bool> UnlinkBlob(std::string_view repository, std::string_view digest);
+  // Manifests of `repository` whose subject is `subject_digest`, ordered by digest. An unknown
+  // repository or subject gives an empty list.
+  Result<std::vector<ReferrerRecord>> ListReferrers(std::string_view repository,
+                                                    std::string_view subject_digest);
+  // Removes a tag (the manifest stays); false when there was no such tag.
+  Result<bool> DeleteTag(std::string_view repository, std::string_view tag);
+  // Removes a manifest, the tags that point at it and the model version it records, in one
+  // transaction. kNotFound when the repository has no manifest with this digest.
+  Result<ManifestDeletion> DeleteManifest(std::string_view repository, std::string_view digest);
+
   // -- tokens --
   // Creates a token: 32 random bytes as 64 lower-case hex digits. Only its SHA-256 (hex) is
   // stored; the token itself is returned once and never again.
@@ -185,6 +227,7 @@ class MetadataDb {
   explicit MetadataDb(sqlite::Database db) : db_(std::move(db)) {}
   // REQUIRES mu_ held. kNotFound when absent.
   Result<int64_t> RepositoryIdLocked(std::string_view repository);
+  Status LinkBlobLocked(std::string_view repository, std::string_view digest);
   Result<Page> ListLocked(std::string_view sql_prefix, std::optional<int64_t> repository_id,
                           std::optional<uint64_t> limit, std::string_view last);
 

@@ -1,0 +1,40 @@
+-- blz registry metadata: any OCI content (image manifests, indexes, artifacts, Docker schema 2),
+-- the referrers API, deletes, and blobs linked into repositories.
+
+-- What the referrers API lists of a manifest (docs/registry-api.md, "Referrers"): the digest of
+-- its `subject` (NULL when it has none), its artifact type (`artifactType`, else an image
+-- manifest's config.mediaType; NULL when neither) and its `annotations` as JSON object text
+-- (NULL when it has none). Rows of a schema-2 DB are blz model manifests: none has a subject.
+ALTER TABLE manifests ADD COLUMN subject_digest TEXT;
+ALTER TABLE manifests ADD COLUMN artifact_type TEXT;
+ALTER TABLE manifests ADD COLUMN annotations TEXT;
+CREATE INDEX manifests_by_subject ON manifests (repository_id, subject_digest)
+  WHERE subject_digest IS NOT NULL;
+
+-- Blobs linked into a repository, as distribution keeps them: a blob is readable at
+-- /v2/<name>/blobs/<digest> only while it is linked into <name>. A finished upload, a
+-- cross-repository mount and a manifest push link blobs; DELETE of the blob unlinks it. The bytes
+-- stay in the blob store (shared by every repository) until garbage collection finds them
+-- unreferenced. Keyed by name, not repositories.id: blobs are uploaded before the first manifest
+-- creates the repository.
+CREATE TABLE repository_blobs (
+  repository TEXT NOT NULL,
+  digest     TEXT NOT NULL,
+  created    INTEGER NOT NULL,
+  PRIMARY KEY (repository, digest)
+) STRICT;
+
+-- Every blob a stored manifest references is linked into the manifest's repository (the
+-- CTE is materialized so that json_each never sees a row that is not valid JSON).
+WITH valid AS MATERIALIZED (
+  SELECT r.name AS repository, CAST(m.content AS TEXT) AS body, m.created AS created
+  FROM manifests m JOIN repositories r ON r.id = m.repository_id
+  WHERE json_valid(CAST(m.content AS TEXT))
+)
+INSERT OR IGNORE INTO repository_blobs (repository, digest, created)
+  SELECT repository, json_extract(body, '$.config.digest'), created FROM valid
+  WHERE json_type(body, '$.config.digest') = 'text'
+  UNION ALL
+  SELECT v.repository, json_extract(l.value, '$.digest'), v.created
+  FROM valid v, json_each(v.body, '$.layers') l
+  WHERE json_type(l.value, '$.digest') = 'text';

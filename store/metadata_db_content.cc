@@ -1,0 +1,164 @@
+// MetadataDb's OCI content: blobs linked into repositories, the referrers of a manifest, and
+// deletes of tags and manifests (migrations/0003_oci_content.sql).
+#include <ctime>
+
+#include "store/metadata_db.h"
+
+namespace blz::store {
+namespace {
+
+using sqlite::Statement;
+using sqlite::Transaction;
+
+int64_t Now() { return int64_t(std::time(nullptr)); }
+
+}  // namespace
+
+Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view digest) {
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("INSERT INTO repository_blobs (repository, digest, created) "
+                                   "VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
+  return st.Run();
+}
+
+Status MetadataDb::LinkBlob(std::string_view repository, std::string_view digest) {
+  std::lock_guard lock(mu_);
+  return LinkBlobLocked(repository, digest);
+}
+
+Result<bool> MetadataDb::BlobLinked(std::string_view repository, std::string_view digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT 1 FROM repository_blobs WHERE repository = ?1 AND "
+                                   "digest = ?2"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
+  return st.Step();
+}
+
+Result<bool> MetadataDb::BlobLinkedAnywhere(std::string_view digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT 1 FROM repository_blobs WHERE digest = ?1 LIMIT 1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+  return st.Step();
+}
+
+Result<bool> MetadataDb::UnlinkBlob(std::string_view repository, std::string_view digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("DELETE FROM repository_blobs WHERE repository = ?1 AND "
+                                   "digest = ?2 RETURNING 1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (row) {
+    BLZ_ASSIGN_OR_RETURN(bool more, st.Step());  // finish the statement
+    (void)more;
+  }
+  return row;
+}
+
+Result<std::vector<ReferrerRecord>> MetadataDb::ListReferrers(std::string_view repository,
+                                                              std::string_view subject_digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("SELECT m.digest, m.media_type, length(m.content), m.artifact_type, "
+                  "m.annotations FROM manifests m JOIN repositories r ON r.id = m.repository_id "
+                  "WHERE r.name = ?1 AND m.subject_digest = ?2 ORDER BY m.digest"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, subject_digest));
+  std::vector<ReferrerRecord> out;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    ReferrerRecord r;
+    r.digest = st.ColumnText(0);
+    r.media_type = st.ColumnText(1);
+    r.size = uint64_t(st.ColumnInt(2));
+    if (!st.ColumnIsNull(3)) r.artifact_type = st.ColumnText(3);
+    if (!st.ColumnIsNull(4)) r.annotations = st.ColumnText(4);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<bool> MetadataDb::DeleteTag(std::string_view repository, std::string_view tag) {
+  std::lock_guard lock(mu_);
+  Result<int64_t> repo_id = RepositoryIdLocked(repository);
+  if (!repo_id.ok()) {
+    if (repo_id.status().code() == Code::kNotFound) return false;
+    return repo_id.status();
+  }
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("DELETE FROM tags WHERE repository_id = ?1 AND tag = ?2 "
+                                   "RETURNING 1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, *repo_id));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, tag));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (row) {
+    BLZ_ASSIGN_OR_RETURN(bool more, st.Step());
+    (void)more;
+  }
+  return row;
+}
+
+Result<ManifestDeletion> MetadataDb::DeleteManifest(std::string_view repository,
+                                                    std::string_view digest) {
+  std::lock_guard lock(mu_);
+  const std::string missing = "manifest " + std::string(digest) + " is not in repository '" +
+                              std::string(repository) + "'";
+  Result<int64_t> repo_id = RepositoryIdLocked(repository);
+  if (!repo_id.ok()) {
+    if (repo_id.status().code() == Code::kNotFound) return NotFound(missing);
+    return repo_id.status();
+  }
+  BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
+  ManifestDeletion deletion;
+  {
+    BLZ_ASSIGN_OR_RETURN(Statement st,
+                         db_.Prepare("DELETE FROM tags WHERE repository_id = ?1 AND "
+                                     "manifest_digest = ?2 RETURNING tag"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, *repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
+    while (true) {
+      BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      deletion.tags.push_back(st.ColumnText(0));
+    }
+  }
+  {
+    BLZ_ASSIGN_OR_RETURN(Statement st,
+                         db_.Prepare("DELETE FROM versions WHERE repository_id = ?1 AND "
+                                     "manifest_digest = ?2 RETURNING archive_digest"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, *repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
+    while (true) {
+      BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      deletion.archive_digest = st.ColumnText(0);
+    }
+  }
+  bool found = false;
+  {
+    BLZ_ASSIGN_OR_RETURN(Statement st,
+                         db_.Prepare("DELETE FROM manifests WHERE repository_id = ?1 AND "
+                                     "digest = ?2 RETURNING 1"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, *repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
+    BLZ_ASSIGN_OR_RETURN(found, st.Step());
+    if (found) {
+      BLZ_ASSIGN_OR_RETURN(bool more, st.Step());
+      (void)more;
+    }
+  }
+  if (!found) return NotFound(missing);  // tx rolls back
+  BLZ_RETURN_IF_ERROR(tx.Commit());
+  return deletion;
+}
+
+}  // namespace blz::store
