@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "cli/commands.h"
@@ -42,6 +43,18 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_flag("--private", options->private_mode, "require a token for reads too");
   sub->add_flag("--no-delete", options->no_delete,
                 "refuse DELETE of manifests, tags and blobs (405 UNSUPPORTED)");
+  const std::map<std::string, uint64_t> time_units = {
+      {"s", 1}, {"m", 60}, {"min", 60}, {"h", 3600}, {"d", 86400}};
+  sub->add_option("--gc-interval", options->gc_interval,
+                  "collect garbage (unreferenced blobs) every INTERVAL, e.g. 6h, 1d (0 = only "
+                  "when asked: POST /v2/_blz/gc, `blz gc`)")
+      ->transform(CLI::AsNumberWithUnit(time_units, CLI::AsNumberWithUnit::CASE_INSENSITIVE))
+      ->default_str("0");
+  sub->add_option("--gc-grace", options->gc_grace,
+                  "unreferenced blobs written less than this long ago are kept (protects pushes "
+                  "in progress)")
+      ->transform(CLI::AsNumberWithUnit(time_units, CLI::AsNumberWithUnit::CASE_INSENSITIVE))
+      ->default_str("1h");
   sub->add_option("--cache-size", options->cache_bytes,
                   "soft bound on archives rebuilt from full patches into <data>/cache "
                   "(e.g. 512MiB, 20GB; kb = 1000 bytes, kib = 1024)")

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   AddModelCommands(app, &commands);
   AddIdentityCommands(app, &commands);
   AddRegistryCommands(app, &commands);
+  AddManageCommands(app, &commands);
   AddExportCommands(app, &commands);
 
   try {

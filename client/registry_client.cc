@@ -203,6 +203,23 @@ Result<std::string> RegistryClient::StartUpload(std::string_view name) {
   return location;
 }
 
+Status RegistryClient::DeleteManifest(std::string_view name, std::string_view digest) {
+  const std::string what = "manifest " + std::string(name) + "@" + std::string(digest);
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r,
+                       http_.Send(NewRequest("DELETE", "/v2/" + std::string(name) +
+                                                           "/manifests/" + std::string(digest))));
+  if (r.status != 202) return Fail(r, "rm", what);
+  return Status::Ok();
+}
+
+Result<std::string> RegistryClient::CollectGarbage(bool dry_run) {
+  BLZ_ASSIGN_OR_RETURN(
+      HttpResponse r,
+      http_.Send(NewRequest("POST", dry_run ? "/v2/_blz/gc?dry_run=true" : "/v2/_blz/gc")));
+  if (r.status != 200) return Fail(r, "gc", "garbage collection at " + registry_.ToString());
+  return r.body;
+}
+
 Result<bool> RegistryClient::MountBlob(std::string_view name, std::string_view digest) {
   BLZ_RETURN_IF_ERROR(ParseDigest(digest).status());
   BLZ_ASSIGN_OR_RETURN(HttpResponse r,

@@ -93,6 +93,13 @@ class RegistryClient {
   // digest the body must hash to it (kDigestMismatch).
   Result<ManifestResponse> GetManifest(std::string_view name, std::string_view reference);
 
+  // DELETE /v2/<name>/manifests/<digest>: the manifest, the tags that point at it and the model
+  // version it records (202). kNotFound when the repository has no such manifest.
+  Status DeleteManifest(std::string_view name, std::string_view digest);
+
+  // POST /v2/_blz/gc[?dry_run=true]: one garbage collection; returns the report's JSON text.
+  Result<std::string> CollectGarbage(bool dry_run);
+
   // GET /v2/<name>/tags/list, following pagination (Link: <...>; rel="next").
   Result<std::vector<std::string>> ListTags(std::string_view name);
 

@@ -205,6 +205,17 @@ Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
   return out;
 }
 
+Result<std::chrono::system_clock::time_point> FileModifiedTime(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return IOError(path + ": cannot stat: " + std::strerror(errno));
+  }
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+}
+
 Status SyncDir(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return IOError(Errno("cannot open directory", dir));

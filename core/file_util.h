@@ -7,6 +7,7 @@
 #ifndef BLZ_CORE_FILE_UTIL_H_
 #define BLZ_CORE_FILE_UTIL_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -63,6 +64,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, int mode 
 
 // Reads a whole file, refusing files larger than `max_bytes`.
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes);
+
+// When the file at `path` was last written (its mtime). Errors: kNotFound, kIOError.
+Result<std::chrono::system_clock::time_point> FileModifiedTime(const std::string& path);
 
 // fsyncs a directory (after a rename into it).
 Status SyncDir(const std::string& dir);

@@ -57,6 +57,7 @@ std::string_view AllowedMethods(Kind kind) {
     case Kind::kDiff: return "GET, HEAD";
     case Kind::kStructures: return "GET";
     case Kind::kStorage: return "GET";
+    case Kind::kGc: return "POST";
   }
   return "";
 }
@@ -198,6 +199,8 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
     route.ref = c[3];
   } else if (n == 3 && c[1] == "_blz" && c[2] == "storage") {
     route.kind = Kind::kStorage;
+  } else if (n == 3 && c[1] == "_blz" && c[2] == "gc") {
+    route.kind = Kind::kGc;
   } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "diff") {
     route.kind = Kind::kDiff;
     route.name = Join(raw, 1, n - 2);
@@ -263,7 +266,7 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
   }
 
   if (route.kind != Kind::kPing && route.kind != Kind::kCatalog &&
-      route.kind != Kind::kStructures && route.kind != Kind::kStorage) {
+      route.kind != Kind::kStructures && route.kind != Kind::kStorage && route.kind != Kind::kGc) {
     Status name_ok = ValidateRepositoryName(route.name);
     if (!name_ok.ok()) {
       *error = ErrorResponse(OciError::kNameInvalid, name_ok.message(),
@@ -306,6 +309,9 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
     case Kind::kManifest:  // a PUT verifies the archive and identifies its structure
     case Kind::kUploadSession:  // a closing PUT hashes the whole blob
       plan.heavy = head.method == "PUT";
+      break;
+    case Kind::kGc:  // lists and removes blobs
+      plan.heavy = true;
       break;
     case Kind::kUploadStart:  // a monolithic upload (?digest=) hashes the blob
       plan.heavy = route->Query("digest").has_value();
@@ -398,8 +404,17 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
     case Kind::kDiff: return GetValueDiff(route, request.head);
     case Kind::kStructures: return ListStructure(route);
     case Kind::kStorage: return GetStorageStatus();
+    case Kind::kGc: return RunGc(route);
   }
   return ErrorResponse(OciError::kNotFound, "no such endpoint");
+}
+
+Result<GcReport> Registry::CollectGarbage(bool dry_run) {
+  std::lock_guard lock(gc_mu_);
+  GcOptions o;
+  o.grace = options_.gc_grace;
+  o.dry_run = dry_run;
+  return registry::CollectGarbage(blobs_, db_.get(), o);
 }
 
 // ---- endpoints ----
@@ -424,6 +439,30 @@ Response Registry::Catalog(const Route& route) {
     res.Set("Link", "</v2/_catalog?n=" + std::to_string(*limit) + "&last=" +
                         page->items.back() + ">; rel=\"next\"");
   }
+  return res;
+}
+
+Response Registry::RunGc(const Route& route) {
+  const std::optional<std::string> dry = route.Query("dry_run");
+  if (dry.has_value() && *dry != "true" && *dry != "false" && *dry != "1" && *dry != "0") {
+    return ErrorResponse(OciError::kBadRequest, "dry_run must be true or false");
+  }
+  const bool dry_run = dry.has_value() && (*dry == "true" || *dry == "1");
+  Result<GcReport> report = CollectGarbage(dry_run);
+  if (!report.ok()) return ErrorResponse(report.status(), ErrorContext::kGeneral);
+  Response res;
+  res.body = json{{"dry_run", report->dry_run},
+                  {"blobs_total", report->blobs_total},
+                  {"blobs_marked", report->blobs_marked},
+                  {"blobs_removed", report->blobs_removed},
+                  {"bytes_freed", report->bytes_freed},
+                  {"blobs_too_young", report->blobs_too_young},
+                  {"derived_forgotten", report->derived_forgotten},
+                  {"removed", report->removed},
+                  {"errors", report->errors},
+                  {"seconds", report->seconds}}
+                 .dump();
+  res.Set("Content-Type", "application/json");
   return res;
 }
 

@@ -24,12 +24,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "core/status.h"
 #include "registry/archive_storage.h"
+#include "registry/garbage_collector.h"
 #include "registry/http_message.h"
 #include "registry/keyed_mutex.h"
 #include "registry/oci_manifest.h"
@@ -90,6 +92,8 @@ struct RegistryOptions {
   // Upload sessions left unfinished longer than this are deleted (row and file): at Open, and
   // at most hourly when a session is started. distribution's default (uploadpurging) is a week.
   std::chrono::seconds upload_max_age{7 * 24 * 3600};
+  // Garbage collection (registry/garbage_collector.h): unreferenced blobs younger than this stay.
+  std::chrono::milliseconds gc_grace{std::chrono::hours(1)};
   // The minimum rate at which request bodies must arrive (see kMinBodyBytesPerSecond).
   BodyRateLimit body_rate;
 };
@@ -121,6 +125,10 @@ class Registry {
   // Creates the token named "admin" unless one exists. Returns the new token, or nullopt when
   // an admin token already existed.
   Result<std::optional<std::string>> EnsureAdminToken();
+
+  // Runs one garbage collection (registry/garbage_collector.h) with options_.gc_grace; one at a
+  // time (a second call waits for the first). Also POST /v2/_blz/gc.
+  Result<GcReport> CollectGarbage(bool dry_run);
 
   const std::string& data_dir() const { return data_dir_; }
   store::BlobStore& blobs() { return blobs_; }
@@ -184,6 +192,8 @@ class Registry {
   // GET /v2/_blz/storage: StorageStatus as JSON.
   Response GetStorageStatus();
   Response GetValueDiff(const Route& route, const RequestHead& head);
+  // POST /v2/_blz/gc[?dry_run=true]: GcReport as JSON.
+  Response RunGc(const Route& route);
   Response ListStructure(const Route& route);
 
   // A blob computed from other blobs on the first request and kept (patches, value diffs).
@@ -237,6 +247,7 @@ class Registry {
   std::atomic<uint64_t> patches_computed_{0};
   KeyedMutex diff_locks_;
   std::atomic<uint64_t> value_diffs_computed_{0};
+  std::mutex gc_mu_;
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
 };

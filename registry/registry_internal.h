@@ -32,6 +32,7 @@ struct Registry::Route {
     kDiff,           // /v2/<name>/blz/diff
     kStructures,     // /v2/_blz/structures/<structural hash>
     kStorage,        // /v2/_blz/storage
+    kGc,             // /v2/_blz/gc
   };
   Kind kind = Kind::kPing;
   std::string method;

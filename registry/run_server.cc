@@ -2,17 +2,66 @@
 // (through PatcherPatchFunction and PatcherFullPatchFunctions).
 #include <cstdio>
 #include <iostream>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "registry/net.h"
 #include "registry/server.h"
 
 namespace blz::registry {
+namespace {
+
+// Runs a garbage collection every `interval` (none when it is zero) on its own thread, logging
+// one line per run on stderr, until Stop().
+class PeriodicGc {
+ public:
+  PeriodicGc(Registry* registry, std::chrono::seconds interval) : registry_(registry) {
+    if (interval.count() > 0) thread_ = std::thread([this, interval] { Loop(interval); });
+  }
+  ~PeriodicGc() { Stop(); }
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop(std::chrono::seconds interval) {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, interval, [this] { return stop_; })) {
+      lock.unlock();
+      Result<GcReport> r = registry_->CollectGarbage(/*dry_run=*/false);
+      std::string line =
+          r.ok() ? "gc: " + std::to_string(r->blobs_removed) + " blobs removed, " +
+                       std::to_string(r->bytes_freed) + " bytes freed, " +
+                       std::to_string(r->blobs_marked) + " referenced, " +
+                       std::to_string(r->errors.size()) + " errors\n"
+                 : "gc: failed: " + r.status().ToString() + "\n";
+      std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines never interleave
+      lock.lock();
+    }
+  }
+
+  Registry* registry_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
 
 Status RunServer(const ServerOptions& options) {
   RegistryOptions ropts;
   ropts.private_mode = options.private_mode;
   ropts.allow_delete = !options.no_delete;
+  ropts.gc_grace = std::chrono::seconds(options.gc_grace);
   ropts.create_patch = PatcherPatchFunction();
   // Archives are stored as verified full patches, compressed in the background after a push.
   ropts.full_patch = PatcherFullPatchFunctions();
@@ -56,8 +105,10 @@ Status RunServer(const ServerOptions& options) {
   }
   std::cout << "listening on " << server->url() << std::endl;
 
+  PeriodicGc gc(registry.get(), std::chrono::seconds(options.gc_interval));
   signals_ioc.run();  // returns once a signal arrived
   std::fprintf(stderr, "signal %d: shutting down\n", received);
+  gc.Stop();
   server->Stop();
   return Status::Ok();
 }

@@ -22,6 +22,10 @@ struct ServerOptions {
   int threads = 0;  // 0 = number of cores
   bool private_mode = false;
   bool no_delete = false;  // DELETE of manifests, tags and blobs answers 405 UNSUPPORTED
+  // Garbage collection (registry/garbage_collector.h): every `gc_interval` seconds (0 = only
+  // when asked, POST /v2/_blz/gc); unreferenced blobs younger than `gc_grace` seconds stay.
+  uint64_t gc_interval = 0;
+  uint64_t gc_grace = 3600;
   // Storage (docs/registry-api.md, "Storage"): the soft bound on archives rebuilt into
   // <data>/cache, and whether raw archive blobs are kept next to their full patches.
   uint64_t cache_bytes = 8ull << 30;

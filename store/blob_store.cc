@@ -221,13 +221,7 @@ Result<std::string> BlobStore::Quarantine(std::string_view digest, uint64_t hash
   return dest;
 }
 
-Result<ScrubReport> BlobStore::Scrub(const std::function<void(const std::string&)>& log) const {
-  ScrubReport report;
-  auto note = [&](std::vector<std::string>* list, std::string item, const std::string& line) {
-    list->push_back(std::move(item));
-    if (log) log(line);
-  };
-  // List first, then hash: quarantining while iterating would disturb the iterator.
+Result<std::vector<std::string>> BlobStore::ListDigests() const {
   std::vector<std::string> digests;
   std::error_code ec;
   for (std::filesystem::directory_iterator shard(blobs_dir_, ec), end; !ec && shard != end;
@@ -246,6 +240,50 @@ Result<ScrubReport> BlobStore::Scrub(const std::function<void(const std::string&
     if (fec) return IOError(shard->path().string() + ": cannot list: " + fec.message());
   }
   if (ec) return IOError(blobs_dir_ + ": cannot list: " + ec.message());
+  return digests;
+}
+
+Result<uint64_t> BlobStore::RemoveIfOlder(std::string_view digest,
+                                          std::chrono::system_clock::time_point cutoff) const {
+  BLZ_ASSIGN_OR_RETURN(std::string path, PathFor(digest));
+  const std::string young =
+      "blob " + std::string(digest) + " is younger than the grace period";
+  // A young file is never moved, not even for a moment: a push that just wrote it may be
+  // checking it is there.
+  Result<std::chrono::system_clock::time_point> before = FileModifiedTime(path);
+  if (!before.ok()) {
+    if (before.status().code() == Code::kNotFound) return uint64_t(0);
+    return before.status();
+  }
+  if (*before >= cutoff) return Unavailable(young);
+  // Move the file aside, then judge the very file moved: a copy published between the check
+  // above and the move (a push of the same bytes) is young, and goes back.
+  const std::string aside = NewTempPath("gc");
+  if (::rename(path.c_str(), aside.c_str()) != 0) {
+    if (errno == ENOENT) return uint64_t(0);
+    return IOError(Errno("cannot move blob aside", path));
+  }
+  BLZ_ASSIGN_OR_RETURN(std::chrono::system_clock::time_point mtime, FileModifiedTime(aside));
+  BLZ_ASSIGN_OR_RETURN(uint64_t size, FileSize(aside));
+  if (mtime >= cutoff) {
+    // Identical bytes by construction: replacing a copy published meanwhile is harmless.
+    if (::rename(aside.c_str(), path.c_str()) != 0) {
+      return IOError(Errno("cannot move blob back", path));
+    }
+    return Unavailable(young);
+  }
+  if (::unlink(aside.c_str()) != 0) return IOError(Errno("cannot remove", aside));
+  return size;
+}
+
+Result<ScrubReport> BlobStore::Scrub(const std::function<void(const std::string&)>& log) const {
+  ScrubReport report;
+  auto note = [&](std::vector<std::string>* list, std::string item, const std::string& line) {
+    list->push_back(std::move(item));
+    if (log) log(line);
+  };
+  // List first, then hash: quarantining while iterating would disturb the iterator.
+  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> digests, ListDigests());
 
   for (const std::string& digest : digests) {
     Result<BlobInfo> info = Stat(digest);

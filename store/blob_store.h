@@ -16,6 +16,7 @@
 #ifndef BLZ_STORE_BLOB_STORE_H_
 #define BLZ_STORE_BLOB_STORE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -99,6 +100,19 @@ class BlobStore {
   // result is kNotFound. Returns the quarantined file's path. Errors: kInvalidArgument
   // (malformed digest), kNotFound (not stored, quarantined concurrently, or replaced), kIOError.
   Result<std::string> Quarantine(std::string_view digest, uint64_t hashed_inode = 0) const;
+
+  // The digests of every published blob, in no particular order. Files in the blobs tree that
+  // are not named like a blob are ignored. Errors: kIOError (the tree cannot be listed).
+  Result<std::vector<std::string>> ListDigests() const;
+
+  // Garbage collection's removal of one blob: removes it only if its file was last written
+  // before `cutoff`. A young file is not touched. An old one is renamed aside and judged again
+  // (the very file that would be removed): a copy published concurrently is moved back, so
+  // it is never lost, though a reader may miss it for the instant between the two renames. Returns the bytes freed (0 when the
+  // blob was not there). Errors: kUnavailable (younger than `cutoff`: kept), kInvalidArgument,
+  // kIOError.
+  Result<uint64_t> RemoveIfOlder(std::string_view digest,
+                                 std::chrono::system_clock::time_point cutoff) const;
 
   // Re-hashes every published blob (streamed, one at a time) and quarantines each whose bytes
   // no longer hash to its name. Files in the blobs tree that are not named like a blob are

@@ -65,6 +65,24 @@ struct ReferrerRecord {
   std::string annotations;    // JSON object text; "" = none
 };
 
+// What garbage collection marks from (MetadataDb::GcRoots), read in one consistent snapshot.
+struct GcRoots {
+  struct Manifest {
+    std::string media_type;
+    std::string content;
+  };
+  struct Derived {  // a cached patch (from = "" for a full patch) or value diff
+    std::string from_digest;
+    std::string to_digest;
+    std::string blob_digest;
+  };
+  std::vector<Manifest> manifests;   // of every repository
+  std::vector<std::string> linked;   // blobs linked into any repository
+  std::vector<std::string> archives; // archives of every model version
+  std::vector<Derived> patches;
+  std::vector<Derived> value_diffs;
+};
+
 // What DeleteManifest removed.
 struct ManifestDeletion {
   std::vector<std::string> tags;  // tags that pointed at the manifest, now gone
@@ -205,6 +223,16 @@ class MetadataDb {
   // Removes a manifest, the tags that point at it and the model version it records, in one
   // transaction. kNotFound when the repository has no manifest with this digest.
   Result<ManifestDeletion> DeleteManifest(std::string_view repository, std::string_view digest);
+
+  // -- garbage collection (store/metadata_db_content.cc) --
+  // Everything a blob can be referenced from, read while no other write of this MetadataDb can
+  // interleave.
+  Result<GcRoots> ReadGcRoots();
+  // Forgets a cached patch or value diff (`kind` "patches" or "value_diffs") whose blob is
+  // still `blob_digest` (a row recomputed meanwhile stays).
+  Status ForgetDerived(std::string_view kind, const GcRoots::Derived& row);
+  // Forgets a blob's row in `blobs` (after its file was removed).
+  Status ForgetBlob(std::string_view digest);
 
   // -- tokens --
   // Creates a token: 32 random bytes as 64 lower-case hex digits. Only its SHA-256 (hex) is

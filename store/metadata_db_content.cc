@@ -161,4 +161,66 @@ Result<ManifestDeletion> MetadataDb::DeleteManifest(std::string_view repository,
   return deletion;
 }
 
+Result<GcRoots> MetadataDb::ReadGcRoots() {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));  // one snapshot
+  GcRoots roots;
+  {
+    BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT media_type, content FROM manifests"));
+    while (true) {
+      BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      roots.manifests.push_back({st.ColumnText(0), st.ColumnBlob(1)});
+    }
+  }
+  auto texts = [&](std::string_view sql, std::vector<std::string>* out) -> Status {
+    BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
+    while (true) {
+      BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) return Status::Ok();
+      out->push_back(st.ColumnText(0));
+    }
+  };
+  BLZ_RETURN_IF_ERROR(texts("SELECT DISTINCT digest FROM repository_blobs", &roots.linked));
+  BLZ_RETURN_IF_ERROR(texts("SELECT DISTINCT archive_digest FROM versions", &roots.archives));
+  auto derived = [&](std::string_view sql, std::vector<GcRoots::Derived>* out) -> Status {
+    BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
+    while (true) {
+      BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) return Status::Ok();
+      out->push_back({st.ColumnText(0), st.ColumnText(1), st.ColumnText(2)});
+    }
+  };
+  BLZ_RETURN_IF_ERROR(
+      derived("SELECT from_digest, to_digest, patch_digest FROM patches", &roots.patches));
+  BLZ_RETURN_IF_ERROR(
+      derived("SELECT from_digest, to_digest, diff_digest FROM value_diffs", &roots.value_diffs));
+  BLZ_RETURN_IF_ERROR(tx.Commit());
+  return roots;
+}
+
+Status MetadataDb::ForgetDerived(std::string_view kind, const GcRoots::Derived& row) {
+  std::string sql;
+  if (kind == "patches") {
+    sql = "DELETE FROM patches WHERE from_digest = ?1 AND to_digest = ?2 AND patch_digest = ?3";
+  } else if (kind == "value_diffs") {
+    sql = "DELETE FROM value_diffs WHERE from_digest = ?1 AND to_digest = ?2 AND diff_digest = ?3";
+  } else {
+    return InvalidArgument("ForgetDerived: unknown kind '" + std::string(kind) + "'");
+  }
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, row.from_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, row.to_digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, row.blob_digest));
+  return st.Run();
+}
+
+Status MetadataDb::ForgetBlob(std::string_view digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("DELETE FROM blobs WHERE digest = ?1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+  return st.Run();
+}
+
 }  // namespace blz::store

@@ -1,0 +1,116 @@
+// Registry maintenance commands: rm (a version) and gc (garbage collection), through the
+// registry's HTTP API (docs/registry-api.md: DELETE of manifests, POST /v2/_blz/gc).
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "client/auth.h"
+#include "client/reference.h"
+#include "client/registry_client.h"
+
+namespace blz::cli {
+namespace {
+
+struct RegistryArgs {
+  bool json = false;
+  int timeout = 60;
+};
+
+// Client options for `address`: the stored (or $BLZ_TOKEN) token and the I/O timeout.
+Result<client::RegistryClientOptions> OptionsFor(const client::RegistryAddress& address,
+                                                 int timeout) {
+  client::RegistryClientOptions options;
+  options.http.io_timeout = std::chrono::seconds(timeout);
+  BLZ_ASSIGN_OR_RETURN(options.token, client::ResolveToken(address.ToString()));
+  return options;
+}
+
+void AddRm(CLI::App& app, std::vector<Command>* commands) {
+  struct Args : RegistryArgs {
+    std::string reference;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("rm", "Remove a version from a registry");
+  sub->add_option("reference", args->reference, "HOST:PORT/NAME:TAG or HOST:PORT/NAME@DIGEST")
+      ->required();
+  sub->add_flag("--json", args->json, "print {reference, digest, removed} on stdout");
+  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
+      ->check(CLI::PositiveNumber);
+  sub->footer(
+      "Removes the manifest the reference names, every tag that points at it and the model\n"
+      "version it records (other versions are untouched). The bytes it alone used are freed\n"
+      "by the registry's next garbage collection (`blz gc`). Needs a token with delete access.");
+  commands->push_back({sub, [args]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(client::Reference ref, client::ParseReference(args->reference));
+    BLZ_ASSIGN_OR_RETURN(client::RegistryClientOptions options,
+                         OptionsFor(ref.registry, args->timeout));
+    client::RegistryClient registry(ref.registry, options);
+    std::string digest = ref.digest;
+    if (!ref.by_digest()) {
+      BLZ_ASSIGN_OR_RETURN(client::ManifestResponse m, registry.GetManifest(ref.name, ref.tag));
+      digest = m.digest;
+    }
+    BLZ_RETURN_IF_ERROR(registry.DeleteManifest(ref.name, digest));
+    if (args->json) {
+      PrintJson({{"reference", ref.ToString()}, {"digest", digest}, {"removed", true}});
+    } else {
+      std::printf("removed %s (%s)\n", Esc(ref.ToString()).c_str(), digest.c_str());
+    }
+    return Status::Ok();
+  }});
+}
+
+void AddGc(CLI::App& app, std::vector<Command>* commands) {
+  struct Args : RegistryArgs {
+    std::string registry;
+    bool dry_run = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("gc", "Collect a registry's garbage (unreferenced blobs)");
+  sub->add_option("registry", args->registry, "HOST:PORT")->required();
+  sub->add_flag("--dry-run", args->dry_run, "report what would be removed; remove nothing");
+  sub->add_flag("--json", args->json, "print the registry's report on stdout");
+  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
+      ->check(CLI::PositiveNumber);
+  sub->footer(
+      "Runs on the server while it serves (docs/registry-api.md, \"Garbage collection\"):\n"
+      "blobs no manifest, repository, version or cached patch references, and older than the\n"
+      "server's --gc-grace, are removed. Needs an admin token.");
+  commands->push_back({sub, [args]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(client::RegistryAddress address,
+                         client::ParseRegistryAddress(args->registry));
+    BLZ_ASSIGN_OR_RETURN(client::RegistryClientOptions options,
+                         OptionsFor(address, args->timeout));
+    client::RegistryClient registry(address, options);
+    BLZ_ASSIGN_OR_RETURN(std::string body, registry.CollectGarbage(args->dry_run));
+    nlohmann::json report = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (report.is_discarded() || !report.is_object()) {
+      return Unavailable("gc: the registry's report is not a JSON object");
+    }
+    if (args->json) {
+      PrintJson(report);
+      return Status::Ok();
+    }
+    std::printf("%s%llu blobs removed, %llu bytes freed; %llu referenced, %llu kept (younger "
+                "than the grace period)\n",
+                report.value("dry_run", false) ? "dry run: " : "",
+                (unsigned long long)report.value("blobs_removed", uint64_t(0)),
+                (unsigned long long)report.value("bytes_freed", uint64_t(0)),
+                (unsigned long long)report.value("blobs_marked", uint64_t(0)),
+                (unsigned long long)report.value("blobs_too_young", uint64_t(0)));
+    return Status::Ok();
+  }});
+}
+
+}  // namespace
+
+void AddManageCommands(CLI::App& app, std::vector<Command>* commands) {
+  AddRm(app, commands);
+  AddGc(app, commands);
+}
+
+}  // namespace blz::cli

@@ -1,0 +1,188 @@
+// Garbage collection (registry/garbage_collector.h) through the registry: what is removed,
+// what stays, the dry run, and GC running while pushes go on.
+#include "registry/garbage_collector.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/digest.h"
+#include "tests/registry/handler_harness.h"
+
+namespace blz::registry {
+namespace {
+
+using json = nlohmann::json;
+using testing::Harness;
+
+// Makes a stored blob look written `age` ago (GC keeps younger unreferenced blobs).
+void Backdate(Harness* h, const std::string& digest, std::chrono::seconds age) {
+  auto path = h->registry().blobs().PathFor(digest);
+  ASSERT_TRUE(path.ok());
+  std::filesystem::last_write_time(*path, std::filesystem::file_time_type::clock::now() - age);
+}
+
+bool Stored(Harness* h, const std::string& digest) {
+  return h->registry().blobs().Contains(digest);
+}
+
+// An image manifest over a config and a layer pushed to `repo`; returns the manifest body.
+std::string PushImage(Harness* h, const std::string& repo, const std::string& tag,
+                      const std::string& salt, std::vector<std::string>* digests = nullptr) {
+  const std::string config = "{\"os\":\"linux\",\"salt\":\"" + salt + "\"}";
+  const std::string layer = "layer " + salt;
+  const std::string cd = h->PushBlob(repo, config);
+  const std::string ld = h->PushBlob(repo, layer);
+  if (digests != nullptr) *digests = {cd, ld};
+  json m = {{"schemaVersion", 2},
+            {"mediaType", testing::kManifestType},
+            {"config",
+             {{"mediaType", "application/vnd.oci.image.config.v1+json"},
+              {"digest", cd},
+              {"size", config.size()}}},
+            {"layers", json::array({{{"mediaType", "application/vnd.oci.image.layer.v1.tar"},
+                                     {"digest", ld},
+                                     {"size", layer.size()}}})}};
+  const std::string body = m.dump();
+  Response r = h->PutManifest(repo, tag, body);
+  EXPECT_EQ(r.status, 201) << r.body;
+  return body;
+}
+
+RegistryOptions Grace(std::chrono::milliseconds grace) {
+  RegistryOptions o;
+  o.gc_grace = grace;
+  return o;
+}
+
+TEST(GarbageCollectorTest, RemovesUnreferencedOldBlobsOnly) {
+  Harness h(Grace(std::chrono::hours(1)));
+  std::vector<std::string> kept;
+  PushImage(&h, "org/app", "v1", "kept", &kept);
+  const std::string unlinked = h.PushBlob("org/app", "deleted later");
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/app/blobs/" + unlinked).status, 202);
+  const std::string young = h.PushBlob("org/app", "young garbage");
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/app/blobs/" + young).status, 202);
+  const std::string linked_only = h.PushBlob("org/app", "linked, no manifest yet");
+  for (const std::string& d : {kept[0], kept[1], unlinked, linked_only}) {
+    Backdate(&h, d, std::chrono::hours(2));
+  }
+
+  // The dry run tells, and removes nothing.
+  Response dry = h.Call("POST", "/v2/_blz/gc?dry_run=true");
+  ASSERT_EQ(dry.status, 200) << dry.body;
+  json d = json::parse(dry.body);
+  EXPECT_EQ(d["dry_run"], true);
+  EXPECT_EQ(d["blobs_removed"], 1);
+  EXPECT_EQ(d["removed"], json::array({unlinked}));
+  EXPECT_EQ(d["bytes_freed"], std::string("deleted later").size());
+  EXPECT_EQ(d["blobs_too_young"], 1);
+  EXPECT_TRUE(Stored(&h, unlinked));
+
+  Response run = h.Call("POST", "/v2/_blz/gc");
+  ASSERT_EQ(run.status, 200) << run.body;
+  EXPECT_EQ(json::parse(run.body)["blobs_removed"], 1);
+  EXPECT_FALSE(Stored(&h, unlinked));
+  EXPECT_TRUE(Stored(&h, young));        // within the grace period
+  EXPECT_TRUE(Stored(&h, linked_only));  // linked: a manifest may still reference it
+  EXPECT_TRUE(Stored(&h, kept[0]));
+  EXPECT_TRUE(Stored(&h, kept[1]));
+  EXPECT_EQ(h.Call("GET", "/v2/org/app/manifests/v1").status, 200);
+  // GC needs a token.
+  EXPECT_EQ(h.Call("POST", "/v2/_blz/gc", "", {}, /*auth=*/false).status, 401);
+}
+
+TEST(GarbageCollectorTest, DeletedVersionFreesItsUnsharedBlobsOthersStillPull) {
+  RegistryOptions o = Grace(std::chrono::milliseconds(0));
+  o.storage.background = false;  // no full patch recorded behind the collection's back
+  Harness h(o);
+  const std::string a = testing::TinyArchive(1);
+  const std::string b = testing::TinyArchive(2);
+  ASSERT_EQ(h.PutManifest("org/model", "v1", h.ManifestFor("org/model", a)).status, 201);
+  ASSERT_EQ(h.PutManifest("org/model", "v2", h.ManifestFor("org/model", b)).status, 201);
+  // The same archive also in another repository: shared, so it stays.
+  ASSERT_EQ(h.PutManifest("org/copy", "v1", h.ManifestFor("org/copy", a)).status, 201);
+  const std::string ad = MakeDigest(Sha256Hex(a));
+  const std::string bd = MakeDigest(Sha256Hex(b));
+  // A patch between the two versions is computed and cached.
+  Response patch = h.Call("GET", "/v2/org/model/blz/patch?from=" + ad + "&to=" + bd);
+  const bool patches_served = patch.status == 200;
+
+  Response v2 = h.Call("GET", "/v2/org/model/manifests/v2");
+  const std::string v2_digest = v2.Get("Docker-Content-Digest").value_or("");
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/model/manifests/" + v2_digest).status, 202);
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/model/blobs/" + bd).status, 202);
+
+  auto report = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_GE(report->blobs_removed, 1u);
+  EXPECT_FALSE(h.registry().storage().Stat(bd).ok());
+  if (patches_served) {
+    EXPECT_GE(report->derived_forgotten, 1u);
+  }
+  // Every other version still serves the same bytes.
+  for (const std::string repo : {"org/model", "org/copy"}) {
+    Response got = h.Call("GET", "/v2/" + repo + "/blobs/" + ad);
+    ASSERT_EQ(got.status, 200) << repo << ": " << got.body;
+    EXPECT_EQ(testing::BodyOf(got), a) << repo;
+  }
+  EXPECT_EQ(h.Call("GET", "/v2/org/model/manifests/v1").status, 200);
+}
+
+TEST(GarbageCollectorTest, PushesDuringRepeatedCollectionsLoseNothing) {
+  // A short grace period: blobs published but not yet linked are protected by it alone, and
+  // garbage made during the run (backdated) is really removed while pushes go on.
+  Harness h(Grace(std::chrono::seconds(2)));
+  constexpr int kPushes = 60;
+  std::atomic<bool> done{false};
+  std::atomic<int> collections{0};
+  std::atomic<uint64_t> removed{0};
+  std::thread collector([&] {
+    while (!done.load()) {
+      auto r = h.registry().CollectGarbage(/*dry_run=*/false);
+      EXPECT_TRUE(r.ok());
+      if (r.ok()) {
+        removed += r->blobs_removed;
+        EXPECT_TRUE(r->errors.empty()) << r->errors.front();
+      }
+      ++collections;
+    }
+  });
+  std::vector<std::string> bodies;
+  std::vector<std::string> garbage;
+  for (int i = 0; i < kPushes; ++i) {
+    bodies.push_back(PushImage(&h, "org/race", "t" + std::to_string(i), std::to_string(i)));
+    const std::string g = h.PushBlob("org/race", "garbage " + std::to_string(i));
+    EXPECT_EQ(h.Call("DELETE", "/v2/org/race/blobs/" + g).status, 202);
+    Backdate(&h, g, std::chrono::hours(2));
+    garbage.push_back(g);
+  }
+  done = true;
+  collector.join();
+  ASSERT_FALSE(HasFailure());
+  EXPECT_GT(collections.load(), 1);
+  // Everything pushed is complete: manifests, and every blob they reference, byte for byte.
+  for (int i = 0; i < kPushes; ++i) {
+    Response m = h.Call("GET", "/v2/org/race/manifests/t" + std::to_string(i));
+    ASSERT_EQ(m.status, 200);
+    EXPECT_EQ(m.body, bodies[i]);
+    json parsed = json::parse(m.body);
+    for (const json& d : {parsed["config"], parsed["layers"][0]}) {
+      Response b = h.Call("GET", "/v2/org/race/blobs/" + d["digest"].get<std::string>());
+      ASSERT_EQ(b.status, 200) << "push " << i << " lost " << d["digest"];
+      EXPECT_EQ(MakeDigest(Sha256Hex(testing::BodyOf(b))), d["digest"]);
+    }
+  }
+  // And the garbage is gone once a last collection has run.
+  ASSERT_TRUE(h.registry().CollectGarbage(false).ok());
+  for (const std::string& g : garbage) EXPECT_FALSE(Stored(&h, g)) << g;
+}
+
+}  // namespace
+}  // namespace blz::registry
