@@ -1,37 +1,29 @@
 #include "registry/garbage_collector.h"
 
 #include <algorithm>
+#include <ctime>
 #include <unordered_set>
 
 #include "core/file_util.h"
-#include "registry/oci_manifest.h"
 
 namespace blz::registry {
 
 Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb* db,
-                                const GcOptions& options) {
+                                KeyedMutex* blob_locks, const GcOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  // The cutoff is taken before the snapshot: a blob written after it is young.
+  // The cutoff is taken before the snapshot: a blob written or linked after it is young.
   const auto cutoff = std::chrono::system_clock::now() - options.grace;
-  BLZ_ASSIGN_OR_RETURN(store::GcRoots roots, db->ReadGcRoots());
+  const int64_t young_after = int64_t(std::chrono::system_clock::to_time_t(cutoff));
+  BLZ_ASSIGN_OR_RETURN(store::GcRoots roots, db->ReadGcRoots(young_after));
   GcReport report;
   report.dry_run = options.dry_run;
 
-  std::unordered_set<std::string> marked(roots.linked.begin(), roots.linked.end());
-  marked.insert(roots.archives.begin(), roots.archives.end());
-  for (const store::GcRoots::Manifest& m : roots.manifests) {
-    // Stored manifests passed ParseOciManifest when they were pushed.
-    Result<OciManifest> parsed = ParseOciManifest(m.content, m.media_type);
-    if (!parsed.ok()) continue;
-    if (parsed->config.has_value()) marked.insert(parsed->config->digest);
-    for (const OciDescriptor& layer : parsed->layers) marked.insert(layer.digest);
-  }
-  const std::unordered_set<std::string> archives_alive = marked;
+  std::unordered_set<std::string> marked(roots.referenced.begin(), roots.referenced.end());
+  const std::unordered_set<std::string> alive = marked;
   auto keep_derived = [&](const char* kind, const std::vector<store::GcRoots::Derived>& rows) {
     for (const store::GcRoots::Derived& row : rows) {
-      const bool alive = archives_alive.count(row.to_digest) > 0 &&
-                         (row.from_digest.empty() || archives_alive.count(row.from_digest) > 0);
-      if (alive) {
+      if (alive.count(row.to_digest) > 0 &&
+          (row.from_digest.empty() || alive.count(row.from_digest) > 0)) {
         marked.insert(row.blob_digest);
         continue;
       }
@@ -56,9 +48,9 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
     }
     if (options.dry_run) {
       Result<store::BlobInfo> info = blobs.Stat(digest);
-      Result<std::chrono::system_clock::time_point> mtime =
-          info.ok() ? FileModifiedTime(info->path) : Result<std::chrono::system_clock::time_point>(info.status());
-      if (!mtime.ok()) continue;  // removed meanwhile
+      if (!info.ok()) continue;  // removed meanwhile
+      Result<std::chrono::system_clock::time_point> mtime = FileModifiedTime(info->path);
+      if (!mtime.ok()) continue;
       if (*mtime >= cutoff) {
         ++report.blobs_too_young;
         continue;
@@ -66,6 +58,18 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
       ++report.blobs_removed;
       report.bytes_freed += info->size;
       report.removed.push_back(digest);
+      continue;
+    }
+    // Whoever makes a blob referenced (a manifest PUT, an upload, a mount) holds its lock from
+    // its check to its commit: under the lock, the answer below cannot change.
+    KeyedMutex::Lock lock(blob_locks, digest);
+    Result<bool> referenced = db->BlobReferenced(digest, young_after);
+    if (!referenced.ok()) {
+      report.errors.push_back(referenced.status().ToString());
+      continue;
+    }
+    if (*referenced) {
+      ++report.blobs_marked;
       continue;
     }
     Result<uint64_t> freed = blobs.RemoveIfOlder(digest, cutoff);

@@ -1,24 +1,21 @@
-// Garbage collection of the blob store (docs/registry-api.md, "Garbage collection"): online,
-// mark and sweep.
+// Garbage collection of the blob store (docs/registry-api.md, "Deletes and garbage
+// collection"): online, mark and sweep.
 //
-// Mark: from one snapshot of the metadata DB (MetadataDb::ReadGcRoots), every blob that
-//  - a manifest of any repository references (config and layers; a blz model's archive),
-//  - is linked into any repository (uploaded or mounted there and not deleted since),
-//  - is the archive of a model version,
-//  - is a cached patch, full patch or value diff whose archives are all marked (the rows of
-//    the others are forgotten: their archives are gone, so nobody can ask for them).
-// Sweep: every published blob that is not marked and whose file was last written more than
-// `grace` ago is removed (BlobStore::RemoveIfOlder). Upload sessions (<data>/uploads) and the
-// rebuilt-archive cache (<data>/cache, bounded on its own) are not touched.
+// Mark, from one snapshot of the metadata DB (MetadataDb::ReadGcRoots): every blob that a
+// manifest of any repository references (config and layers, table manifest_blobs), every
+// model version's archive, every blob linked into a repository less than `grace` ago (a push in
+// progress: its manifest is not there yet), and the cached patches, full patches and value
+// diffs whose archives are all marked (the rows of the others are forgotten: their versions are
+// gone, so nobody can ask for them).
+// Sweep: every published blob that is not marked is checked again under its lock
+// (MetadataDb::BlobReferenced) and removed if still unreferenced and its file was last written
+// more than `grace` ago (BlobStore::RemoveIfOlder); its links go with it. Upload sessions
+// (<data>/uploads) and the rebuilt-archive cache (<data>/cache) are not touched.
 //
-// Safe while the registry serves: a push writes its blobs before it links them, and links them
-// before its manifest can reference them; a blob published after the snapshot is younger than
-// the grace period when the sweep reaches it (its file was just written), so it stays. A blob
-// that was linked nowhere at the snapshot can only become linked again through a new upload
-// (a mount needs a repository that holds it), which writes a young file. RemoveIfOlder decides
-// on the file it removes, so a copy published during the sweep is never lost. The grace
-// period must exceed the longest time between a blob's last write and its link (an upload's
-// final hash): the default is an hour.
+// Safe while the registry serves: everything that makes a blob referenced (a manifest PUT from
+// its blob checks to its commit, an upload from its publish to its link, a mount) holds the
+// blob's lock in `blob_locks`, so the re-check under that lock cannot be overtaken. Blobs
+// published without the lock (computed patches, before their row is recorded) are young.
 #ifndef BLZ_REGISTRY_GARBAGE_COLLECTOR_H_
 #define BLZ_REGISTRY_GARBAGE_COLLECTOR_H_
 
@@ -28,6 +25,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "registry/keyed_mutex.h"
 #include "store/blob_store.h"
 #include "store/metadata_db.h"
 
@@ -41,7 +39,7 @@ struct GcOptions {
 struct GcReport {
   bool dry_run = false;
   uint64_t blobs_total = 0;      // published blobs found
-  uint64_t blobs_marked = 0;     // of those, referenced
+  uint64_t blobs_marked = 0;     // of those, referenced (at the snapshot or the re-check)
   uint64_t blobs_removed = 0;    // unreferenced and removed (or, dry run: would be)
   uint64_t bytes_freed = 0;      // their bytes
   uint64_t blobs_too_young = 0;  // unreferenced but within the grace period: kept
@@ -51,9 +49,11 @@ struct GcReport {
   double seconds = 0;
 };
 
-// One collection. Errors: those of ReadGcRoots and ListDigests (nothing removed then).
+// One collection. `blob_locks`: the registry's per-digest locks (see above). Errors: those of
+// ReadGcRoots and ListDigests (nothing removed then); a blob that cannot be checked or removed
+// is reported in GcReport::errors and the sweep goes on.
 Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb* db,
-                                const GcOptions& options);
+                                KeyedMutex* blob_locks, const GcOptions& options);
 
 }  // namespace blz::registry
 

@@ -3,7 +3,10 @@
 // image manifest, index or artifact and Docker schema 2 manifest or list is stored byte-exact;
 // blz model manifests (config.mediaType application/vnd.blz.model.config.v1+json or artifactType
 // application/vnd.blz.model.v1) are checked further and recorded as model versions.
+#include <algorithm>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -108,6 +111,17 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
   if (by_digest && digest != ref) {
     return ErrorResponse(OciError::kDigestInvalid,
                          "manifest hashes to " + digest + ", not " + ref, json{{"digest", ref}});
+  }
+  // The locks of every blob the manifest references, held from their checks to the commit:
+  // garbage collection cannot remove one in between (registry/garbage_collector.h).
+  std::vector<std::string> referenced;
+  if (manifest->config.has_value()) referenced.push_back(manifest->config->digest);
+  for (const OciDescriptor& layer : manifest->layers) referenced.push_back(layer.digest);
+  std::sort(referenced.begin(), referenced.end());  // one order: no deadlock between PUTs
+  referenced.erase(std::unique(referenced.begin(), referenced.end()), referenced.end());
+  std::vector<std::unique_ptr<KeyedMutex::Lock>> blob_locks;
+  for (const std::string& d : referenced) {
+    blob_locks.push_back(std::make_unique<KeyedMutex::Lock>(&blob_locks_, d));
   }
   store::ManifestPut put;
   put.repository = route.name;

@@ -414,7 +414,7 @@ Result<GcReport> Registry::CollectGarbage(bool dry_run) {
   GcOptions o;
   o.grace = options_.gc_grace;
   o.dry_run = dry_run;
-  return registry::CollectGarbage(blobs_, db_.get(), o);
+  return registry::CollectGarbage(blobs_, db_.get(), &blob_locks_, o);
 }
 
 // ---- endpoints ----

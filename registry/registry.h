@@ -248,6 +248,9 @@ class Registry {
   KeyedMutex diff_locks_;
   std::atomic<uint64_t> value_diffs_computed_{0};
   std::mutex gc_mu_;
+  // One lock per blob digest, held by whatever makes a blob referenced (manifest PUT, upload,
+  // mount) and by garbage collection while it decides on the blob (registry/garbage_collector.h).
+  KeyedMutex blob_locks_;
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
 };

@@ -120,6 +120,7 @@ Response BlobCreated(const std::string& name, const std::string& digest) {
 std::optional<Response> Registry::TryMount(const Route& route) {
   const std::string digest = *route.Query("mount");
   if (!IsValidOciDigest(digest)) return std::nullopt;
+  KeyedMutex::Lock blob_lock(&blob_locks_, digest);  // check to link: see garbage collection
   const std::optional<std::string> from = route.Query("from");
   Result<bool> readable = false;
   if (from.has_value()) {
@@ -180,6 +181,7 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
     if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);
     body_file = own_temp;
   }
+  KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
   Result<store::BlobInfo> info = blobs_.Publish(body_file, *digest);
   if (!own_temp.empty()) RemoveAll(own_temp);
   if (!info.ok()) {
@@ -310,6 +312,7 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   Response error;
   if (!AppendChunk(route, request, &size, &error)) return error;
   const std::string session = SessionPath(route.ref);
+  KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
   Result<store::BlobInfo> info = blobs_.Publish(session, *digest);
   if (!info.ok()) {
     if (info.status().code() == Code::kDigestMismatch) {

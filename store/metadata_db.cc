@@ -107,7 +107,17 @@ Status MetadataDb::PutManifest(const ManifestPut& put) {
     }
     BLZ_RETURN_IF_ERROR(st.Run());
   }
-  for (const std::string& blob : put.blobs) BLZ_RETURN_IF_ERROR(LinkBlobLocked(put.repository, blob));
+  for (const std::string& blob : put.blobs) {
+    BLZ_RETURN_IF_ERROR(LinkBlobLocked(put.repository, blob));
+    BLZ_ASSIGN_OR_RETURN(
+        Statement st,
+        db_.Prepare("INSERT INTO manifest_blobs (repository_id, manifest_digest, blob_digest) "
+                    "VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, put.digest));
+    BLZ_RETURN_IF_ERROR(st.Bind(3, blob));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
   if (!put.tag.empty()) {
     BLZ_ASSIGN_OR_RETURN(
         Statement st,

@@ -67,18 +67,14 @@ struct ReferrerRecord {
 
 // What garbage collection marks from (MetadataDb::GcRoots), read in one consistent snapshot.
 struct GcRoots {
-  struct Manifest {
-    std::string media_type;
-    std::string content;
-  };
   struct Derived {  // a cached patch (from = "" for a full patch) or value diff
     std::string from_digest;
     std::string to_digest;
     std::string blob_digest;
   };
-  std::vector<Manifest> manifests;   // of every repository
-  std::vector<std::string> linked;   // blobs linked into any repository
-  std::vector<std::string> archives; // archives of every model version
+  // Blobs a manifest of any repository references, archives of model versions, and blobs
+  // linked into a repository recently (a push in progress).
+  std::vector<std::string> referenced;
   std::vector<Derived> patches;
   std::vector<Derived> value_diffs;
 };
@@ -225,13 +221,16 @@ class MetadataDb {
   Result<ManifestDeletion> DeleteManifest(std::string_view repository, std::string_view digest);
 
   // -- garbage collection (store/metadata_db_content.cc) --
-  // Everything a blob can be referenced from, read while no other write of this MetadataDb can
-  // interleave.
-  Result<GcRoots> ReadGcRoots();
+  // Everything a blob can be referenced from, in one snapshot; links count when created after
+  // `young_after` (Unix seconds).
+  Result<GcRoots> ReadGcRoots(int64_t young_after);
+  // Is the blob referenced now: by a manifest, as a model archive, as a cached patch or value
+  // diff, or by a link created after `young_after`?
+  Result<bool> BlobReferenced(std::string_view digest, int64_t young_after);
   // Forgets a cached patch or value diff (`kind` "patches" or "value_diffs") whose blob is
   // still `blob_digest` (a row recomputed meanwhile stays).
   Status ForgetDerived(std::string_view kind, const GcRoots::Derived& row);
-  // Forgets a blob's row in `blobs` (after its file was removed).
+  // Forgets a blob (after its file was removed): its row in `blobs` and its links.
   Status ForgetBlob(std::string_view digest);
 
   // -- tokens --

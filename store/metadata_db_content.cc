@@ -17,7 +17,8 @@ int64_t Now() { return int64_t(std::time(nullptr)); }
 Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view digest) {
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("INSERT INTO repository_blobs (repository, digest, created) "
-                                   "VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING"));
+                                   "VALUES (?1, ?2, ?3) ON CONFLICT DO UPDATE SET "
+                                   "created = excluded.created"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
   BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
   BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
@@ -143,6 +144,14 @@ Result<ManifestDeletion> MetadataDb::DeleteManifest(std::string_view repository,
       deletion.archive_digest = st.ColumnText(0);
     }
   }
+  {
+    BLZ_ASSIGN_OR_RETURN(Statement st,
+                         db_.Prepare("DELETE FROM manifest_blobs WHERE repository_id = ?1 AND "
+                                     "manifest_digest = ?2"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, *repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
   bool found = false;
   {
     BLZ_ASSIGN_OR_RETURN(Statement st,
@@ -161,28 +170,28 @@ Result<ManifestDeletion> MetadataDb::DeleteManifest(std::string_view repository,
   return deletion;
 }
 
-Result<GcRoots> MetadataDb::ReadGcRoots() {
+namespace {
+// Blobs a manifest references, model archives, and blobs linked after `young_after` (Unix
+// seconds): what keeps a blob (garbage collection), besides cached patches and diffs.
+constexpr char kReferencedSql[] =
+    "SELECT blob_digest FROM manifest_blobs UNION "
+    "SELECT archive_digest FROM versions UNION "
+    "SELECT digest FROM repository_blobs WHERE created > ?1";
+}  // namespace
+
+Result<GcRoots> MetadataDb::ReadGcRoots(int64_t young_after) {
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));  // one snapshot
   GcRoots roots;
   {
-    BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT media_type, content FROM manifests"));
+    BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(kReferencedSql));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, young_after));
     while (true) {
       BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
-      roots.manifests.push_back({st.ColumnText(0), st.ColumnBlob(1)});
+      roots.referenced.push_back(st.ColumnText(0));
     }
   }
-  auto texts = [&](std::string_view sql, std::vector<std::string>* out) -> Status {
-    BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
-    while (true) {
-      BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) return Status::Ok();
-      out->push_back(st.ColumnText(0));
-    }
-  };
-  BLZ_RETURN_IF_ERROR(texts("SELECT DISTINCT digest FROM repository_blobs", &roots.linked));
-  BLZ_RETURN_IF_ERROR(texts("SELECT DISTINCT archive_digest FROM versions", &roots.archives));
   auto derived = [&](std::string_view sql, std::vector<GcRoots::Derived>* out) -> Status {
     BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
     while (true) {
@@ -197,6 +206,20 @@ Result<GcRoots> MetadataDb::ReadGcRoots() {
       derived("SELECT from_digest, to_digest, diff_digest FROM value_diffs", &roots.value_diffs));
   BLZ_RETURN_IF_ERROR(tx.Commit());
   return roots;
+}
+
+Result<bool> MetadataDb::BlobReferenced(std::string_view digest, int64_t young_after) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("SELECT 1 FROM manifest_blobs WHERE blob_digest = ?1 UNION ALL "
+                  "SELECT 1 FROM versions WHERE archive_digest = ?1 UNION ALL "
+                  "SELECT 1 FROM patches WHERE patch_digest = ?1 UNION ALL "
+                  "SELECT 1 FROM value_diffs WHERE diff_digest = ?1 UNION ALL "
+                  "SELECT 1 FROM repository_blobs WHERE digest = ?1 AND created > ?2 LIMIT 1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, young_after));
+  return st.Step();
 }
 
 Status MetadataDb::ForgetDerived(std::string_view kind, const GcRoots::Derived& row) {
@@ -218,9 +241,14 @@ Status MetadataDb::ForgetDerived(std::string_view kind, const GcRoots::Derived& 
 
 Status MetadataDb::ForgetBlob(std::string_view digest) {
   std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("DELETE FROM blobs WHERE digest = ?1"));
-  BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
-  return st.Run();
+  BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
+  for (const char* sql : {"DELETE FROM blobs WHERE digest = ?1",
+                          "DELETE FROM repository_blobs WHERE digest = ?1"}) {
+    BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
+  return tx.Commit();
 }
 
 }  // namespace blz::store

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the OCI distribution-spec conformance suite (v1.1.1, vendored in
+# ../shared/tools/oci-conformance) against a fresh `blz serve`, all four workflows (pull, push,
+# content discovery, content management), authenticating with HTTP Basic (user "admin", the
+# admin token as password), automatic cross-repository mounts on.
+#   bash scripts/conformance.sh [BLZ_BINARY]     (default: build-test/cli/blz)
+# Exit status: the suite's (0 when every spec passed). Reports: $OCI_REPORT_DIR (default
+# build-conformance/). Skips (exit 0, with a message) when the suite is not there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+blz=${1:-build-test/cli/blz}
+suite=../shared/tools/oci-conformance/run.sh
+if [ ! -f "$suite" ]; then
+  echo "conformance: SKIPPED: $suite not found (the shared tools are not beside the repo)"
+  exit 0
+fi
+suite=$(cd "$(dirname "$suite")" && pwd)/run.sh
+work=$(mktemp -d)
+reports=${OCI_REPORT_DIR:-build-conformance}
+mkdir -p "$reports"
+reports=$(cd "$reports" && pwd)
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$blz" serve --data "$work/data" --listen 127.0.0.1:0 > "$work/serve.out" 2> "$work/serve.err" &
+server_pid=$!
+for _ in $(seq 1 100); do
+  grep -q '^listening on ' "$work/serve.out" 2>/dev/null && break
+  kill -0 "$server_pid" 2>/dev/null || { cat "$work/serve.err" >&2; exit 2; }
+  sleep 0.1
+done
+url=$(sed -n 's/^listening on //p' "$work/serve.out")
+token=$(sed -n 's/^admin token: //p' "$work/serve.out")
+if [ -z "$url" ] || [ -z "$token" ]; then
+  echo "conformance: blz serve did not start" >&2
+  cat "$work/serve.err" >&2
+  exit 2
+fi
+echo "conformance: suite against $url (Basic auth, all workflows)"
+status=0
+(cd "$work" && OCI_USERNAME=admin OCI_PASSWORD="$token" OCI_AUTOMATIC_CROSSMOUNT=1 \
+   OCI_REPORT_DIR="$reports" bash "$suite" "$url" > "$reports/console.log" 2>&1) || status=$?
+grep -E '^(Ran |SUCCESS|FAIL)' "$reports/console.log" || true
+if [ "$status" -ne 0 ]; then
+  echo "conformance: FAILED (exit $status); failing specs:" >&2
+  grep -E '^\s*\[FAIL\]' "$reports/console.log" >&2 || tail -40 "$reports/console.log" >&2
+fi
+tail -1 "$reports/console.log" | sed 's/^/conformance: /'
+exit "$status"
