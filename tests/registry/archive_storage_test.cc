@@ -224,11 +224,17 @@ TEST(ArchiveStorageTest, PatchesBetweenCompressedVersionsAndRepushes) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(blz::testing::ReadFileBytes(tmp / "b.blz") == b);
 
-  // The same archive pushed to another repository without uploading it again (the client's
-  // HEAD says it is there): the manifest is accepted and it becomes a version there too.
+  // The same archive pushed to another repository without uploading it again (the client
+  // mounts what the registry holds, as blz push does): the manifest is accepted and it becomes
+  // a version there too.
+  EXPECT_EQ(h.Call("HEAD", "/v2/org/copy/blobs/" + da, "", {}, false).status, 404);
+  Response mount = h.Call("POST", "/v2/org/copy/blobs/uploads/?mount=" + da + "&from=org/m");
+  ASSERT_EQ(mount.status, 201) << mount.body;
   Response head = h.Call("HEAD", "/v2/org/copy/blobs/" + da, "", {}, false);
   EXPECT_EQ(head.status, 200);
   EXPECT_EQ(head.BodySize(), a.size());
+  const std::string config = "{\"archive_size\":" + std::to_string(a.size()) + "}";
+  h.PushBlob("org/copy", config);
   Response put =
       h.PutManifest("org/copy", "v1", h.ManifestFor("org/copy", a, /*push_blobs=*/false));
   ASSERT_EQ(put.status, 201) << put.body;
