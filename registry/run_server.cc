@@ -1,15 +1,34 @@
 // RunServer lives apart from Server so that only binaries that call it link the patcher
 // (through PatcherPatchFunction and PatcherFullPatchFunctions).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
+#include <system_error>
 
+#include "core/file_lock.h"
 #include "registry/net.h"
 #include "registry/server.h"
 
 namespace blz::registry {
 
+Result<FileLock> LockDataDir(const std::string& data_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) return IOError("cannot create data directory '" + data_dir + "': " + ec.message());
+  Result<FileLock> lock = FileLock::Acquire(data_dir + "/" + kDataDirLockName);
+  if (lock.ok()) return lock;
+  if (lock.status().code() == Code::kUnavailable) {
+    return lock.status().WithContext("data directory '" + data_dir +
+                                     "' is in use by another blz serve");
+  }
+  return lock.status().WithContext("data directory '" + data_dir + "'");
+}
+
 Status RunServer(const ServerOptions& options) {
+  // Held until we return: before --verify-storage, which moves blobs, and before the registry
+  // opens the directory.
+  BLZ_ASSIGN_OR_RETURN(FileLock lock, LockDataDir(options.data_dir));
   RegistryOptions ropts;
   ropts.private_mode = options.private_mode;
   ropts.create_patch = PatcherPatchFunction();

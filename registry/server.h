@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "core/file_lock.h"
 #include "core/status.h"
 #include "registry/registry.h"
 
@@ -31,14 +32,26 @@ struct ServerOptions {
   bool verify_storage = false;
 };
 
-// Opens/creates the data dir and DB, applies migrations, creates the admin token on first start
+// The lock file `blz serve` holds in its data directory (see LockDataDir).
+inline constexpr char kDataDirLockName[] = "blz.lock";
+
+// Creates `data_dir` when missing and takes the exclusive lock <data_dir>/blz.lock
+// (core/file_lock.h) that RunServer holds for the server's lifetime, so that two servers never
+// share a data directory. Offline commands that open the Registry without serving do not take it.
+// Errors: kUnavailable when another process holds it ("data directory '<dir>' is in use by
+// another blz serve: '<dir>/blz.lock' is locked by process <pid>"; exit code 6), kIOError when
+// the directory or the lock file cannot be created.
+Result<FileLock> LockDataDir(const std::string& data_dir);
+
+// Opens/creates the data dir, locks it (LockDataDir), opens the DB, applies migrations, creates the admin token on first start
 // (prints "admin token: <token>" on stdout once, stores only its SHA-256), binds (port 0 =
 // ephemeral), prints "listening on http://<addr>:<port>" on stdout (flushed), serves until
 // SIGINT/SIGTERM, then returns.
 // Order in practice: open, install the SIGINT/SIGTERM handlers, bind and start serving, create
 // and print the admin token (so a failed bind never consumes the one-time display), print the
 // "listening on" line. Both lines are flushed; the token line (when any) comes first.
-// Errors: kInvalidArgument (bad listen address), kIOError (cannot bind, data dir), those of
+// Errors: kInvalidArgument (bad listen address), kIOError (cannot bind, data dir),
+// kUnavailable (another server holds the data directory: LockDataDir), those of
 // Registry::Open (kUnsupported for a DB newer than the binary).
 Status RunServer(const ServerOptions& options);
 

@@ -387,6 +387,21 @@ TEST_F(RegistryE2ETest, ServeStorageFlagsKeepRawArchivesAndBoundTheCache) {
   ::waitpid(pid, &status, 0);
 }
 
+// A second `blz serve` on the shared server's data directory refuses to start (exit code 6, a
+// one-line error naming the directory and the running server's PID) and leaves it alone.
+TEST_F(RegistryE2ETest, SecondServerOnTheSameDataDirectoryRefusesToStart) {
+  const std::string data = *work_ / "registry";
+  ProcessResult r = Blz({"serve", "--data", data, "--listen", "127.0.0.1:0"}, {});
+  EXPECT_EQ(r.exit_code, 6) << r.out << r.err;
+  EXPECT_EQ(r.out.find("listening on"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "blz: error: unavailable: data directory '" + data +
+                       "' is in use by another blz serve: '" + data +
+                       "/blz.lock' is locked by process " + std::to_string(server_pid_) + "\n");
+  // The running server still answers.
+  ProcessResult ping = Curl({"--fail", "http://" + addr_ + "/v2/"});
+  EXPECT_EQ(ping.exit_code, 0) << ping.err;
+}
+
 TEST_F(RegistryE2ETest, PushWithoutTokenFailsAndChangesNothing) {
   BLZ_REQUIRE_CORPUS(corpus);
   auto before = RegistryFiles();
