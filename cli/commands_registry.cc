@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "cli/commands.h"
@@ -51,6 +52,13 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_flag("--verify-storage", options->verify_storage,
                 "before serving, re-hash every stored blob; damaged ones are moved to "
                 "<data>/quarantine and a summary is printed (docs/registry-api.md)");
+  sub->add_option("--log-format", options->log_format,
+                  "access log on stderr, one line per request: text (space-separated fields) "
+                  "or json (one object per line); fields in docs/operating.md")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, registry::LogFormat>{{"text", registry::LogFormat::kText},
+                                                     {"json", registry::LogFormat::kJson}}))
+      ->default_str("text");
   sub->footer(
       "On first start the admin token is printed once as 'admin token: <token>'; then\n"
       "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.");

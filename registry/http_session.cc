@@ -1,12 +1,13 @@
 #include "registry/http_session.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <sstream>
 #include <tuple>
 #include <utility>
 
 #include "core/file_util.h"
-#include "core/text.h"
 #include "registry/errors.h"
 #include "registry/wire.h"
 
@@ -36,10 +37,48 @@ void FillHeaders(Message& msg, const Response& res, bool close) {
   msg.keep_alive(!close);
 }
 
+// The size of the response head as the serializer writes it.
+template <class Message>
+uint64_t HeadBytes(const Message& msg) {
+  std::ostringstream os;
+  os << msg.base();
+  return uint64_t(os.tellp());
+}
+
+// Why a read or write step failed, for the access log.
+std::string Why(const beast::error_code& ec, const char* while_what) {
+  if (ec == beast::error::timeout) {
+    return std::string("timeout (") + std::to_string(kIoTimeout.count()) + " s without progress) " +
+           while_what;
+  }
+  if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+      ec == net::error::eof || ec == net::error::connection_reset ||
+      ec == net::error::broken_pipe) {
+    return std::string("client closed the connection ") + while_what;
+  }
+  return std::string(while_what) + ": " + ec.message();
+}
+
 }  // namespace
 
-HttpSession::HttpSession(tcp::socket&& socket, Registry* registry, HandlerPools* handlers)
-    : stream_(std::move(socket)), registry_(registry), handlers_(handlers) {}
+std::string FormatEndpoint(const tcp::endpoint& endpoint) {
+  const net::ip::address addr = endpoint.address();
+  // An IPv4 client of a dual-stack socket arrives as ::ffff:a.b.c.d: log it as IPv4.
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+    return net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6()).to_string() + ":" +
+           std::to_string(endpoint.port());
+  }
+  if (addr.is_v6()) return "[" + addr.to_string() + "]:" + std::to_string(endpoint.port());
+  return addr.to_string() + ":" + std::to_string(endpoint.port());
+}
+
+HttpSession::HttpSession(tcp::socket&& socket, Registry* registry, HandlerPools* handlers,
+                         const SessionOptions* options)
+    : stream_(std::move(socket)), registry_(registry), handlers_(handlers), options_(options) {
+  beast::error_code ec;
+  const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
+  client_ = ec ? "-" : FormatEndpoint(peer);
+}
 
 HttpSession::~HttpSession() { RemoveBodyFile(); }
 
@@ -59,6 +98,14 @@ void HttpSession::ReadHeader() {
   file_parser_.reset();
   head_ = RequestHead();
   plan_ = BodyPlan();
+  in_request_ = false;
+  status_ = 0;
+  log_user_.clear();
+  bytes_in_ = 0;
+  body_bytes_ = 0;
+  header_bytes_ = 0;
+  wire_bytes_ = 0;
+  log_note_.clear();
   stream_.expires_after(kIoTimeout);
   http::async_read_header(stream_, buffer_, *head_parser_,
                           [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -78,6 +125,8 @@ void HttpSession::OnHeader(beast::error_code ec) {
       head_.method = "-";
       head_.target = "-";
       started_ = std::chrono::steady_clock::now();
+      started_wall_ = std::chrono::system_clock::now();
+      in_request_ = true;
       keep_alive_ = false;
       SendResponse(std::move(bad));
       return;
@@ -86,6 +135,8 @@ void HttpSession::OnHeader(beast::error_code ec) {
     return;
   }
   started_ = std::chrono::steady_clock::now();
+  started_wall_ = std::chrono::system_clock::now();
+  in_request_ = true;
   const auto& req = head_parser_->get();
   head_.method = std::string(req.method_string());
   head_.target = std::string(req.target());
@@ -121,7 +172,7 @@ void HttpSession::OnHeader(beast::error_code ec) {
     stream_.expires_after(kIoTimeout);
     http::async_write(stream_, *cont,
                       [self = shared_from_this(), cont](beast::error_code wec, size_t) {
-                        if (wec) return self->Close();
+                        if (wec) return self->Abort(Why(wec, "before the request body"));
                         self->StartBody();
                       });
     return;
@@ -166,6 +217,7 @@ void HttpSession::ReadBodySome(Parser& parser) {
   stream_.expires_after(kIoTimeout);
   http::async_read_some(stream_, buffer_, parser,
                         [self = shared_from_this(), &parser](beast::error_code ec, size_t n) {
+                          self->bytes_in_ += n;
                           if (ec) return self->OnBodyError(ec);
                           if (!parser.is_done() && !self->CheckBodyRate(n)) return;
                           self->ReadBodySome(parser);
@@ -182,7 +234,7 @@ void HttpSession::OnBodyError(beast::error_code ec) {
     SendResponse(std::move(err));
     return;
   }
-  Close();
+  Abort(Why(ec, "while sending the request body"));
 }
 
 bool HttpSession::CheckBodyRate(size_t n) {
@@ -254,7 +306,9 @@ void HttpSession::SendResponse(Response res) {
   RemoveBodyFile();
   const bool close = res.close || !keep_alive_;
   status_ = res.status;
+  log_user_ = std::move(res.log_user);
   body_bytes_ = res.head_only || NoBodyStatus(res.status) ? 0 : res.BodySize();
+  wire_bytes_ = 0;
 
   if (res.head_only || NoBodyStatus(res.status)) {
     auto msg = std::make_shared<http::response<http::empty_body>>();
@@ -294,33 +348,58 @@ void HttpSession::SendResponse(Response res) {
 template <class Body>
 void HttpSession::WriteSome(std::shared_ptr<http::response<Body>> msg,
                             std::shared_ptr<http::response_serializer<Body>> sr) {
+  if (wire_bytes_ == 0) header_bytes_ = HeadBytes(*msg);
   stream_.expires_after(kIoTimeout);
   http::async_write_some(stream_, *sr,
-                         [self = shared_from_this(), msg, sr](beast::error_code ec, size_t) {
-                           if (ec) return self->Close();
+                         [self = shared_from_this(), msg, sr](beast::error_code ec, size_t n) {
+                           self->wire_bytes_ += n;
+                           if (ec) return self->Abort(Why(ec, "while receiving the response"));
                            if (!sr->is_done()) return self->WriteSome(msg, sr);
                            self->OnWritten(msg->need_eof());
                          });
 }
 
 void HttpSession::OnWritten(bool close) {
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
-          .count();
-  char tail[96];
-  std::snprintf(tail, sizeof(tail), " %d %llu %.1fms\n", status_,
-                static_cast<unsigned long long>(body_bytes_), ms);
-  // The target is untrusted (escape it) and may carry a token in its query (redact it).
-  std::string line = EscapeForTerminal(head_.method) + " " +
-                     EscapeForTerminal(RedactTarget(head_.target)) + tail;
-  if (!log_note_.empty()) {
-    line.pop_back();  // the newline
-    line += " (" + EscapeForTerminal(log_note_) + ")\n";
-    log_note_.clear();
-  }
-  std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines never interleave
+  LogRequest(/*aborted=*/false);
   if (close) return Close();
   ReadHeader();
+}
+
+void HttpSession::Abort(const std::string& why) {
+  if (in_request_) {
+    log_note_ = log_note_.empty() ? why : log_note_ + "; " + why;
+    // Only the body bytes that left: the head goes first.
+    body_bytes_ = std::min(body_bytes_, wire_bytes_ > header_bytes_ ? wire_bytes_ - header_bytes_
+                                                                     : uint64_t(0));
+    LogRequest(/*aborted=*/true);
+  }
+  Close();
+}
+
+void HttpSession::LogRequest(bool aborted) {
+  if (!in_request_) return;
+  in_request_ = false;
+  AccessLogEntry entry;
+  entry.time = started_wall_;
+  entry.client = client_;
+  entry.user = log_user_;
+  entry.method = head_.method;
+  entry.target = head_.target;
+  entry.status = status_;
+  entry.bytes_in = bytes_in_;
+  entry.bytes_out = body_bytes_;
+  entry.duration_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
+          .count();
+  entry.aborted = aborted;
+  entry.note = std::move(log_note_);
+  log_note_.clear();
+  const std::string line = FormatAccessLog(entry, options_->log_format);
+  if (options_->log) {
+    options_->log(line);
+  } else {
+    std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines never interleave
+  }
 }
 
 void HttpSession::Close() {

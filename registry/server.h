@@ -13,6 +13,7 @@
 
 #include "core/file_lock.h"
 #include "core/status.h"
+#include "registry/access_log.h"
 #include "registry/registry.h"
 
 namespace blz::registry {
@@ -30,6 +31,8 @@ struct ServerOptions {
   // registry/archive_storage.h): damaged blobs are moved to <data>/quarantine/; a summary line
   // goes to stderr.
   bool verify_storage = false;
+  // The access log's format (registry/access_log.h; docs/operating.md).
+  LogFormat log_format = LogFormat::kText;
 };
 
 // The lock file `blz serve` holds in its data directory (see LockDataDir).
@@ -55,14 +58,23 @@ Result<FileLock> LockDataDir(const std::string& data_dir);
 // Registry::Open (kUnsupported for a DB newer than the binary).
 Status RunServer(const ServerOptions& options);
 
+// What the server adds around the registry's routes, for every connection
+// (registry/http_session.h).
+struct SessionOptions {
+  LogFormat log_format = LogFormat::kText;
+  // Where access-log lines go (registry/access_log.h); empty = StderrLogSink().
+  AccessLogSink log;
+};
+
 class Server {
  public:
   // Binds `listen` ("<host>:<port>", IPv6 as "[::1]:<port>"; port 0 = ephemeral) and starts
   // serving `registry` (which must outlive the Server) on `threads` I/O threads and as many
-  // light and as many heavy handler threads (0 = number of cores).
+  // light and as many heavy handler threads (0 = number of cores). `session` sets the access
+  // log's format and sink (default: text on stderr).
   // Errors: kInvalidArgument (unparsable address), kIOError (bind/listen failed).
   static Result<std::unique_ptr<Server>> Start(Registry* registry, const std::string& listen,
-                                               int threads);
+                                               int threads, SessionOptions session = {});
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -69,6 +69,16 @@ TEST(BlzCliTest, UsageErrorsExit2WithOneLine) {
   EXPECT_EQ(std::count(bad_ref.err.begin(), bad_ref.err.end(), '\n'), 1) << bad_ref.err;
 }
 
+// `blz serve` refuses a bad --log-format before creating anything.
+TEST(BlzCliTest, ServeRefusesAnUnknownLogFormat) {
+  TempDir tmp;
+  BlzRun r = Blz("serve --data " + tmp / "data" + " --log-format xml", tmp);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("blz: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("--log-format"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "data"));
+}
+
 TEST(BlzCliTest, MissingFileExit3) {
   TempDir tmp;
   BlzRun r = Blz("verify " + tmp / "nope.blz", tmp);
