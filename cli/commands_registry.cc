@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <memory>
 
 #include "cli/commands.h"
@@ -52,17 +51,19 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_flag("--verify-storage", options->verify_storage,
                 "before serving, re-hash every stored blob; damaged ones are moved to "
                 "<data>/quarantine and a summary is printed (docs/registry-api.md)");
-  sub->add_option("--log-format", options->log_format,
+  auto log_format = std::make_shared<std::string>("text");
+  sub->add_option("--log-format", *log_format,
                   "access log on stderr, one line per request: text (space-separated fields) "
                   "or json (one object per line); fields in docs/operating.md")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, registry::LogFormat>{{"text", registry::LogFormat::kText},
-                                                     {"json", registry::LogFormat::kJson}}))
-      ->default_str("text");
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   sub->footer(
       "On first start the admin token is printed once as 'admin token: <token>'; then\n"
       "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.");
-  commands->push_back({sub, [options]() -> Status { return registry::RunServer(*options); }});
+  commands->push_back({sub, [options, log_format]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(options->log_format, registry::ParseLogFormat(*log_format));
+    return registry::RunServer(*options);
+  }});
 }
 
 void AddPush(CLI::App& app, std::vector<Command>* commands) {
