@@ -51,6 +51,10 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_flag("--verify-storage", options->verify_storage,
                 "before serving, re-hash every stored blob; damaged ones are moved to "
                 "<data>/quarantine and a summary is printed (docs/registry-api.md)");
+  sub->add_flag("--metrics,!--no-metrics", options->metrics,
+                "serve GET /metrics (Prometheus text format: request counts by route and "
+                "status, bytes, durations, cache hits, storage bytes; docs/operating.md); "
+                "unauthenticated, names no repository (default: on)");
   auto log_format = std::make_shared<std::string>("text");
   sub->add_option("--log-format", *log_format,
                   "access log on stderr, one line per request: text (space-separated fields) "

@@ -9,6 +9,7 @@
 
 #include "core/file_util.h"
 #include "registry/errors.h"
+#include "registry/metrics_handlers.h"
 #include "registry/wire.h"
 
 namespace blz::registry {
@@ -147,7 +148,13 @@ void HttpSession::OnHeader(beast::error_code ec) {
   head_.chunked = head_parser_->chunked();
   keep_alive_ = req.keep_alive();
 
-  plan_ = registry_->PlanBody(head_);
+  metrics_request_ = options_->metrics && IsMetricsTarget(head_.target);
+  if (metrics_request_) {
+    plan_ = BodyPlan();  // a body (none is expected) is read and discarded
+    plan_.limit = kMaxIgnoredBodyBytes;
+  } else {
+    plan_ = registry_->PlanBody(head_);
+  }
   if (plan_.reject.has_value()) {
     if (!head_.HasBody()) {
       SendResponse(std::move(*plan_.reject));
@@ -288,8 +295,10 @@ void HttpSession::OnBody() {
   // Handlers may block (hashing, patch computation): run them off the I/O threads, then come
   // back to this connection's strand to write.
   const bool posted =
-      handlers_->Post(plan_.heavy, [self = shared_from_this(), req = std::move(req)]() {
-        Response res = self->registry_->Handle(req);
+      handlers_->Post(plan_.heavy, [self = shared_from_this(), req = std::move(req),
+                                    metrics = metrics_request_]() {
+        Response res = metrics ? HandleMetrics(*self->registry_, req.head)
+                               : self->registry_->Handle(req);
         net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
           self->SendResponse(std::move(res));
         });
@@ -392,6 +401,8 @@ void HttpSession::LogRequest(bool aborted) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
           .count();
   entry.aborted = aborted;
+  registry_->metrics().RecordRequest(RouteKind(head_.target), head_.method, status_, bytes_in_,
+                                     body_bytes_, entry.duration_ms / 1000.0, aborted);
   entry.note = std::move(log_note_);
   log_note_.clear();
   const std::string line = FormatAccessLog(entry, options_->log_format);

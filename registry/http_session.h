@@ -81,6 +81,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   HandlerPools* handlers_;
   const SessionOptions* options_;
   std::string client_;  // the peer, for the access log
+  bool metrics_request_ = false;  // GET /metrics (registry/metrics_handlers.h), not the registry's
 
   std::optional<http::request_parser<http::empty_body>> head_parser_;
   std::optional<http::request_parser<http::string_body>> string_parser_;

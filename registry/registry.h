@@ -32,6 +32,7 @@
 #include "registry/archive_storage.h"
 #include "registry/http_message.h"
 #include "registry/keyed_mutex.h"
+#include "registry/metrics.h"
 #include "store/blob_store.h"
 #include "store/metadata_db.h"
 
@@ -130,6 +131,9 @@ class Registry {
   uint64_t patches_computed() const;
   // Value diff computations performed so far (cache misses that succeeded).
   uint64_t value_diffs_computed() const { return value_diffs_computed_.load(); }
+  // The server's counters (GET /metrics, registry/metrics.h): the session records requests,
+  // the handlers cache hits; garbage collection reports each run with metrics().RecordGc().
+  Metrics& metrics() { return metrics_; }
 
   struct Route;  // defined in registry/registry_internal.h
 
@@ -214,6 +218,7 @@ class Registry {
   std::atomic<uint64_t> patches_computed_{0};
   KeyedMutex diff_locks_;
   std::atomic<uint64_t> value_diffs_computed_{0};
+  Metrics metrics_;
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
 };

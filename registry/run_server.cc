@@ -67,7 +67,7 @@ Status RunServer(const ServerOptions& options) {
 
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
                        Server::Start(registry.get(), options.listen, options.threads,
-                                     SessionOptions{options.log_format, StderrLogSink()}));
+                                     SessionOptions{options.log_format, StderrLogSink(), options.metrics}));
   // Created only once binding succeeded, so a failed start never consumes the one-time display.
   BLZ_ASSIGN_OR_RETURN(std::optional<std::string> token, registry->EnsureAdminToken());
   if (token.has_value()) {

@@ -33,6 +33,8 @@ struct ServerOptions {
   bool verify_storage = false;
   // The access log's format (registry/access_log.h; docs/operating.md).
   LogFormat log_format = LogFormat::kText;
+  // Serve GET /metrics (Prometheus text format; docs/operating.md).
+  bool metrics = true;
 };
 
 // The lock file `blz serve` holds in its data directory (see LockDataDir).
@@ -64,6 +66,9 @@ struct SessionOptions {
   LogFormat log_format = LogFormat::kText;
   // Where access-log lines go (registry/access_log.h); empty = StderrLogSink().
   AccessLogSink log;
+  // Answer GET /metrics (registry/metrics_handlers.h); false: /metrics is a 404 like any path
+  // outside /v2/.
+  bool metrics = true;
 };
 
 class Server {

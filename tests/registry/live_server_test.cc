@@ -584,5 +584,46 @@ TEST(AccessLogLiveTest, EveryRequestIsLoggedIncludingAbortedTransfers) {
   EXPECT_EQ(log.WaitFor(4).size(), 4u);  // nothing else was logged
 }
 
+// GET /metrics through the real server: counted requests by route, method and code (the
+// scrape itself included once it ended); with metrics off, /metrics is a plain 404.
+TEST(MetricsLiveTest, ServedNextToTheRegistryUnlessDisabled) {
+  blz::testing::TempDir tmp;
+  auto r = Registry::Open(tmp / "data", RegistryOptions());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  LogCapture log;
+  auto server = Server::Start(r->get(), "127.0.0.1:0", 2,
+                              SessionOptions{LogFormat::kText, log.Sink(), /*metrics=*/true});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Client c((*server)->port());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.Send(Make(http::verb::get, "/v2/")).result_int(), 200);
+  EXPECT_EQ(c.Send(Make(http::verb::get, "/v2/m/tags/list")).result_int(), 404);
+  Res first = c.Send(Make(http::verb::get, "/metrics"));
+  ASSERT_EQ(first.result_int(), 200) << first.body();
+  EXPECT_EQ(first[http::field::content_type], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(first.body().find("blz_http_requests_total{route=\"base\",method=\"GET\",code=\"200\"} 1\n"),
+            std::string::npos)
+      << first.body();
+  EXPECT_NE(first.body().find("blz_http_requests_total{route=\"tags\",method=\"GET\",code=\"404\"} 1\n"),
+            std::string::npos)
+      << first.body();
+  EXPECT_NE(first.body().find("blz_storage_bytes{kind=\"blobs\"} "), std::string::npos);
+  Res second = c.Send(Make(http::verb::get, "/metrics"));
+  EXPECT_NE(second.body().find("blz_http_requests_total{route=\"metrics\",method=\"GET\",code=\"200\"} 1\n"),
+            std::string::npos)
+      << second.body();
+  Res post = c.Send(Make(http::verb::post, "/metrics"));
+  EXPECT_EQ(post.result_int(), 405);
+  (*server)->Stop();
+
+  auto off = Server::Start(r->get(), "127.0.0.1:0", 1,
+                           SessionOptions{LogFormat::kText, log.Sink(), /*metrics=*/false});
+  ASSERT_TRUE(off.ok());
+  Client c2((*off)->port());
+  ASSERT_TRUE(c2.ok());
+  EXPECT_EQ(c2.Send(Make(http::verb::get, "/metrics")).result_int(), 404);
+  (*off)->Stop();
+}
+
 }  // namespace
 }  // namespace blz::registry
