@@ -38,7 +38,7 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--listen", options->listen, "address to listen on, ADDR:PORT (port 0 = any)")
       ->capture_default_str();
   sub->add_option("--threads", options->threads, "server threads (0 = number of cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 4096));
   sub->add_flag("--private", options->private_mode, "require a token for reads too");
   sub->add_option("--cache-size", options->cache_bytes,
                   "soft bound on archives rebuilt from full patches into <data>/cache "
@@ -61,9 +61,14 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
                   "or json (one object per line); fields in docs/operating.md")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+  AddConfigFileOption(sub);
   sub->footer(
       "On first start the admin token is printed once as 'admin token: <token>'; then\n"
-      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.");
+      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.\n"
+      "Every option can also be set in a --config file, e.g.\n"
+      "  listen = \"0.0.0.0:5000\"\n  data = \"/var/lib/blz\"\n  log-format = \"json\"\n"
+      "A second server on the same --data directory refuses to start (exit code 6).\n"
+      "Operating it (config, access log, /metrics, systemd): docs/operating.md");
   commands->push_back({sub, [options, log_format]() -> Status {
     BLZ_ASSIGN_OR_RETURN(options->log_format, registry::ParseLogFormat(*log_format));
     return registry::RunServer(*options);
