@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "core/file_lock.h"
 #include "registry/net.h"
@@ -13,8 +14,15 @@
 namespace blz::registry {
 
 Result<FileLock> LockDataDir(const std::string& data_dir) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  std::filesystem::create_directories(data_dir, ec);
+  const bool existed = fs::exists(data_dir, ec);
+  fs::create_directories(data_dir, ec);
+  // A new data directory is private from the start (store/blob_store.cc would otherwise
+  // tighten it and warn).
+  if (!ec && !existed) {
+    fs::permissions(data_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  }
   if (ec) return IOError("cannot create data directory '" + data_dir + "': " + ec.message());
   Result<FileLock> lock = FileLock::Acquire(data_dir + "/" + kDataDirLockName);
   if (lock.ok()) return lock;
@@ -65,9 +73,13 @@ Status RunServer(const ServerOptions& options) {
     if (!ec) received = signo;
   });
 
+  SessionOptions session;
+  session.log_format = options.log_format;
+  session.log = StderrLogSink();
+  session.metrics = options.metrics;
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
                        Server::Start(registry.get(), options.listen, options.threads,
-                                     SessionOptions{options.log_format, StderrLogSink(), options.metrics}));
+                                     std::move(session)));
   // Created only once binding succeeded, so a failed start never consumes the one-time display.
   BLZ_ASSIGN_OR_RETURN(std::optional<std::string> token, registry->EnsureAdminToken());
   if (token.has_value()) {

@@ -40,7 +40,7 @@ struct ServerOptions {
 // The lock file `blz serve` holds in its data directory (see LockDataDir).
 inline constexpr char kDataDirLockName[] = "blz.lock";
 
-// Creates `data_dir` when missing and takes the exclusive lock <data_dir>/blz.lock
+// Creates `data_dir` when missing (mode 0700) and takes the exclusive lock <data_dir>/blz.lock
 // (core/file_lock.h) that RunServer holds for the server's lifetime, so that two servers never
 // share a data directory. Offline commands that open the Registry without serving do not take it.
 // Errors: kUnavailable when another process holds it ("data directory '<dir>' is in use by

@@ -168,6 +168,8 @@ TEST(RunServerTest, SecondServerOnTheSameDataDirectoryIsRefused) {
   {
     Result<FileLock> held = LockDataDir(options.data_dir);
     ASSERT_TRUE(held.ok()) << held.status().ToString();
+    EXPECT_EQ(std::filesystem::status(options.data_dir).permissions(),
+              std::filesystem::perms::owner_all);  // created private
     Status refused = RunServer(options);
     EXPECT_EQ(refused.code(), Code::kUnavailable);
     EXPECT_EQ(refused.message(), "data directory '" + options.data_dir +
