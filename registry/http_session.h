@@ -19,6 +19,9 @@
 // sending its body or receiving the response; a write error) is logged too, marked aborted,
 // with the body bytes actually exchanged. Idle keep-alive connections that close between
 // requests log nothing.
+// Each logged request is also counted in Registry::metrics() (registry/metrics.h). GET /metrics
+// (SessionOptions::metrics) is answered here, on the light pool, by HandleMetrics
+// (registry/metrics_handlers.h) instead of the registry's routing.
 #ifndef BLZ_REGISTRY_HTTP_SESSION_H_
 #define BLZ_REGISTRY_HTTP_SESSION_H_
 
