@@ -52,6 +52,61 @@ void PrintText(const std::string& text) {
 
 std::string Esc(const std::string& s) { return EscapeForTerminal(s); }
 
+namespace {
+
+// Sets the options of `sub` that the command line left alone from the config file `path`.
+void ApplyConfigFile(CLI::App* sub, const std::string& path) {
+  CLI::ConfigTOML formatter;  // reads TOML and INI
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = formatter.from_file(path);
+  } catch (const CLI::ParseError& e) {
+    throw CLI::ConfigError("config file " + path + ": cannot be read: " + e.what());
+  }
+  for (const CLI::ConfigItem& item : items) {
+    if (item.name == "++" || item.name == "--") continue;  // section start and end markers
+    const std::string where = "config file " + path + ": ";
+    if (!item.parents.empty() &&
+        !(item.parents.size() == 1 && item.parents[0] == sub->get_name())) {
+      throw CLI::ConfigError(where + "unknown section [" + item.parents[0] + "] (options go at " +
+                             "top level or in [" + sub->get_name() + "])");
+    }
+    std::string name = item.name;
+    for (char& c : name) c = c == '_' ? '-' : c;
+    CLI::Option* op = name == "config" || name == "help" || name.rfind('-', 0) == 0
+                          ? nullptr
+                          : sub->get_option_no_throw("--" + name);
+    if (op == nullptr) {
+      throw CLI::ConfigError(where + "unknown option '" + item.name + "' (see blz " +
+                             sub->get_name() + " --help)");
+    }
+    if (op->count() > 0) continue;  // the command line wins
+    try {
+      if (op->get_expected_min() == 0) {  // a flag: true/false/1/0/on/off/yes/no
+        op->add_result(op->get_flag_value(name, formatter.to_flag(item)));
+      } else {
+        op->add_result(item.inputs);
+      }
+      op->run_callback();  // checks and transforms, then stores the value
+    } catch (const CLI::ParseError& e) {
+      throw CLI::ConfigError(where + item.name + ": " + e.what());
+    }
+  }
+}
+
+}  // namespace
+
+void AddConfigFileOption(CLI::App* sub) {
+  auto path = std::make_shared<std::string>();
+  sub->add_option("--config", *path,
+                  "read options from this TOML/INI file (key = value, the option's long name "
+                  "without dashes); options on the command line override it")
+      ->check(CLI::ExistingFile);
+  sub->final_callback([sub, path]() {
+    if (!path->empty()) ApplyConfigFile(sub, *path);
+  });
+}
+
 bool ProgressWanted(bool flag) { return flag || ::isatty(STDERR_FILENO) == 1; }
 
 bool PathExists(const std::string& path) {

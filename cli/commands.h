@@ -71,6 +71,14 @@ void PrintText(const std::string& text);
 std::string Esc(const std::string& s);
 // Should transfers draw progress? (--progress, or stderr is a terminal.)
 bool ProgressWanted(bool flag);
+// Adds `--config FILE` to `sub`: a TOML or INI file (read by CLI11's ConfigTOML parser) that
+// sets any of `sub`'s options by their long name without dashes (`listen = "0.0.0.0:5000"`,
+// `cache-size = "20GB"`, `private = true`; '_' may stand for '-'), at top level or in a
+// [<sub's name>] section. Options given on the command line win over the file. Applied when
+// `sub` has been parsed, through each option's own checks and transforms; a missing file, an
+// unknown key (or section) or a bad value throws a CLI::ParseError naming the file (a usage
+// error, exit code 2).
+void AddConfigFileOption(CLI::App* sub);
 
 // A temporary directory removed (with its contents) when the object dies.
 class ScopedTempDir {

@@ -39,7 +39,7 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--listen", options->listen, "address to listen on, ADDR:PORT (port 0 = any)")
       ->capture_default_str();
   sub->add_option("--threads", options->threads, "server threads (0 = number of cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 4096));
   sub->add_flag("--private", options->private_mode, "require a token for reads too");
   sub->add_flag("--no-delete", options->no_delete,
                 "refuse DELETE of manifests, tags and blobs (405 UNSUPPORTED)");
@@ -66,10 +66,28 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_flag("--verify-storage", options->verify_storage,
                 "before serving, re-hash every stored blob; damaged ones are moved to "
                 "<data>/quarantine and a summary is printed (docs/registry-api.md)");
+  sub->add_flag("--metrics,!--no-metrics", options->metrics,
+                "serve GET /metrics (Prometheus text format: request counts by route and "
+                "status, bytes, durations, cache hits, storage bytes; docs/operating.md); "
+                "unauthenticated, names no repository (default: on)");
+  auto log_format = std::make_shared<std::string>("text");
+  sub->add_option("--log-format", *log_format,
+                  "access log on stderr, one line per request: text (space-separated fields) "
+                  "or json (one object per line); fields in docs/operating.md")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  AddConfigFileOption(sub);
   sub->footer(
       "On first start the admin token is printed once as 'admin token: <token>'; then\n"
-      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.");
-  commands->push_back({sub, [options]() -> Status { return registry::RunServer(*options); }});
+      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.\n"
+      "Every option can also be set in a --config file, e.g.\n"
+      "  listen = \"0.0.0.0:5000\"\n  data = \"/var/lib/blz\"\n  log-format = \"json\"\n"
+      "A second server on the same --data directory refuses to start (exit code 6).\n"
+      "Operating it (config, access log, /metrics, systemd): docs/operating.md");
+  commands->push_back({sub, [options, log_format]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(options->log_format, registry::ParseLogFormat(*log_format));
+    return registry::RunServer(*options);
+  }});
 }
 
 void AddPush(CLI::App& app, std::vector<Command>* commands) {

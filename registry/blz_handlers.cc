@@ -79,6 +79,7 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
                          "computing the patch failed: " + computed.status().ToString());
   }
   if (!computed->hit) patches_computed_.fetch_add(1);
+  metrics_.RecordComputed(Metrics::Computed::kPatch, computed->hit);
   return serve(computed->blob, computed->hit);
 }
 
@@ -186,6 +187,7 @@ Response Registry::GetValueDiff(const Route& route, const RequestHead& head) {
                          "computing the value diff failed: " + computed.status().ToString());
   }
   if (!computed->hit) value_diffs_computed_.fetch_add(1);
+  metrics_.RecordComputed(Metrics::Computed::kValueDiff, computed->hit);
   Response res = ServeFile(computed->blob.path, computed->blob.size, head, "application/json");
   if (res.status < 300) {
     res.Set("Docker-Content-Digest", computed->blob.digest);
@@ -274,6 +276,7 @@ Response Registry::GetFullPatch(const Route& route, const RequestHead& head,
     return ErrorResponse(OciError::kUnknown, "computing the full patch failed: " + e.ToString(),
                          json{{"digest", to}});
   }
+  metrics_.RecordComputed(Metrics::Computed::kFullPatch, full->hit);
   Response res = ServeFile(full->blob.path, full->blob.size, head, kBlzPatchMediaType);
   if (res.status < 300) {
     res.Set("Docker-Content-Digest", full->blob.digest);

@@ -1,13 +1,15 @@
 #include "registry/http_session.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <sstream>
 #include <tuple>
 #include <utility>
 
 #include "core/file_util.h"
-#include "core/text.h"
 #include "registry/errors.h"
+#include "registry/metrics_handlers.h"
 #include "registry/wire.h"
 
 namespace blz::registry {
@@ -36,10 +38,48 @@ void FillHeaders(Message& msg, const Response& res, bool close) {
   msg.keep_alive(!close);
 }
 
+// The size of the response head as the serializer writes it.
+template <class Message>
+uint64_t HeadBytes(const Message& msg) {
+  std::ostringstream os;
+  os << msg.base();
+  return uint64_t(os.tellp());
+}
+
+// Why a read or write step failed, for the access log.
+std::string Why(const beast::error_code& ec, const char* while_what) {
+  if (ec == beast::error::timeout) {
+    return std::string("timeout (") + std::to_string(kIoTimeout.count()) + " s without progress) " +
+           while_what;
+  }
+  if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+      ec == net::error::eof || ec == net::error::connection_reset ||
+      ec == net::error::broken_pipe) {
+    return std::string("client closed the connection ") + while_what;
+  }
+  return std::string(while_what) + ": " + ec.message();
+}
+
 }  // namespace
 
-HttpSession::HttpSession(tcp::socket&& socket, Registry* registry, HandlerPools* handlers)
-    : stream_(std::move(socket)), registry_(registry), handlers_(handlers) {}
+std::string FormatEndpoint(const tcp::endpoint& endpoint) {
+  const net::ip::address addr = endpoint.address();
+  // An IPv4 client of a dual-stack socket arrives as ::ffff:a.b.c.d: log it as IPv4.
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+    return net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6()).to_string() + ":" +
+           std::to_string(endpoint.port());
+  }
+  if (addr.is_v6()) return "[" + addr.to_string() + "]:" + std::to_string(endpoint.port());
+  return addr.to_string() + ":" + std::to_string(endpoint.port());
+}
+
+HttpSession::HttpSession(tcp::socket&& socket, Registry* registry, HandlerPools* handlers,
+                         const SessionOptions* options)
+    : stream_(std::move(socket)), registry_(registry), handlers_(handlers), options_(options) {
+  beast::error_code ec;
+  const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
+  client_ = ec ? "-" : FormatEndpoint(peer);
+}
 
 HttpSession::~HttpSession() { RemoveBodyFile(); }
 
@@ -59,6 +99,14 @@ void HttpSession::ReadHeader() {
   file_parser_.reset();
   head_ = RequestHead();
   plan_ = BodyPlan();
+  in_request_ = false;
+  status_ = 0;
+  log_user_.clear();
+  bytes_in_ = 0;
+  body_bytes_ = 0;
+  header_bytes_ = 0;
+  wire_bytes_ = 0;
+  log_note_.clear();
   stream_.expires_after(kIoTimeout);
   http::async_read_header(stream_, buffer_, *head_parser_,
                           [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -78,6 +126,8 @@ void HttpSession::OnHeader(beast::error_code ec) {
       head_.method = "-";
       head_.target = "-";
       started_ = std::chrono::steady_clock::now();
+      started_wall_ = std::chrono::system_clock::now();
+      in_request_ = true;
       keep_alive_ = false;
       SendResponse(std::move(bad));
       return;
@@ -86,6 +136,8 @@ void HttpSession::OnHeader(beast::error_code ec) {
     return;
   }
   started_ = std::chrono::steady_clock::now();
+  started_wall_ = std::chrono::system_clock::now();
+  in_request_ = true;
   const auto& req = head_parser_->get();
   head_.method = std::string(req.method_string());
   head_.target = std::string(req.target());
@@ -96,7 +148,13 @@ void HttpSession::OnHeader(beast::error_code ec) {
   head_.chunked = head_parser_->chunked();
   keep_alive_ = req.keep_alive();
 
-  plan_ = registry_->PlanBody(head_);
+  metrics_request_ = options_->metrics && IsMetricsTarget(head_.target);
+  if (metrics_request_) {
+    plan_ = BodyPlan();  // a body (none is expected) is read and discarded
+    plan_.limit = kMaxIgnoredBodyBytes;
+  } else {
+    plan_ = registry_->PlanBody(head_);
+  }
   if (plan_.reject.has_value()) {
     if (!head_.HasBody()) {
       SendResponse(std::move(*plan_.reject));
@@ -121,7 +179,7 @@ void HttpSession::OnHeader(beast::error_code ec) {
     stream_.expires_after(kIoTimeout);
     http::async_write(stream_, *cont,
                       [self = shared_from_this(), cont](beast::error_code wec, size_t) {
-                        if (wec) return self->Close();
+                        if (wec) return self->Abort(Why(wec, "before the request body"));
                         self->StartBody();
                       });
     return;
@@ -166,6 +224,7 @@ void HttpSession::ReadBodySome(Parser& parser) {
   stream_.expires_after(kIoTimeout);
   http::async_read_some(stream_, buffer_, parser,
                         [self = shared_from_this(), &parser](beast::error_code ec, size_t n) {
+                          self->bytes_in_ += n;
                           if (ec) return self->OnBodyError(ec);
                           if (!parser.is_done() && !self->CheckBodyRate(n)) return;
                           self->ReadBodySome(parser);
@@ -182,7 +241,7 @@ void HttpSession::OnBodyError(beast::error_code ec) {
     SendResponse(std::move(err));
     return;
   }
-  Close();
+  Abort(Why(ec, "while sending the request body"));
 }
 
 bool HttpSession::CheckBodyRate(size_t n) {
@@ -236,8 +295,10 @@ void HttpSession::OnBody() {
   // Handlers may block (hashing, patch computation): run them off the I/O threads, then come
   // back to this connection's strand to write.
   const bool posted =
-      handlers_->Post(plan_.heavy, [self = shared_from_this(), req = std::move(req)]() {
-        Response res = self->registry_->Handle(req);
+      handlers_->Post(plan_.heavy, [self = shared_from_this(), req = std::move(req),
+                                    metrics = metrics_request_]() {
+        Response res = metrics ? HandleMetrics(*self->registry_, req.head)
+                               : self->registry_->Handle(req);
         net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
           self->SendResponse(std::move(res));
         });
@@ -254,7 +315,9 @@ void HttpSession::SendResponse(Response res) {
   RemoveBodyFile();
   const bool close = res.close || !keep_alive_;
   status_ = res.status;
+  log_user_ = std::move(res.log_user);
   body_bytes_ = res.head_only || NoBodyStatus(res.status) ? 0 : res.BodySize();
+  wire_bytes_ = 0;
 
   if (res.head_only || NoBodyStatus(res.status)) {
     auto msg = std::make_shared<http::response<http::empty_body>>();
@@ -294,33 +357,60 @@ void HttpSession::SendResponse(Response res) {
 template <class Body>
 void HttpSession::WriteSome(std::shared_ptr<http::response<Body>> msg,
                             std::shared_ptr<http::response_serializer<Body>> sr) {
+  if (wire_bytes_ == 0) header_bytes_ = HeadBytes(*msg);
   stream_.expires_after(kIoTimeout);
   http::async_write_some(stream_, *sr,
-                         [self = shared_from_this(), msg, sr](beast::error_code ec, size_t) {
-                           if (ec) return self->Close();
+                         [self = shared_from_this(), msg, sr](beast::error_code ec, size_t n) {
+                           self->wire_bytes_ += n;
+                           if (ec) return self->Abort(Why(ec, "while receiving the response"));
                            if (!sr->is_done()) return self->WriteSome(msg, sr);
                            self->OnWritten(msg->need_eof());
                          });
 }
 
 void HttpSession::OnWritten(bool close) {
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
-          .count();
-  char tail[96];
-  std::snprintf(tail, sizeof(tail), " %d %llu %.1fms\n", status_,
-                static_cast<unsigned long long>(body_bytes_), ms);
-  // The target is untrusted (escape it) and may carry a token in its query (redact it).
-  std::string line = EscapeForTerminal(head_.method) + " " +
-                     EscapeForTerminal(RedactTarget(head_.target)) + tail;
-  if (!log_note_.empty()) {
-    line.pop_back();  // the newline
-    line += " (" + EscapeForTerminal(log_note_) + ")\n";
-    log_note_.clear();
-  }
-  std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines never interleave
+  LogRequest(/*aborted=*/false);
   if (close) return Close();
   ReadHeader();
+}
+
+void HttpSession::Abort(const std::string& why) {
+  if (in_request_) {
+    log_note_ = log_note_.empty() ? why : log_note_ + "; " + why;
+    // Only the body bytes that left: the head goes first.
+    body_bytes_ = std::min(body_bytes_, wire_bytes_ > header_bytes_ ? wire_bytes_ - header_bytes_
+                                                                     : uint64_t(0));
+    LogRequest(/*aborted=*/true);
+  }
+  Close();
+}
+
+void HttpSession::LogRequest(bool aborted) {
+  if (!in_request_) return;
+  in_request_ = false;
+  AccessLogEntry entry;
+  entry.time = started_wall_;
+  entry.client = client_;
+  entry.user = log_user_;
+  entry.method = head_.method;
+  entry.target = head_.target;
+  entry.status = status_;
+  entry.bytes_in = bytes_in_;
+  entry.bytes_out = body_bytes_;
+  entry.duration_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
+          .count();
+  entry.aborted = aborted;
+  registry_->metrics().RecordRequest(RouteKind(head_.target), head_.method, status_, bytes_in_,
+                                     body_bytes_, entry.duration_ms / 1000.0, aborted);
+  entry.note = std::move(log_note_);
+  log_note_.clear();
+  const std::string line = FormatAccessLog(entry, options_->log_format);
+  if (options_->log) {
+    options_->log(line);
+  } else {
+    std::fwrite(line.data(), 1, line.size(), stderr);  // one call: lines never interleave
+  }
 }
 
 void HttpSession::Close() {

@@ -10,10 +10,18 @@
 // large bodies are bounded by stalls, not by total time). Request bodies must also keep a
 // minimum average rate (RegistryOptions::body_rate, registry/registry.h kMinBodyBytesPerSecond
 // over kBodyRateWindow): a slower body gets 408, the connection is closed and the partial body
-// file removed (an upload session keeps the chunks committed before). One line per request is
-// logged to stderr: method, target (secret query values redacted, registry/wire.h
-// RedactTarget; control characters escaped, core/text.h), status, body bytes, milliseconds,
-// and for a refused slow body the reason.
+// file removed (an upload session keeps the chunks committed before).
+//
+// One access-log line per request (registry/access_log.h: time, client, user, method, redacted
+// target, status, body bytes in and out, milliseconds, and for a refused slow body the
+// reason). The session only fills an AccessLogEntry; formatting is pure. A request whose
+// transfer does not complete (the client closes the connection or stalls past the timeout while
+// sending its body or receiving the response; a write error) is logged too, marked aborted,
+// with the body bytes actually exchanged. Idle keep-alive connections that close between
+// requests log nothing.
+// Each logged request is also counted in Registry::metrics() (registry/metrics.h). GET /metrics
+// (SessionOptions::metrics) is answered here, on the light pool, by HandleMetrics
+// (registry/metrics_handlers.h) instead of the registry's routing.
 #ifndef BLZ_REGISTRY_HTTP_SESSION_H_
 #define BLZ_REGISTRY_HTTP_SESSION_H_
 
@@ -22,19 +30,26 @@
 #include <optional>
 #include <string>
 
+#include "registry/access_log.h"
 #include "registry/file_range_body.h"
 #include "registry/handler_pools.h"
 #include "registry/http_message.h"
 #include "registry/net.h"
 #include "registry/registry.h"
+#include "registry/server.h"  // SessionOptions
 
 namespace blz::registry {
 
 inline constexpr std::chrono::seconds kIoTimeout{30};
 
+// "127.0.0.1:51234", "[::1]:51234".
+std::string FormatEndpoint(const tcp::endpoint& endpoint);
+
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket&& socket, Registry* registry, HandlerPools* handlers);
+  // `registry`, `handlers` and `options` must outlive the session.
+  HttpSession(tcp::socket&& socket, Registry* registry, HandlerPools* handlers,
+              const SessionOptions* options);
   ~HttpSession();
 
   // Starts the read loop (on the connection's strand).
@@ -56,6 +71,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void WriteSome(std::shared_ptr<http::response<Body>> msg,
                  std::shared_ptr<http::response_serializer<Body>> sr);
   void OnWritten(bool close);
+  // The current request ended without completing: logs it as aborted (`why`), closes.
+  void Abort(const std::string& why);
+  // Logs the current request once (no-op when none is in progress or it was logged).
+  void LogRequest(bool aborted);
   void Close();
   void RemoveBodyFile();
 
@@ -63,6 +82,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   beast::flat_buffer buffer_;
   Registry* registry_;
   HandlerPools* handlers_;
+  const SessionOptions* options_;
+  std::string client_;  // the peer, for the access log
+  bool metrics_request_ = false;  // GET /metrics (registry/metrics_handlers.h), not the registry's
 
   std::optional<http::request_parser<http::empty_body>> head_parser_;
   std::optional<http::request_parser<http::string_body>> string_parser_;
@@ -72,13 +94,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   BodyPlan plan_;
   std::string body_file_;
   bool keep_alive_ = false;
+  // The current request, for the access log (reset by ReadHeader).
+  bool in_request_ = false;  // a head arrived and the request is not logged yet
   std::chrono::steady_clock::time_point started_;
-  int status_ = 0;
-  uint64_t body_bytes_ = 0;
+  std::chrono::system_clock::time_point started_wall_;
+  int status_ = 0;           // 0 until a response is being sent
+  std::string log_user_;     // Response::log_user
+  uint64_t bytes_in_ = 0;    // request body bytes read
+  uint64_t body_bytes_ = 0;  // response body bytes announced
+  uint64_t header_bytes_ = 0;  // the response head's size on the wire
+  uint64_t wire_bytes_ = 0;    // response bytes written so far (head included)
   // The body-rate window (CheckBodyRate): its start and the bytes read in it.
   std::chrono::steady_clock::time_point rate_window_start_;
   uint64_t rate_window_bytes_ = 0;
-  std::string log_note_;  // appended to the access log line ("" = none)
+  std::string log_note_;  // the access log's note ("" = none)
 };
 
 }  // namespace blz::registry

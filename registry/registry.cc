@@ -414,7 +414,9 @@ Result<GcReport> Registry::CollectGarbage(bool dry_run) {
   GcOptions o;
   o.grace = options_.gc_grace;
   o.dry_run = dry_run;
-  return registry::CollectGarbage(blobs_, db_.get(), &blob_locks_, o);
+  Result<GcReport> report = registry::CollectGarbage(blobs_, db_.get(), &blob_locks_, o);
+  if (report.ok() && !dry_run) metrics_.RecordGc(report->bytes_freed);
+  return report;
 }
 
 // ---- endpoints ----

@@ -35,6 +35,7 @@
 #include "registry/http_message.h"
 #include "registry/keyed_mutex.h"
 #include "registry/oci_manifest.h"
+#include "registry/metrics.h"
 #include "store/blob_store.h"
 #include "store/metadata_db.h"
 
@@ -141,6 +142,9 @@ class Registry {
   uint64_t patches_computed() const;
   // Value diff computations performed so far (cache misses that succeeded).
   uint64_t value_diffs_computed() const { return value_diffs_computed_.load(); }
+  // The server's counters (GET /metrics, registry/metrics.h): the session records requests,
+  // the handlers cache hits; garbage collection reports each run with metrics().RecordGc().
+  Metrics& metrics() { return metrics_; }
 
   struct Route;  // defined in registry/registry_internal.h
 
@@ -251,6 +255,7 @@ class Registry {
   // One lock per blob digest, held by whatever makes a blob referenced (manifest PUT, upload,
   // mount) and by garbage collection while it decides on the blob (registry/garbage_collector.h).
   KeyedMutex blob_locks_;
+  Metrics metrics_;
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
 };

@@ -1,13 +1,17 @@
 // RunServer lives apart from Server so that only binaries that call it link the patcher
 // (through PatcherPatchFunction and PatcherFullPatchFunctions).
-#include <cstdio>
-#include <iostream>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 
+#include "core/file_lock.h"
 #include "registry/net.h"
 #include "registry/server.h"
 
@@ -57,7 +61,30 @@ class PeriodicGc {
 
 }  // namespace
 
+Result<FileLock> LockDataDir(const std::string& data_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool existed = fs::exists(data_dir, ec);
+  fs::create_directories(data_dir, ec);
+  // A new data directory is private from the start (store/blob_store.cc would otherwise
+  // tighten it and warn).
+  if (!ec && !existed) {
+    fs::permissions(data_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  }
+  if (ec) return IOError("cannot create data directory '" + data_dir + "': " + ec.message());
+  Result<FileLock> lock = FileLock::Acquire(data_dir + "/" + kDataDirLockName);
+  if (lock.ok()) return lock;
+  if (lock.status().code() == Code::kUnavailable) {
+    return lock.status().WithContext("data directory '" + data_dir +
+                                     "' is in use by another blz serve");
+  }
+  return lock.status().WithContext("data directory '" + data_dir + "'");
+}
+
 Status RunServer(const ServerOptions& options) {
+  // Held until we return: before --verify-storage, which moves blobs, and before the registry
+  // opens the directory.
+  BLZ_ASSIGN_OR_RETURN(FileLock lock, LockDataDir(options.data_dir));
   RegistryOptions ropts;
   ropts.private_mode = options.private_mode;
   ropts.allow_delete = !options.no_delete;
@@ -96,8 +123,13 @@ Status RunServer(const ServerOptions& options) {
     if (!ec) received = signo;
   });
 
+  SessionOptions session;
+  session.log_format = options.log_format;
+  session.log = StderrLogSink();
+  session.metrics = options.metrics;
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
-                       Server::Start(registry.get(), options.listen, options.threads));
+                       Server::Start(registry.get(), options.listen, options.threads,
+                                     std::move(session)));
   // Created only once binding succeeded, so a failed start never consumes the one-time display.
   BLZ_ASSIGN_OR_RETURN(std::optional<std::string> token, registry->EnsureAdminToken());
   if (token.has_value()) {

@@ -22,8 +22,12 @@ int ThreadCount(int threads) {
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
   Listener(net::io_context& ioc, tcp::acceptor acceptor, Registry* registry,
-           HandlerPools* handlers)
-      : ioc_(ioc), acceptor_(std::move(acceptor)), registry_(registry), handlers_(handlers) {}
+           HandlerPools* handlers, const SessionOptions* options)
+      : ioc_(ioc),
+        acceptor_(std::move(acceptor)),
+        registry_(registry),
+        handlers_(handlers),
+        options_(options) {}
 
   void Run() { Accept(); }
   void Stop() {
@@ -38,7 +42,9 @@ class Listener : public std::enable_shared_from_this<Listener> {
   }
   void OnAccept(beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) std::make_shared<HttpSession>(std::move(socket), registry_, handlers_)->Run();
+    if (!ec) {
+      std::make_shared<HttpSession>(std::move(socket), registry_, handlers_, options_)->Run();
+    }
     Accept();  // keep accepting after transient errors (e.g. EMFILE)
   }
 
@@ -46,6 +52,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   tcp::acceptor acceptor_;
   Registry* registry_;
   HandlerPools* handlers_;
+  const SessionOptions* options_;
 };
 
 Result<tcp::endpoint> ParseListen(const std::string& listen) {
@@ -89,6 +96,7 @@ struct Server::Impl {
   std::string host;
   uint16_t port = 0;
   bool stopped = false;
+  SessionOptions session;  // outlives the sessions (destroyed with ioc in Stop)
 };
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -96,10 +104,12 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Stop(); }
 
 Result<std::unique_ptr<Server>> Server::Start(Registry* registry, const std::string& listen,
-                                              int threads) {
+                                              int threads, SessionOptions session) {
   BLZ_ASSIGN_OR_RETURN(tcp::endpoint endpoint, ParseListen(listen));
   const int n = ThreadCount(threads);
   auto impl = std::make_unique<Impl>(n);
+  impl->session = std::move(session);
+  if (!impl->session.log) impl->session.log = StderrLogSink();
   tcp::acceptor acceptor(*impl->ioc);
   beast::error_code ec;
   acceptor.open(endpoint.protocol(), ec);
@@ -112,7 +122,8 @@ Result<std::unique_ptr<Server>> Server::Start(Registry* registry, const std::str
   impl->host = bound.address().to_string();
   impl->port = bound.port();
   impl->listener =
-      std::make_shared<Listener>(*impl->ioc, std::move(acceptor), registry, impl->handlers.get());
+      std::make_shared<Listener>(*impl->ioc, std::move(acceptor), registry, impl->handlers.get(),
+                                 &impl->session);
   impl->listener->Run();
   for (int i = 0; i < n; ++i) {
     impl->io_threads.emplace_back([ioc = impl->ioc.get()] { ioc->run(); });

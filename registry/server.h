@@ -11,7 +11,9 @@
 #include <memory>
 #include <string>
 
+#include "core/file_lock.h"
 #include "core/status.h"
+#include "registry/access_log.h"
 #include "registry/registry.h"
 
 namespace blz::registry {
@@ -34,27 +36,55 @@ struct ServerOptions {
   // registry/archive_storage.h): damaged blobs are moved to <data>/quarantine/; a summary line
   // goes to stderr.
   bool verify_storage = false;
+  // The access log's format (registry/access_log.h; docs/operating.md).
+  LogFormat log_format = LogFormat::kText;
+  // Serve GET /metrics (Prometheus text format; docs/operating.md).
+  bool metrics = true;
 };
 
-// Opens/creates the data dir and DB, applies migrations, creates the admin token on first start
+// The lock file `blz serve` holds in its data directory (see LockDataDir).
+inline constexpr char kDataDirLockName[] = "blz.lock";
+
+// Creates `data_dir` when missing (mode 0700) and takes the exclusive lock <data_dir>/blz.lock
+// (core/file_lock.h) that RunServer holds for the server's lifetime, so that two servers never
+// share a data directory. Offline commands that open the Registry without serving do not take it.
+// Errors: kUnavailable when another process holds it ("data directory '<dir>' is in use by
+// another blz serve: '<dir>/blz.lock' is locked by process <pid>"; exit code 6), kIOError when
+// the directory or the lock file cannot be created.
+Result<FileLock> LockDataDir(const std::string& data_dir);
+
+// Opens/creates the data dir, locks it (LockDataDir), opens the DB, applies migrations, creates the admin token on first start
 // (prints "admin token: <token>" on stdout once, stores only its SHA-256), binds (port 0 =
 // ephemeral), prints "listening on http://<addr>:<port>" on stdout (flushed), serves until
 // SIGINT/SIGTERM, then returns.
 // Order in practice: open, install the SIGINT/SIGTERM handlers, bind and start serving, create
 // and print the admin token (so a failed bind never consumes the one-time display), print the
 // "listening on" line. Both lines are flushed; the token line (when any) comes first.
-// Errors: kInvalidArgument (bad listen address), kIOError (cannot bind, data dir), those of
+// Errors: kInvalidArgument (bad listen address), kIOError (cannot bind, data dir),
+// kUnavailable (another server holds the data directory: LockDataDir), those of
 // Registry::Open (kUnsupported for a DB newer than the binary).
 Status RunServer(const ServerOptions& options);
+
+// What the server adds around the registry's routes, for every connection
+// (registry/http_session.h).
+struct SessionOptions {
+  LogFormat log_format = LogFormat::kText;
+  // Where access-log lines go (registry/access_log.h); empty = StderrLogSink().
+  AccessLogSink log;
+  // Answer GET /metrics (registry/metrics_handlers.h); false: /metrics is a 404 like any path
+  // outside /v2/.
+  bool metrics = true;
+};
 
 class Server {
  public:
   // Binds `listen` ("<host>:<port>", IPv6 as "[::1]:<port>"; port 0 = ephemeral) and starts
   // serving `registry` (which must outlive the Server) on `threads` I/O threads and as many
-  // light and as many heavy handler threads (0 = number of cores).
+  // light and as many heavy handler threads (0 = number of cores). `session` sets the access
+  // log's format and sink (default: text on stderr).
   // Errors: kInvalidArgument (unparsable address), kIOError (bind/listen failed).
   static Result<std::unique_ptr<Server>> Start(Registry* registry, const std::string& listen,
-                                               int threads);
+                                               int threads, SessionOptions session = {});
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

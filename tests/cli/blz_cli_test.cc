@@ -69,6 +69,68 @@ TEST(BlzCliTest, UsageErrorsExit2WithOneLine) {
   EXPECT_EQ(std::count(bad_ref.err.begin(), bad_ref.err.end(), '\n'), 1) << bad_ref.err;
 }
 
+// `blz serve` refuses a bad --log-format before creating anything.
+TEST(BlzCliTest, ServeRefusesAnUnknownLogFormat) {
+  TempDir tmp;
+  BlzRun r = Blz("serve --data " + tmp / "data" + " --log-format xml", tmp);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("blz: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("--log-format"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "data"));
+}
+
+// `blz serve --config FILE`: an unknown key, an unknown section, a bad value or a missing file
+// is a usage error naming the file and the key, before anything is created.
+TEST(BlzCliTest, ServeConfigFileErrorsAreClear) {
+  TempDir tmp;
+  const std::string data = tmp / "data";
+  struct Case {
+    std::string text, message;
+  };
+  const Case cases[] = {
+      {"data = \"" + data + "\"\nlisten = \"127.0.0.1:0\"\nlisten-port = 5\n",
+       "unknown option 'listen-port' (see blz serve --help)"},
+      {"data = \"" + data + "\"\n[server]\nlisten = \"127.0.0.1:0\"\n",
+       "unknown section [server]"},
+      {"data = \"" + data + "\"\ncache-size = \"lots\"\n", "cache-size: --cache-size: lots"},
+      {"data = \"" + data + "\"\nlog_format = \"xml\"\n",
+       "log_format: --log-format: xml not in {text,json}"},
+      {"data = \"" + data + "\"\nprivate = maybe\n", "private: Could not convert"},
+      {"data = \"" + data + "\"\nthreads = -1\n", "threads: --threads: Value -1 not in range"},
+  };
+  for (const Case& c : cases) {
+    const std::string config = tmp / "serve.toml";
+    blz::testing::WriteFileBytes(config, c.text);
+    BlzRun r = Blz("serve --config " + config, tmp);
+    EXPECT_EQ(r.code, 2) << c.text;
+    EXPECT_EQ(r.err.rfind("blz: error: config file " + config + ": ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(data)) << c.text;
+  }
+  BlzRun missing = Blz("serve --config " + tmp / "none.toml", tmp);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("--config: File does not exist: " + tmp / "none.toml"),
+            std::string::npos)
+      << missing.err;
+}
+
+// Every option of `blz serve --help` has a real description, --config included.
+TEST(BlzCliTest, ServeHelpDescribesEveryOption) {
+  TempDir tmp;
+  BlzRun r = Blz("serve --help", tmp);
+  EXPECT_EQ(r.code, 0);
+  for (const char* option : {"--data", "--listen", "--threads", "--private", "--cache-size",
+                             "--keep-raw-archives", "--verify-storage", "--metrics",
+                             "--log-format", "--config"}) {
+    const size_t at = r.out.find(std::string("  ") + option);
+    ASSERT_NE(at, std::string::npos) << option << "\n" << r.out;
+    // The description follows on the same line or the next one; it is at least a few words.
+    const size_t end = r.out.find("\n  -", at + 3);
+    const std::string entry = r.out.substr(at, end == std::string::npos ? end : end - at);
+    EXPECT_GT(entry.size(), std::string(option).size() + 30) << entry;
+  }
+}
+
 TEST(BlzCliTest, MissingFileExit3) {
   TempDir tmp;
   BlzRun r = Blz("verify " + tmp / "nope.blz", tmp);

@@ -387,6 +387,72 @@ TEST_F(RegistryE2ETest, ServeStorageFlagsKeepRawArchivesAndBoundTheCache) {
   ::waitpid(pid, &status, 0);
 }
 
+// A second `blz serve` on the shared server's data directory refuses to start (exit code 6, a
+// one-line error naming the directory and the running server's PID) and leaves it alone.
+TEST_F(RegistryE2ETest, SecondServerOnTheSameDataDirectoryRefusesToStart) {
+  const std::string data = *work_ / "registry";
+  ProcessResult r = Blz({"serve", "--data", data, "--listen", "127.0.0.1:0"}, {});
+  EXPECT_EQ(r.exit_code, 6) << r.out << r.err;
+  EXPECT_EQ(r.out.find("listening on"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "blz: error: unavailable: data directory '" + data +
+                       "' is in use by another blz serve: '" + data +
+                       "/blz.lock' is locked by process " + std::to_string(server_pid_) + "\n");
+  // The running server still answers.
+  ProcessResult ping = Curl({"--fail", "http://" + addr_ + "/v2/"});
+  EXPECT_EQ(ping.exit_code, 0) << ping.err;
+}
+
+// `blz serve --config FILE`: the file sets the data directory, the address and the log format;
+// a flag on the command line (--metrics) overrides the file's `metrics = false`. The access log
+// is JSON, one object per request; /metrics answers.
+TEST_F(RegistryE2ETest, ServeReadsItsOptionsFromAConfigFile) {
+  const std::string data = *work_ / "config-registry";
+  const std::string config = *work_ / "serve.toml";
+  WriteFileBytes(config, "# blz serve\ndata = \"" + data +
+                             "\"\nlisten = \"127.0.0.1:0\"\nlog-format = \"json\"\n"
+                             "metrics = false\ncache_size = \"1MB\"\n");
+  const std::string out = *work_ / "config-serve.out";
+  const std::string err = *work_ / "config-serve.err";
+  pid_t pid = StartProcess({BLZ_BINARY, "serve", "--config", config, "--metrics"}, {}, out, err);
+  ASSERT_GT(pid, 0);
+  std::string addr;
+  for (int i = 0; i < 300 && addr.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::string text = ReadFileBytes(out);
+    auto l = text.find("listening on http://");
+    if (l == std::string::npos || text.find('\n', l) == std::string::npos) continue;
+    addr = text.substr(l + 20, text.find('\n', l) - l - 20);
+  }
+  ASSERT_FALSE(addr.empty()) << ReadFileBytes(err);
+  EXPECT_EQ(addr.rfind("127.0.0.1:", 0), 0u) << addr;
+  EXPECT_TRUE(fs::exists(data + "/blz.db"));
+  EXPECT_TRUE(fs::exists(data + "/blz.lock"));
+  EXPECT_EQ(StorageStatus(addr)["cache"].value("limit", uint64_t(0)), 1000000u);
+  ProcessResult metrics = Curl({"--fail", "http://" + addr + "/metrics"});
+  EXPECT_EQ(metrics.exit_code, 0) << metrics.err;
+  EXPECT_NE(metrics.out.find("# TYPE blz_http_requests_total counter"), std::string::npos)
+      << metrics.out;
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  // The access log: one JSON object per line, the storage request first.
+  std::string log = ReadFileBytes(err);
+  std::vector<nlohmann::json> lines;
+  for (size_t pos = 0, nl; (nl = log.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+    auto j = nlohmann::json::parse(log.substr(pos, nl - pos), nullptr, false);
+    if (j.is_object() && j.contains("path")) lines.push_back(j);
+  }
+  ASSERT_EQ(lines.size(), 2u) << log;
+  EXPECT_EQ(lines[0]["path"], "/v2/_blz/storage");
+  EXPECT_EQ(lines[0]["status"], 200);
+  EXPECT_EQ(lines[0]["user"], "-");
+  EXPECT_EQ(lines[0]["client"].get<std::string>().rfind("127.0.0.1:", 0), 0u);
+  EXPECT_EQ(lines[1]["path"], "/metrics");
+  EXPECT_EQ(lines[1]["aborted"], false);
+}
+
 TEST_F(RegistryE2ETest, PushWithoutTokenFailsAndChangesNothing) {
   BLZ_REQUIRE_CORPUS(corpus);
   auto before = RegistryFiles();

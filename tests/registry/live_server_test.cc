@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -93,6 +95,19 @@ class Client {
                      [&](beast::error_code ec, size_t) { result = ec; });
     Run();
     return !result;
+  }
+
+  // Shrinks the socket's receive buffer (no autotuning): a large response stays mostly unsent.
+  void SetReceiveBuffer(int bytes) {
+    beast::error_code ec;
+    stream_.socket().set_option(net::socket_base::receive_buffer_size(bytes), ec);
+  }
+
+  // The client's own address, "127.0.0.1:<port>".
+  std::string LocalAddress() {
+    beast::error_code ec;
+    tcp::endpoint e = stream_.socket().local_endpoint(ec);
+    return e.address().to_string() + ":" + std::to_string(e.port());
   }
 
   // Bytes the server has sent that are waiting to be read.
@@ -453,6 +468,161 @@ TEST(SlowBodyTest, TrickledBodyIsCutOffAndLogged) {
     files += e.is_regular_file() && rel.rfind("/blz.db", 0) != 0 ? 1 : 0;
   }
   EXPECT_EQ(files, 0u);
+}
+
+// Collects access-log lines (the sink runs on the server's I/O threads).
+class LogCapture {
+ public:
+  AccessLogSink Sink() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.push_back(line);
+      cv_.notify_all();
+    };
+  }
+  // The first `n` lines, parsed; waits at most 10 s for them (fewer when they never came).
+  std::vector<nlohmann::json> WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kDeadline, [&] { return lines_.size() >= n; });
+    std::vector<nlohmann::json> out;
+    for (const std::string& l : lines_) {
+      EXPECT_EQ(l.find('\n'), l.size() - 1) << l;
+      out.push_back(nlohmann::json::parse(l, nullptr, false));
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> lines_;
+};
+
+// The JSON access log of a real server: one line per request with the client's address, the
+// redacted target, body bytes in and out; transfers the client abandons (mid-body, mid-response)
+// are logged as aborted with the bytes actually exchanged.
+TEST(AccessLogLiveTest, EveryRequestIsLoggedIncludingAbortedTransfers) {
+  blz::testing::TempDir tmp;
+  auto r = Registry::Open(tmp / "data", RegistryOptions());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto token = (*r)->EnsureAdminToken();
+  ASSERT_TRUE(token.ok() && token->has_value());
+  LogCapture log;
+  auto server = Server::Start(r->get(), "127.0.0.1:0", 2,
+                              SessionOptions{LogFormat::kJson, log.Sink()});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const uint16_t port = (*server)->port();
+
+  const std::string blob = Bytes(16 << 20);
+  const std::string d = MakeDigest(Sha256Hex(blob));
+  std::string client;
+  {
+    Client c(port);
+    ASSERT_TRUE(c.ok());
+    client = c.LocalAddress();
+    EXPECT_EQ(c.Send(Make(http::verb::get, "/v2/?token=hunter2")).result_int(), 200);
+    EXPECT_EQ(c.Send(Make(http::verb::post, "/v2/org/m/blobs/uploads/?digest=" + d, **token,
+                          blob))
+                  .result_int(),
+              201);
+  }
+  std::vector<nlohmann::json> lines = log.WaitFor(2);
+  ASSERT_EQ(lines.size(), 2u);
+  const nlohmann::json& ping = lines[0];
+  EXPECT_EQ(ping["client"], client);
+  EXPECT_EQ(ping["user"], "-");
+  EXPECT_EQ(ping["method"], "GET");
+  EXPECT_EQ(ping["path"], "/v2/?token=REDACTED");
+  EXPECT_EQ(ping["status"], 200);
+  EXPECT_EQ(ping["bytes_in"], 0);
+  EXPECT_EQ(ping["bytes_out"], 2);  // "{}"
+  EXPECT_EQ(ping["aborted"], false);
+  EXPECT_FALSE(ping.contains("note"));
+  EXPECT_EQ(ping["time"].get<std::string>().size(), 24u) << ping;  // ....T..:..:..mmmZ
+  EXPECT_EQ(ping["time"].get<std::string>().back(), 'Z');
+  EXPECT_GE(ping["duration_ms"].get<double>(), 0.0);
+  EXPECT_EQ(lines[1]["method"], "POST");
+  EXPECT_EQ(lines[1]["status"], 201);
+  EXPECT_EQ(lines[1]["bytes_in"], blob.size());
+  EXPECT_EQ(lines[1]["bytes_out"], 0);
+
+  // The client goes away 10 bytes into a 100000-byte body: no status, 10 bytes in.
+  {
+    Client c(port);
+    ASSERT_TRUE(c.ok());
+    c.WriteHead(Make(http::verb::post, "/v2/org/m/blobs/uploads/?digest=" + d, **token),
+                100000);
+    ASSERT_TRUE(c.WriteRaw(std::string(10, 'x')));
+  }
+  lines = log.WaitFor(3);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2]["method"], "POST");
+  EXPECT_TRUE(lines[2]["status"].is_null()) << lines[2];
+  EXPECT_EQ(lines[2]["bytes_in"], 10);
+  EXPECT_EQ(lines[2]["aborted"], true);
+  EXPECT_EQ(lines[2]["note"], "client closed the connection while sending the request body");
+
+  // The client asks for 16 MiB, reads nothing and closes: the line says 200, aborted, and how
+  // much of the body left (less than all of it: the client's buffer is small).
+  {
+    Client c(port);
+    ASSERT_TRUE(c.ok());
+    c.SetReceiveBuffer(64 << 10);
+    c.WriteHead(Make(http::verb::get, "/v2/org/m/blobs/" + d), 0);
+    ASSERT_TRUE(c.ok());
+  }
+  lines = log.WaitFor(4);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[3]["method"], "GET");
+  EXPECT_EQ(lines[3]["status"], 200);
+  EXPECT_EQ(lines[3]["aborted"], true) << lines[3];
+  EXPECT_LT(lines[3]["bytes_out"].get<uint64_t>(), blob.size()) << lines[3];
+  EXPECT_NE(lines[3]["note"].get<std::string>().find("while receiving the response"),
+            std::string::npos)
+      << lines[3];
+  (*server)->Stop();
+  EXPECT_EQ(log.WaitFor(4).size(), 4u);  // nothing else was logged
+}
+
+// GET /metrics through the real server: counted requests by route, method and code (the
+// scrape itself included once it ended); with metrics off, /metrics is a plain 404.
+TEST(MetricsLiveTest, ServedNextToTheRegistryUnlessDisabled) {
+  blz::testing::TempDir tmp;
+  auto r = Registry::Open(tmp / "data", RegistryOptions());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  LogCapture log;
+  auto server = Server::Start(r->get(), "127.0.0.1:0", 2,
+                              SessionOptions{LogFormat::kText, log.Sink(), /*metrics=*/true});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Client c((*server)->port());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.Send(Make(http::verb::get, "/v2/")).result_int(), 200);
+  EXPECT_EQ(c.Send(Make(http::verb::get, "/v2/m/tags/list")).result_int(), 404);
+  Res first = c.Send(Make(http::verb::get, "/metrics"));
+  ASSERT_EQ(first.result_int(), 200) << first.body();
+  EXPECT_EQ(first[http::field::content_type], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(first.body().find("blz_http_requests_total{route=\"base\",method=\"GET\",code=\"200\"} 1\n"),
+            std::string::npos)
+      << first.body();
+  EXPECT_NE(first.body().find("blz_http_requests_total{route=\"tags\",method=\"GET\",code=\"404\"} 1\n"),
+            std::string::npos)
+      << first.body();
+  EXPECT_NE(first.body().find("blz_storage_bytes{kind=\"blobs\"} "), std::string::npos);
+  Res second = c.Send(Make(http::verb::get, "/metrics"));
+  EXPECT_NE(second.body().find("blz_http_requests_total{route=\"metrics\",method=\"GET\",code=\"200\"} 1\n"),
+            std::string::npos)
+      << second.body();
+  Res post = c.Send(Make(http::verb::post, "/metrics"));
+  EXPECT_EQ(post.result_int(), 405);
+  (*server)->Stop();
+
+  auto off = Server::Start(r->get(), "127.0.0.1:0", 1,
+                           SessionOptions{LogFormat::kText, log.Sink(), /*metrics=*/false});
+  ASSERT_TRUE(off.ok());
+  Client c2((*off)->port());
+  ASSERT_TRUE(c2.ok());
+  EXPECT_EQ(c2.Send(Make(http::verb::get, "/metrics")).result_int(), 404);
+  (*off)->Stop();
 }
 
 }  // namespace

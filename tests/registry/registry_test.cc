@@ -762,6 +762,13 @@ TEST_F(PatchEndpointTest, ComputedOnceThenServedFromTheStore) {
   EXPECT_EQ(BodyOf(second), Expected());
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(h.registry().patches_computed(), 1u);
+  // GET /metrics tells the computed patch from the one served from the cache.
+  const std::string metrics = h.registry().metrics().Render();
+  EXPECT_NE(metrics.find("blz_patches_served_total{result=\"computed\"} 1\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("blz_patches_served_total{result=\"cache_hit\"} 1\n"),
+            std::string::npos)
+      << metrics;
   // Kept as a blob and in the patches table.
   EXPECT_TRUE(h.registry().blobs().Contains(D(Expected())));
   auto rec = h.registry().db().FindPatch(D(base_), D(target_));

@@ -3,6 +3,7 @@
 #include "registry/server.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <chrono>
@@ -153,6 +154,37 @@ TEST(RunServerTest, ErrorsAreReturned) {
   options.data_dir = tmp / "file";  // not a directory
   options.listen = "127.0.0.1:0";
   EXPECT_FALSE(RunServer(options).ok());
+}
+
+// Two servers never share a data directory: while one holds <data>/blz.lock, RunServer refuses
+// with kUnavailable naming the directory and the holder's PID, before touching anything; once
+// the lock is released a server starts.
+TEST(RunServerTest, SecondServerOnTheSameDataDirectoryIsRefused) {
+  blz::testing::TempDir tmp;
+  ServerOptions options;
+  options.data_dir = tmp / "data";
+  options.threads = 1;
+  options.listen = "127.0.0.1:" + std::to_string(FreePort());
+  {
+    Result<FileLock> held = LockDataDir(options.data_dir);
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    EXPECT_EQ(std::filesystem::status(options.data_dir).permissions(),
+              std::filesystem::perms::owner_all);  // created private
+    Status refused = RunServer(options);
+    EXPECT_EQ(refused.code(), Code::kUnavailable);
+    EXPECT_EQ(refused.message(), "data directory '" + options.data_dir +
+                                     "' is in use by another blz serve: '" + options.data_dir +
+                                     "/blz.lock' is locked by process " +
+                                     std::to_string(::getpid()));
+    // Refused before opening anything: no database, no admin token consumed.
+    EXPECT_FALSE(std::filesystem::exists(options.data_dir + "/blz.db"));
+  }
+  Status result = Internal("not run");
+  std::string out = RunOnce(options, &result);
+  ASSERT_TRUE(result.ok()) << result.ToString();
+  EXPECT_NE(out.find("listening on"), std::string::npos) << out;
+  // Released when RunServer returned.
+  EXPECT_TRUE(LockDataDir(options.data_dir).ok());
 }
 
 }  // namespace

@@ -1,0 +1,120 @@
+#include "registry/metrics_handlers.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "registry/errors.h"
+
+namespace blz::registry {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Bytes of the regular files below `dir` (symlinks not followed); 0 when it is missing.
+uint64_t TreeBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code fec;
+    if (it->is_regular_file(fec)) {
+      const uintmax_t size = it->file_size(fec);
+      if (!fec) total += size;
+    }
+  }
+  return total;
+}
+
+uint64_t FileBytes(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  return ec ? 0 : size;
+}
+
+MetricFamily Single(std::string name, std::string help, std::string type, double value) {
+  return MetricFamily{std::move(name), std::move(help), std::move(type), {{{}, value}}};
+}
+
+}  // namespace
+
+bool IsMetricsTarget(std::string_view target) {
+  const size_t q = target.find('?');
+  return target.substr(0, q) == kMetricsPath;
+}
+
+StorageBytes MeasureStorage(const std::string& data_dir) {
+  StorageBytes b;
+  b.blobs = TreeBytes(data_dir + "/blobs");
+  b.cache = TreeBytes(data_dir + "/cache");
+  b.uploads = TreeBytes(data_dir + "/uploads");
+  b.quarantine = TreeBytes(data_dir + "/quarantine");
+  for (const char* f : {"/blz.db", "/blz.db-wal", "/blz.db-shm"}) {
+    b.database += FileBytes(data_dir + f);
+  }
+  return b;
+}
+
+std::vector<MetricFamily> ScrapeFamilies(const StorageStatus& st, const StorageBytes& bytes) {
+  std::vector<MetricFamily> out;
+  MetricFamily storage{"blz_storage_bytes",
+                       "Bytes on disk in the data directory by kind: blobs (stored blobs), "
+                       "cache (archives rebuilt from full patches), uploads (upload sessions "
+                       "and bodies in flight), quarantine (damaged blobs set aside), database "
+                       "(the metadata DB). Measured at scrape time.",
+                       "gauge",
+                       {}};
+  for (const auto& [kind, n] : {std::pair<const char*, uint64_t>{"blobs", bytes.blobs},
+                                {"cache", bytes.cache},
+                                {"uploads", bytes.uploads},
+                                {"quarantine", bytes.quarantine},
+                                {"database", bytes.database}}) {
+    storage.samples.push_back({{{"kind", kind}}, double(n)});
+  }
+  out.push_back(std::move(storage));
+  out.push_back(Single("blz_archive_cache_bytes",
+                       "Bytes of the archives rebuilt into <data>/cache, as the archive storage "
+                       "accounts them.",
+                       "gauge", double(st.cache_bytes)));
+  out.push_back(Single("blz_archive_cache_entries", "Archives held in <data>/cache.", "gauge",
+                       double(st.cache_entries)));
+  out.push_back(Single("blz_archive_cache_limit_bytes",
+                       "The soft bound on <data>/cache (blz serve --cache-size).", "gauge",
+                       double(st.cache_limit)));
+  out.push_back(Single("blz_archives_pending",
+                       "Archives queued (or being) compressed into full patches.", "gauge",
+                       double(st.pending)));
+  out.push_back(Single("blz_archives_compressed_total",
+                       "Raw archive blobs replaced by their verified full patch.", "counter",
+                       double(st.compressed)));
+  out.push_back(Single("blz_archive_compressions_failed_total",
+                       "Archive compressions that failed (the raw blob was kept).", "counter",
+                       double(st.failed)));
+  out.push_back(Single("blz_full_patches_computed_total",
+                       "Full patches computed (in the background or on request).", "counter",
+                       double(st.full_patches_computed)));
+  out.push_back(Single("blz_archive_rebuilds_total",
+                       "Archives rebuilt from their full patch into the cache.", "counter",
+                       double(st.rebuilds)));
+  out.push_back(Single("blz_blobs_quarantined_total",
+                       "Stored blobs found damaged on read and moved to <data>/quarantine.",
+                       "counter", double(st.quarantined)));
+  return out;
+}
+
+Response HandleMetrics(Registry& registry, const RequestHead& head) {
+  if (head.method != "GET" && head.method != "HEAD") {
+    Response res = ErrorResponse(OciError::kUnsupported,
+                                 "method " + head.method + " not allowed on /metrics");
+    res.Set("Allow", "GET, HEAD");
+    return res;
+  }
+  Response res;
+  res.body = registry.metrics().Render(
+      ScrapeFamilies(registry.storage().status(), MeasureStorage(registry.data_dir())));
+  res.Set("Content-Type", kMetricsContentType);
+  res.Set("Cache-Control", "no-store");
+  res.head_only = head.method == "HEAD";
+  return res;
+}
+
+}  // namespace blz::registry

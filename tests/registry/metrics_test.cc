@@ -1,0 +1,284 @@
+// The Prometheus exposition of `blz serve` (registry/metrics.h, registry/metrics_handlers.h):
+// the output is parsed line by line, as a scraper would.
+#include "registry/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "registry/metrics_handlers.h"
+#include "tests/registry/handler_harness.h"
+#include "tests/test_util.h"
+
+namespace blz::registry {
+namespace {
+
+// A parsed exposition: the families (name -> type, with HELP seen) and every sample as
+// "name{labels}" -> value. Fails the test on any line that breaks the 0.0.4 text format.
+struct Exposition {
+  std::map<std::string, std::string> types;
+  std::set<std::string> helped;
+  std::map<std::string, double> samples;
+
+  double Get(const std::string& key) const {
+    auto it = samples.find(key);
+    EXPECT_NE(it, samples.end()) << "no sample " << key;
+    return it == samples.end() ? -1 : it->second;
+  }
+};
+
+bool IsNameChar(char c, bool first) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
+         (!first && c >= '0' && c <= '9');
+}
+
+// The family a sample belongs to (histograms: without _bucket/_sum/_count).
+std::string FamilyOf(const std::string& name, const std::map<std::string, std::string>& types) {
+  for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+    const std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      std::string base = name.substr(0, name.size() - s.size());
+      auto it = types.find(base);
+      if (it != types.end() && it->second == "histogram") return base;
+    }
+  }
+  return name;
+}
+
+void ParseInto(const std::string& text, Exposition* out) {
+  Exposition& e = *out;
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    const std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.rfind("# HELP ", 0) == 0) {
+      const std::string rest = line.substr(7);
+      const std::string name = rest.substr(0, rest.find(' '));
+      EXPECT_TRUE(e.helped.insert(name).second) << "second HELP for " << name;
+      EXPECT_GT(rest.size(), name.size() + 1) << "empty HELP: " << line;
+      continue;
+    }
+    if (line.rfind("# TYPE ", 0) == 0) {
+      const std::string rest = line.substr(7);
+      const size_t sp = rest.find(' ');
+      const std::string name = rest.substr(0, sp), type = rest.substr(sp + 1);
+      EXPECT_TRUE(e.helped.count(name)) << "TYPE before HELP: " << line;
+      EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram") << line;
+      if (type == "counter") {
+        EXPECT_EQ(name.substr(name.size() - 6), "_total") << "counter name: " << name;
+      }
+      EXPECT_TRUE(e.types.emplace(name, type).second) << "second TYPE for " << name;
+      continue;
+    }
+    ASSERT_FALSE(line.empty() || line[0] == '#') << "unexpected line: '" << line << "'";
+    size_t i = 0;
+    while (i < line.size() && IsNameChar(line[i], i == 0)) ++i;
+    const std::string name = line.substr(0, i);
+    ASSERT_FALSE(name.empty()) << line;
+    std::string key = name;
+    if (i < line.size() && line[i] == '{') {
+      const size_t close = line.find("} ", i);
+      ASSERT_NE(close, std::string::npos) << line;
+      key = line.substr(0, close + 1);
+      i = close + 1;
+    }
+    ASSERT_LT(i, line.size());
+    ASSERT_EQ(line[i], ' ') << line;
+    const std::string value = line.substr(i + 1);
+    size_t used = 0;
+    double v = 0;
+    if (value == "+Inf") {
+      v = 1.0 / 0.0;
+      used = value.size();
+    } else {
+      v = std::stod(value, &used);
+    }
+    EXPECT_EQ(used, value.size()) << line;
+    const std::string family = FamilyOf(name, e.types);
+    EXPECT_TRUE(e.types.count(family)) << "sample before its TYPE: " << line;
+    EXPECT_TRUE(e.samples.emplace(key, v).second) << "duplicate sample: " << line;
+  }
+}
+
+Exposition Parse(const std::string& text) {
+  Exposition e;
+  ParseInto(text, &e);
+  return e;
+}
+
+TEST(MetricsTest, RouteKinds) {
+  const std::string d = "sha256:" + std::string(64, 'a');
+  const std::map<std::string, std::string> cases = {
+      {"/v2/", "base"},
+      {"/v2", "base"},
+      {"/v2/_catalog?n=10", "catalog"},
+      {"/v2/org/m/blobs/" + d, "blob"},
+      {"/v2/blobs/blobs/" + d, "blob"},
+      {"/v2/org/m/blobs/uploads/", "upload"},
+      {"/v2/org/m/blobs/uploads/?digest=" + d, "upload"},
+      {"/v2/org/m/blobs/uploads/0f3a-uuid", "upload"},
+      {"/v2/org/m/manifests/v1", "manifest"},
+      {"/v2/m/manifests/blobs", "manifest"},  // a tag named like a route word
+      {"/v2/m/referrers/" + d, "referrers"},
+      {"/v2/org/m/tags/list?n=5", "tags"},
+      {"/v2/m/blz/patch?from=a&to=b", "patch"},
+      {"/v2/m/blz/diff?from=a&to=b", "value_diff"},
+      {"/v2/_blz/storage", "storage"},
+      {"/v2/_blz/structures/" + std::string(64, 'b'), "structures"},
+      {"/metrics", "metrics"},
+      {"/metrics?x=1", "metrics"},
+      {"/", "other"},
+      {"-", "other"},
+      {"/v2/m", "other"},
+      {"/favicon.ico", "other"},
+  };
+  for (const auto& [target, kind] : cases) EXPECT_EQ(RouteKind(target), kind) << target;
+}
+
+TEST(MetricsTest, EmptyExpositionIsWellFormed) {
+  Metrics m;
+  Exposition e = Parse(m.Render());
+  EXPECT_EQ(e.types.at("blz_http_requests_total"), "counter");
+  EXPECT_EQ(e.types.at("blz_http_request_duration_seconds"), "histogram");
+  EXPECT_EQ(e.Get("blz_gc_runs_total"), 0);
+  EXPECT_EQ(e.Get("blz_patches_served_total{result=\"computed\"}"), 0);
+}
+
+TEST(MetricsTest, RequestsBytesDurationsCacheHitsAndGc) {
+  Metrics m;
+  m.RecordRequest("blob", "GET", 200, 0, 1000, 0.002, false);
+  m.RecordRequest("blob", "GET", 200, 0, 500, 0.3, true);
+  m.RecordRequest("blob", "HEAD", 404, 0, 0, 0.001, false);
+  m.RecordRequest("upload", "PUT", 0, 77, 0, 45.0, true);
+  m.RecordRequest("other", "BREW", 405, 0, 10, 4000.0, false);
+  m.RecordComputed(Metrics::Computed::kPatch, false);
+  m.RecordComputed(Metrics::Computed::kPatch, true);
+  m.RecordComputed(Metrics::Computed::kPatch, true);
+  m.RecordComputed(Metrics::Computed::kValueDiff, true);
+  m.RecordComputed(Metrics::Computed::kFullPatch, false);
+  m.RecordGc(4096);
+  m.RecordGc(1);
+  Exposition e = Parse(m.Render());
+
+  EXPECT_EQ(e.Get("blz_http_requests_total{route=\"blob\",method=\"GET\",code=\"200\"}"), 2);
+  EXPECT_EQ(e.Get("blz_http_requests_total{route=\"blob\",method=\"HEAD\",code=\"404\"}"), 1);
+  EXPECT_EQ(e.Get("blz_http_requests_total{route=\"upload\",method=\"PUT\",code=\"none\"}"), 1);
+  EXPECT_EQ(e.Get("blz_http_requests_total{route=\"other\",method=\"other\",code=\"405\"}"), 1);
+  EXPECT_EQ(e.Get("blz_http_requests_aborted_total{route=\"blob\"}"), 1);
+  EXPECT_EQ(e.Get("blz_http_requests_aborted_total{route=\"upload\"}"), 1);
+  EXPECT_EQ(e.Get("blz_http_sent_bytes_total{route=\"blob\"}"), 1500);
+  EXPECT_EQ(e.Get("blz_http_received_bytes_total{route=\"upload\"}"), 77);
+
+  // Cumulative buckets; +Inf equals the count; the sum adds the durations.
+  EXPECT_EQ(e.Get("blz_http_request_duration_seconds_bucket{route=\"blob\",le=\"0.005\"}"), 2);
+  EXPECT_EQ(e.Get("blz_http_request_duration_seconds_bucket{route=\"blob\",le=\"0.25\"}"), 2);
+  EXPECT_EQ(e.Get("blz_http_request_duration_seconds_bucket{route=\"blob\",le=\"1\"}"), 3);
+  EXPECT_EQ(e.Get("blz_http_request_duration_seconds_bucket{route=\"blob\",le=\"+Inf\"}"), 3);
+  EXPECT_EQ(e.Get("blz_http_request_duration_seconds_count{route=\"blob\"}"), 3);
+  EXPECT_NEAR(e.Get("blz_http_request_duration_seconds_sum{route=\"blob\"}"), 0.303, 1e-9);
+  EXPECT_EQ(e.Get("blz_http_request_duration_seconds_bucket{route=\"upload\",le=\"15\"}"), 0);
+  EXPECT_EQ(e.Get("blz_http_request_duration_seconds_bucket{route=\"upload\",le=\"60\"}"), 1);
+  EXPECT_EQ(e.Get("blz_http_request_duration_seconds_bucket{route=\"other\",le=\"1800\"}"), 0);
+  EXPECT_EQ(e.Get("blz_http_request_duration_seconds_bucket{route=\"other\",le=\"+Inf\"}"), 1);
+
+  EXPECT_EQ(e.Get("blz_patches_served_total{result=\"computed\"}"), 1);
+  EXPECT_EQ(e.Get("blz_patches_served_total{result=\"cache_hit\"}"), 2);
+  EXPECT_EQ(e.Get("blz_value_diffs_served_total{result=\"cache_hit\"}"), 1);
+  EXPECT_EQ(e.Get("blz_value_diffs_served_total{result=\"computed\"}"), 0);
+  EXPECT_EQ(e.Get("blz_full_patches_served_total{result=\"computed\"}"), 1);
+  EXPECT_EQ(e.Get("blz_gc_runs_total"), 2);
+  EXPECT_EQ(e.Get("blz_gc_freed_bytes_total"), 4097);
+  EXPECT_GT(e.Get("blz_gc_last_run_timestamp_seconds"), 1.7e9);
+}
+
+TEST(MetricsTest, ExtraFamiliesAndLabelEscaping) {
+  Metrics m;
+  std::vector<MetricFamily> extra = {
+      {"blz_test_info", "A help text with a \\ and a\nnewline.", "gauge",
+       {{{{"name", "a\"b\\c\nd"}}, 1}, {{{"name", "plain"}}, 2.5}}}};
+  const std::string text = m.Render(extra);
+  EXPECT_NE(text.find("# HELP blz_test_info A help text with a \\\\ and a\\nnewline.\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("blz_test_info{name=\"a\\\"b\\\\c\\nd\"} 1\n"), std::string::npos) << text;
+  Exposition e = Parse(text);
+  EXPECT_EQ(e.Get("blz_test_info{name=\"plain\"}"), 2.5);
+}
+
+TEST(MetricsTest, ConcurrentRecordingLosesNothing) {
+  Metrics m;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&m, t] {
+      for (int i = 0; i < 1000; ++i) {
+        m.RecordRequest(t % 2 == 0 ? "blob" : "manifest", "GET", 200, 1, 2, 0.001, false);
+        m.RecordComputed(Metrics::Computed::kPatch, i % 2 == 0);
+        if (i % 100 == 0) (void)m.Render();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  Exposition e = Parse(m.Render());
+  EXPECT_EQ(e.Get("blz_http_requests_total{route=\"blob\",method=\"GET\",code=\"200\"}"), 2000);
+  EXPECT_EQ(e.Get("blz_http_requests_total{route=\"manifest\",method=\"GET\",code=\"200\"}"),
+            2000);
+  EXPECT_EQ(e.Get("blz_http_sent_bytes_total{route=\"blob\"}"), 4000);
+  EXPECT_EQ(e.Get("blz_patches_served_total{result=\"computed\"}"), 2000);
+  EXPECT_EQ(e.Get("blz_patches_served_total{result=\"cache_hit\"}"), 2000);
+}
+
+// The handler: storage bytes by kind measured in the data directory, the archive storage's
+// counters, 405 for other methods.
+TEST(MetricsHandlerTest, ServesTheExpositionWithStorageBytes) {
+  testing::Harness h;
+  const std::string blob(3000, 'x');
+  h.PushBlob("m", blob);
+  blz::testing::WriteFileBytes(h.data() + "/uploads/session-leftover", std::string(123, 'u'));
+  blz::testing::WriteFileBytes(h.data() + "/quarantine/damaged", std::string(7, 'q'));
+
+  RequestHead head;
+  head.method = "GET";
+  head.target = "/metrics";
+  Response res = HandleMetrics(h.registry(), head);
+  ASSERT_EQ(res.status, 200) << res.body;
+  EXPECT_EQ(res.Get("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  Exposition e = Parse(res.body);
+  EXPECT_EQ(e.Get("blz_storage_bytes{kind=\"blobs\"}"), 3000);
+  EXPECT_EQ(e.Get("blz_storage_bytes{kind=\"uploads\"}"), 123);
+  EXPECT_EQ(e.Get("blz_storage_bytes{kind=\"quarantine\"}"), 7);
+  EXPECT_EQ(e.Get("blz_storage_bytes{kind=\"cache\"}"), 0);
+  EXPECT_GT(e.Get("blz_storage_bytes{kind=\"database\"}"), 0);
+  EXPECT_EQ(e.types.at("blz_storage_bytes"), "gauge");
+  EXPECT_EQ(e.Get("blz_archives_pending"), 0);
+  EXPECT_EQ(e.Get("blz_archive_rebuilds_total"), 0);
+  EXPECT_EQ(e.Get("blz_archive_cache_limit_bytes"),
+            double(h.registry().storage().status().cache_limit));
+
+  head.method = "HEAD";
+  Response head_res = HandleMetrics(h.registry(), head);
+  EXPECT_EQ(head_res.status, 200);
+  EXPECT_TRUE(head_res.head_only);
+
+  head.method = "POST";
+  Response post = HandleMetrics(h.registry(), head);
+  EXPECT_EQ(post.status, 405);
+  EXPECT_EQ(post.Get("Allow"), "GET, HEAD");
+}
+
+TEST(MetricsHandlerTest, IsMetricsTarget) {
+  EXPECT_TRUE(IsMetricsTarget("/metrics"));
+  EXPECT_TRUE(IsMetricsTarget("/metrics?name[]=x"));
+  EXPECT_FALSE(IsMetricsTarget("/metrics/"));
+  EXPECT_FALSE(IsMetricsTarget("/v2/metrics"));
+  EXPECT_FALSE(IsMetricsTarget("/metricsx"));
+}
+
+}  // namespace
+}  // namespace blz::registry
