@@ -40,6 +40,10 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--threads", options->threads, "server threads (0 = number of cores)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--private", options->private_mode, "require a token for reads too");
+  sub->add_option("--public-url", options->public_url,
+                  "URL clients reach the registry at, e.g. https://models.example.com; the "
+                  "realm of auth challenges is URL/v2/_blz/token (default: http://<the "
+                  "request's Host header>)");
   sub->add_option("--cache-size", options->cache_bytes,
                   "soft bound on archives rebuilt from full patches into <data>/cache "
                   "(e.g. 512MiB, 20GB; kb = 1000 bytes, kib = 1024)")
@@ -53,7 +57,9 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
                 "<data>/quarantine and a summary is printed (docs/registry-api.md)");
   sub->footer(
       "On first start the admin token is printed once as 'admin token: <token>'; then\n"
-      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.");
+      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`; the admin\n"
+      "makes scoped tokens with `blz token create`. Docker-style clients authenticate with\n"
+      "Basic credentials (any user name, a token as the password) or the token endpoint.");
   commands->push_back({sub, [options]() -> Status { return registry::RunServer(*options); }});
 }
 

@@ -31,6 +31,9 @@ struct Registry::Route {
     kDiff,           // /v2/<name>/blz/diff
     kStructures,     // /v2/_blz/structures/<structural hash>
     kStorage,        // /v2/_blz/storage
+    kToken,          // /v2/_blz/token (the token endpoint, registry/auth.h)
+    kTokens,         // /v2/_blz/tokens (token admin API: list, create)
+    kTokenName,      // /v2/_blz/tokens/<name> (revoke); the name is in `ref`
   };
   Kind kind = Kind::kPing;
   std::string method;

@@ -12,6 +12,7 @@ namespace blz::registry {
 Status RunServer(const ServerOptions& options) {
   RegistryOptions ropts;
   ropts.private_mode = options.private_mode;
+  ropts.public_url = options.public_url;
   ropts.create_patch = PatcherPatchFunction();
   // Archives are stored as verified full patches, compressed in the background after a push.
   ropts.full_patch = PatcherFullPatchFunctions();

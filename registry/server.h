@@ -29,6 +29,9 @@ struct ServerOptions {
   // registry/archive_storage.h): damaged blobs are moved to <data>/quarantine/; a summary line
   // goes to stderr.
   bool verify_storage = false;
+  // How clients reach the registry (RegistryOptions::public_url): the realm of auth challenges
+  // is this + "/v2/_blz/token". "" = "http://" + each request's Host header.
+  std::string public_url;
 };
 
 // Opens/creates the data dir and DB, applies migrations, creates the admin token on first start

@@ -126,9 +126,11 @@ class RegistryE2ETest : public ::testing::Test {
     return pid;
   }
 
-  // GET /v2/_blz/storage (docs/registry-api.md, "Storage") of the shared server, or of `addr`.
-  nlohmann::json StorageStatus(const std::string& addr = "") {
-    ProcessResult r = Curl({"--fail-with-body",
+  // GET /v2/_blz/storage (docs/registry-api.md, "Storage") of the shared server, or of `addr`
+  // with its admin `token` (the endpoint is for the admin).
+  nlohmann::json StorageStatus(const std::string& addr = "", const std::string& token = "") {
+    ProcessResult r = Curl({"--fail-with-body", "-H",
+                            "Authorization: Bearer " + (addr.empty() ? token_ : token),
                             "http://" + (addr.empty() ? addr_ : addr) + "/v2/_blz/storage"});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     auto j = nlohmann::json::parse(r.out, nullptr, false);
@@ -356,7 +358,7 @@ TEST_F(RegistryE2ETest, ServeStorageFlagsKeepRawArchivesAndBoundTheCache) {
   pid_t pid = StartExtraServer(data, {"--keep-raw-archives", "--cache-size", "1MB"},
                                "flags-serve", &addr, &token);
   ASSERT_FALSE(addr.empty()) << ReadFileBytes(*work_ / "flags-serve.err");
-  nlohmann::json st = StorageStatus(addr);
+  nlohmann::json st = StorageStatus(addr, token);
   EXPECT_EQ(st.value("drop_raw_archives", true), false) << st.dump();
   EXPECT_EQ(st["cache"].value("limit", uint64_t(0)), 1000000u) << st.dump();
 
@@ -367,10 +369,10 @@ TEST_F(RegistryE2ETest, ServeStorageFlagsKeepRawArchivesAndBoundTheCache) {
   ProcessResult p = Blz({"push", src, addr + "/e2e/flags:v1", "--json"}, env);
   ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
   const std::string hex = nlohmann::json::parse(p.out).at("digest").get<std::string>().substr(7);
-  for (int i = 0; i < 1200 && StorageStatus(addr).value("pending", uint64_t(1)) != 0; ++i) {
+  for (int i = 0; i < 1200 && StorageStatus(addr, token).value("pending", uint64_t(1)) != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  st = StorageStatus(addr);
+  st = StorageStatus(addr, token);
   EXPECT_EQ(st.value("pending", uint64_t(1)), 0u) << st.dump();
   EXPECT_EQ(st.value("full_patches_computed", uint64_t(0)), 1u) << st.dump();
   EXPECT_TRUE(fs::exists(data + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex));
