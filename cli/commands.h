@@ -31,6 +31,9 @@ void AddIdentityCommands(CLI::App& app, std::vector<Command>* commands);
 // serve, push, pull, login, tags.
 void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands);
 
+// logout, token create|list|revoke (cli/commands_token.cc).
+void AddTokenCommands(CLI::App& app, std::vector<Command>* commands);
+
 // export (cli/commands_export.cc).
 void AddExportCommands(CLI::App& app, std::vector<Command>* commands);
 

@@ -1,4 +1,4 @@
-// Registry commands: serve, push, pull, login, tags.
+// Registry commands: serve, push, pull, login, tags (logout and token: commands_token.cc).
 #include <termios.h>
 #include <unistd.h>
 
@@ -220,9 +220,11 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string registry, token;
     bool token_stdin = false;
+    int timeout = 30;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("login", "Store a registry token for push/pull");
+  CLI::App* sub = app.add_subcommand(
+      "login", "Check a registry token against the registry and store it for push/pull");
   sub->add_option("registry", args->registry, "HOST:PORT")->required();
   CLI::Option* token_stdin = sub->add_flag(
       "--token-stdin", args->token_stdin,
@@ -231,7 +233,12 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
                   "the token on the command line: visible to other local users in the process\n"
                   "list (prefer stdin: `blz login HOST:PORT --token-stdin < token.txt`)")
       ->excludes(token_stdin);
+  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->footer(
+      "The token is checked first (GET /v2/ with it): a rejected token (exit 5) or an\n"
+      "unreachable registry (exit 6) stores nothing. Use `blz logout HOST:PORT` to forget it.\n"
       "Pipe the token on stdin (or type it at the prompt, without echo); --token works but\n"
       "prints a warning, as the command line is visible to every local user.\n"
       "The token is stored in $BLZ_CONFIG_DIR/auth.json, else $XDG_CONFIG_HOME/blz/auth.json,\n"
@@ -250,9 +257,26 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
     } else {
       BLZ_ASSIGN_OR_RETURN(token, ReadTokenFromStdin(registry));
     }
+    if (!client::IsValidToken(token)) {
+      return InvalidArgument("token must be 1..4096 printable ASCII characters without spaces");
+    }
     BLZ_ASSIGN_OR_RETURN(std::string path, client::AuthFilePath());
+    // Check it before storing anything: the registry answers GET /v2/ with 200 only to valid
+    // credentials.
+    client::RegistryClientOptions options;
+    options.http = HttpOptions(args->timeout);
+    options.token = token;
+    Status check = client::RegistryClient(addr, options).Ping();
+    if (!check.ok()) {
+      return check.code() == Code::kUnauthorized
+                 ? Unauthorized("login to " + registry +
+                                " failed: the registry rejected the token (nothing stored): " +
+                                check.message())
+                 : check.WithContext("login to " + registry +
+                                     " failed: cannot reach the registry (nothing stored)");
+    }
     BLZ_RETURN_IF_ERROR(client::StoreToken(path, registry, token));
-    std::fprintf(stderr, "token for %s stored in %s\n", Esc(registry).c_str(),
+    std::fprintf(stderr, "token for %s checked and stored in %s\n", Esc(registry).c_str(),
                  Esc(path).c_str());
     return Status::Ok();
   }});

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   AddModelCommands(app, &commands);
   AddIdentityCommands(app, &commands);
   AddRegistryCommands(app, &commands);
+  AddTokenCommands(app, &commands);
   AddExportCommands(app, &commands);
 
   try {
@@ -44,7 +45,9 @@ int main(int argc, char** argv) {
     std::string message = e.what();
     if (argc > 1 && argv[1][0] != '-') {
       bool known = false;
-      for (const Command& command : commands) known = known || command.app->get_name() == argv[1];
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        known = known || sub->get_name() == argv[1];
+      }
       if (!known) message = std::string("unknown command '") + argv[1] + "'";
     }
     std::fprintf(stderr, "blz: error: %s\nRun 'blz --help' for usage.\n",

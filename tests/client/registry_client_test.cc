@@ -48,12 +48,33 @@ TEST(RegistryClientTest, PingSendsBearerToken) {
   RegistryClient with_token = MakeClient(server, "s3cret");
   EXPECT_TRUE(with_token.Ping().ok());
 
+  // Anonymous: a challenge on /v2/ means "reachable" (OCI registries challenge anonymous
+  // clients there even when they allow anonymous pulls).
   RegistryClient anonymous = MakeClient(server);
-  Status s = anonymous.Ping();
+  EXPECT_TRUE(anonymous.Ping().ok());
+
+  // A rejected token is an error naming the registry.
+  RegistryClient wrong = MakeClient(server, "wrong");
+  Status s = wrong.Ping();
   EXPECT_EQ(s.code(), Code::kUnauthorized);
   EXPECT_NE(s.message().find("UNAUTHORIZED: authentication required"), std::string::npos)
       << s.message();
-  EXPECT_NE(s.message().find("blz login 127.0.0.1:"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("the token for 127.0.0.1:"), std::string::npos) << s.message();
+}
+
+TEST(RegistryClientTest, PingOfAnUnreachableRegistryFails) {
+  uint16_t port = 0;
+  {
+    TestServer server([](const TestRequest&) { return MakeResponse(http::status::ok, "{}"); });
+    port = server.port();
+  }  // stopped: nothing listens on the port any more
+  RegistryClientOptions options;
+  options.token = "t";
+  options.http.io_timeout = std::chrono::seconds(5);
+  RegistryClient client(RegistryAddress{"127.0.0.1", port}, options);
+  Status s = client.Ping();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.code(), Code::kUnauthorized);
 }
 
 TEST(RegistryClientTest, UploadRefusedParsesOciErrorBody) {
