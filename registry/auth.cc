@@ -426,8 +426,8 @@ std::string Authenticator::Challenge(const RequestHead& head, const AccessNeed& 
   return out;
 }
 
-std::optional<Response> Authenticator::Check(const RequestHead& head,
-                                             const AccessNeed& need) const {
+std::optional<Response> Authenticator::Check(const RequestHead& head, const AccessNeed& need,
+                                             std::string* principal) const {
   if (need.kind == AccessNeed::Kind::kNone) return std::nullopt;
   Result<Principal> who = Authenticate(head, Now());
   if (!who.ok()) {
@@ -437,7 +437,9 @@ std::optional<Response> Authenticator::Check(const RequestHead& head,
     return ErrorResponse(who.status(), ErrorContext::kGeneral);
   }
   switch (Decide(*who, need, options_.private_mode)) {
-    case Decision::kAllow: return std::nullopt;
+    case Decision::kAllow:
+      if (principal != nullptr) *principal = who->Describe();
+      return std::nullopt;
     case Decision::kChallenge:
       return Unauthorized401(
           need.kind == AccessNeed::Kind::kAuthenticated || options_.private_mode

@@ -88,6 +88,11 @@ struct Principal {
 
   // No API token stands behind these credentials.
   bool anonymous() const { return token_id == 0; }
+  // For logs: "" (anonymous), "<token name>" or "<user>@<token name>" (Basic user given).
+  std::string Describe() const {
+    if (anonymous()) return "";
+    return user.empty() ? token_name : user + "@" + token_name;
+  }
 };
 
 enum class Decision : uint8_t {
@@ -129,9 +134,11 @@ class Authenticator {
   // DB errors (kIOError, kUnavailable).
   Result<Principal> Authenticate(const RequestHead& head, int64_t now) const;
 
-  // nullopt when `head` may do `need`; else the error response (401 + challenge, 403 DENIED,
-  // 5xx on DB failures).
-  std::optional<Response> Check(const RequestHead& head, const AccessNeed& need) const;
+  // nullopt when `head` may do `need` (then *principal, when not null, is set to the caller's
+  // Principal::Describe()); else the error response (401 + challenge, 403 DENIED, 5xx on DB
+  // failures).
+  std::optional<Response> Check(const RequestHead& head, const AccessNeed& need,
+                                std::string* principal = nullptr) const;
 
   // GET /v2/_blz/token (see the file comment). `target` is the raw request target (several
   // scope= parameters are read). 400 BAD_REQUEST for a malformed scope; 401 (with

@@ -56,6 +56,9 @@ struct Response {
   bool head_only = false;
   // Close the connection after this response.
   bool close = false;
+  // Who made the request, for logs (registry/auth.h Principal::Describe): the token's name,
+  // "<Basic user>@<token name>", or "" for anonymous requests and refused ones.
+  std::string principal;
 
   uint64_t BodySize() const { return file_path.empty() ? body.size() : file_length; }
   std::optional<std::string> Get(std::string_view name) const { return FindHeader(headers, name); }

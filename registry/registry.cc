@@ -247,7 +247,8 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
   }
 
   // Credentials and scopes (registry/auth.h): 401 with a challenge, or 403 DENIED.
-  if (std::optional<Response> denied = auth_->Check(head, AccessNeedFor(route))) {
+  if (std::optional<Response> denied = auth_->Check(head, AccessNeedFor(route),
+                                                    &route.principal)) {
     *error = std::move(*denied);
     return std::nullopt;
   }
@@ -346,6 +347,7 @@ Response Registry::Handle(const Request& request) {
     Response error;
     std::optional<Route> route = Prepare(request.head, &error);
     res = route.has_value() ? Dispatch(*route, request) : std::move(error);
+    if (route.has_value()) res.principal = route->principal;
   } catch (const std::exception& e) {
     res = ErrorResponse(OciError::kUnknown, std::string("internal error: ") + e.what());
   }

@@ -40,6 +40,7 @@ struct Registry::Route {
   std::string name;
   std::string ref;  // blob digest, upload uuid, manifest reference or structural hash
   Target target;
+  std::string principal;  // who is asking (registry/auth.h Principal::Describe), for logs
 
   std::optional<std::string> Query(const std::string& key) const {
     auto it = target.query.find(key);

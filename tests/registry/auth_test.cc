@@ -115,7 +115,10 @@ TEST(AuthTest, PublicUrlIsTheRealmAndScopesNameTheRepository) {
 TEST(AuthTest, BasicCredentialsWorkOnEveryEndpointIncludingChunkedUploads) {
   Harness h(Private());
   const Header basic = Basic("conformance", h.token());
-  EXPECT_EQ(h.Call("GET", "/v2/", "", {basic}, kAnon).status, 200);
+  Response ping = h.Call("GET", "/v2/", "", {basic}, kAnon);
+  EXPECT_EQ(ping.status, 200);
+  EXPECT_EQ(ping.principal, "conformance@admin");  // recorded for the access log
+  EXPECT_EQ(h.Call("GET", "/v2/").principal, "admin");
   // A chunked upload following Location: POST, PATCH, PUT, all with Basic.
   const std::string blob = "chunked upload bytes";
   Response start = h.Call("POST", "/v2/org/m/blobs/uploads/", "", {basic}, kAnon);
@@ -198,7 +201,9 @@ TEST(AuthTest, AnonymousPullsOnlyOnPublicRegistries) {
     PushVersion(&h, "m");
     EXPECT_EQ(h.Call("GET", "/v2/m/manifests/v1", "", {}, kAnon).status, 200);
     EXPECT_EQ(h.Call("GET", "/v2/m/tags/list", "", {}, kAnon).status, 200);
-    EXPECT_EQ(h.Call("GET", "/v2/_catalog", "", {}, kAnon).status, 200);
+    Response catalog = h.Call("GET", "/v2/_catalog", "", {}, kAnon);
+    EXPECT_EQ(catalog.status, 200);
+    EXPECT_EQ(catalog.principal, "");
     Response push = h.Call("PUT", "/v2/m/manifests/v2", "{}", {{"Content-Type", kManifestType}},
                            kAnon);
     EXPECT_EQ(push.status, 401);
