@@ -33,6 +33,8 @@ void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands);
 
 // rm, gc: registry maintenance (cli/commands_manage.cc).
 void AddManageCommands(CLI::App& app, std::vector<Command>* commands);
+// logout, token create|list|revoke (cli/commands_token.cc).
+void AddTokenCommands(CLI::App& app, std::vector<Command>* commands);
 
 // export (cli/commands_export.cc).
 void AddExportCommands(CLI::App& app, std::vector<Command>* commands);

@@ -1,4 +1,4 @@
-// Registry commands: serve, push, pull, login, tags.
+// Registry commands: serve, push, pull, login, tags (logout and token: commands_token.cc).
 #include <termios.h>
 #include <unistd.h>
 
@@ -55,6 +55,10 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
                   "in progress)")
       ->transform(CLI::AsNumberWithUnit(time_units, CLI::AsNumberWithUnit::CASE_INSENSITIVE))
       ->default_str("1h");
+  sub->add_option("--public-url", options->public_url,
+                  "URL clients reach the registry at, e.g. https://models.example.com; the "
+                  "realm of auth challenges is URL/v2/_blz/token (default: http://<the "
+                  "request's Host header>)");
   sub->add_option("--cache-size", options->cache_bytes,
                   "soft bound on archives rebuilt from full patches into <data>/cache "
                   "(e.g. 512MiB, 20GB; kb = 1000 bytes, kib = 1024)")
@@ -79,7 +83,9 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   AddConfigFileOption(sub);
   sub->footer(
       "On first start the admin token is printed once as 'admin token: <token>'; then\n"
-      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`.\n"
+      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`; the admin\n"
+      "makes scoped tokens with `blz token create`. Docker-style clients authenticate with\n"
+      "Basic credentials (any user name, a token as the password) or the token endpoint.\n"
       "Every option can also be set in a --config file, e.g.\n"
       "  listen = \"0.0.0.0:5000\"\n  data = \"/var/lib/blz\"\n  log-format = \"json\"\n"
       "A second server on the same --data directory refuses to start (exit code 6).\n"
@@ -247,9 +253,11 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string registry, token;
     bool token_stdin = false;
+    int timeout = 30;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("login", "Store a registry token for push/pull");
+  CLI::App* sub = app.add_subcommand(
+      "login", "Check a registry token against the registry and store it for push/pull");
   sub->add_option("registry", args->registry, "HOST:PORT")->required();
   CLI::Option* token_stdin = sub->add_flag(
       "--token-stdin", args->token_stdin,
@@ -258,7 +266,12 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
                   "the token on the command line: visible to other local users in the process\n"
                   "list (prefer stdin: `blz login HOST:PORT --token-stdin < token.txt`)")
       ->excludes(token_stdin);
+  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->footer(
+      "The token is checked first (GET /v2/ with it): a rejected token (exit 5) or an\n"
+      "unreachable registry (exit 6) stores nothing. Use `blz logout HOST:PORT` to forget it.\n"
       "Pipe the token on stdin (or type it at the prompt, without echo); --token works but\n"
       "prints a warning, as the command line is visible to every local user.\n"
       "The token is stored in $BLZ_CONFIG_DIR/auth.json, else $XDG_CONFIG_HOME/blz/auth.json,\n"
@@ -277,9 +290,26 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
     } else {
       BLZ_ASSIGN_OR_RETURN(token, ReadTokenFromStdin(registry));
     }
+    if (!client::IsValidToken(token)) {
+      return InvalidArgument("token must be 1..4096 printable ASCII characters without spaces");
+    }
     BLZ_ASSIGN_OR_RETURN(std::string path, client::AuthFilePath());
+    // Check it before storing anything: the registry answers GET /v2/ with 200 only to valid
+    // credentials.
+    client::RegistryClientOptions options;
+    options.http = HttpOptions(args->timeout);
+    options.token = token;
+    Status check = client::RegistryClient(addr, options).Ping();
+    if (!check.ok()) {
+      return check.code() == Code::kUnauthorized
+                 ? Unauthorized("login to " + registry +
+                                " failed: the registry rejected the token (nothing stored): " +
+                                check.message())
+                 : check.WithContext("login to " + registry +
+                                     " failed: cannot reach the registry (nothing stored)");
+    }
     BLZ_RETURN_IF_ERROR(client::StoreToken(path, registry, token));
-    std::fprintf(stderr, "token for %s stored in %s\n", Esc(registry).c_str(),
+    std::fprintf(stderr, "token for %s checked and stored in %s\n", Esc(registry).c_str(),
                  Esc(path).c_str());
     return Status::Ok();
   }});

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   AddIdentityCommands(app, &commands);
   AddRegistryCommands(app, &commands);
   AddManageCommands(app, &commands);
+  AddTokenCommands(app, &commands);
   AddExportCommands(app, &commands);
 
   try {
@@ -45,7 +46,9 @@ int main(int argc, char** argv) {
     std::string message = e.what();
     if (argc > 1 && argv[1][0] != '-') {
       bool known = false;
-      for (const Command& command : commands) known = known || command.app->get_name() == argv[1];
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        known = known || sub->get_name() == argv[1];
+      }
       if (!known) message = std::string("unknown command '") + argv[1] + "'";
     }
     std::fprintf(stderr, "blz: error: %s\nRun 'blz --help' for usage.\n",

@@ -92,6 +92,17 @@ Status StoreToken(const std::string& auth_path, const std::string& registry,
   return Status::Ok();
 }
 
+Result<bool> RemoveToken(const std::string& auth_path, const std::string& registry) {
+  BLZ_ASSIGN_OR_RETURN(nlohmann::json doc, ReadAuthFile(auth_path));
+  if (!doc.contains("registries") || !doc["registries"].contains(registry)) return false;
+  doc["registries"].erase(registry);
+  BLZ_RETURN_IF_ERROR(WriteFileAtomic(auth_path, doc.dump(2) + "\n", 0600));
+  if (::chmod(auth_path.c_str(), 0600) != 0) {
+    return IOError(auth_path + ": cannot set mode 0600: " + std::strerror(errno));
+  }
+  return true;
+}
+
 Result<std::string> LookupToken(const std::string& auth_path, const std::string& registry) {
   BLZ_ASSIGN_OR_RETURN(nlohmann::json doc, ReadAuthFile(auth_path));
   if (!doc.contains("registries")) return std::string();

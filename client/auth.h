@@ -30,6 +30,10 @@ bool IsValidToken(std::string_view token);
 Status StoreToken(const std::string& auth_path, const std::string& registry,
                   const std::string& token);
 
+// Removes the entry of `registry` from the auth file at `auth_path` (atomically, keeping the
+// others). Returns whether there was one. Errors: kCorruption, kIOError.
+Result<bool> RemoveToken(const std::string& auth_path, const std::string& registry);
+
 // The token stored for `registry` in `auth_path`; "" when the file or the entry is absent.
 // Errors: kCorruption (unparseable file), kIOError.
 Result<std::string> LookupToken(const std::string& auth_path, const std::string& registry);

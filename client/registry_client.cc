@@ -124,7 +124,53 @@ Status RegistryClient::Fail(const HttpResponse& r, std::string_view action,
 
 Status RegistryClient::Ping() {
   BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", "/v2/")));
-  if (r.status != 200) return Fail(r, "ping", "GET /v2/ at " + registry_.ToString());
+  if (r.status == 200) return Status::Ok();
+  // Anonymous: a challenge means "reachable, credentials needed for protected actions".
+  if (r.status == 401 && options_.token.empty()) return Status::Ok();
+  return Fail(r, "ping", "GET /v2/ at " + registry_.ToString());
+}
+
+Result<nlohmann::json> RegistryClient::CreateToken(std::string_view name, std::string_view scope,
+                                                   int64_t expires_in) {
+  nlohmann::json body = {{"name", name}, {"scope", scope}};
+  if (expires_in > 0) body["expires_in"] = expires_in;
+  HttpRequest req = NewRequest("POST", "/v2/_blz/tokens");
+  req.headers.push_back({"Content-Type", "application/json"});
+  req.body = body.dump();
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(req));
+  if (r.status != 201) return Fail(r, "token create", "token '" + std::string(name) + "'");
+  nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !j.contains("token") || !j["token"].is_string()) {
+    return Corruption("token create: the registry's answer has no string 'token'");
+  }
+  return j;
+}
+
+Result<nlohmann::json> RegistryClient::ListTokens() {
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", "/v2/_blz/tokens")));
+  if (r.status != 200) return Fail(r, "token list", "GET /v2/_blz/tokens");
+  nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
+    return Corruption("token list: the registry's answer has no 'tokens' array");
+  }
+  return j;
+}
+
+Status RegistryClient::RevokeToken(std::string_view name) {
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return InvalidArgument("token name '" + std::string(name) +
+                             "' must be made of letters, digits, '.', '_' and '-'");
+    }
+  }
+  if (name.empty()) return InvalidArgument("token name is empty");
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r,
+                       http_.Send(NewRequest("DELETE", "/v2/_blz/tokens/" + std::string(name))));
+  if (r.status != 204 && r.status != 200) {
+    return Fail(r, "token revoke", "token '" + std::string(name) + "'");
+  }
   return Status::Ok();
 }
 

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "client/http_client.h"
 #include "client/reference.h"
 #include "core/status.h"
@@ -56,8 +58,23 @@ class RegistryClient {
 
   const RegistryAddress& registry() const { return registry_; }
 
-  // GET /v2/ -> OK when the registry answers 200.
+  // GET /v2/. With a token: OK when the registry answers 200 (the token is valid);
+  // kUnauthorized "... the token for HOST:PORT was rejected" on 401. Without one: OK on 200,
+  // and on 401 too (the registry is reachable and challenges anonymous clients, as OCI
+  // registries do: anonymous pulls may still be allowed). Other statuses and transport
+  // failures: see the file comment.
   Status Ping();
+
+  // The token admin API (docs/registry-api.md, "Token admin API"); the client's token must
+  // grant "admin". POST /v2/_blz/tokens: a new token named `name` with `scope`, expiring
+  // `expires_in` seconds from now (0 = never). Returns the server's JSON answer
+  // {name, token, scope, created, expires}.
+  Result<nlohmann::json> CreateToken(std::string_view name, std::string_view scope,
+                                     int64_t expires_in);
+  // GET /v2/_blz/tokens: {"tokens":[{name, scope, created, expires, expired}]}.
+  Result<nlohmann::json> ListTokens();
+  // DELETE /v2/_blz/tokens/<name>. kNotFound when no active token has that name.
+  Status RevokeToken(std::string_view name);
 
   // HEAD /v2/<name>/blobs/<digest>: exists (200) or not (404).
   Result<BlobStat> HeadBlob(std::string_view name, std::string_view digest);

@@ -5,7 +5,7 @@
 //   time       RFC 3339 UTC with milliseconds, when the request head arrived
 //              ("2026-11-24T10:28:50.123Z")
 //   client     the peer's address, "IP:port" ("[IPv6]:port")
-//   user       the authenticated token's name, "-" when anonymous (Response::log_user)
+//   user       the authenticated token's name, "-" when anonymous (Response::principal)
 //   method     "GET", ... ("-" when the head could not be parsed)
 //   path       the request target, secret query values REDACTED (registry/wire.h RedactTarget)
 //   status     the response status; "-" (JSON: null) when none was sent (the client went away

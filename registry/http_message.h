@@ -56,11 +56,10 @@ struct Response {
   bool head_only = false;
   // Close the connection after this response.
   bool close = false;
-  // Who made the request, for the access log's "user" field (registry/access_log.h): the name
-  // of the token that authenticated it. The registry's auth code sets it on the responses to
-  // authenticated requests (Registry::Handle, and PlanBody's rejections when the token was
-  // known); "" = anonymous or unknown, logged as "-".
-  std::string log_user;
+  // Who made the request, for the access log's "user" field (registry/access_log.h;
+  // registry/auth.h Principal::Describe): the token's name, "<Basic user>@<token name>", or ""
+  // for anonymous requests and refused ones (logged as "-").
+  std::string principal;
 
   uint64_t BodySize() const { return file_path.empty() ? body.size() : file_length; }
   std::optional<std::string> Get(std::string_view name) const { return FindHeader(headers, name); }

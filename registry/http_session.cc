@@ -315,7 +315,7 @@ void HttpSession::SendResponse(Response res) {
   RemoveBodyFile();
   const bool close = res.close || !keep_alive_;
   status_ = res.status;
-  log_user_ = std::move(res.log_user);
+  log_user_ = std::move(res.principal);
   body_bytes_ = res.head_only || NoBodyStatus(res.status) ? 0 : res.BodySize();
   wire_bytes_ = 0;
 

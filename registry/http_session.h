@@ -99,7 +99,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::chrono::steady_clock::time_point started_;
   std::chrono::system_clock::time_point started_wall_;
   int status_ = 0;           // 0 until a response is being sent
-  std::string log_user_;     // Response::log_user
+  std::string log_user_;     // Response::principal
   uint64_t bytes_in_ = 0;    // request body bytes read
   uint64_t body_bytes_ = 0;  // response body bytes announced
   uint64_t header_bytes_ = 0;  // the response head's size on the wire

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "registry/auth.h"
 #include "registry/errors.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
@@ -29,10 +30,6 @@ using internal::UploadRange;
 
 constexpr char kApiVersionHeader[] = "Docker-Distribution-API-Version";
 constexpr char kApiVersion[] = "registry/2.0";
-
-bool IsWriteMethod(std::string_view m) {
-  return m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE";
-}
 
 std::string Join(const std::vector<std::string>& parts, size_t begin, size_t end) {
   std::string out;
@@ -58,6 +55,9 @@ std::string_view AllowedMethods(Kind kind) {
     case Kind::kStructures: return "GET";
     case Kind::kStorage: return "GET";
     case Kind::kGc: return "POST";
+    case Kind::kToken: return "GET";
+    case Kind::kTokens: return "GET, POST";
+    case Kind::kTokenName: return "DELETE";
   }
   return "";
 }
@@ -72,23 +72,6 @@ bool MethodAllowed(Kind kind, std::string_view method) {
     start = end + 2;
   }
   return false;
-}
-
-std::optional<std::string> BearerToken(const RequestHead& head) {
-  std::optional<std::string> auth = head.Get("Authorization");
-  if (!auth.has_value()) return std::nullopt;
-  std::string_view v = *auth;
-  constexpr std::string_view kScheme = "bearer ";
-  if (v.size() <= kScheme.size()) return std::nullopt;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    char c = v[i];
-    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
-    if (c != kScheme[i]) return std::nullopt;
-  }
-  v.remove_prefix(kScheme.size());
-  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
-  return std::string(v);
 }
 
 }  // namespace
@@ -114,6 +97,11 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
   }
   std::unique_ptr<Registry> registry(
       new Registry(data_dir, std::move(options), std::move(blobs), std::move(db)));
+  BLZ_ASSIGN_OR_RETURN(
+      registry->auth_,
+      Authenticator::Open(data_dir, registry->db_.get(),
+                          AuthOptions{registry->options_.private_mode,
+                                      registry->options_.public_url}));
   BLZ_ASSIGN_OR_RETURN(registry->storage_,
                        ArchiveStorage::Open(&registry->blobs_, registry->db_.get(), data_dir,
                                             registry->options_.full_patch,
@@ -123,6 +111,8 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
   BLZ_RETURN_IF_ERROR(registry->storage_->ScheduleAll());
   return registry;
 }
+
+Registry::~Registry() = default;
 
 Result<std::optional<std::string>> Registry::EnsureAdminToken() {
   BLZ_ASSIGN_OR_RETURN(int64_t n, db_->CountTokens("admin"));
@@ -201,6 +191,13 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
     route.kind = Kind::kStorage;
   } else if (n == 3 && c[1] == "_blz" && c[2] == "gc") {
     route.kind = Kind::kGc;
+  } else if (n == 3 && c[1] == "_blz" && c[2] == "token") {
+    route.kind = Kind::kToken;
+  } else if (n == 3 && c[1] == "_blz" && c[2] == "tokens") {
+    route.kind = Kind::kTokens;
+  } else if (n == 4 && c[1] == "_blz" && c[2] == "tokens") {
+    route.kind = Kind::kTokenName;
+    route.ref = c[3];
   } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "diff") {
     route.kind = Kind::kDiff;
     route.name = Join(raw, 1, n - 2);
@@ -245,33 +242,32 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
     return std::nullopt;
   }
 
-  if (IsWriteMethod(head.method) || options_.private_mode) {
-    std::optional<std::string> token = BearerToken(head);
-    if (!token.has_value()) {
-      *error = ErrorResponse(OciError::kUnauthorized,
-                             IsWriteMethod(head.method)
-                                 ? "authentication required: send Authorization: Bearer <token>"
-                                 : "this registry is private: send Authorization: Bearer <token>");
-      return std::nullopt;
-    }
-    Result<bool> valid = db_->VerifyToken(*token);
-    if (!valid.ok()) {
-      *error = ErrorResponse(valid.status(), ErrorContext::kGeneral);
-      return std::nullopt;
-    }
-    if (!*valid) {
-      *error = ErrorResponse(OciError::kUnauthorized, "invalid token");
-      return std::nullopt;
-    }
-  }
-
   if (route.kind != Kind::kPing && route.kind != Kind::kCatalog &&
-      route.kind != Kind::kStructures && route.kind != Kind::kStorage && route.kind != Kind::kGc) {
+      route.kind != Kind::kStructures && route.kind != Kind::kStorage &&
+      route.kind != Kind::kGc && route.kind != Kind::kToken && route.kind != Kind::kTokens &&
+      route.kind != Kind::kTokenName) {
     Status name_ok = ValidateRepositoryName(route.name);
     if (!name_ok.ok()) {
       *error = ErrorResponse(OciError::kNameInvalid, name_ok.message(),
                              json{{"name", route.name}});
       return std::nullopt;
+    }
+  }
+
+  // Credentials and scopes (registry/auth.h): 401 with a challenge, or 403 DENIED.
+  if (std::optional<Response> denied = auth_->Check(head, AccessNeedFor(route),
+                                                    &route.principal)) {
+    *error = std::move(*denied);
+    return std::nullopt;
+  }
+  if (route.kind == Kind::kUploadStart) {
+    if (std::optional<std::string> from = route.Query("from");
+        from.has_value() && ValidateRepositoryName(*from).ok()) {
+      AccessNeed source;
+      source.kind = AccessNeed::Kind::kRepository;
+      source.repository = *from;
+      source.actions = kActionPull;
+      route.mount_source_readable = !auth_->Check(head, source, nullptr).has_value();
     }
   }
   return route;
@@ -372,6 +368,7 @@ Response Registry::Handle(const Request& request) {
     Response error;
     std::optional<Route> route = Prepare(request.head, &error);
     res = route.has_value() ? Dispatch(*route, request) : std::move(error);
+    if (route.has_value()) res.principal = route->principal;
   } catch (const std::exception& e) {
     res = ErrorResponse(OciError::kUnknown, std::string("internal error: ") + e.what());
   }
@@ -405,6 +402,11 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
     case Kind::kStructures: return ListStructure(route);
     case Kind::kStorage: return GetStorageStatus();
     case Kind::kGc: return RunGc(route);
+    case Kind::kToken: return auth_->IssueToken(request.head, request.head.target);
+    case Kind::kTokens:
+      if (m == "POST") return CreateApiToken(request);
+      return ListApiTokens();
+    case Kind::kTokenName: return RevokeApiToken(route);
   }
   return ErrorResponse(OciError::kNotFound, "no such endpoint");
 }

@@ -14,8 +14,9 @@
 //
 // Layout: registry/registry.cc (construction, routing, ping, catalog) and one file of handlers
 // per resource: registry/blob_handlers.cc, upload_handlers.cc, manifest_handlers.cc (manifests,
-// tags) and blz_handlers.cc (patches, value diffs, structures, storage status); helpers they
-// share are in registry/registry_internal.h.
+// tags), blz_handlers.cc (patches, value diffs, structures, storage status) and
+// token_handlers.cc (token admin API); helpers they share are in registry/registry_internal.h.
+// Who may do what is decided by registry/auth.h (called from Prepare).
 #ifndef BLZ_REGISTRY_REGISTRY_H_
 #define BLZ_REGISTRY_REGISTRY_H_
 
@@ -97,7 +98,12 @@ struct RegistryOptions {
   std::chrono::milliseconds gc_grace{std::chrono::hours(1)};
   // The minimum rate at which request bodies must arrive (see kMinBodyBytesPerSecond).
   BodyRateLimit body_rate;
+  // How clients reach the registry, "http(s)://host[:port]": the realm of auth challenges is
+  // this + "/v2/_blz/token" (registry/auth.h). "" = "http://" + the request's Host header.
+  std::string public_url;
 };
+
+class Authenticator;  // registry/auth.h
 
 class Registry {
  public:
@@ -108,10 +114,13 @@ class Registry {
   // one from their archive's header; those whose archive is missing or cannot be identified
   // stay without (and are retried at the next Open). The archive storage is opened
   // (<data>/cache, registry/archive_storage.h) and archives still stored raw are queued for
-  // compression. Errors: those of BlobStore::Open, MetadataDb::Open and ArchiveStorage::Open,
-  // and metadata DB failures while backfilling.
+  // compression. The auth secret <data>/auth_secret is created on first use
+  // (registry/auth.h). Errors: those of BlobStore::Open, MetadataDb::Open,
+  // ArchiveStorage::Open and Authenticator::Open (a bad options.public_url), and metadata DB
+  // failures while backfilling.
   static Result<std::unique_ptr<Registry>> Open(const std::string& data_dir,
                                                 RegistryOptions options);
+  ~Registry();
 
   // Decides how to read the body of a request from its head: into memory with a cap, or
   // streamed into a new file under <data>/uploads (blob uploads), or not at all (`reject` set:
@@ -123,8 +132,9 @@ class Registry {
   // if it still exists (handlers move it into the blob store when they publish it).
   Response Handle(const Request& request);
 
-  // Creates the token named "admin" unless one exists. Returns the new token, or nullopt when
-  // an admin token already existed.
+  // Creates the full-access token named "admin" unless an unrevoked one exists (so revoking
+  // it and restarting the server prints a new one). Returns the new token, or nullopt when an
+  // admin token already existed.
   Result<std::optional<std::string>> EnsureAdminToken();
 
   // Runs one garbage collection (registry/garbage_collector.h) with options_.gc_grace; one at a
@@ -199,6 +209,11 @@ class Registry {
   // POST /v2/_blz/gc[?dry_run=true]: GcReport as JSON.
   Response RunGc(const Route& route);
   Response ListStructure(const Route& route);
+  // The token admin API (registry/token_handlers.cc): POST and GET /v2/_blz/tokens,
+  // DELETE /v2/_blz/tokens/<name>.
+  Response CreateApiToken(const Request& request);
+  Response ListApiTokens();
+  Response RevokeApiToken(const Route& route);
 
   // A blob computed from other blobs on the first request and kept (patches, value diffs).
   struct CachedBlob {
@@ -256,6 +271,7 @@ class Registry {
   // mount) and by garbage collection while it decides on the blob (registry/garbage_collector.h).
   KeyedMutex blob_locks_;
   Metrics metrics_;
+  std::unique_ptr<Authenticator> auth_;  // credentials and scopes (registry/auth.h)
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
 };

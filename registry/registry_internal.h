@@ -33,6 +33,9 @@ struct Registry::Route {
     kStructures,     // /v2/_blz/structures/<structural hash>
     kStorage,        // /v2/_blz/storage
     kGc,             // /v2/_blz/gc
+    kToken,          // /v2/_blz/token (the token endpoint, registry/auth.h)
+    kTokens,         // /v2/_blz/tokens (token admin API: list, create)
+    kTokenName,      // /v2/_blz/tokens/<name> (revoke); the name is in `ref`
   };
   Kind kind = Kind::kPing;
   std::string method;
@@ -40,6 +43,10 @@ struct Registry::Route {
   std::string ref;  // blob digest, upload uuid, manifest reference, subject digest or
                     // structural hash
   Target target;
+  std::string principal;  // who is asking (registry/auth.h Principal::Describe), for logs
+  // A blob upload with ?mount=&from=<repository>: may the caller pull from <repository>?
+  // (Registry::Prepare; else the mount falls back to an upload.)
+  bool mount_source_readable = false;
 
   std::optional<std::string> Query(const std::string& key) const {
     auto it = target.query.find(key);

@@ -89,6 +89,7 @@ Status RunServer(const ServerOptions& options) {
   ropts.private_mode = options.private_mode;
   ropts.allow_delete = !options.no_delete;
   ropts.gc_grace = std::chrono::seconds(options.gc_grace);
+  ropts.public_url = options.public_url;
   ropts.create_patch = PatcherPatchFunction();
   // Archives are stored as verified full patches, compressed in the background after a push.
   ropts.full_patch = PatcherFullPatchFunctions();

@@ -40,6 +40,9 @@ struct ServerOptions {
   LogFormat log_format = LogFormat::kText;
   // Serve GET /metrics (Prometheus text format; docs/operating.md).
   bool metrics = true;
+  // How clients reach the registry (RegistryOptions::public_url): the realm of auth challenges
+  // is this + "/v2/_blz/token". "" = "http://" + each request's Host header.
+  std::string public_url;
 };
 
 // The lock file `blz serve` holds in its data directory (see LockDataDir).

@@ -124,9 +124,9 @@ std::optional<Response> Registry::TryMount(const Route& route) {
   const std::optional<std::string> from = route.Query("from");
   Result<bool> readable = false;
   if (from.has_value()) {
-    // Only from a repository that holds the blob (and, with tokens, that the caller may read:
-    // Prepare checks pull access to ?from=).
-    if (!ValidateRepositoryName(*from).ok()) return std::nullopt;
+    // Only from a repository that holds the blob and that the caller may read (Prepare checked
+    // pull access to ?from=).
+    if (!route.mount_source_readable) return std::nullopt;
     readable = db_->BlobLinked(*from, digest);
   } else if (!options_.private_mode) {
     // Automatic mount: every repository of a public registry is readable by anyone, so a blob

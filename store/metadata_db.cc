@@ -4,6 +4,8 @@
 #include <limits>
 #include <utility>
 
+#include <openssl/crypto.h>
+
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "store/migrations.h"
@@ -388,36 +390,127 @@ Status MetadataDb::RecordPatch(std::string_view repository, const PatchRecord& p
   return st.Run();
 }
 
-Result<std::string> MetadataDb::CreateToken(std::string_view name) {
+namespace {
+
+constexpr char kTokenColumns[] = "rowid, name, scope, created, expires, revoked";
+
+TokenRecord TokenFromRow(const Statement& st) {
+  TokenRecord t;
+  t.id = st.ColumnInt(0);
+  t.name = st.ColumnText(1);
+  t.scope = st.ColumnText(2);
+  t.created = st.ColumnInt(3);
+  if (!st.ColumnIsNull(4)) t.expires = st.ColumnInt(4);
+  if (!st.ColumnIsNull(5)) t.revoked = st.ColumnInt(5);
+  return t;
+}
+
+}  // namespace
+
+Result<std::string> MetadataDb::CreateToken(std::string_view name, std::string_view scope,
+                                            std::optional<int64_t> expires) {
   std::string token = RandomHex(32);
   std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
+  {
+    BLZ_ASSIGN_OR_RETURN(
+        Statement st, db_.Prepare("SELECT 1 FROM tokens WHERE name = ?1 AND revoked IS NULL"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, name));
+    BLZ_ASSIGN_OR_RETURN(bool taken, st.Step());
+    if (taken) {
+      return AlreadyExists("a token named '" + std::string(name) +
+                           "' already exists (revoke it first)");
+    }
+  }
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("INSERT INTO tokens (token_sha256, name, created) "
-                                   "VALUES (?1, ?2, ?3)"));
+                       db_.Prepare("INSERT INTO tokens (token_sha256, name, created, scope, "
+                                   "expires) VALUES (?1, ?2, ?3, ?4, ?5)"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, Sha256Hex(token)));
   BLZ_RETURN_IF_ERROR(st.Bind(2, name));
   BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
+  BLZ_RETURN_IF_ERROR(st.Bind(4, scope));
+  BLZ_RETURN_IF_ERROR(expires.has_value() ? st.Bind(5, *expires) : st.BindNull(5));
   BLZ_RETURN_IF_ERROR(st.Run());
+  BLZ_RETURN_IF_ERROR(tx.Commit());
   return token;
 }
 
-Result<bool> MetadataDb::VerifyToken(std::string_view token) {
-  if (!IsLowerHex(token, 64)) return false;
+Result<TokenRecord> MetadataDb::FindToken(std::string_view token) {
+  if (!IsLowerHex(token, 64)) return NotFound("not a token");
   const std::string hash = Sha256Hex(token);
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("SELECT 1 FROM tokens WHERE token_sha256 = ?1"));
+                       db_.Prepare(std::string("SELECT ") + kTokenColumns +
+                                   ", token_sha256 FROM tokens WHERE token_sha256 = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, hash));
-  return st.Step();
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  // The index lookup found the row; compare the whole hash again in constant time, so that
+  // nothing about a stored hash depends on how early a comparison stopped.
+  const std::string stored = row ? st.ColumnText(6) : std::string(hash.size(), '0');
+  const bool same = stored.size() == hash.size() &&
+                    CRYPTO_memcmp(stored.data(), hash.data(), hash.size()) == 0;
+  if (!row || !same) return NotFound("unknown token");
+  return TokenFromRow(st);
+}
+
+Result<TokenRecord> MetadataDb::GetTokenById(int64_t id) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(std::string("SELECT ") + kTokenColumns +
+                                                 " FROM tokens WHERE rowid = ?1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, id));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return NotFound("no token with id " + std::to_string(id));
+  return TokenFromRow(st);
+}
+
+Result<bool> MetadataDb::VerifyToken(std::string_view token) {
+  Result<TokenRecord> t = FindToken(token);
+  if (!t.ok()) {
+    if (t.status().code() == Code::kNotFound) return false;
+    return t.status();
+  }
+  return t->ActiveAt(Now());
 }
 
 Result<int64_t> MetadataDb::CountTokens(std::string_view name) {
   std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT count(*) FROM tokens WHERE name = ?1"));
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("SELECT count(*) FROM tokens WHERE name = ?1 AND revoked IS NULL"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, name));
   BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return Internal("count(*) returned no row");
   return st.ColumnInt(0);
+}
+
+Result<std::vector<TokenRecord>> MetadataDb::ListTokens() {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare(std::string("SELECT ") + kTokenColumns +
+                                   " FROM tokens WHERE revoked IS NULL ORDER BY name"));
+  std::vector<TokenRecord> out;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(TokenFromRow(st));
+  }
+  return out;
+}
+
+Status MetadataDb::RevokeToken(std::string_view name) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("UPDATE tokens SET revoked = ?2 WHERE name = ?1 AND revoked IS NULL "
+                  "RETURNING rowid"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, name));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, Now()));
+  BLZ_ASSIGN_OR_RETURN(bool changed, st.Step());
+  if (changed) BLZ_RETURN_IF_ERROR(st.Run());  // finish the statement
+  if (!changed) {
+    return NotFound("no active token named '" + std::string(name) + "'");
+  }
+  return Status::Ok();
 }
 
 Status MetadataDb::CreateUpload(std::string_view uuid, std::string_view repository) {

@@ -131,6 +131,25 @@ struct PatchRecord {
   uint64_t patch_size = 0;
 };
 
+// The scope of tokens made before scopes existed (the admin token): every action everywhere.
+inline constexpr char kFullAccessScope[] = "*:pull,push,delete,admin";
+
+// An API token's row (never the token itself: only its SHA-256 is stored).
+struct TokenRecord {
+  int64_t id = 0;  // stable row id (access tokens name it, registry/auth.h)
+  std::string name;
+  // What it may do, as text in the grammar of registry/scope.h (the store does not parse it).
+  std::string scope;
+  int64_t created = 0;                // Unix seconds
+  std::optional<int64_t> expires;     // Unix seconds; nullopt = never
+  std::optional<int64_t> revoked;     // Unix seconds; nullopt = active
+
+  // Neither revoked nor expired at `now` (Unix seconds).
+  bool ActiveAt(int64_t now) const {
+    return !revoked.has_value() && (!expires.has_value() || now < *expires);
+  }
+};
+
 struct UploadRecord {
   std::string uuid;
   std::string repository;
@@ -235,12 +254,26 @@ class MetadataDb {
 
   // -- tokens --
   // Creates a token: 32 random bytes as 64 lower-case hex digits. Only its SHA-256 (hex) is
-  // stored; the token itself is returned once and never again.
-  Result<std::string> CreateToken(std::string_view name);
-  // Is `token` one of the stored tokens (compares SHA-256 hashes)? Malformed tokens are false.
+  // stored; the token itself is returned once and never again. `scope` is stored as given
+  // (the registry validates it); `expires` in Unix seconds (nullopt = never).
+  // Errors: kAlreadyExists when an unrevoked token has this name.
+  Result<std::string> CreateToken(std::string_view name,
+                                  std::string_view scope = kFullAccessScope,
+                                  std::optional<int64_t> expires = std::nullopt);
+  // The row of `token` (a 64-hex token, matched by its SHA-256, compared in constant time),
+  // whatever its state (check TokenRecord::ActiveAt). kNotFound for unknown or malformed
+  // tokens.
+  Result<TokenRecord> FindToken(std::string_view token);
+  // The row with this id, whatever its state. kNotFound when there is none.
+  Result<TokenRecord> GetTokenById(int64_t id);
+  // Is `token` one of the stored tokens, unrevoked and unexpired? Malformed tokens are false.
   Result<bool> VerifyToken(std::string_view token);
-  // Number of tokens with this name.
+  // Number of unrevoked tokens with this name (0 or 1).
   Result<int64_t> CountTokens(std::string_view name);
+  // Unrevoked tokens (expired ones included), by name.
+  Result<std::vector<TokenRecord>> ListTokens();
+  // Revokes the unrevoked token named `name` (its row stays, marked). kNotFound when none.
+  Status RevokeToken(std::string_view name);
 
   // -- upload sessions --
   Status CreateUpload(std::string_view uuid, std::string_view repository);

@@ -51,6 +51,25 @@ TEST(AuthTest, StoreAndLookupRoundTripWithMode0600) {
   EXPECT_EQ(ModeOf(path), 0600u);
 }
 
+TEST(AuthTest, RemoveTokenKeepsTheOtherEntries) {
+  TempDir tmp;
+  const std::string path = tmp / "auth.json";
+  EXPECT_FALSE(*RemoveToken(path, "h:1"));  // no file: nothing to remove
+  ASSERT_TRUE(StoreToken(path, "h:1", "one").ok());
+  ASSERT_TRUE(StoreToken(path, "h:2", "two").ok());
+  auto removed = RemoveToken(path, "h:1");
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_TRUE(*removed);
+  EXPECT_EQ(*LookupToken(path, "h:1"), "");
+  EXPECT_EQ(*LookupToken(path, "h:2"), "two");
+  EXPECT_EQ(ModeOf(path), 0600u);
+  EXPECT_FALSE(*RemoveToken(path, "h:1"));
+  // A corrupt file is an error, and stays as it was.
+  blz::testing::WriteFileBytes(path, "not json");
+  EXPECT_EQ(RemoveToken(path, "h:2").status().code(), Code::kCorruption);
+  EXPECT_EQ(blz::testing::ReadFileBytes(path), "not json");
+}
+
 TEST(AuthTest, ModeIs0600EvenWithPermissiveUmask) {
   TempDir tmp;
   mode_t old = ::umask(0);

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "client/local_store.h"
 #include "core/digest.h"
 #include "tests/client/test_server.h"
@@ -48,12 +50,68 @@ TEST(RegistryClientTest, PingSendsBearerToken) {
   RegistryClient with_token = MakeClient(server, "s3cret");
   EXPECT_TRUE(with_token.Ping().ok());
 
+  // Anonymous: a challenge on /v2/ means "reachable" (OCI registries challenge anonymous
+  // clients there even when they allow anonymous pulls).
   RegistryClient anonymous = MakeClient(server);
-  Status s = anonymous.Ping();
+  EXPECT_TRUE(anonymous.Ping().ok());
+
+  // A rejected token is an error naming the registry.
+  RegistryClient wrong = MakeClient(server, "wrong");
+  Status s = wrong.Ping();
   EXPECT_EQ(s.code(), Code::kUnauthorized);
   EXPECT_NE(s.message().find("UNAUTHORIZED: authentication required"), std::string::npos)
       << s.message();
-  EXPECT_NE(s.message().find("blz login 127.0.0.1:"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("the token for 127.0.0.1:"), std::string::npos) << s.message();
+}
+
+TEST(RegistryClientTest, TokenAdminRequests) {
+  TestServer server([](const TestRequest& req) {
+    if (req.method() == http::verb::post && req.target() == "/v2/_blz/tokens") {
+      auto body = nlohmann::json::parse(req.body());
+      EXPECT_EQ(body["name"], "ci");
+      EXPECT_EQ(body["scope"], "org/*:pull");
+      EXPECT_EQ(body["expires_in"], 60);
+      return MakeResponse(http::status::created,
+                          R"({"name":"ci","token":"t0k","scope":"org/*:pull"})");
+    }
+    if (req.method() == http::verb::get && req.target() == "/v2/_blz/tokens") {
+      return MakeResponse(http::status::ok, R"({"tokens":[{"name":"ci"}]})");
+    }
+    if (req.method() == http::verb::delete_ && req.target() == "/v2/_blz/tokens/ci") {
+      return MakeResponse(http::status::no_content, "");
+    }
+    return OciError(http::status::not_found, "NOT_FOUND", "no active token named 'x'");
+  });
+  RegistryClient client = MakeClient(server, "admin");
+  auto created = client.CreateToken("ci", "org/*:pull", 60);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ((*created)["token"], "t0k");
+  auto listed = client.ListTokens();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ((*listed)["tokens"].size(), 1u);
+  EXPECT_TRUE(client.RevokeToken("ci").ok());
+  EXPECT_EQ(client.RevokeToken("x").code(), Code::kNotFound);
+  // Names that would change the request target are refused before any request.
+  const size_t before = server.seen().size();
+  for (const char* bad : {"", "a/b", "a?b", "..%2f"}) {
+    EXPECT_EQ(client.RevokeToken(bad).code(), Code::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(server.seen().size(), before);
+}
+
+TEST(RegistryClientTest, PingOfAnUnreachableRegistryFails) {
+  uint16_t port = 0;
+  {
+    TestServer server([](const TestRequest&) { return MakeResponse(http::status::ok, "{}"); });
+    port = server.port();
+  }  // stopped: nothing listens on the port any more
+  RegistryClientOptions options;
+  options.token = "t";
+  options.http.io_timeout = std::chrono::seconds(5);
+  RegistryClient client(RegistryAddress{"127.0.0.1", port}, options);
+  Status s = client.Ping();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.code(), Code::kUnauthorized);
 }
 
 TEST(RegistryClientTest, UploadRefusedParsesOciErrorBody) {

@@ -126,9 +126,11 @@ class RegistryE2ETest : public ::testing::Test {
     return pid;
   }
 
-  // GET /v2/_blz/storage (docs/registry-api.md, "Storage") of the shared server, or of `addr`.
-  nlohmann::json StorageStatus(const std::string& addr = "") {
-    ProcessResult r = Curl({"--fail-with-body",
+  // GET /v2/_blz/storage (docs/registry-api.md, "Storage") of the shared server, or of `addr`
+  // with its admin `token` (the endpoint is for the admin).
+  nlohmann::json StorageStatus(const std::string& addr = "", const std::string& token = "") {
+    ProcessResult r = Curl({"--fail-with-body", "-H",
+                            "Authorization: Bearer " + (addr.empty() ? token_ : token),
                             "http://" + (addr.empty() ? addr_ : addr) + "/v2/_blz/storage"});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     auto j = nlohmann::json::parse(r.out, nullptr, false);
@@ -356,7 +358,7 @@ TEST_F(RegistryE2ETest, ServeStorageFlagsKeepRawArchivesAndBoundTheCache) {
   pid_t pid = StartExtraServer(data, {"--keep-raw-archives", "--cache-size", "1MB"},
                                "flags-serve", &addr, &token);
   ASSERT_FALSE(addr.empty()) << ReadFileBytes(*work_ / "flags-serve.err");
-  nlohmann::json st = StorageStatus(addr);
+  nlohmann::json st = StorageStatus(addr, token);
   EXPECT_EQ(st.value("drop_raw_archives", true), false) << st.dump();
   EXPECT_EQ(st["cache"].value("limit", uint64_t(0)), 1000000u) << st.dump();
 
@@ -367,10 +369,10 @@ TEST_F(RegistryE2ETest, ServeStorageFlagsKeepRawArchivesAndBoundTheCache) {
   ProcessResult p = Blz({"push", src, addr + "/e2e/flags:v1", "--json"}, env);
   ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
   const std::string hex = nlohmann::json::parse(p.out).at("digest").get<std::string>().substr(7);
-  for (int i = 0; i < 1200 && StorageStatus(addr).value("pending", uint64_t(1)) != 0; ++i) {
+  for (int i = 0; i < 1200 && StorageStatus(addr, token).value("pending", uint64_t(1)) != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  st = StorageStatus(addr);
+  st = StorageStatus(addr, token);
   EXPECT_EQ(st.value("pending", uint64_t(1)), 0u) << st.dump();
   EXPECT_EQ(st.value("full_patches_computed", uint64_t(0)), 1u) << st.dump();
   EXPECT_TRUE(fs::exists(data + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex));
@@ -463,6 +465,105 @@ TEST_F(RegistryE2ETest, PushWithoutTokenFailsAndChangesNothing) {
   EXPECT_EQ(RegistryFiles(), before);
   ProcessResult tags = Curl({"http://" + addr_ + "/v2/e2e/no-token/tags/list"});
   EXPECT_EQ(tags.out.find("v1"), std::string::npos) << tags.out;
+}
+
+// Auth as OCI registries do it (docs/registry-api.md, "Authentication and authorization"):
+// `blz login` checks the token, the admin makes a scoped token with `blz token create`, the
+// scope holds for pushes, Basic credentials and the token endpoint work with curl, `blz token
+// revoke` takes effect at once, and `blz logout` forgets the stored token.
+TEST_F(RegistryE2ETest, ScopedTokensLoginAndLogoutThroughTheCli) {
+  const std::string cfg = *work_ / "config-auth";
+  std::map<std::string, std::string> env = {{"BLZ_TOKEN", ""},
+                                            {"BLZ_CONFIG_DIR", cfg},
+                                            {"BLZ_CACHE_DIR", *work_ / "cache-auth"}};
+  // A wrong token is refused and nothing is stored.
+  ProcessResult bad = Blz({"login", addr_, "--token", std::string(64, 'a')}, env);
+  EXPECT_EQ(bad.exit_code, 5) << bad.err;
+  EXPECT_NE(bad.err.find("rejected the token (nothing stored)"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(cfg + "/auth.json"));
+  ProcessResult admin_login = Blz({"login", addr_, "--token", token_}, env);
+  ASSERT_EQ(admin_login.exit_code, 0) << admin_login.err;
+  EXPECT_EQ(fs::status(cfg + "/auth.json").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+
+  // The admin creates a token for one namespace; it is printed once, on stdout.
+  ProcessResult created = Blz({"token", "create", "e2e-ci", "--scope", "e2e/scoped/*:pull,push",
+                               "--expires", "1d", "--registry", addr_},
+                              env);
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  std::string ci = created.out;
+  while (!ci.empty() && ci.back() == '\n') ci.pop_back();
+  ASSERT_EQ(ci.size(), 64u) << created.out;
+  ProcessResult listed = Blz({"token", "list", "--registry", addr_, "--json"}, env);
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  nlohmann::json tokens = nlohmann::json::parse(listed.out).at("tokens");
+  std::vector<std::string> names;
+  for (const auto& t : tokens) names.push_back(t.at("name"));
+  EXPECT_NE(std::find(names.begin(), names.end(), "admin"), names.end()) << listed.out;
+  EXPECT_NE(std::find(names.begin(), names.end(), "e2e-ci"), names.end()) << listed.out;
+  EXPECT_EQ(listed.out.find(ci), std::string::npos);
+  ProcessResult dup = Blz({"token", "create", "e2e-ci", "--scope", "*:pull", "--registry", addr_},
+                          env);
+  EXPECT_NE(dup.exit_code, 0);
+  EXPECT_NE(dup.err.find("already exists"), std::string::npos) << dup.err;
+  ProcessResult bad_scope =
+      Blz({"token", "create", "x", "--scope", "e2e/*:pul", "--registry", addr_}, env);
+  EXPECT_EQ(bad_scope.exit_code, 2) << bad_scope.err;
+  EXPECT_NE(bad_scope.err.find("unknown action 'pul'"), std::string::npos) << bad_scope.err;
+
+  // The scoped token pushes inside its namespace only.
+  const std::string models = *work_ / "generated-auth";
+  ProcessResult g = RunProcess({"/usr/bin/python3",
+                                std::string(BLZ_SOURCE_DIR) + "/scripts/make_demo_model.py", models},
+                               {}, work_->path());
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  std::map<std::string, std::string> ci_env = env;
+  ci_env["BLZ_TOKEN"] = ci;
+  ProcessResult inside = Blz({"push", models + "/base", addr_ + "/e2e/scoped/m:v1"}, ci_env);
+  EXPECT_EQ(inside.exit_code, 0) << inside.err;
+  ProcessResult outside = Blz({"push", models + "/base", addr_ + "/e2e/unscoped:v1"}, ci_env);
+  EXPECT_EQ(outside.exit_code, 5) << outside.err;
+  EXPECT_NE(outside.err.find("DENIED"), std::string::npos) << outside.err;
+
+  // Docker-style clients: the challenge names the token endpoint; Basic works everywhere; the
+  // token endpoint issues a Bearer access token.
+  ProcessResult challenge = Curl({"-D", "-", "-o", "/dev/null", "http://" + addr_ + "/v2/"});
+  EXPECT_NE(challenge.out.find("401"), std::string::npos) << challenge.out;
+  EXPECT_NE(challenge.out.find("Bearer realm=\"http://" + addr_ + "/v2/_blz/token\""),
+            std::string::npos)
+      << challenge.out;
+  ProcessResult basic = Curl({"-u", "ci:" + ci, "-o", "/dev/null", "-w", "%{http_code}",
+                              "http://" + addr_ + "/v2/"});
+  EXPECT_EQ(basic.out, "200");
+  ProcessResult issued = Curl({"--fail-with-body", "-u", "ci:" + ci,
+                               "http://" + addr_ +
+                                   "/v2/_blz/token?service=blz&scope=repository:e2e/scoped/m:pull"});
+  ASSERT_EQ(issued.exit_code, 0) << issued.out << issued.err;
+  const std::string access = nlohmann::json::parse(issued.out).at("token");
+  ProcessResult tags = Curl({"--fail-with-body", "-H", "Authorization: Bearer " + access,
+                             "http://" + addr_ + "/v2/e2e/scoped/m/tags/list"});
+  EXPECT_EQ(tags.exit_code, 0) << tags.out;
+  EXPECT_NE(tags.out.find("v1"), std::string::npos) << tags.out;
+
+  // Revocation is immediate, for the token and its access tokens.
+  ProcessResult revoked = Blz({"token", "revoke", "e2e-ci", "--registry", addr_}, env);
+  ASSERT_EQ(revoked.exit_code, 0) << revoked.err;
+  ProcessResult after = Blz({"push", models + "/ft", addr_ + "/e2e/scoped/m:v2"}, ci_env);
+  EXPECT_EQ(after.exit_code, 5) << after.err;
+  ProcessResult stale = Curl({"-o", "/dev/null", "-w", "%{http_code}", "-H",
+                              "Authorization: Bearer " + access,
+                              "http://" + addr_ + "/v2/e2e/scoped/m/tags/list"});
+  EXPECT_EQ(stale.out, "401");
+  EXPECT_EQ(Blz({"token", "revoke", "e2e-ci", "--registry", addr_}, env).exit_code, 3);
+
+  // Logout forgets the stored token (and only it); a second logout has nothing to do.
+  ProcessResult out = Blz({"logout", addr_}, env);
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(ReadFileBytes(cfg + "/auth.json").find(token_), std::string::npos);
+  EXPECT_EQ(Blz({"token", "list", "--registry", addr_}, env).exit_code, 5);
+  ProcessResult again = Blz({"logout", addr_}, env);
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_NE(again.err.find("no token stored"), std::string::npos) << again.err;
 }
 
 TEST_F(RegistryE2ETest, UploadWithWrongDigestIsRejectedAndStoresNothing) {

@@ -414,7 +414,9 @@ TEST(ArchiveStorageTest, StatusEndpoint) {
   Harness h(StorageOptions());
   const std::string d = Push(&h, "org/m", "v1", ModelArchive(14));
   ASSERT_TRUE(h.registry().storage().Compress(d).ok());
-  Response r = h.Call("GET", "/v2/_blz/storage", "", {}, false);
+  // The storage status is for the admin (registry/auth.h).
+  EXPECT_EQ(h.Call("GET", "/v2/_blz/storage", "", {}, /*auth=*/false).status, 401);
+  Response r = h.Call("GET", "/v2/_blz/storage");
   ASSERT_EQ(r.status, 200) << r.body;
   auto j = nlohmann::json::parse(r.body);
   EXPECT_EQ(j.at("full_patches").get<bool>(), true);

@@ -380,7 +380,7 @@ TEST(StructureTest, PrivateModeNeedsATokenForBothEndpoints) {
     Response anon = h.Call("GET", target, "", {}, /*auth=*/false);
     EXPECT_EQ(anon.status, 401) << target;
     EXPECT_EQ(ErrorCodeOf(anon), "UNAUTHORIZED") << target;
-    EXPECT_EQ(anon.Get("WWW-Authenticate"), "Bearer realm=\"blz\"");
+    EXPECT_EQ(anon.Get("WWW-Authenticate").value_or("").rfind("Bearer realm=\"http://", 0), 0u);
     Response bad_token = h.Call("GET", target, "",
                                 {{"Authorization", "Bearer " + std::string(64, 'a')}}, false);
     EXPECT_EQ(bad_token.status, 401) << target;

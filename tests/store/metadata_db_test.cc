@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,7 +134,11 @@ TEST_F(MetadataDbTest, TokensAreStoredHashed) {
   EXPECT_FALSE(*db_->VerifyToken("Bearer " + *token));
   EXPECT_FALSE(*db_->VerifyToken(Sha256Hex(*token)));  // the stored hash is not a token
 
-  auto second = db_->CreateToken("admin");
+  // Names are unique among active tokens.
+  auto dup = db_->CreateToken("admin");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().code(), Code::kAlreadyExists);
+  auto second = db_->CreateToken("second");
   ASSERT_TRUE(second.ok());
   EXPECT_NE(*second, *token);
 
@@ -151,6 +156,59 @@ TEST_F(MetadataDbTest, TokensAreStoredHashed) {
     EXPECT_TRUE(stored == Sha256Hex(*token) || stored == Sha256Hex(*second));
   }
   EXPECT_EQ(rows, 2);
+}
+
+TEST_F(MetadataDbTest, ScopedTokensExpireAndAreRevoked) {
+  // The default scope is full access, with no expiry.
+  auto admin = db_->CreateToken("admin");
+  ASSERT_TRUE(admin.ok());
+  auto rec = db_->FindToken(*admin);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->name, "admin");
+  EXPECT_EQ(rec->scope, kFullAccessScope);
+  EXPECT_FALSE(rec->expires.has_value());
+  EXPECT_FALSE(rec->revoked.has_value());
+
+  const int64_t now = int64_t(std::time(nullptr));
+  auto ci = db_->CreateToken("ci", "org/*:pull,push", now + 3600);
+  ASSERT_TRUE(ci.ok());
+  auto ci_rec = db_->FindToken(*ci);
+  ASSERT_TRUE(ci_rec.ok());
+  EXPECT_EQ(ci_rec->scope, "org/*:pull,push");
+  EXPECT_EQ(ci_rec->expires, now + 3600);
+  EXPECT_TRUE(ci_rec->ActiveAt(now));
+  EXPECT_FALSE(ci_rec->ActiveAt(now + 3600));
+  EXPECT_EQ(db_->GetTokenById(ci_rec->id)->name, "ci");
+  EXPECT_EQ(db_->GetTokenById(ci_rec->id + 1000).status().code(), Code::kNotFound);
+
+  // An already expired token is stored but never verifies.
+  auto old = db_->CreateToken("old", "*:pull", now - 1);
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(*db_->VerifyToken(*old));
+
+  auto listed = db_->ListTokens();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 3u);
+  EXPECT_EQ((*listed)[0].name, "admin");
+  EXPECT_EQ((*listed)[1].name, "ci");
+  EXPECT_EQ((*listed)[2].name, "old");
+
+  // Revocation: at once, the row stays (by id) marked, and the name becomes free.
+  ASSERT_TRUE(db_->RevokeToken("ci").ok());
+  EXPECT_FALSE(*db_->VerifyToken(*ci));
+  auto revoked = db_->GetTokenById(ci_rec->id);
+  ASSERT_TRUE(revoked.ok());
+  EXPECT_TRUE(revoked->revoked.has_value());
+  EXPECT_FALSE(revoked->ActiveAt(now));
+  EXPECT_EQ(db_->RevokeToken("ci").code(), Code::kNotFound);
+  EXPECT_EQ(db_->RevokeToken("nobody").code(), Code::kNotFound);
+  EXPECT_EQ(*db_->CountTokens("ci"), 0);
+  EXPECT_EQ(db_->ListTokens()->size(), 2u);
+  auto again = db_->CreateToken("ci", "org/*:pull");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(*db_->VerifyToken(*again));
+  EXPECT_FALSE(*db_->VerifyToken(*ci));
+  EXPECT_TRUE(*db_->VerifyToken(*admin));
 }
 
 TEST_F(MetadataDbTest, PatchesAndUploads) {

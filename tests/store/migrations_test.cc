@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/digest.h"
 #include "store/metadata_db.h"
 #include "store/sqlite.h"
 #include "tests/test_util.h"
@@ -89,7 +90,7 @@ TEST(MigrationsTest, Version1DatabaseMigratesToVersion2KeepingItsData) {
   }
   auto db = MetadataDb::Open(tmp / "m.db");
   ASSERT_TRUE(db.ok()) << db.status().ToString();
-  EXPECT_EQ(*(*db)->SchemaVersion(), 2);
+  EXPECT_EQ(*(*db)->SchemaVersion(), LatestSchemaVersion());
   // Everything is still there; the version's structural hash is unknown until backfilled.
   EXPECT_EQ(*(*db)->ResolveTag("org/m", "v1"), manifest);
   EXPECT_EQ((*db)->GetManifest("org/m", manifest)->content, "{}");
@@ -110,6 +111,31 @@ TEST(MigrationsTest, Version1DatabaseMigratesToVersion2KeepingItsData) {
   auto raw = sqlite::Database::Open(tmp / "m.db");
   ASSERT_TRUE(raw.ok());
   EXPECT_FALSE(raw->Exec("UPDATE versions SET structural_hash = 'short'").ok());
+}
+
+TEST(MigrationsTest, Version2TokensBecomeFullAccessTokens) {
+  testing::TempDir tmp;
+  const std::string token(64, 'e');
+  {
+    // A version-2 DB with its admin token (and, as a hand-edited DB might have, a duplicate).
+    auto db = sqlite::Database::Open(tmp / "m.db");
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(ApplyMigrations(&*db, EmbeddedMigrations().subspan(0, 2)).ok());
+    Status s = db->Exec("INSERT INTO tokens VALUES ('" + Sha256Hex(token) + "', 'admin', 10);"
+                        "INSERT INTO tokens VALUES ('" + std::string(64, 'f') + "', 'admin', 11);");
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  auto db = MetadataDb::Open(tmp / "m.db");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  auto rec = (*db)->FindToken(token);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->scope, kFullAccessScope);
+  EXPECT_FALSE(rec->expires.has_value());
+  EXPECT_FALSE(rec->revoked.has_value());
+  EXPECT_TRUE(*(*db)->VerifyToken(token));
+  // The younger duplicate name was revoked so that active names are unique.
+  EXPECT_EQ(*(*db)->CountTokens("admin"), 1);
+  EXPECT_EQ((*db)->ListTokens()->size(), 1u);
 }
 
 TEST(MigrationsTest, NewerDatabaseIsRefused) {
