@@ -8,6 +8,7 @@ packages=(
   libboost-dev libsqlite3-dev libzstd-dev libxxhash-dev libssl-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   zstd xdelta3 curl python3
+  skopeo
   clang-14 libclang-rt-14-dev
   zlib1g-dev
   python3-torch python3-numpy

@@ -12,6 +12,10 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DBLZ_SANITIZE=ON -DBLZ_WERROR=ON -DBLZ_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs" | tee "$build/ctest-summary.log"
+# The OCI distribution-spec conformance suite (v1.1.1, ../shared/tools/oci-conformance), all
+# four workflows, against this build's `blz serve` with Basic credentials (docs/registry-api.md,
+# "Conformance"); non-zero on any failed spec.
+bash scripts/conformance.sh "$build/cli/blz"
 # Then every libFuzzer target briefly (docs/fuzzing.md); non-zero on any crash.
 bash scripts/fuzz.sh short
 # The closing line: ctest's counts again, since the fuzz table came after them (ctest exits

@@ -70,7 +70,8 @@ TEST(OrderedPipelineTest, ConsumeErrorStopsTheRun) {
       });
   EXPECT_EQ(s.code(), Code::kIOError);
   EXPECT_EQ(consumed, 6u);
-  EXPECT_LE(produced.load(), 6u + 2 * 2);  // at most a window beyond the failing index
+  // At most a window (kWindowPerThread results per thread) beyond the failing index.
+  EXPECT_LE(produced.load(), 6u + kWindowPerThread * 2);
 }
 
 TEST(OrderedPipelineTest, AtMostTwoResultsPerThreadWait) {

@@ -400,7 +400,7 @@ TEST_F(RegistryE2ETest, SecondServerOnTheSameDataDirectoryRefusesToStart) {
                        "' is in use by another blz serve: '" + data +
                        "/blz.lock' is locked by process " + std::to_string(server_pid_) + "\n");
   // The running server still answers.
-  ProcessResult ping = Curl({"--fail", "http://" + addr_ + "/v2/"});
+  ProcessResult ping = Curl({"--fail", "http://" + addr_ + "/v2/_catalog"});
   EXPECT_EQ(ping.exit_code, 0) << ping.err;
 }
 
@@ -417,19 +417,22 @@ TEST_F(RegistryE2ETest, ServeReadsItsOptionsFromAConfigFile) {
   const std::string err = *work_ / "config-serve.err";
   pid_t pid = StartProcess({BLZ_BINARY, "serve", "--config", config, "--metrics"}, {}, out, err);
   ASSERT_GT(pid, 0);
-  std::string addr;
+  std::string addr, token;
   for (int i = 0; i < 300 && addr.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::string text = ReadFileBytes(out);
     auto l = text.find("listening on http://");
     if (l == std::string::npos || text.find('\n', l) == std::string::npos) continue;
     addr = text.substr(l + 20, text.find('\n', l) - l - 20);
+    if (auto t = text.find("admin token: "); t != std::string::npos) {
+      token = text.substr(t + 13, text.find('\n', t) - t - 13);
+    }
   }
   ASSERT_FALSE(addr.empty()) << ReadFileBytes(err);
   EXPECT_EQ(addr.rfind("127.0.0.1:", 0), 0u) << addr;
   EXPECT_TRUE(fs::exists(data + "/blz.db"));
   EXPECT_TRUE(fs::exists(data + "/blz.lock"));
-  EXPECT_EQ(StorageStatus(addr)["cache"].value("limit", uint64_t(0)), 1000000u);
+  EXPECT_EQ(StorageStatus(addr, token)["cache"].value("limit", uint64_t(0)), 1000000u);
   ProcessResult metrics = Curl({"--fail", "http://" + addr + "/metrics"});
   EXPECT_EQ(metrics.exit_code, 0) << metrics.err;
   EXPECT_NE(metrics.out.find("# TYPE blz_http_requests_total counter"), std::string::npos)
@@ -449,7 +452,8 @@ TEST_F(RegistryE2ETest, ServeReadsItsOptionsFromAConfigFile) {
   ASSERT_EQ(lines.size(), 2u) << log;
   EXPECT_EQ(lines[0]["path"], "/v2/_blz/storage");
   EXPECT_EQ(lines[0]["status"], 200);
-  EXPECT_EQ(lines[0]["user"], "-");
+  EXPECT_EQ(lines[0]["user"], "admin");  // the token that authenticated it
+  EXPECT_EQ(lines[1]["user"], "-");      // /metrics: anonymous
   EXPECT_EQ(lines[0]["client"].get<std::string>().rfind("127.0.0.1:", 0), 0u);
   EXPECT_EQ(lines[1]["path"], "/metrics");
   EXPECT_EQ(lines[1]["aborted"], false);

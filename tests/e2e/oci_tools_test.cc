@@ -83,8 +83,16 @@ std::string WriteImageLayout(const std::string& dir, const std::string& tag) {
     WriteFileBytes(dir + "/blobs/sha256/" + hex, bytes);
     return MakeDigest(hex);
   };
-  // An uncompressed-tar layer would do as well: skopeo copies blobs as they are.
-  const std::string layer = "layer bytes of an image that blz stores like any registry";
+  // A gzip-compressed tar holding hello.txt ("hello from blz\n"): skopeo copies compressed
+  // layers as they are (an uncompressed one it would compress on the way to a registry).
+  static const char kLayer[] =
+    "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xed\xd1\x31\x0a\x02\x31\x10\x05\xd0\xd4\x9e\x22"
+    "\x27\x90\x11\x96\xcd\x79\x14\x94\x2d\x22\x0b\x6b\x04\xf1\xf4\xc6\x6d\x04\x7b\x05\xf1\xbd"
+    "\xe6\x0f\xbf\xf9\xc5\x4c\xc7\x5a\xe7\x6d\xbb\xb5\xf4\x39\xd1\x8d\xc3\xb0\x66\xf7\x9e\x11"
+    "\xbb\xf2\xba\xd7\xbe\x8c\x51\x52\x8e\xf4\x05\xd7\x4b\xdb\x2f\x7d\x32\xfd\xa7\xe9\xf9\xff"
+    "\x7c\x5a\xe6\x73\x3e\xd4\xfb\x26\x01\x00\x00\x00\x00\x00\x00\x00\x00\xf0\x1b\x1e\x04\x36"
+    "\xb0\xda\x00\x28\x00\x00";
+  const std::string layer(kLayer, sizeof(kLayer) - 1);
   const std::string ld = put(layer);
   const std::string config =
       json{{"architecture", "amd64"},
@@ -99,7 +107,7 @@ std::string WriteImageLayout(const std::string& dir, const std::string& tag) {
             {{"mediaType", "application/vnd.oci.image.config.v1+json"},
              {"digest", cd},
              {"size", config.size()}}},
-           {"layers", json::array({{{"mediaType", "application/vnd.oci.image.layer.v1.tar"},
+           {"layers", json::array({{{"mediaType", "application/vnd.oci.image.layer.v1.tar+gzip"},
                                     {"digest", ld},
                                     {"size", layer.size()}}})}}
           .dump();
@@ -191,7 +199,7 @@ TEST_F(OciToolsTest, RmRemovesAVersionAndGcFreesOnlyItsBytes) {
   for (const auto& e : fs::recursive_directory_iterator(models + "/base")) {
     if (!e.is_regular_file()) continue;
     const std::string rel = fs::relative(e.path(), models + "/base").string();
-    EXPECT_EQ(ReadFileBytes(work_ / "pulled" / rel), ReadFileBytes(e.path().string())) << rel;
+    EXPECT_EQ(ReadFileBytes(work_ / ("pulled/" + rel)), ReadFileBytes(e.path().string())) << rel;
   }
 }
 

@@ -46,9 +46,10 @@ TEST(MigrationsTest, AppliesAllAndSetsUserVersion) {
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(ApplyMigrations(&*db, EmbeddedMigrations()).ok());
   EXPECT_EQ(*db->PragmaInt("user_version"), LatestSchemaVersion());
-  std::vector<std::string> want = {"blobs",  "manifests", "patches",     "repositories",
-                                   "tags",   "tokens",    "uploads",     "value_diffs",
-                                   "versions"};
+  std::vector<std::string> want = {"blobs",        "manifest_blobs", "manifests",
+                                   "patches",      "repositories",   "repository_blobs",
+                                   "tags",         "tokens",         "uploads",
+                                   "value_diffs",  "versions"};
   EXPECT_EQ(Tables(&*db), want);
 }
 
