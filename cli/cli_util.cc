@@ -2,11 +2,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "client/auth.h"
 #include "core/file_util.h"
 #include "core/text.h"
 #include "formats/blz_archive.h"
@@ -145,6 +147,20 @@ Result<std::string> EnsureArchive(const std::string& input, const std::string& n
   BLZ_RETURN_IF_ERROR(formats::Pack(input, out, &stats).WithContext("packing " + input));
   *packed = true;
   return out;
+}
+
+Result<std::unique_ptr<client::RegistryClient>> RegistryClientFor(const std::string& registry,
+                                                                  int timeout_seconds,
+                                                                  bool require_token) {
+  BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr, client::ParseRegistryAddress(registry));
+  client::RegistryClientOptions options;
+  options.http.io_timeout = std::chrono::seconds(timeout_seconds);
+  BLZ_ASSIGN_OR_RETURN(options.token, client::ResolveToken(addr.ToString()));
+  if (require_token && options.token.empty()) {
+    return Unauthorized("no token for " + addr.ToString() + ": run `blz login " +
+                        addr.ToString() + "` with a token that may do this, or set BLZ_TOKEN");
+  }
+  return std::make_unique<client::RegistryClient>(addr, options);
 }
 
 }  // namespace blz::cli

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "client/registry_client.h"
 #include "core/status.h"
 
 namespace blz::cli {
@@ -59,6 +60,13 @@ Status RunExport(const std::string& source, const std::string& output, const Exp
 std::string RepositoryBaseName(const std::string& reference);
 
 // Helpers shared by the command groups (cli/cli_util.cc).
+
+// A registry client for `registry` ("HOST:PORT") with its stored (or $BLZ_TOKEN) token and
+// `timeout_seconds` per single read or write. With `require_token`, having none is
+// kUnauthorized, telling to run `blz login` (for commands that need a token: rm, gc, token).
+Result<std::unique_ptr<client::RegistryClient>> RegistryClientFor(const std::string& registry,
+                                                                  int timeout_seconds,
+                                                                  bool require_token);
 
 // Prints `j` (indented) and a newline on stdout.
 void PrintJson(const nlohmann::json& j);

@@ -1,6 +1,5 @@
 // Registry maintenance commands: rm (a version) and gc (garbage collection), through the
 // registry's HTTP API (docs/registry-api.md: DELETE of manifests, POST /v2/_blz/gc).
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -20,15 +19,6 @@ struct RegistryArgs {
   int timeout = 60;
 };
 
-// Client options for `address`: the stored (or $BLZ_TOKEN) token and the I/O timeout.
-Result<client::RegistryClientOptions> OptionsFor(const client::RegistryAddress& address,
-                                                 int timeout) {
-  client::RegistryClientOptions options;
-  options.http.io_timeout = std::chrono::seconds(timeout);
-  BLZ_ASSIGN_OR_RETURN(options.token, client::ResolveToken(address.ToString()));
-  return options;
-}
-
 void AddRm(CLI::App& app, std::vector<Command>* commands) {
   struct Args : RegistryArgs {
     std::string reference;
@@ -46,15 +36,15 @@ void AddRm(CLI::App& app, std::vector<Command>* commands) {
       "by the registry's next garbage collection (`blz gc`). Needs a token with delete access.");
   commands->push_back({sub, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(client::Reference ref, client::ParseReference(args->reference));
-    BLZ_ASSIGN_OR_RETURN(client::RegistryClientOptions options,
-                         OptionsFor(ref.registry, args->timeout));
-    client::RegistryClient registry(ref.registry, options);
+    BLZ_ASSIGN_OR_RETURN(
+        std::unique_ptr<client::RegistryClient> registry,
+        RegistryClientFor(ref.registry.ToString(), args->timeout, /*require_token=*/true));
     std::string digest = ref.digest;
     if (!ref.by_digest()) {
-      BLZ_ASSIGN_OR_RETURN(client::ManifestResponse m, registry.GetManifest(ref.name, ref.tag));
+      BLZ_ASSIGN_OR_RETURN(client::ManifestResponse m, registry->GetManifest(ref.name, ref.tag));
       digest = m.digest;
     }
-    BLZ_RETURN_IF_ERROR(registry.DeleteManifest(ref.name, digest));
+    BLZ_RETURN_IF_ERROR(registry->DeleteManifest(ref.name, digest));
     if (args->json) {
       PrintJson({{"reference", ref.ToString()}, {"digest", digest}, {"removed", true}});
     } else {
@@ -81,12 +71,10 @@ void AddGc(CLI::App& app, std::vector<Command>* commands) {
       "blobs no manifest, repository, version or cached patch references, and older than the\n"
       "server's --gc-grace, are removed. Needs an admin token.");
   commands->push_back({sub, [args]() -> Status {
-    BLZ_ASSIGN_OR_RETURN(client::RegistryAddress address,
-                         client::ParseRegistryAddress(args->registry));
-    BLZ_ASSIGN_OR_RETURN(client::RegistryClientOptions options,
-                         OptionsFor(address, args->timeout));
-    client::RegistryClient registry(address, options);
-    BLZ_ASSIGN_OR_RETURN(std::string body, registry.CollectGarbage(args->dry_run));
+    BLZ_ASSIGN_OR_RETURN(
+        std::unique_ptr<client::RegistryClient> registry,
+        RegistryClientFor(args->registry, args->timeout, /*require_token=*/true));
+    BLZ_ASSIGN_OR_RETURN(std::string body, registry->CollectGarbage(args->dry_run));
     nlohmann::json report = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (report.is_discarded() || !report.is_object()) {
       return Unavailable("gc: the registry's report is not a JSON object");

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/time_format.h"
 #include "client/auth.h"
 #include "client/reference.h"
 #include "client/registry_client.h"
@@ -33,28 +34,6 @@ Result<int64_t> ParseDuration(const std::string& text) {
   const int64_t seconds = std::stoll(digits) * unit;
   if (seconds <= 0) return InvalidArgument("--expires must be positive");
   return seconds;
-}
-
-std::string FormatTime(int64_t unix_seconds) {
-  std::time_t t = std::time_t(unix_seconds);
-  std::tm tm {};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-// A client for `registry` ("HOST:PORT") with its stored (or $BLZ_TOKEN) token.
-Result<std::unique_ptr<client::RegistryClient>> AdminClient(const std::string& registry, int timeout) {
-  BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr, client::ParseRegistryAddress(registry));
-  client::RegistryClientOptions options;
-  options.http.io_timeout = std::chrono::seconds(timeout);
-  BLZ_ASSIGN_OR_RETURN(options.token, client::ResolveToken(addr.ToString()));
-  if (options.token.empty()) {
-    return Unauthorized("no token for " + addr.ToString() + ": run `blz login " +
-                        addr.ToString() + "` with an admin token, or set BLZ_TOKEN");
-  }
-  return std::make_unique<client::RegistryClient>(addr, options);
 }
 
 void AddLogout(CLI::App& app, std::vector<Command>* commands) {
@@ -109,14 +88,15 @@ void AddToken(CLI::App& app, std::vector<Command>* commands) {
       BLZ_ASSIGN_OR_RETURN(expires_in, ParseDuration(args->expires));
     }
     BLZ_ASSIGN_OR_RETURN(std::unique_ptr<client::RegistryClient> c,
-                         AdminClient(args->registry, args->timeout));
+                         RegistryClientFor(args->registry, args->timeout, /*require_token=*/true));
     BLZ_ASSIGN_OR_RETURN(nlohmann::json j, c->CreateToken(args->name, args->scope, expires_in));
     if (args->json) {
       PrintJson(j);
       return Status::Ok();
     }
     std::string expires = j.contains("expires") && j["expires"].is_number_integer()
-                              ? "expires " + FormatTime(j["expires"].get<int64_t>())
+                              ? "expires " +
+                                    FormatRfc3339UtcSeconds(j["expires"].get<int64_t>())
                               : std::string("never expires");
     std::fprintf(stderr, "token '%s' (scope %s, %s) created on %s; it is shown only once:\n",
                  Esc(j.value("name", "")).c_str(), Esc(j.value("scope", "")).c_str(),
@@ -129,7 +109,7 @@ void AddToken(CLI::App& app, std::vector<Command>* commands) {
   add_common(list);
   commands->push_back({list, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(std::unique_ptr<client::RegistryClient> c,
-                         AdminClient(args->registry, args->timeout));
+                         RegistryClientFor(args->registry, args->timeout, /*require_token=*/true));
     BLZ_ASSIGN_OR_RETURN(nlohmann::json j, c->ListTokens());
     if (args->json) {
       PrintJson(j);
@@ -140,7 +120,7 @@ void AddToken(CLI::App& app, std::vector<Command>* commands) {
       if (!t.is_object()) continue;
       std::string expires = "never";
       if (t.contains("expires") && t["expires"].is_number_integer()) {
-        expires = FormatTime(t["expires"].get<int64_t>());
+        expires = FormatRfc3339UtcSeconds(t["expires"].get<int64_t>());
       }
       if (t.value("expired", false)) expires += " (expired)";
       std::printf("%-24s %-40s %s\n", Esc(t.value("name", "")).c_str(),
@@ -154,7 +134,7 @@ void AddToken(CLI::App& app, std::vector<Command>* commands) {
   add_common(revoke);
   commands->push_back({revoke, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(std::unique_ptr<client::RegistryClient> c,
-                         AdminClient(args->registry, args->timeout));
+                         RegistryClientFor(args->registry, args->timeout, /*require_token=*/true));
     BLZ_RETURN_IF_ERROR(c->RevokeToken(args->name));
     if (args->json) {
       PrintJson({{"revoked", args->name}});

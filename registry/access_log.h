@@ -33,6 +33,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "core/time_format.h"
 
 namespace blz::registry {
 
@@ -59,8 +60,6 @@ struct AccessLogEntry {
 // One log line, ending in '\n'.
 std::string FormatAccessLog(const AccessLogEntry& entry, LogFormat format);
 
-// RFC 3339, UTC, millisecond precision: "2026-11-24T10:28:50.123Z".
-std::string FormatRfc3339Utc(std::chrono::system_clock::time_point time);
 
 // Where finished lines go. Called concurrently from the I/O threads; one call per line.
 using AccessLogSink = std::function<void(const std::string& line)>;

@@ -12,6 +12,7 @@
 
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "core/time_format.h"
 #include "registry/errors.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
@@ -77,15 +78,6 @@ std::string ChallengeScope(const AccessNeed& need) {
     case AccessNeed::Kind::kAnyPull: return "registry:catalog:*";
     default: return "";
   }
-}
-
-std::string Rfc3339(int64_t unix_seconds) {
-  std::time_t t = std::time_t(unix_seconds);
-  std::tm tm {};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // The values of every `key` parameter of a raw target, percent-decoded, '+' read as a space
@@ -544,7 +536,7 @@ Response Authenticator::IssueToken(const RequestHead& head, std::string_view tar
   res.body = json{{"token", token},
                   {"access_token", token},
                   {"expires_in", kAccessTokenSeconds},
-                  {"issued_at", Rfc3339(now)}}
+                  {"issued_at", FormatRfc3339UtcSeconds(now)}}
                  .dump();
   res.Set("Content-Type", "application/json");
   res.Set("Cache-Control", "no-store");
