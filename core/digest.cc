@@ -57,10 +57,14 @@ std::string Sha512Hex(std::string_view data) {
   return HexEncode(ByteSpan(out.data(), len));
 }
 
-Result<std::string> Sha256FileHex(const std::string& path) {
+namespace {
+
+// The hex digest of the file at `path` under `md`, streamed in 1 MiB reads.
+Result<std::string> FileHexWith(const std::string& path, const EVP_MD* md) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IOError(path + ": cannot open: " + std::strerror(errno));
-  Sha256 h;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, md, nullptr);
   std::vector<uint8_t> buf(1 << 20);
   for (;;) {
     ssize_t n = ::read(fd, buf.data(), buf.size());
@@ -68,13 +72,39 @@ Result<std::string> Sha256FileHex(const std::string& path) {
       if (errno == EINTR) continue;
       int e = errno;
       ::close(fd);
+      EVP_MD_CTX_free(ctx);
       return IOError(path + ": read failed: " + std::strerror(e));
     }
     if (n == 0) break;
-    h.Update(ByteSpan(buf.data(), size_t(n)));
+    EVP_DigestUpdate(ctx, buf.data(), size_t(n));
   }
   ::close(fd);
-  return h.FinishHex();
+  std::array<uint8_t, EVP_MAX_MD_SIZE> out{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, out.data(), &len);
+  EVP_MD_CTX_free(ctx);
+  return HexEncode(ByteSpan(out.data(), len));
+}
+
+}  // namespace
+
+Result<std::string> Sha256FileHex(const std::string& path) {
+  return FileHexWith(path, EVP_sha256());
+}
+
+bool IsValidOciDigest(std::string_view digest) {
+  if (digest.rfind("sha256:", 0) == 0) return IsLowerHex(digest.substr(7), 64);
+  if (digest.rfind("sha512:", 0) == 0) return IsLowerHex(digest.substr(7), 128);
+  return false;
+}
+
+Result<std::string> FileDigestLike(const std::string& path, std::string_view digest_like) {
+  if (!IsValidOciDigest(digest_like)) {
+    return InvalidArgument("'" + std::string(digest_like) + "' is not a sha256 or sha512 digest");
+  }
+  const bool sha512 = digest_like.rfind("sha512:", 0) == 0;
+  BLZ_ASSIGN_OR_RETURN(std::string hex, FileHexWith(path, sha512 ? EVP_sha512() : EVP_sha256()));
+  return (sha512 ? "sha512:" : "sha256:") + hex;
 }
 
 uint64_t Xxh3_64(ByteSpan data) { return XXH3_64bits(data.data(), data.size()); }

@@ -49,6 +49,14 @@ std::string Sha512Hex(std::string_view data);
 // SHA-256 of a whole file, streamed in fixed buffers. Hex result.
 Result<std::string> Sha256FileHex(const std::string& path);
 
+// OCI content digests (image-spec descriptor.md, the registered algorithms):
+// "sha256:<64 lower-case hex>" or "sha512:<128 lower-case hex>".
+bool IsValidOciDigest(std::string_view digest);
+// The digest of the file at `path` with the algorithm of `digest_like` (an OCI digest, e.g. the
+// one the file should have): "sha256:<hex>" or "sha512:<hex>", streamed. Errors:
+// kInvalidArgument (`digest_like` is not an OCI digest), kIOError.
+Result<std::string> FileDigestLike(const std::string& path, std::string_view digest_like);
+
 uint64_t Xxh3_64(ByteSpan data);
 // Incremental xxh3-64 (same value as Xxh3_64 over the concatenation).
 class Xxh3Stream {

@@ -159,7 +159,8 @@ Result<store::BlobInfo> ArchiveStorage::Stat(std::string_view digest) {
 }
 
 Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
-  if (!ParseDigest(digest).ok()) return blobs_->Stat(digest);  // kInvalidArgument
+  // Not an archive (a sha512 blob, or malformed: kInvalidArgument): the store's file as it is.
+  if (!ParseDigest(digest).ok()) return blobs_->Stat(digest);
   const std::string d(digest);
   Result<store::BlobInfo> raw = NotFound("");
   {
@@ -411,8 +412,8 @@ Result<bool> ArchiveStorage::IntactOnRead(const std::string& path, const std::st
     auto it = intact_.find(path);
     if (it != intact_.end() && it->second == stamp) return true;
   }
-  BLZ_ASSIGN_OR_RETURN(std::string hex, Sha256FileHex(path));
-  if (MakeDigest(hex) != digest) {
+  BLZ_ASSIGN_OR_RETURN(std::string actual, FileDigestLike(path, digest));
+  if (actual != digest) {
     if (hashed_inode != nullptr) *hashed_inode = stamp.inode;
     return false;
   }

@@ -51,12 +51,6 @@ Status ParseDescriptorArray(const json& m, const char* key, std::vector<OciDescr
 
 }  // namespace
 
-bool IsValidOciDigest(std::string_view digest) {
-  if (digest.rfind("sha256:", 0) == 0) return IsLowerHex(digest.substr(7), 64);
-  if (digest.rfind("sha512:", 0) == 0) return IsLowerHex(digest.substr(7), 128);
-  return false;
-}
-
 std::string MediaTypeOf(std::string_view content_type) {
   std::string_view t = content_type.substr(0, content_type.find(';'));
   while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);

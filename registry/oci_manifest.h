@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/digest.h"  // IsValidOciDigest
 #include "core/status.h"
 
 namespace blz::registry {
@@ -49,10 +50,6 @@ struct OciManifest {
   std::string annotations;  // `annotations` re-serialized as compact JSON; "" = none
   bool has_artifact_type_field = false;  // `artifactType` was present
 };
-
-// "sha256:<64 lower-case hex>" or "sha512:<128 lower-case hex>" (the algorithms the OCI spec
-// registers; blz's blob store holds sha256 blobs only).
-bool IsValidOciDigest(std::string_view digest);
 
 // The media type part of a Content-Type header value ("type/subtype", parameters and spaces
 // removed).

@@ -169,7 +169,7 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
     return res;
   }
   // Monolithic upload: the body is the whole blob.
-  if (!ParseDigest(*digest).ok()) {
+  if (!IsValidOciDigest(*digest)) {
     return ErrorResponse(OciError::kDigestInvalid, "invalid digest '" + *digest + "'",
                          json{{"digest", *digest}});
   }
@@ -303,9 +303,9 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
   if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
   std::optional<std::string> digest = route.Query("digest");
-  if (!digest.has_value() || !ParseDigest(*digest).ok()) {
+  if (!digest.has_value() || !IsValidOciDigest(*digest)) {
     return ErrorResponse(OciError::kDigestInvalid,
-                         "closing PUT needs ?digest=sha256:<64 lower-case hex>",
+                         "closing PUT needs ?digest=sha256:<64 hex> or sha512:<128 hex>",
                          json{{"digest", digest.value_or("")}});
   }
   uint64_t size = 0;

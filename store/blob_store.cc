@@ -98,7 +98,7 @@ Result<BlobInfo> BlobWriter::Finish(std::string_view expected_hex) {
   // Durable under its uploads name first (AtomicFile: fsync, rename), then moved into place.
   const std::string staged = file_.dest_path();
   BLZ_RETURN_IF_ERROR(file_.Commit(/*no_replace=*/true));
-  Result<BlobInfo> info = store_.MoveIntoPlace(staged, actual, size);
+  Result<BlobInfo> info = store_.MoveIntoPlace(staged, MakeDigest(actual), size);
   if (!info.ok()) ::unlink(staged.c_str());
   return info;
 }
@@ -116,14 +116,18 @@ Result<BlobStore> BlobStore::Open(const std::string& root) {
   BLZ_RETURN_IF_ERROR(MakePrivateDir(root));
   BLZ_RETURN_IF_ERROR(MakePrivateDir(root + "/blobs"));
   BLZ_RETURN_IF_ERROR(MakePrivateDir(s.blobs_dir_));
+  BLZ_RETURN_IF_ERROR(MakePrivateDir(s.sha512_dir_ = root + "/blobs/sha512"));
   BLZ_RETURN_IF_ERROR(MakePrivateDir(s.uploads_dir_));
   return s;
 }
 
 Result<std::string> BlobStore::PathFor(std::string_view digest) const {
-  Result<std::string> hex = ParseDigest(digest);
-  if (!hex.ok()) return InvalidArgument("invalid blob digest '" + std::string(digest) + "'");
-  return blobs_dir_ + "/" + hex->substr(0, 2) + "/" + *hex;
+  if (!IsValidOciDigest(digest)) {
+    return InvalidArgument("invalid blob digest '" + std::string(digest) + "'");
+  }
+  const std::string_view hex = digest.substr(7);
+  const std::string& dir = digest.rfind("sha512:", 0) == 0 ? sha512_dir_ : blobs_dir_;
+  return dir + "/" + std::string(hex.substr(0, 2)) + "/" + std::string(hex);
 }
 
 Result<BlobInfo> BlobStore::Stat(std::string_view digest) const {
@@ -142,37 +146,36 @@ std::string BlobStore::NewTempPath(std::string_view prefix) const {
   return uploads_dir_ + "/" + std::string(prefix) + "-" + RandomHex(12);
 }
 
-Result<BlobInfo> BlobStore::MoveIntoPlace(const std::string& temp_path, const std::string& hex,
-                                          uint64_t size) const {
-  const std::string shard = blobs_dir_ + "/" + hex.substr(0, 2);
+Result<BlobInfo> BlobStore::MoveIntoPlace(const std::string& temp_path,
+                                          const std::string& digest, uint64_t size) const {
+  BLZ_ASSIGN_OR_RETURN(std::string dest, PathFor(digest));
+  const std::string shard = dest.substr(0, dest.rfind('/'));
+  const std::string algorithm_dir = shard.substr(0, shard.rfind('/'));
   if (::mkdir(shard.c_str(), 0700) == 0) {
-    BLZ_RETURN_IF_ERROR(SyncDir(blobs_dir_));
+    BLZ_RETURN_IF_ERROR(SyncDir(algorithm_dir));
   } else if (errno != EEXIST) {
     return IOError(Errno("cannot create directory", shard));
   }
-  const std::string dest = shard + "/" + hex;
   if (::rename(temp_path.c_str(), dest.c_str()) != 0) {
     return IOError(Errno("cannot rename " + temp_path + " into place", dest));
   }
   BLZ_RETURN_IF_ERROR(SyncDir(shard));
-  return BlobInfo{MakeDigest(hex), size, dest};
+  return BlobInfo{digest, size, dest};
 }
 
 Result<BlobInfo> BlobStore::Publish(const std::string& temp_path,
                                     std::string_view expected_digest) const {
-  Result<std::string> expected = ParseDigest(expected_digest);
-  if (!expected.ok()) {
+  if (!IsValidOciDigest(expected_digest)) {
     return InvalidArgument("invalid blob digest '" + std::string(expected_digest) + "'");
   }
   if (temp_path.rfind(uploads_dir_ + "/", 0) != 0) {
     return Internal("blob store: " + temp_path + " is not under " + uploads_dir_);
   }
   BLZ_ASSIGN_OR_RETURN(uint64_t size, FileSize(temp_path));
-  BLZ_ASSIGN_OR_RETURN(std::string actual, Sha256FileHex(temp_path));
-  if (actual != *expected) {
+  BLZ_ASSIGN_OR_RETURN(std::string actual, FileDigestLike(temp_path, expected_digest));
+  if (actual != expected_digest) {
     return DigestMismatch("blob digest mismatch: expected " + std::string(expected_digest) +
-                          ", the " + std::to_string(size) + " bytes received hash to sha256:" +
-                          actual);
+                          ", the " + std::to_string(size) + " bytes received hash to " + actual);
   }
   BLZ_RETURN_IF_ERROR(FsyncFile(temp_path));
   return MoveIntoPlace(temp_path, actual, size);
@@ -223,23 +226,32 @@ Result<std::string> BlobStore::Quarantine(std::string_view digest, uint64_t hash
 
 Result<std::vector<std::string>> BlobStore::ListDigests() const {
   std::vector<std::string> digests;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator shard(blobs_dir_, ec), end; !ec && shard != end;
-       shard.increment(ec)) {
-    const std::string prefix = shard->path().filename().string();
-    std::error_code sec;
-    if (!IsLowerHex(prefix, 2) || !shard->is_directory(sec)) continue;
-    std::error_code fec;
-    for (std::filesystem::directory_iterator f(shard->path(), fec), fend; !fec && f != fend;
-         f.increment(fec)) {
-      const std::string name = f->path().filename().string();
-      if (IsLowerHex(name, 64) && name.compare(0, 2, prefix) == 0) {
-        digests.push_back(MakeDigest(name));
+  const struct {
+    const std::string* dir;
+    const char* algorithm;
+    size_t hex_digits;
+  } trees[] = {{&blobs_dir_, "sha256:", 64}, {&sha512_dir_, "sha512:", 128}};
+  for (const auto& tree : trees) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator shard(*tree.dir, ec), end; !ec && shard != end;
+         shard.increment(ec)) {
+      const std::string prefix = shard->path().filename().string();
+      std::error_code sec;
+      if (!IsLowerHex(prefix, 2) || !shard->is_directory(sec)) continue;
+      std::error_code fec;
+      for (std::filesystem::directory_iterator f(shard->path(), fec), fend; !fec && f != fend;
+           f.increment(fec)) {
+        const std::string name = f->path().filename().string();
+        if (IsLowerHex(name, tree.hex_digits) && name.compare(0, 2, prefix) == 0) {
+          digests.push_back(tree.algorithm + name);
+        }
       }
+      if (fec) return IOError(shard->path().string() + ": cannot list: " + fec.message());
     }
-    if (fec) return IOError(shard->path().string() + ": cannot list: " + fec.message());
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      return IOError(*tree.dir + ": cannot list: " + ec.message());
+    }
   }
-  if (ec) return IOError(blobs_dir_ + ": cannot list: " + ec.message());
   return digests;
 }
 
@@ -294,14 +306,14 @@ Result<ScrubReport> BlobStore::Scrub(const std::function<void(const std::string&
     }
     struct stat hashed {};
     if (::stat(info->path.c_str(), &hashed) != 0) continue;  // removed meanwhile
-    Result<std::string> actual = Sha256FileHex(info->path);
+    Result<std::string> actual = FileDigestLike(info->path, digest);
     if (!actual.ok()) {
       note(&report.errors, actual.status().ToString(), "scrub: " + actual.status().ToString());
       continue;
     }
     ++report.blobs;
     report.bytes += info->size;
-    if (MakeDigest(*actual) == digest) continue;
+    if (*actual == digest) continue;
     Result<std::string> moved = Quarantine(digest, uint64_t(hashed.st_ino));
     if (!moved.ok() && moved.status().code() == Code::kNotFound) continue;  // replaced meanwhile
     if (!moved.ok()) {
@@ -312,17 +324,17 @@ Result<ScrubReport> BlobStore::Scrub(const std::function<void(const std::string&
     }
     note(&report.quarantined, digest,
          "scrub: blob " + digest + " is damaged (its " + std::to_string(info->size) +
-             " bytes hash to sha256:" + *actual + "): moved to " + *moved);
+             " bytes hash to " + *actual + "): moved to " + *moved);
   }
   return report;
 }
 
 Status BlobStore::Verify(std::string_view digest) const {
   BLZ_ASSIGN_OR_RETURN(BlobInfo info, Stat(digest));
-  BLZ_ASSIGN_OR_RETURN(std::string actual, Sha256FileHex(info.path));
-  if (MakeDigest(actual) != digest) {
+  BLZ_ASSIGN_OR_RETURN(std::string actual, FileDigestLike(info.path, digest));
+  if (actual != digest) {
     return DigestMismatch(info.path + ": stored blob " + std::string(digest) +
-                          " now hashes to sha256:" + actual);
+                          " now hashes to " + actual);
   }
   return Status::Ok();
 }

@@ -2,6 +2,8 @@
 //
 // Layout under the data directory `root`:
 //   <root>/blobs/sha256/<first 2 hex>/<64 hex>   published blobs, named by their SHA-256
+//   <root>/blobs/sha512/<first 2 hex>/<128 hex>  blobs pushed under a SHA-512 digest (OCI allows
+//                                                both; the registry's own blobs are sha256)
 //   <root>/uploads/                              temporary files (writes in progress)
 //   <root>/quarantine/<64 hex>[.<random>]        blobs found damaged (Quarantine, Scrub)
 //
@@ -31,7 +33,7 @@
 namespace blz::store {
 
 struct BlobInfo {
-  std::string digest;  // "sha256:<hex>"
+  std::string digest;  // "sha256:<hex>" or "sha512:<hex>"
   uint64_t size = 0;   // bytes
   std::string path;    // absolute or root-relative path of the published file
 };
@@ -60,7 +62,7 @@ class BlobStore {
   const std::string& uploads_dir() const { return uploads_dir_; }
 
   // Where the blob named `digest` lives (whether or not it exists). Errors: kInvalidArgument
-  // for anything but "sha256:<64 lower-case hex>".
+  // for anything but "sha256:<64 lower-case hex>" or "sha512:<128 lower-case hex>".
   Result<std::string> PathFor(std::string_view digest) const;
 
   // Size and path of a published blob. Errors: kInvalidArgument, kNotFound.
@@ -123,12 +125,13 @@ class BlobStore {
 
  private:
   friend class BlobWriter;
-  // Moves a verified file (hex = its SHA-256) into place.
-  Result<BlobInfo> MoveIntoPlace(const std::string& temp_path, const std::string& hex,
+  // Moves a verified file (named by `digest`, sha256 or sha512) into place.
+  Result<BlobInfo> MoveIntoPlace(const std::string& temp_path, const std::string& digest,
                                  uint64_t size) const;
 
   std::string root_;
   std::string blobs_dir_;    // <root>/blobs/sha256
+  std::string sha512_dir_;   // <root>/blobs/sha512
   std::string uploads_dir_;  // <root>/uploads
 };
 

@@ -61,4 +61,29 @@ TEST(DigestTest, ParseDigest) {
 }
 
 }  // namespace
+TEST(DigestTest, OciDigestAlgorithms) {
+  const std::string sha(64, 'a');
+  EXPECT_TRUE(IsValidOciDigest("sha256:" + sha));
+  EXPECT_TRUE(IsValidOciDigest("sha512:" + std::string(128, '0')));
+  EXPECT_FALSE(IsValidOciDigest("sha512:" + sha));
+  EXPECT_FALSE(IsValidOciDigest("sha256:" + std::string(64, 'A')));
+  EXPECT_FALSE(IsValidOciDigest("md5:" + std::string(32, 'a')));
+  EXPECT_FALSE(IsValidOciDigest(""));
+}
+
+TEST(DigestTest, FileDigestLikeUsesTheAlgorithmOfItsExample) {
+  testing::TempDir tmp;
+  testing::WriteFileBytes(tmp / "f", "abc");
+  auto s256 = FileDigestLike(tmp / "f", "sha256:" + std::string(64, '0'));
+  ASSERT_TRUE(s256.ok());
+  EXPECT_EQ(*s256, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  auto s512 = FileDigestLike(tmp / "f", "sha512:" + std::string(128, '0'));
+  ASSERT_TRUE(s512.ok());
+  EXPECT_EQ(*s512, "sha512:" + Sha512Hex("abc"));
+  EXPECT_EQ(s512->substr(7, 16), "ddaf35a193617aba");  // FIPS 180-2's "abc" example
+  EXPECT_EQ(FileDigestLike(tmp / "f", "md5:x").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(FileDigestLike(tmp / "missing", "sha256:" + std::string(64, '0')).status().code(),
+            Code::kIOError);
+}
+
 }  // namespace blz

@@ -4,6 +4,7 @@
 // upload_handlers.cc).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -329,6 +330,44 @@ TEST(OciContentTest, ManifestBySha512Digest) {
                        testing::kManifestType);
   EXPECT_EQ(wrong.status, 400);
   EXPECT_EQ(ErrorCodeOf(wrong), "DIGEST_INVALID");
+}
+
+TEST(OciContentTest, Sha512BlobsAreUploadedServedAndReferenced) {
+  Harness h;
+  const std::string layer = "a layer addressed by sha512";
+  const std::string digest = "sha512:" + Sha512Hex(layer);
+  // Monolithic.
+  Response put = h.Call("POST", "/v2/org/app/blobs/uploads/?digest=" + digest, layer);
+  ASSERT_EQ(put.status, 201) << put.body;
+  EXPECT_EQ(put.Get("Docker-Content-Digest"), digest);
+  Response got = h.Call("GET", "/v2/org/app/blobs/" + digest);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(testing::BodyOf(got), layer);
+  // In a session, then the wrong sha512: refused, nothing stored.
+  const std::string other = "another sha512 blob";
+  Response start = h.Call("POST", "/v2/org/app/blobs/uploads/");
+  ASSERT_EQ(start.status, 202);
+  const std::string location = start.Get("Location").value_or("");
+  Response wrong = h.Call("PUT", location + "?digest=sha512:" + std::string(128, 'a'), other);
+  EXPECT_EQ(wrong.status, 400);
+  EXPECT_EQ(ErrorCodeOf(wrong), "DIGEST_INVALID");
+  EXPECT_EQ(h.Call("HEAD", "/v2/org/app/blobs/sha512:" + std::string(128, 'a')).status, 404);
+  // A manifest may reference it.
+  const std::string config = "{}";
+  h.PushBlob("org/app", config);
+  json m = {{"schemaVersion", 2},
+            {"mediaType", testing::kManifestType},
+            {"config", Descriptor("application/vnd.oci.empty.v1+json", config)},
+            {"layers", json::array({{{"mediaType", kLayerType},
+                                     {"digest", digest},
+                                     {"size", layer.size()}}})}};
+  Response pm = Put(&h, "org/app", "sha512", m.dump(), testing::kManifestType);
+  EXPECT_EQ(pm.status, 201) << pm.body;
+  // Listed (garbage collection sees it) and verifiable.
+  auto listed = h.registry().blobs().ListDigests();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_NE(std::find(listed->begin(), listed->end(), digest), listed->end());
+  EXPECT_TRUE(h.registry().blobs().Verify(digest).ok());
 }
 
 TEST(OciContentTest, BlzModelVersionsStillGetTheirChecks) {
