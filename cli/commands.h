@@ -34,6 +34,8 @@ void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands);
 
 // rm, gc: registry maintenance (cli/commands_manage.cc).
 void AddManageCommands(CLI::App& app, std::vector<Command>* commands);
+// ls, cache prune, cache rm (cli/commands_cache.cc).
+void AddCacheCommands(CLI::App& app, std::vector<Command>* commands);
 // logout, token create|list|revoke (cli/commands_token.cc).
 void AddTokenCommands(CLI::App& app, std::vector<Command>* commands);
 

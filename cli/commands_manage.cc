@@ -1,5 +1,6 @@
-// Registry maintenance commands: rm (a version) and gc (garbage collection), through the
-// registry's HTTP API (docs/registry-api.md: DELETE of manifests, POST /v2/_blz/gc).
+// Registry maintenance commands: catalog (repositories), rm (a version) and gc (garbage
+// collection), through the registry's HTTP API (docs/registry-api.md: GET /v2/_catalog, DELETE
+// of manifests, POST /v2/_blz/gc).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -94,9 +95,35 @@ void AddGc(CLI::App& app, std::vector<Command>* commands) {
   }});
 }
 
+void AddCatalog(CLI::App& app, std::vector<Command>* commands) {
+  struct Args : RegistryArgs {
+    std::string registry;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("catalog", "List a registry's repositories");
+  sub->add_option("registry", args->registry, "HOST[:PORT]")->required();
+  sub->add_flag("--json", args->json, "print {registry, repositories} on stdout");
+  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
+      ->check(CLI::PositiveNumber);
+  sub->footer("GET /v2/_catalog, every page. A private registry needs a token (`blz login`).");
+  commands->push_back({sub, [args]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(
+        std::unique_ptr<client::RegistryClient> registry,
+        RegistryClientFor(args->registry, args->timeout, /*require_token=*/false));
+    BLZ_ASSIGN_OR_RETURN(std::vector<std::string> names, registry->ListRepositories());
+    if (args->json) {
+      PrintJson({{"registry", registry->registry().ToString()}, {"repositories", names}});
+      return Status::Ok();
+    }
+    for (const std::string& n : names) std::printf("%s\n", Esc(n).c_str());
+    return Status::Ok();
+  }});
+}
+
 }  // namespace
 
 void AddManageCommands(CLI::App& app, std::vector<Command>* commands) {
+  AddCatalog(app, commands);
   AddRm(app, commands);
   AddGc(app, commands);
 }

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   AddIdentityCommands(app, &commands);
   AddRegistryCommands(app, &commands);
   AddManageCommands(app, &commands);
+  AddCacheCommands(app, &commands);
   AddTokenCommands(app, &commands);
   AddExportCommands(app, &commands);
 

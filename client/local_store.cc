@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -316,6 +317,98 @@ Status LocalStore::RecordVersion(std::string_view registry, std::string_view rep
   }
   index.versions = std::move(kept);
   return WriteIndex(path, registry, repository, index);
+}
+
+Result<std::vector<HeldVersion>> LocalStore::AllVersions() const {
+  std::vector<HeldVersion> all;
+  std::vector<std::string> indexed;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir_ + "/repos", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->path().filename() != "index.json" || !it->is_regular_file()) continue;
+    Result<std::string> text = ReadSmallFile(it->path().string(), kMaxIndexBytes);
+    if (!text.ok()) continue;
+    std::string registry, repository;
+    try {
+      nlohmann::json doc = nlohmann::json::parse(*text);
+      registry = doc.at("registry").get<std::string>();
+      repository = doc.at("repository").get<std::string>();
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    }
+    if (!ValidateRepo(registry, repository).ok()) continue;
+    Result<std::vector<HeldVersion>> held = Versions(registry, repository);
+    if (!held.ok()) continue;
+    for (HeldVersion& v : *held) {
+      v.registry = registry;
+      v.repository = repository;
+      indexed.push_back(v.digest);
+      all.push_back(std::move(v));
+    }
+  }
+  std::sort(indexed.begin(), indexed.end());
+  for (fs::recursive_directory_iterator it(dir_ + "/blobs/sha256", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (!it->is_regular_file()) continue;
+    const std::string digest = "sha256:" + it->path().filename().string();
+    if (!ParseDigest(digest).ok() || BlobPath(digest) != it->path().string()) continue;
+    if (std::binary_search(indexed.begin(), indexed.end(), digest)) continue;
+    HeldVersion v;
+    v.digest = digest;
+    std::error_code size_ec;
+    v.size = it->file_size(size_ec);
+    Result<std::chrono::system_clock::time_point> mtime = FileModifiedTime(it->path().string());
+    v.pulled_at = mtime.ok() ? int64_t(std::chrono::duration_cast<std::chrono::seconds>(
+                                           mtime->time_since_epoch())
+                                           .count())
+                             : 0;
+    all.push_back(std::move(v));
+  }
+  std::stable_sort(all.begin(), all.end(), [](const HeldVersion& a, const HeldVersion& b) {
+    return a.pulled_at > b.pulled_at;
+  });
+  return all;
+}
+
+Result<uint64_t> LocalStore::ForgetVersion(std::string_view digest) {
+  if (!ParseDigest(digest).ok()) return InvalidArgument("invalid digest " + std::string(digest));
+  ScopedFileLock lock;
+  BLZ_RETURN_IF_ERROR(lock.Lock(dir_ + "/index.lock"));
+  std::error_code ec;
+  std::vector<fs::path> indexes;
+  for (fs::recursive_directory_iterator it(dir_ + "/repos", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->path().filename() == "index.json" && it->is_regular_file()) {
+      indexes.push_back(it->path());
+    }
+  }
+  for (const fs::path& path : indexes) {
+    Result<std::string> text = ReadSmallFile(path.string(), kMaxIndexBytes);
+    if (!text.ok()) continue;
+    std::string registry, repository;
+    try {
+      nlohmann::json doc = nlohmann::json::parse(*text);
+      registry = doc.at("registry").get<std::string>();
+      repository = doc.at("repository").get<std::string>();
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    }
+    Result<Index> index = ReadIndex(path.string());
+    if (!index.ok()) continue;
+    const size_t before = index->versions.size();
+    std::erase_if(index->versions, [&](const HeldVersion& v) { return v.digest == digest; });
+    if (index->versions.size() != before) {
+      BLZ_RETURN_IF_ERROR(WriteIndex(path.string(), registry, repository, *index));
+    }
+  }
+  uint64_t freed = 0;
+  if (HasBlob(digest)) {
+    std::error_code size_ec;
+    freed = fs::file_size(BlobPath(digest), size_ec);
+    if (size_ec) freed = 0;
+  }
+  BLZ_RETURN_IF_ERROR(RemoveBlob(digest));
+  return freed;
 }
 
 }  // namespace blz::client

@@ -37,6 +37,8 @@ struct HeldVersion {
   std::vector<std::string> tags;
   uint64_t seq = 0;        // higher = pulled more recently
   int64_t pulled_at = 0;   // unix seconds
+  std::string registry;    // "host:port" it was pulled from ("" for a blob no index names)
+  std::string repository;  // repository it was pulled from ("" likewise)
 };
 
 class LocalStore {
@@ -86,6 +88,14 @@ class LocalStore {
   // version's tags).
   Status RecordVersion(std::string_view registry, std::string_view repository,
                        std::string_view digest, uint64_t size, std::string_view tag);
+
+  // Every version held, whatever registry alias or repository it came from: one entry per
+  // (registry, repository, digest) whose blob is present, then one per held blob that no index
+  // names (registry and repository ""; pulled_at = the blob's modification time). Most
+  // recently pulled first. Indexes that cannot be read are skipped (their blobs still appear).
+  Result<std::vector<HeldVersion>> AllVersions() const;
+  // Removes `digest` from every index and deletes its blob. Returns the bytes freed.
+  Result<uint64_t> ForgetVersion(std::string_view digest);
 
  private:
   std::string IndexPath(std::string_view registry, std::string_view repository) const;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client/auth.h"
+#include "client/base_choice.h"
 #include "client/local_store.h"
 #include "client/manifest.h"
 #include "client/progress.h"
@@ -235,13 +236,24 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   }
   RegistryClient client(ref.registry, client_options);
 
-  BLZ_ASSIGN_OR_RETURN(ManifestResponse raw, client.GetManifest(ref.name, ref.reference()));
+  Result<ManifestResponse> fetched = client.GetManifest(ref.name, ref.reference());
+  if (!fetched.ok() && fetched.status().code() == Code::kNotFound && ref.by_digest()) {
+    // @sha256: may name the model version (the archive digest push prints) rather than the
+    // manifest: the registry tells the manifest of that version.
+    Result<BaseAdvice> version = client.GetBases(ref.name, ref.digest, {});
+    if (version.ok()) fetched = client.GetManifest(ref.name, version->to.manifest_digest);
+  }
+  BLZ_ASSIGN_OR_RETURN(ManifestResponse raw, std::move(fetched));
   Result<ModelManifest> parsed = ParseManifest(raw.bytes);
   if (!parsed.ok()) return parsed.status().WithContext("pull " + result.reference);
   const ModelManifest manifest = std::move(parsed).value();
   if (manifest.archive_size > kMaxArchiveBytes) {
     return TooLarge("pull " + result.reference + ": archive of " +
                     std::to_string(manifest.archive_size) + " bytes exceeds the 1 TiB limit");
+  }
+  if (ref.by_digest() && raw.digest != ref.digest && manifest.archive_digest != ref.digest) {
+    return DigestMismatch("pull " + result.reference + ": the registry's manifest " + raw.digest +
+                          " is of archive " + manifest.archive_digest + ", not " + ref.digest);
   }
   result.manifest_digest = raw.digest;
   result.digest = manifest.archive_digest;
@@ -260,18 +272,21 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     }
   }
 
-  // 2. A patch from the most recently pulled version of this repository.
+  // 2. A patch from the held version the registry expects to give the smallest patch, of
+  // whatever repository or registry alias it was pulled from (client/base_choice.h).
   if (result.archive_path.empty() && options.allow_patch) {
-    BLZ_ASSIGN_OR_RETURN(std::vector<HeldVersion> held, store.Versions(registry, ref.name));
-    for (const HeldVersion& base : held) {
-      if (base.digest == manifest.archive_digest) continue;
+    BLZ_ASSIGN_OR_RETURN(BaseChoice choice, ChooseBases(&client, store, registry, ref.name,
+                                                        manifest.archive_digest));
+    for (std::string& note : choice.notes) result.notes.push_back(std::move(note));
+    if (!choice.bases.empty()) {
+      HeldVersion base;
+      base.digest = choice.bases.front();
       Status s = PullViaPatch(ref, manifest, base, options, &store, &client, &result);
       if (!s.ok()) {
         if (s.code() == Code::kUnauthorized) return s;
         result.notes.push_back("patch from " + base.digest + " not used (" + s.ToString() +
                                "); downloading the full archive");
       }
-      break;  // only the most recent one
     }
   }
 

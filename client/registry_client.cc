@@ -1,5 +1,7 @@
 #include "client/registry_client.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "client/manifest.h"
@@ -477,6 +479,106 @@ Result<PatchDownload> RegistryClient::GetPatch(std::string_view name, std::strin
   out.server_cache_hit = r.Header("Blz-Patch-Cache") == "hit";
   BLZ_RETURN_IF_ERROR(file.Commit());
   return out;
+}
+
+// ---- blz extensions: choosing a base; the catalog ----
+
+namespace {
+
+constexpr size_t kMaxHaveDigests = 64;
+
+Result<RemoteVersion> ParseRemoteVersion(const nlohmann::json& j, const std::string& what) {
+  RemoteVersion v;
+  try {
+    v.digest = j.at("digest").get<std::string>();
+    v.repository = j.at("repository").get<std::string>();
+    v.manifest_digest = j.at("manifest_digest").get<std::string>();
+    v.size = j.at("size").get<uint64_t>();
+    if (j.contains("structure") && j.at("structure").is_string()) {
+      v.structure = j.at("structure").get<std::string>();
+    }
+    v.same_structure = j.value("same_structure", false);
+    if (j.contains("patch_size") && j.at("patch_size").is_number_unsigned()) {
+      v.patch_size = j.at("patch_size").get<uint64_t>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Corruption(what + ": " + e.what());
+  }
+  if (!ParseDigest(v.digest).ok() || !ParseDigest(v.manifest_digest).ok() ||
+      !IsValidRepositoryName(v.repository)) {
+    return Corruption(what + ": invalid digest or repository name");
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<BaseAdvice> RegistryClient::GetBases(std::string_view name, std::string_view to,
+                                            const std::vector<std::string>& have) {
+  if (have.size() > kMaxHaveDigests) {
+    return InvalidArgument("bases: at most " + std::to_string(kMaxHaveDigests) + " candidates");
+  }
+  std::string target = "/v2/" + std::string(name) + "/blz/bases?to=" + std::string(to);
+  if (!have.empty()) {
+    target += "&have=";
+    for (size_t i = 0; i < have.size(); ++i) target += (i > 0 ? "," : "") + have[i];
+  }
+  const std::string what = "bases for " + std::string(to);
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", target)));
+  bytes_received_ += r.body.size();
+  // A blz registry answers 404 MANIFEST_UNKNOWN when `to` is not a version; any other 404
+  // (NOT_FOUND for an unknown endpoint, or another registry's NAME_UNKNOWN for what it takes
+  // as a repository name) or a 405 means the endpoint does not exist there.
+  if (r.status == 405 || (r.status == 404 && !ErrorsContain(r.body, "MANIFEST_UNKNOWN"))) {
+    return Unsupported("registry " + registry_.ToString() + " does not choose bases (" +
+                       "HTTP " + std::to_string(r.status) + ")");
+  }
+  if (r.status != 200) return Fail(r, "pull", what);
+  Result<nlohmann::json> parsed = formats::ParseJsonStrict(r.body, what, 0);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& doc = *parsed;
+  if (!doc.is_object() || !doc.contains("to") || !doc.contains("bases") ||
+      !doc.at("bases").is_array()) {
+    return Corruption(what + ": expected {\"to\":{...},\"bases\":[...]}");
+  }
+  BaseAdvice advice;
+  BLZ_ASSIGN_OR_RETURN(advice.to, ParseRemoteVersion(doc.at("to"), what));
+  if (advice.to.digest != to) {
+    return Corruption(what + ": the registry answered for " + advice.to.digest);
+  }
+  for (const nlohmann::json& b : doc.at("bases")) {
+    BLZ_ASSIGN_OR_RETURN(RemoteVersion v, ParseRemoteVersion(b, what));
+    // Only what was asked about: a base the client does not hold is of no use.
+    if (std::find(have.begin(), have.end(), v.digest) == have.end()) {
+      return Corruption(what + ": the registry proposed " + v.digest + ", which was not offered");
+    }
+    advice.bases.push_back(std::move(v));
+  }
+  return advice;
+}
+
+Result<std::vector<std::string>> RegistryClient::ListRepositories() {
+  std::vector<std::string> names;
+  std::string target = "/v2/_catalog?n=1000";
+  for (int page = 0; page < kMaxTagPages && !target.empty(); ++page) {
+    BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", target)));
+    if (r.status != 200) return Fail(r, "catalog", "repositories of " + registry_.ToString());
+    bytes_received_ += r.body.size();
+    Result<nlohmann::json> parsed = formats::ParseJsonStrict(r.body, "catalog", 0);
+    if (!parsed.ok()) return parsed.status();
+    const nlohmann::json& doc = *parsed;
+    auto list = doc.is_object() ? doc.find("repositories") : doc.end();
+    if (list == doc.end() || !list->is_array()) {
+      return Corruption("catalog of " + registry_.ToString() + ": no 'repositories' array");
+    }
+    for (const nlohmann::json& n : *list) {
+      if (!n.is_string()) return Corruption("catalog: a repository name is not a string");
+      names.push_back(n.get<std::string>());
+    }
+    target = NextLink(r.Header("Link"));
+    if (!target.empty() && target[0] != '/') target.clear();
+  }
+  return names;
 }
 
 }  // namespace blz::client

@@ -13,6 +13,7 @@
 #define BLZ_CLIENT_REGISTRY_CLIENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,23 @@ struct ManifestResponse {
   std::string bytes;       // the manifest exactly as served
   std::string digest;      // "sha256:<hex>" of `bytes` (checked against Docker-Content-Digest)
   std::string media_type;  // Content-Type
+};
+
+// A model version as GET /v2/<name>/blz/bases describes it.
+struct RemoteVersion {
+  std::string digest;           // archive digest
+  std::string repository;       // a repository (readable by the caller) it is a version of
+  std::string manifest_digest;  // its manifest in that repository
+  uint64_t size = 0;            // archive bytes
+  std::string structure;        // structural hash (64 hex), "" when unknown
+  bool same_structure = false;  // (bases only) same structure as the target
+  std::optional<uint64_t> patch_size;  // (bases only) size of the cached patch to the target
+};
+
+// The registry's answer to "which of the archives I hold should I patch from?".
+struct BaseAdvice {
+  RemoteVersion to;                  // the target version
+  std::vector<RemoteVersion> bases;  // usable held archives, best first (may be empty)
 };
 
 struct PatchDownload {
@@ -130,6 +148,17 @@ class RegistryClient {
   Result<PatchDownload> GetPatch(std::string_view name, std::string_view from_digest,
                                  std::string_view to_digest, const std::string& dest_path,
                                  uint64_t max_bytes, const ProgressFn& progress = nullptr);
+
+  // GET /v2/<name>/blz/bases?to=<to>&have=<d1>,... (docs/registry-api.md, "Choosing a base"):
+  // the target version `to` (an archive digest) and, of the archives in `have` (at most 64),
+  // those the registry can patch from, best first. kNotFound when `to` is not a version of
+  // `name`; kUnsupported when the registry has no such endpoint (an older blz, or another
+  // OCI registry); kCorruption for a malformed answer.
+  Result<BaseAdvice> GetBases(std::string_view name, std::string_view to,
+                              const std::vector<std::string>& have);
+
+  // GET /v2/_catalog, following pagination: the repositories the caller may see.
+  Result<std::vector<std::string>> ListRepositories();
 
   // Bytes of response bodies received so far (blobs, patches, manifests).
   uint64_t bytes_received() const { return bytes_received_; }

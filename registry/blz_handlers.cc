@@ -9,6 +9,7 @@
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "formats/value_diff_json.h"
+#include "registry/auth.h"
 #include "registry/errors.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
@@ -30,7 +31,7 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
     return GetFullPatch(route, head, *to);
   }
   std::string paths[2];
-  if (Response error; !ResolveFromTo(route, from, to,
+  if (Response error; !ResolveFromTo(route, head, from, to,
                                      "patch needs ?to=<archive digest> and, for a patch from a "
                                      "base, ?from=<archive digest>",
                                      paths, &error)) {
@@ -85,7 +86,8 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
 
 // ---- blz structures and value diffs (docs/registry-api.md) ----
 
-bool Registry::ResolveFromTo(const Route& route, const std::optional<std::string>& from,
+bool Registry::ResolveFromTo(const Route& route, const RequestHead& head,
+                             const std::optional<std::string>& from,
                              const std::optional<std::string>& to, std::string_view usage,
                              std::string paths[2], Response* error) {
   for (const auto* d : {&from, &to}) {
@@ -96,8 +98,31 @@ bool Registry::ResolveFromTo(const Route& route, const std::optional<std::string
       return false;
     }
   }
-  return ResolveVersionArchive(route, *from, &paths[0], error) &&
+  Result<store::VersionRecord> base = ReadableVersionOf(route, head, *from);
+  if (!base.ok()) {
+    *error = ErrorResponse(OciErrorFor(base.status(), ErrorContext::kPatch),
+                           base.status().message(), json{{"digest", *from}});
+    return false;
+  }
+  return ArchiveFile(*from, &paths[0], error) &&
          ResolveVersionArchive(route, *to, &paths[1], error);
+}
+
+Result<store::VersionRecord> Registry::ReadableVersionOf(const Route& route,
+                                                         const RequestHead& head,
+                                                         const std::string& archive_digest) {
+  Result<store::VersionRecord> here = db_->FindVersion(route.name, archive_digest);
+  if (here.ok() || here.status().code() != Code::kNotFound) return here;
+  BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> elsewhere,
+                       db_->ListVersionsOfArchive(archive_digest));
+  for (store::VersionRecord& v : elsewhere) {
+    AccessNeed need;
+    need.kind = AccessNeed::Kind::kRepository;
+    need.repository = v.repository;
+    need.actions = kActionPull;
+    if (!auth_->Check(head, need, nullptr).has_value()) return std::move(v);
+  }
+  return here.status();
 }
 
 bool Registry::ResolveVersionArchive(const Route& route, const std::string& digest,
@@ -108,6 +133,10 @@ bool Registry::ResolveVersionArchive(const Route& route, const std::string& dige
                            json{{"digest", digest}});
     return false;
   }
+  return ArchiveFile(digest, path, error);
+}
+
+bool Registry::ArchiveFile(const std::string& digest, std::string* path, Response* error) {
   Result<store::BlobInfo> blob = storage_->File(digest);  // rebuilt if stored as a full patch
   if (!blob.ok()) {
     *error = ErrorResponse(OciErrorFor(blob.status(), ErrorContext::kBlob),
@@ -152,7 +181,7 @@ Response Registry::GetValueDiff(const Route& route, const RequestHead& head) {
   std::optional<std::string> from = route.Query("from");
   std::optional<std::string> to = route.Query("to");
   std::string paths[2];
-  if (Response error; !ResolveFromTo(route, from, to,
+  if (Response error; !ResolveFromTo(route, head, from, to,
                                      "value diff needs ?from=<archive digest>&to=<archive digest>",
                                      paths, &error)) {
     return error;

@@ -129,6 +129,7 @@ std::string_view RouteKind(std::string_view target) {
   if (n >= 4 && c[n - 2] == "tags" && c[n - 1] == "list") return "tags";
   if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "patch") return "patch";
   if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "diff") return "value_diff";
+  if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "bases") return "bases";
   if (n >= 4 && c[n - 2] == "blobs") return "blob";
   if (n >= 4 && c[n - 2] == "manifests") return "manifest";
   if (n >= 4 && c[n - 2] == "referrers") return "referrers";

@@ -52,6 +52,7 @@ std::string_view AllowedMethods(Kind kind) {
     case Kind::kReferrers: return "GET";
     case Kind::kPatch: return "GET, HEAD";
     case Kind::kDiff: return "GET, HEAD";
+    case Kind::kBases: return "GET";
     case Kind::kStructures: return "GET";
     case Kind::kStorage: return "GET";
     case Kind::kGc: return "POST";
@@ -200,6 +201,9 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
     route.ref = c[3];
   } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "diff") {
     route.kind = Kind::kDiff;
+    route.name = Join(raw, 1, n - 2);
+  } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "bases") {
+    route.kind = Kind::kBases;
     route.name = Join(raw, 1, n - 2);
   } else if (n >= 4 && c[n - 2] == "tags" && c[n - 1] == "list") {
     route.kind = Kind::kTags;
@@ -399,6 +403,7 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
     case Kind::kReferrers: return ListReferrers(route);
     case Kind::kPatch: return GetPatch(route, request.head);
     case Kind::kDiff: return GetValueDiff(route, request.head);
+    case Kind::kBases: return GetBases(route, request.head);
     case Kind::kStructures: return ListStructure(route);
     case Kind::kStorage: return GetStorageStatus();
     case Kind::kGc: return RunGc(route);

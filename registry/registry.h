@@ -206,6 +206,10 @@ class Registry {
   // GET /v2/_blz/storage: StorageStatus as JSON.
   Response GetStorageStatus();
   Response GetValueDiff(const Route& route, const RequestHead& head);
+  // GET /v2/<name>/blz/bases?to=<archive digest>[&have=<digest>,...]: the version `to` (its
+  // manifest digest, size and structure) and, of the `have` archives the client holds, those
+  // the caller may patch from, best first (docs/registry-api.md, "Choosing a base").
+  Response GetBases(const Route& route, const RequestHead& head);
   // POST /v2/_blz/gc[?dry_run=true]: GcReport as JSON.
   Response RunGc(const Route& route);
   Response ListStructure(const Route& route);
@@ -239,12 +243,23 @@ class Registry {
   // file; otherwise *error to the response (404 MANIFEST_UNKNOWN: not a version of the
   // repository; 404 BLOB_UNKNOWN: its blob is gone).
   // Both ?from= and ?to= (archive digests; else 400 DIGEST_INVALID with `usage`) resolved by
-  // ResolveVersionArchive into paths[0] and paths[1].
-  bool ResolveFromTo(const Route& route, const std::optional<std::string>& from,
-                     const std::optional<std::string>& to, std::string_view usage,
-                     std::string paths[2], Response* error);
+  // ResolveVersionArchive into paths[0] and paths[1]. ?from= may also be a version of another
+  // repository the caller may pull from (ReadableRepositoryOf): a client that holds a base
+  // pulled from elsewhere patches from it.
+  bool ResolveFromTo(const Route& route, const RequestHead& head,
+                     const std::optional<std::string>& from, const std::optional<std::string>& to,
+                     std::string_view usage, std::string paths[2], Response* error);
   bool ResolveVersionArchive(const Route& route, const std::string& digest, std::string* path,
                              Response* error);
+  // The file of a version's archive (rebuilt when stored as a full patch): *path, or *error
+  // (404 BLOB_UNKNOWN when its blob is gone).
+  bool ArchiveFile(const std::string& digest, std::string* path, Response* error);
+  // The repository, readable by the caller of `head`, in which `archive_digest` is a version:
+  // route.name when it is one there, else the first other such repository by name. kNotFound
+  // when none (also when it is a version only of repositories the caller may not read: the
+  // answer must not tell those apart).
+  Result<store::VersionRecord> ReadableVersionOf(const Route& route, const RequestHead& head,
+                                                 const std::string& archive_digest);
 
   std::string SessionPath(const std::string& uuid) const;
   // Deletes the upload sessions started more than options_.upload_max_age ago (each under its

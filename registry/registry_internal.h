@@ -30,6 +30,7 @@ struct Registry::Route {
     kReferrers,      // /v2/<name>/referrers/<digest>
     kPatch,          // /v2/<name>/blz/patch
     kDiff,           // /v2/<name>/blz/diff
+    kBases,          // /v2/<name>/blz/bases (which held version to patch from)
     kStructures,     // /v2/_blz/structures/<structural hash>
     kStorage,        // /v2/_blz/storage
     kGc,             // /v2/_blz/gc

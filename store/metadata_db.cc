@@ -251,6 +251,25 @@ Result<std::vector<VersionRecord>> MetadataDb::ListVersions(std::string_view rep
   return out;
 }
 
+Result<std::vector<VersionRecord>> MetadataDb::ListVersionsOfArchive(
+    std::string_view archive_digest) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("SELECT r.name, v.manifest_digest, v.archive_size, v.created, "
+                  "v.structural_hash FROM versions v JOIN repositories r "
+                  "ON r.id = v.repository_id WHERE v.archive_digest = ?1 ORDER BY r.name"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, archive_digest));
+  std::vector<VersionRecord> out;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(VersionRecord{st.ColumnText(0), std::string(archive_digest), st.ColumnText(1),
+                                uint64_t(st.ColumnInt(2)), st.ColumnInt(3), st.ColumnText(4)});
+  }
+  return out;
+}
+
 // ---- structural hashes and value diffs (migrations/0002_structures.sql) ----
 
 Result<std::vector<std::string>> MetadataDb::ArchivesWithoutStructure() {

@@ -194,6 +194,9 @@ class MetadataDb {
   Result<VersionRecord> FindVersion(std::string_view repository, std::string_view archive_digest);
   // Versions of a repository, oldest first.
   Result<std::vector<VersionRecord>> ListVersions(std::string_view repository);
+  // Every repository's version record of one archive (the same archive may be a version of
+  // several repositories), ordered by repository name. Empty when it is nobody's version.
+  Result<std::vector<VersionRecord>> ListVersionsOfArchive(std::string_view archive_digest);
 
   // -- structural hashes --
   // Archive digests of versions (of any repository) whose structural hash is unknown, sorted.

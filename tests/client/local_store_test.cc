@@ -171,5 +171,49 @@ TEST(LocalStoreTest, StagedFilesOfAnotherOpenStoreAreKept) {
   EXPECT_FALSE(fs::exists(*staging));
 }
 
+TEST(LocalStoreTest, AllVersionsSpansRegistriesAndRepositoriesAndForgetRemovesEverywhere) {
+  TempDir tmp;
+  Result<LocalStore> store = LocalStore::Open(tmp / "s");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const std::string a = Put(&*store, "archive a");
+  const std::string b = Put(&*store, "archive b");
+  const std::string loose = Put(&*store, "held, but no index names it");
+  ASSERT_TRUE(store->RecordVersion("127.0.0.1:5000", "org/a", a, 9, "v1").ok());
+  ASSERT_TRUE(store->RecordVersion("localhost:5000", "org/a", a, 9, "v1").ok());
+  ASSERT_TRUE(store->RecordVersion("127.0.0.1:5000", "org/team/b", b, 9, "").ok());
+
+  Result<std::vector<HeldVersion>> all = store->AllVersions();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 4u);
+  int named_a = 0;
+  bool saw_loose = false;
+  for (const HeldVersion& v : *all) {
+    if (v.digest == a) {
+      ++named_a;
+      EXPECT_EQ(v.repository, "org/a");
+      EXPECT_TRUE(v.registry == "127.0.0.1:5000" || v.registry == "localhost:5000");
+    } else if (v.digest == b) {
+      EXPECT_EQ(v.repository, "org/team/b");
+    } else {
+      EXPECT_EQ(v.digest, loose);
+      EXPECT_TRUE(v.registry.empty() && v.repository.empty());
+      EXPECT_EQ(v.size, std::string("held, but no index names it").size());
+      saw_loose = true;
+    }
+  }
+  EXPECT_EQ(named_a, 2);
+  EXPECT_TRUE(saw_loose);
+
+  Result<uint64_t> freed = store->ForgetVersion(a);
+  ASSERT_TRUE(freed.ok()) << freed.status().ToString();
+  EXPECT_EQ(*freed, std::string("archive a").size());
+  EXPECT_FALSE(store->HasBlob(a));
+  EXPECT_TRUE(store->Versions("localhost:5000", "org/a")->empty());
+  all = store->AllVersions();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);
+  EXPECT_EQ(store->ForgetVersion("sha256:nope").status().code(), Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace blz::client
