@@ -101,6 +101,10 @@ Result<std::shared_ptr<net::ssl::context>> LoadServerTlsContext(const std::strin
                              ec.message() + " (expected a PEM certificate chain)");
     }
     ctx->use_private_key_file(key_file, net::ssl::context::pem, ec);
+    if (ec && ec.message().find("mismatch") != std::string::npos) {
+      return InvalidArgument("TLS key '" + key_file + "' does not match the certificate '" +
+                             cert_file + "'");
+    }
     if (ec) {
       return InvalidArgument("TLS key '" + key_file + "' cannot be loaded: " + ec.message() +
                              " (expected a PEM private key)");
