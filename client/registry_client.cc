@@ -402,12 +402,10 @@ Result<bool> RegistryClient::MountBlob(std::string_view name, std::string_view d
 Result<std::string> RegistryClient::UploadTarget(std::string_view location,
                                                  std::string_view digest) const {
   std::string target(location);
-  if (target.rfind("http://", 0) == 0) {
-    size_t path = target.find('/', 7);
+  // An absolute Location (http:// or https://) is taken as a path on this registry.
+  if (target.rfind("http://", 0) == 0 || target.rfind("https://", 0) == 0) {
+    size_t path = target.find('/', target.find("://") + 3);
     target = path == std::string::npos ? "/" : target.substr(path);
-  } else if (target.rfind("https://", 0) == 0) {
-    return Unsupported("push: the registry redirects the upload to " + target +
-                       " (https is not supported)");
   }
   if (target.empty() || target[0] != '/') {
     return Unavailable("push failed: invalid upload Location '" + std::string(location) + "'");

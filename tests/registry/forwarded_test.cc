@@ -75,9 +75,12 @@ TEST(ResolveForwardedTest, HonouredFromTrustedProxies) {
   EXPECT_EQ(g.client, "198.51.100.7");
   EXPECT_EQ(g.scheme, "http");
   // All trusted: the left-most. Ports and IPv6 brackets are accepted.
-  ForwardedInfo h = ResolveForwarded(Trust({"10.0.0.0/8"}), Peer("10.0.0.1"),
+  ForwardedInfo h = ResolveForwarded(Trust({"10.0.0.0/8", "fd00::/8"}), Peer("10.0.0.1"),
                                      {{"X-Forwarded-For", "10.1.1.1:5555, [fd00::1]:1"}}, false);
   EXPECT_EQ(h.client, "10.1.1.1");
+  ForwardedInfo v6 = ResolveForwarded(Trust({"10.0.0.0/8"}), Peer("10.0.0.1"),
+                                      {{"X-Forwarded-For", "10.1.1.1, [fd00::1]:1"}}, false);
+  EXPECT_EQ(v6.client, "fd00::1");
   // Garbage is not taken: the last good address (here the peer) stays.
   ForwardedInfo i = ResolveForwarded(Trust({"10.0.0.1"}), Peer("10.0.0.1"),
                                      {{"X-Forwarded-For", "<script>"},
