@@ -65,10 +65,22 @@ bool IsValidIpv6(std::string_view host) {
   return true;
 }
 
+constexpr std::string_view kRegistryForm =
+    " (expected [https://|http://]HOST[:PORT], e.g. 127.0.0.1:5000 or "
+    "https://models.example.com)";
+
 Status BadRegistry(std::string_view text, std::string_view why) {
   return InvalidArgument("registry '" + std::string(text) + "': " + std::string(why) +
-                         " (expected [https://|http://]HOST[:PORT], e.g. 127.0.0.1:5000 or "
-                         "https://models.example.com)");
+                         std::string(kRegistryForm));
+}
+
+// A registry error's message without the registry form (inside a reference's error, which
+// shows the reference form instead).
+std::string WithoutRegistryForm(const Status& s) {
+  std::string m = s.message();
+  size_t at = m.rfind(kRegistryForm);
+  if (at != std::string::npos && at + kRegistryForm.size() == m.size()) m.resize(at);
+  return m;
 }
 
 Status BadReference(std::string_view text, std::string_view why) {
@@ -238,11 +250,11 @@ Result<Reference> ParseReference(std::string_view text, const AddressDefaults& d
     reg = ParseRegistryAddress(defaults.registry, defaults);
     if (!reg.ok()) {
       return BadReference(text, "the default registry (BLZ_REGISTRY) is invalid: " +
-                                    reg.status().message());
+                                    WithoutRegistryForm(reg.status()));
     }
     rest = text;
   }
-  if (!reg.ok()) return BadReference(text, reg.status().message());
+  if (!reg.ok()) return BadReference(text, WithoutRegistryForm(reg.status()));
   Reference ref;
   ref.registry = std::move(reg).value();
 
