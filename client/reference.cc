@@ -234,7 +234,8 @@ Result<Reference> ParseReference(std::string_view text, const AddressDefaults& d
   const bool names_host =
       has_scheme || (slash != std::string_view::npos &&
                      (first.find('.') != std::string_view::npos ||
-                      first.find(':') != std::string_view::npos || first.front() == '[' ||
+                      first.find(':') != std::string_view::npos ||
+                      (!first.empty() && first.front() == '[') ||
                       first == "localhost"));
   Result<RegistryAddress> reg = RegistryAddress{};
   std::string_view rest;

@@ -100,6 +100,8 @@ TEST(ReferenceTest, RejectsBadReferences) {
       "https://h.example.com",             // no name
       "https://h.example.com:99999/m",     // port too large
       "127.0.0.1:/m:v1",                   // empty port
+      "/m:v1",                             // empty first component
+      "//m:v1",                            // empty components
       "-bad-.com:5000/m:v1",               // bad host label
       "[::1/m:v1",                         // unterminated IPv6
       "[zz::1]:5000/m:v1",                 // not an IPv6 address
