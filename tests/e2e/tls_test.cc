@@ -11,6 +11,8 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/connect_proxy.h"
@@ -155,8 +157,31 @@ TEST_F(TlsE2ETest, PushAndPullOverHttpsWithTheTestCa) {
   // --ca-cert, then $BLZ_CA_BUNDLE.
   auto env = Env("puller");
   const std::string out = *work_ / "pulled";
+  const size_t log_before = ReadFileBytes(*work_ / "registry.err").size();
   ProcessResult r = Blz({"pull", Url("tls/m:v1"), "-o", out, "--ca-cert", Ca()}, env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Keep-alive over TLS: the pull's requests (manifest, then the download) share one
+  // connection, i.e. one client address in the access log.
+  std::set<std::string> clients;
+  int requests = 0;
+  // The access-log line is written once the reply is sent: wait (bounded) for both lines.
+  for (int attempt = 0; attempt < 100 && requests < 2; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    clients.clear();
+    requests = 0;
+    std::istringstream log(ReadFileBytes(*work_ / "registry.err").substr(log_before));
+    for (std::string line; std::getline(log, line);) {
+      std::istringstream fields(line);
+      std::string time, client;
+      if (!(fields >> time >> client) || line.find(" GET /v2/tls/m/") == std::string::npos) {
+        continue;
+      }
+      clients.insert(client);
+      ++requests;
+    }
+  }
+  EXPECT_GE(requests, 2);
+  EXPECT_EQ(clients.size(), 1u) << "the pull opened more than one TLS connection";
   for (const auto& e : fs::recursive_directory_iterator(corpus + "/tiny-gpt2/base")) {
     if (!e.is_regular_file()) continue;
     const std::string rel = fs::relative(e.path(), corpus + "/tiny-gpt2/base").string();
