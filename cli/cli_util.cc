@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -149,12 +150,57 @@ Result<std::string> EnsureArchive(const std::string& input, const std::string& n
   return out;
 }
 
-Result<std::unique_ptr<client::RegistryClient>> RegistryClientFor(const std::string& registry,
-                                                                  int timeout_seconds,
-                                                                  bool require_token) {
-  BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr, client::ParseRegistryAddress(registry));
+void AddRegistryConnectionOptions(CLI::App* sub, RegistryConnectionArgs* args) {
+  sub->add_option("--ca-cert", args->ca_cert,
+                  "PEM file of CA certificates to trust for https:// registries instead of the "
+                  "system store")
+      ->envname("BLZ_CA_BUNDLE");
+  sub->add_flag("--insecure", args->insecure,
+                "https:// without verifying the registry's certificate or host name (the "
+                "connection is encrypted but not authenticated)");
+  sub->add_flag("--plain-http", args->plain_http,
+                "plain HTTP for registries written without a scheme (default: https, except "
+                "localhost and 127.0.0.0/8)");
+}
+
+client::AddressDefaults AddressDefaultsFor(const RegistryConnectionArgs& args) {
+  client::AddressDefaults d;
+  d.plain_http = args.plain_http;
+  if (const char* env = std::getenv("BLZ_REGISTRY"); env != nullptr) d.registry = env;
+  return d;
+}
+
+client::HttpClientOptions HttpOptionsFor(const RegistryConnectionArgs& args,
+                                         int timeout_seconds) {
+  client::HttpClientOptions o;
+  o.io_timeout = std::chrono::seconds(timeout_seconds);
+  o.ca_file = args.ca_cert;
+  o.insecure = args.insecure;
+  return o;
+}
+
+Result<client::Reference> ResolveReference(const std::string& text,
+                                           const RegistryConnectionArgs& args) {
+  return client::ParseReference(text, AddressDefaultsFor(args));
+}
+
+Result<client::RegistryAddress> ResolveRegistry(const std::string& text,
+                                                const RegistryConnectionArgs& args) {
+  return client::ParseRegistryAddress(text, AddressDefaultsFor(args));
+}
+
+Result<std::unique_ptr<client::RegistryClient>> RegistryClientFor(
+    const std::string& registry, const RegistryConnectionArgs& conn, int timeout_seconds,
+    bool require_token) {
+  BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr, ResolveRegistry(registry, conn));
+  return RegistryClientFor(addr, conn, timeout_seconds, require_token);
+}
+
+Result<std::unique_ptr<client::RegistryClient>> RegistryClientFor(
+    const client::RegistryAddress& addr, const RegistryConnectionArgs& conn, int timeout_seconds,
+    bool require_token) {
   client::RegistryClientOptions options;
-  options.http.io_timeout = std::chrono::seconds(timeout_seconds);
+  options.http = HttpOptionsFor(conn, timeout_seconds);
   BLZ_ASSIGN_OR_RETURN(options.token, client::ResolveToken(addr.ToString()));
   if (require_token && options.token.empty()) {
     return Unauthorized("no token for " + addr.ToString() + ": run `blz login " +

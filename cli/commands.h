@@ -63,12 +63,36 @@ std::string RepositoryBaseName(const std::string& reference);
 
 // Helpers shared by the command groups (cli/cli_util.cc).
 
-// A registry client for `registry` ("HOST:PORT") with its stored (or $BLZ_TOKEN) token and
+// The connection options of every command that talks to a registry: --ca-cert FILE (default
+// $BLZ_CA_BUNDLE), --insecure, --plain-http (client/http_client.h, client/reference.h).
+struct RegistryConnectionArgs {
+  std::string ca_cert;
+  bool insecure = false;
+  bool plain_http = false;
+};
+// Registers --ca-cert, --insecure and --plain-http on `sub`.
+void AddRegistryConnectionOptions(CLI::App* sub, RegistryConnectionArgs* args);
+// What references leave out: --plain-http and $BLZ_REGISTRY (the default registry host).
+client::AddressDefaults AddressDefaultsFor(const RegistryConnectionArgs& args);
+// HTTP options: TLS trust from `args`, `timeout_seconds` per single read or write (the scheme,
+// and so options.tls, comes from the registry address: RegistryClient sets it).
+client::HttpClientOptions HttpOptionsFor(const RegistryConnectionArgs& args, int timeout_seconds);
+// ParseReference / ParseRegistryAddress with AddressDefaultsFor(args).
+Result<client::Reference> ResolveReference(const std::string& text,
+                                           const RegistryConnectionArgs& args);
+Result<client::RegistryAddress> ResolveRegistry(const std::string& text,
+                                                const RegistryConnectionArgs& args);
+
+// A registry client for `registry` with its stored (or $BLZ_TOKEN) token and
 // `timeout_seconds` per single read or write. With `require_token`, having none is
 // kUnauthorized, telling to run `blz login` (for commands that need a token: rm, gc, token).
-Result<std::unique_ptr<client::RegistryClient>> RegistryClientFor(const std::string& registry,
-                                                                  int timeout_seconds,
-                                                                  bool require_token);
+Result<std::unique_ptr<client::RegistryClient>> RegistryClientFor(
+    const client::RegistryAddress& registry, const RegistryConnectionArgs& conn,
+    int timeout_seconds, bool require_token);
+// The same for a registry given as text ("[https://]HOST[:PORT]"), resolved with `conn`.
+Result<std::unique_ptr<client::RegistryClient>> RegistryClientFor(
+    const std::string& registry, const RegistryConnectionArgs& conn, int timeout_seconds,
+    bool require_token);
 
 // Prints `j` (indented) and a newline on stdout.
 void PrintJson(const nlohmann::json& j);

@@ -18,6 +18,7 @@ namespace {
 struct RegistryArgs {
   bool json = false;
   int timeout = 60;
+  RegistryConnectionArgs conn;
 };
 
 void AddRm(CLI::App& app, std::vector<Command>* commands) {
@@ -26,8 +27,9 @@ void AddRm(CLI::App& app, std::vector<Command>* commands) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("rm", "Remove a version from a registry");
-  sub->add_option("reference", args->reference, "HOST:PORT/NAME:TAG or HOST:PORT/NAME@DIGEST")
+  sub->add_option("reference", args->reference, "HOST[:PORT]/NAME:TAG or HOST[:PORT]/NAME@DIGEST")
       ->required();
+  AddRegistryConnectionOptions(sub, &args->conn);
   sub->add_flag("--json", args->json, "print {reference, digest, removed} on stdout");
   sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
       ->check(CLI::PositiveNumber);
@@ -36,10 +38,10 @@ void AddRm(CLI::App& app, std::vector<Command>* commands) {
       "version it records (other versions are untouched). The bytes it alone used are freed\n"
       "by the registry's next garbage collection (`blz gc`). Needs a token with delete access.");
   commands->push_back({sub, [args]() -> Status {
-    BLZ_ASSIGN_OR_RETURN(client::Reference ref, client::ParseReference(args->reference));
+    BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
     BLZ_ASSIGN_OR_RETURN(
         std::unique_ptr<client::RegistryClient> registry,
-        RegistryClientFor(ref.registry.ToString(), args->timeout, /*require_token=*/true));
+        RegistryClientFor(ref.registry, args->conn, args->timeout, /*require_token=*/true));
     std::string digest = ref.digest;
     if (!ref.by_digest()) {
       BLZ_ASSIGN_OR_RETURN(client::ManifestResponse m, registry->GetManifest(ref.name, ref.tag));
@@ -62,7 +64,8 @@ void AddGc(CLI::App& app, std::vector<Command>* commands) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("gc", "Collect a registry's garbage (unreferenced blobs)");
-  sub->add_option("registry", args->registry, "HOST:PORT")->required();
+  sub->add_option("registry", args->registry, "[https://|http://]HOST[:PORT]")->required();
+  AddRegistryConnectionOptions(sub, &args->conn);
   sub->add_flag("--dry-run", args->dry_run, "report what would be removed; remove nothing");
   sub->add_flag("--json", args->json, "print the registry's report on stdout");
   sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
@@ -74,7 +77,7 @@ void AddGc(CLI::App& app, std::vector<Command>* commands) {
   commands->push_back({sub, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(
         std::unique_ptr<client::RegistryClient> registry,
-        RegistryClientFor(args->registry, args->timeout, /*require_token=*/true));
+        RegistryClientFor(args->registry, args->conn, args->timeout, /*require_token=*/true));
     BLZ_ASSIGN_OR_RETURN(std::string body, registry->CollectGarbage(args->dry_run));
     nlohmann::json report = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (report.is_discarded() || !report.is_object()) {
@@ -101,7 +104,8 @@ void AddCatalog(CLI::App& app, std::vector<Command>* commands) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("catalog", "List a registry's repositories");
-  sub->add_option("registry", args->registry, "HOST[:PORT]")->required();
+  sub->add_option("registry", args->registry, "[https://|http://]HOST[:PORT]")->required();
+  AddRegistryConnectionOptions(sub, &args->conn);
   sub->add_flag("--json", args->json, "print {registry, repositories} on stdout");
   sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
       ->check(CLI::PositiveNumber);
@@ -109,7 +113,7 @@ void AddCatalog(CLI::App& app, std::vector<Command>* commands) {
   commands->push_back({sub, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(
         std::unique_ptr<client::RegistryClient> registry,
-        RegistryClientFor(args->registry, args->timeout, /*require_token=*/false));
+        RegistryClientFor(args->registry, args->conn, args->timeout, /*require_token=*/false));
     BLZ_ASSIGN_OR_RETURN(std::vector<std::string> names, registry->ListRepositories());
     if (args->json) {
       PrintJson({{"registry", registry->registry().ToString()}, {"repositories", names}});

@@ -25,12 +25,6 @@ nlohmann::json NullIfEmpty(const std::string& s) {
   return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
 }
 
-client::HttpClientOptions HttpOptions(int timeout_seconds) {
-  client::HttpClientOptions o;
-  o.io_timeout = std::chrono::seconds(timeout_seconds);
-  return o;
-}
-
 void AddServe(CLI::App& app, std::vector<Command>* commands) {
   auto options = std::make_shared<registry::ServerOptions>();
   CLI::App* sub = app.add_subcommand("serve", "Run the registry server (until Ctrl-C)");
@@ -74,6 +68,13 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
                 "serve GET /metrics (Prometheus text format: request counts by route and "
                 "status, bytes, durations, cache hits, storage bytes; docs/operating.md); "
                 "unauthenticated, names no repository (default: on)");
+  sub->add_option("--tls-cert", options->tls_cert,
+                  "serve HTTPS (TLS 1.2+) with this PEM certificate chain (needs --tls-key)");
+  sub->add_option("--tls-key", options->tls_key, "the PEM private key of --tls-cert");
+  sub->add_option("--trusted-proxy", options->trusted_proxies,
+                  "a reverse proxy (IP address or CIDR block, repeatable) whose "
+                  "X-Forwarded-For/-Proto/-Host are honoured (access log client, auth realm); "
+                  "from other peers they are ignored");
   auto log_format = std::make_shared<std::string>("text");
   sub->add_option("--log-format", *log_format,
                   "access log on stderr, one line per request: text (space-separated fields) "
@@ -83,9 +84,10 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   AddConfigFileOption(sub);
   sub->footer(
       "On first start the admin token is printed once as 'admin token: <token>'; then\n"
-      "'listening on http://ADDR:PORT'. Clients store the token with `blz login`; the admin\n"
-      "makes scoped tokens with `blz token create`. Docker-style clients authenticate with\n"
-      "Basic credentials (any user name, a token as the password) or the token endpoint.\n"
+      "'listening on http://ADDR:PORT' (https:// with --tls-cert). Clients store the token\n"
+      "with `blz login`; the admin makes scoped tokens with `blz token create`. Docker-style\n"
+      "clients authenticate with Basic credentials (any user name, a token as the password)\n"
+      "or the token endpoint. Behind a reverse proxy: --trusted-proxy, --public-url.\n"
       "Every option can also be set in a --config file, e.g.\n"
       "  listen = \"0.0.0.0:5000\"\n  data = \"/var/lib/blz\"\n  log-format = \"json\"\n"
       "A second server on the same --data directory refuses to start (exit code 6).\n"
@@ -101,13 +103,16 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     std::string input, reference, cache;
     bool json = false, progress = false;
     int timeout = 60;
+    RegistryConnectionArgs conn;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("push", "Upload a model version to a registry");
   sub->add_option("input", args->input, "model directory, .safetensors file or .blz archive")
       ->required();
-  sub->add_option("reference", args->reference, "HOST:PORT/NAME[:TAG] (TAG defaults to latest)")
+  sub->add_option("reference", args->reference,
+                  "[https://|http://]HOST[:PORT]/NAME[:TAG] (TAG defaults to latest)")
       ->required();
+  AddRegistryConnectionOptions(sub, &args->conn);
   sub->add_option("--cache", args->cache, "local store (staging for packing)");
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
   sub->add_flag("--progress", args->progress, "draw progress even when stderr is not a terminal");
@@ -121,9 +126,9 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     client::PushOptions options;
     options.cache_dir = args->cache;
     options.progress = ProgressWanted(args->progress);
-    options.http = HttpOptions(args->timeout);
-    BLZ_ASSIGN_OR_RETURN(client::PushResult r,
-                         client::Push(args->input, args->reference, options));
+    options.http = HttpOptionsFor(args->conn, args->timeout);
+    BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
+    BLZ_ASSIGN_OR_RETURN(client::PushResult r, client::Push(args->input, ref.ToUrl(), options));
     if (args->json) {
       PrintJson({{"reference", r.reference}, {"manifest_digest", r.manifest_digest},
                  {"digest", r.archive_digest}, {"archive_size", r.archive_size},
@@ -148,13 +153,16 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     bool json = false, progress = false, no_patch = false;
     int timeout = 60;
     ExportArgs exp;
+    RegistryConnectionArgs conn;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "pull", "Fetch a model version (as a patch from a version held locally when possible)");
   sub->add_option("reference", args->reference,
-                  "HOST:PORT/NAME[:TAG] or HOST:PORT/NAME@sha256:<manifest digest>")
+                  "[https://|http://]HOST[:PORT]/NAME[:TAG] or HOST[:PORT]/NAME@sha256:<manifest "
+                  "digest>; NAME[:TAG] alone uses $BLZ_REGISTRY")
       ->required();
+  AddRegistryConnectionOptions(sub, &args->conn);
   sub->add_option("-o,--output", args->output,
                   "unpack into this new directory (with --export: the export's output)");
   AddExportOptions(sub, &args->exp, /*format_required=*/false);
@@ -185,13 +193,14 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     options.output_dir = exporting ? std::string() : args->output;
     options.progress = ProgressWanted(args->progress);
     options.allow_patch = !args->no_patch;
-    options.http = HttpOptions(args->timeout);
-    BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(args->reference, options));
+    options.http = HttpOptionsFor(args->conn, args->timeout);
+    BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
+    BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(ref.ToUrl(), options));
     for (const std::string& note : r.notes) Note(note);
     if (exporting) {
       std::fprintf(stderr, "pulled %s (downloaded %s of %s)\n", Esc(r.reference).c_str(),
                    FormatBytes(r.bytes_downloaded).c_str(), FormatBytes(r.full_bytes).c_str());
-      if (args->exp.name.empty()) args->exp.name = RepositoryBaseName(args->reference);
+      if (args->exp.name.empty()) args->exp.name = RepositoryBaseName(ref.ToUrl());
       nlohmann::ordered_json pulled = {
           {"reference", r.reference}, {"digest", r.digest},
           {"bytes_downloaded", r.bytes_downloaded}, {"full_bytes", r.full_bytes},
@@ -254,11 +263,13 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
     std::string registry, token;
     bool token_stdin = false;
     int timeout = 30;
+    RegistryConnectionArgs conn;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "login", "Check a registry token against the registry and store it for push/pull");
-  sub->add_option("registry", args->registry, "HOST:PORT")->required();
+  sub->add_option("registry", args->registry, "[https://|http://]HOST[:PORT]")->required();
+  AddRegistryConnectionOptions(sub, &args->conn);
   CLI::Option* token_stdin = sub->add_flag(
       "--token-stdin", args->token_stdin,
       "read the token as one line from stdin (the default when --token is not given)");
@@ -277,8 +288,7 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
       "The token is stored in $BLZ_CONFIG_DIR/auth.json, else $XDG_CONFIG_HOME/blz/auth.json,\n"
       "else ~/.config/blz/auth.json (mode 0600). $BLZ_TOKEN overrides it when set.");
   commands->push_back({sub, [args]() -> Status {
-    BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr,
-                         client::ParseRegistryAddress(args->registry));
+    BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr, ResolveRegistry(args->registry, args->conn));
     const std::string registry = addr.ToString();
     std::string token = args->token;
     if (!token.empty()) {
@@ -297,7 +307,7 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
     // Check it before storing anything: the registry answers GET /v2/ with 200 only to valid
     // credentials.
     client::RegistryClientOptions options;
-    options.http = HttpOptions(args->timeout);
+    options.http = HttpOptionsFor(args->conn, args->timeout);
     options.token = token;
     Status check = client::RegistryClient(addr, options).Ping();
     if (!check.ok()) {
@@ -320,20 +330,22 @@ void AddTags(CLI::App& app, std::vector<Command>* commands) {
     std::string repository;
     bool json = false;
     int timeout = 60;
+    RegistryConnectionArgs conn;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("tags", "List the tags of a repository");
-  sub->add_option("repository", args->repository, "HOST:PORT/NAME")->required();
+  sub->add_option("repository", args->repository, "[https://|http://]HOST[:PORT]/NAME")
+      ->required();
+  AddRegistryConnectionOptions(sub, &args->conn);
   sub->add_flag("--json", args->json, "print {repository, tags} on stdout");
   sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
       ->check(CLI::PositiveNumber);
   commands->push_back({sub, [args]() -> Status {
-    BLZ_ASSIGN_OR_RETURN(client::Reference ref, client::ParseReference(args->repository));
-    client::RegistryClientOptions options;
-    options.http = HttpOptions(args->timeout);
-    BLZ_ASSIGN_OR_RETURN(options.token, client::ResolveToken(ref.registry.ToString()));
-    client::RegistryClient registry_client(ref.registry, options);
-    BLZ_ASSIGN_OR_RETURN(std::vector<std::string> tags, registry_client.ListTags(ref.name));
+    BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->repository, args->conn));
+    BLZ_ASSIGN_OR_RETURN(std::unique_ptr<client::RegistryClient> registry_client,
+                         RegistryClientFor(ref.registry, args->conn, args->timeout,
+                                           /*require_token=*/false));
+    BLZ_ASSIGN_OR_RETURN(std::vector<std::string> tags, registry_client->ListTags(ref.name));
     if (args->json) {
       PrintJson({{"repository", ref.registry.ToString() + "/" + ref.name}, {"tags", tags}});
     } else {

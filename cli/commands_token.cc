@@ -38,11 +38,16 @@ Result<int64_t> ParseDuration(const std::string& text) {
 
 void AddLogout(CLI::App& app, std::vector<Command>* commands) {
   auto registry = std::make_shared<std::string>();
+  auto plain_http = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand("logout", "Forget the token stored for a registry");
-  sub->add_option("registry", *registry, "HOST:PORT")->required();
+  sub->add_option("registry", *registry, "[https://|http://]HOST[:PORT]")->required();
+  sub->add_flag("--plain-http", *plain_http,
+                "the registry is plain HTTP (its default port is then 80, as for login)");
   sub->footer("Removes the entry `blz login` stored; other registries' tokens are kept.");
-  commands->push_back({sub, [registry]() -> Status {
-    BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr, client::ParseRegistryAddress(*registry));
+  commands->push_back({sub, [registry, plain_http]() -> Status {
+    RegistryConnectionArgs conn;
+    conn.plain_http = *plain_http;
+    BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr, ResolveRegistry(*registry, conn));
     BLZ_ASSIGN_OR_RETURN(std::string path, client::AuthFilePath());
     BLZ_ASSIGN_OR_RETURN(bool removed, client::RemoveToken(path, addr.ToString()));
     std::fprintf(stderr, removed ? "token for %s removed from %s\n"
@@ -57,6 +62,7 @@ void AddToken(CLI::App& app, std::vector<Command>* commands) {
     std::string registry, name, scope, expires;
     bool json = false;
     int timeout = 60;
+    RegistryConnectionArgs conn;
   };
   auto args = std::make_shared<Args>();
   CLI::App* token = app.add_subcommand(
@@ -67,7 +73,9 @@ void AddToken(CLI::App& app, std::vector<Command>* commands) {
       "PATTERN is a repository (org/model), a namespace (org/* : org/x and org/a/b, not orgx/y)\n"
       "or * (admin only with *). E.g. 'org/*:pull,push' or '*:pull'.");
   auto add_common = [&](CLI::App* sub) {
-    sub->add_option("--registry", args->registry, "HOST:PORT of the registry")->required();
+    sub->add_option("--registry", args->registry, "[https://|http://]HOST[:PORT] of the registry")
+        ->required();
+    AddRegistryConnectionOptions(sub, &args->conn);
     sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
         ->check(CLI::PositiveNumber);
     sub->add_flag("--json", args->json, "print the registry's JSON answer on stdout");
@@ -88,7 +96,8 @@ void AddToken(CLI::App& app, std::vector<Command>* commands) {
       BLZ_ASSIGN_OR_RETURN(expires_in, ParseDuration(args->expires));
     }
     BLZ_ASSIGN_OR_RETURN(std::unique_ptr<client::RegistryClient> c,
-                         RegistryClientFor(args->registry, args->timeout, /*require_token=*/true));
+                         RegistryClientFor(args->registry, args->conn, args->timeout,
+                                           /*require_token=*/true));
     BLZ_ASSIGN_OR_RETURN(nlohmann::json j, c->CreateToken(args->name, args->scope, expires_in));
     if (args->json) {
       PrintJson(j);
@@ -109,7 +118,8 @@ void AddToken(CLI::App& app, std::vector<Command>* commands) {
   add_common(list);
   commands->push_back({list, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(std::unique_ptr<client::RegistryClient> c,
-                         RegistryClientFor(args->registry, args->timeout, /*require_token=*/true));
+                         RegistryClientFor(args->registry, args->conn, args->timeout,
+                                           /*require_token=*/true));
     BLZ_ASSIGN_OR_RETURN(nlohmann::json j, c->ListTokens());
     if (args->json) {
       PrintJson(j);
@@ -134,7 +144,8 @@ void AddToken(CLI::App& app, std::vector<Command>* commands) {
   add_common(revoke);
   commands->push_back({revoke, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(std::unique_ptr<client::RegistryClient> c,
-                         RegistryClientFor(args->registry, args->timeout, /*require_token=*/true));
+                         RegistryClientFor(args->registry, args->conn, args->timeout,
+                                           /*require_token=*/true));
     BLZ_RETURN_IF_ERROR(c->RevokeToken(args->name));
     if (args->json) {
       PrintJson({{"revoked", args->name}});

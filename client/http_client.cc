@@ -8,12 +8,18 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <vector>
+
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 namespace blz::client {
 
@@ -60,7 +66,173 @@ class Fd {
   int fd_;
 };
 
+std::string ToLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  }
+  return out;
+}
+
+std::string Trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t')) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+// The first of the environment variables `names` that is set and not empty, or "".
+std::string GetEnvFirst(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return v;
+  }
+  return "";
+}
+
+std::string Base64(std::string_view in) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8 |
+                 uint32_t(uint8_t(in[i + 2]));
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = uint32_t(uint8_t(in[i])) << 16;
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t v = uint32_t(uint8_t(in[i])) << 16 | uint32_t(uint8_t(in[i + 1])) << 8;
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+bool IsIpAddress(const std::string& host) {
+  error_code ec;
+  net::ip::make_address(host, ec);
+  return !ec;
+}
+
+// A parsed proxy URL.
+struct ProxyUrl {
+  std::string host;  // without brackets
+  uint16_t port = 1080;
+  std::string authorization;  // "Basic ..." when the URL has user:password, else ""
+};
+
+Result<ProxyUrl> ParseProxyUrl(std::string_view url) {
+  auto bad = [&](std::string_view why) {
+    return InvalidArgument("proxy '" + std::string(url) + "': " + std::string(why) +
+                           " (expected http://HOST[:PORT])");
+  };
+  std::string_view rest = url;
+  size_t scheme_end = rest.find("://");
+  if (scheme_end != std::string_view::npos) {
+    std::string scheme = ToLower(rest.substr(0, scheme_end));
+    if (scheme != "http") return bad("only http:// proxies are supported");
+    rest = rest.substr(scheme_end + 3);
+  }
+  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (rest.find('/') != std::string_view::npos) return bad("a path is not allowed");
+  ProxyUrl out;
+  size_t at = rest.rfind('@');
+  if (at != std::string_view::npos) {
+    out.authorization = "Basic " + Base64(rest.substr(0, at));
+    rest = rest.substr(at + 1);
+  }
+  std::string_view port_text;
+  if (!rest.empty() && rest.front() == '[') {
+    size_t close = rest.find(']');
+    if (close == std::string_view::npos) return bad("unterminated '['");
+    out.host = std::string(rest.substr(1, close - 1));
+    rest = rest.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return bad("invalid port");
+      port_text = rest.substr(1);
+    }
+  } else {
+    size_t colon = rest.rfind(':');
+    out.host = std::string(rest.substr(0, colon));
+    if (colon != std::string_view::npos) port_text = rest.substr(colon + 1);
+    if (colon != std::string_view::npos && port_text.empty()) return bad("invalid port");
+  }
+  if (out.host.empty() || HasCrLf(out.host)) return bad("missing host");
+  if (!port_text.empty()) {
+    uint32_t port = 0;
+    if (port_text.size() > 5) return bad("invalid port");
+    for (char c : port_text) {
+      if (c < '0' || c > '9') return bad("invalid port");
+      port = port * 10 + uint32_t(c - '0');
+    }
+    if (port == 0 || port > 65535) return bad("invalid port");
+    out.port = uint16_t(port);
+  }
+  return out;
+}
+
 }  // namespace
+
+bool NoProxyMatches(std::string_view no_proxy, std::string_view host_in, uint16_t port) {
+  const std::string host = ToLower(host_in);
+  size_t start = 0;
+  while (start <= no_proxy.size()) {
+    size_t comma = no_proxy.find(',', start);
+    std::string entry = ToLower(Trim(no_proxy.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+    start = comma == std::string_view::npos ? no_proxy.size() + 1 : comma + 1;
+    if (entry.empty()) continue;
+    if (entry == "*") return true;
+    // An optional :PORT ("[v6]:port" for IPv6, "host:port"; a bare IPv6 address has several
+    // colons and no port).
+    std::string entry_host = entry;
+    int entry_port = -1;
+    if (entry.front() == '[') {
+      size_t close = entry.find(']');
+      if (close == std::string::npos) continue;
+      entry_host = entry.substr(1, close - 1);
+      if (close + 1 < entry.size() && entry[close + 1] == ':') {
+        entry_port = std::atoi(entry.c_str() + close + 2);
+      }
+    } else if (std::count(entry.begin(), entry.end(), ':') == 1) {
+      size_t colon = entry.find(':');
+      entry_host = entry.substr(0, colon);
+      entry_port = std::atoi(entry.c_str() + colon + 1);
+    }
+    if (entry_port >= 0 && entry_port != int(port)) continue;
+    while (!entry_host.empty() && entry_host.front() == '.') entry_host.erase(0, 1);
+    if (entry_host.empty()) continue;
+    if (host == entry_host) return true;
+    if (host.size() > entry_host.size() &&
+        host.compare(host.size() - entry_host.size(), entry_host.size(), entry_host) == 0 &&
+        host[host.size() - entry_host.size() - 1] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string ProxyFor(const HttpClientOptions& options, std::string_view host, uint16_t port) {
+  std::string proxy = options.proxy.has_value()
+                          ? *options.proxy
+                          : options.tls ? GetEnvFirst({"https_proxy", "HTTPS_PROXY"})
+                                        : GetEnvFirst({"http_proxy", "HTTP_PROXY"});
+  if (proxy.empty()) return "";
+  std::string no_proxy =
+      options.no_proxy.has_value() ? *options.no_proxy : GetEnvFirst({"no_proxy", "NO_PROXY"});
+  if (NoProxyMatches(no_proxy, host, port)) return "";
+  return proxy;
+}
 
 std::string HttpResponse::Header(std::string_view name) const {
   for (const HttpHeader& h : headers) {
@@ -90,15 +262,68 @@ bool HttpResponse::ContentLength(uint64_t* out) const {
 }
 
 struct HttpClient::Impl {
+  using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
   std::string host;
   uint16_t port = 0;
   std::string authority;
   HttpClientOptions options;
   net::io_context ioc;
-  beast::tcp_stream stream{ioc};
+  beast::tcp_stream plain{ioc};            // the connection when !options.tls
+  std::unique_ptr<net::ssl::context> ssl;  // when options.tls
+  std::unique_ptr<TlsStream> tls;          // the connection when options.tls (per connection)
+  Status init_status = Status::Ok();       // a bad CA file or proxy URL, reported by Send
+  std::string proxy_url;                   // "" = direct
+  ProxyUrl proxy;
   beast::flat_buffer buffer;
   bool connected = false;
   int connections_opened = 0;
+
+  void Init() {
+    const bool v6 = host.find(':') != std::string::npos;
+    authority = (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+    proxy_url = ProxyFor(options, host, port);
+    if (!proxy_url.empty()) {
+      Result<ProxyUrl> p = ParseProxyUrl(proxy_url);
+      if (!p.ok()) {
+        init_status = p.status();
+      } else {
+        proxy = std::move(p).value();
+      }
+    }
+    if (!options.tls) return;
+    try {
+      ssl = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
+      SSL_CTX_set_min_proto_version(ssl->native_handle(), TLS1_2_VERSION);
+      error_code ec;
+      if (!options.ca_file.empty()) {
+        ssl->load_verify_file(options.ca_file, ec);
+        if (ec) {
+          init_status = InvalidArgument("CA bundle '" + options.ca_file +
+                                        "' cannot be loaded: " + ec.message() +
+                                        " (expected a PEM file of CA certificates)");
+        }
+      } else {
+        ssl->set_default_verify_paths(ec);
+        if (ec) init_status = Unavailable("cannot load the system CA store: " + ec.message());
+      }
+    } catch (const std::exception& e) {
+      init_status = Unavailable(std::string("cannot set up TLS: ") + e.what());
+    }
+  }
+
+  // The TCP layer of the current connection.
+  beast::tcp_stream& Tcp() { return tls ? beast::get_lowest_layer(*tls) : plain; }
+
+  // Calls `f` with the stream requests go over: the TLS stream or the plain one.
+  template <class F>
+  void WithStream(F&& f) {
+    if (options.tls && tls) {
+      f(*tls);
+    } else {
+      f(plain);
+    }
+  }
 
   // Drives the pending asynchronous operation (and its timer) to completion.
   void Run() {
@@ -106,7 +331,7 @@ struct HttpClient::Impl {
     ioc.run();
   }
 
-  std::string Where() const { return "http://" + authority; }
+  std::string Where() const { return std::string(options.tls ? "https://" : "http://") + authority; }
 
   std::string Describe(const error_code& ec, std::chrono::milliseconds timeout) const {
     if (ec == beast::error::timeout) {
@@ -117,28 +342,123 @@ struct HttpClient::Impl {
 
   void CloseConnection() {
     error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream.close();
+    beast::tcp_stream& conn = Tcp();
+    conn.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    conn.close();
+    tls.reset();
     buffer.clear();
     connected = false;
   }
 
+  // HTTP CONNECT through the proxy to host:port, on the freshly connected Tcp().
+  Status ProxyConnect() {
+    http::request<http::empty_body> req{http::verb::connect, authority, 11};
+    req.set(http::field::host, authority);
+    req.set(http::field::user_agent, options.user_agent);
+    if (!proxy.authorization.empty()) req.set(http::field::proxy_authorization, proxy.authorization);
+    error_code ec;
+    beast::tcp_stream& conn = Tcp();
+    conn.expires_after(options.connect_timeout);
+    http::async_write(conn, req, [&ec](const error_code& e, size_t) { ec = e; });
+    Run();
+    http::response_parser<http::empty_body> parser;
+    parser.skip(true);  // a 2xx answer to CONNECT has no body: the tunnel follows
+    beast::flat_buffer head_buffer;
+    if (!ec) {
+      conn.expires_after(options.connect_timeout);
+      http::async_read(conn, head_buffer, parser, [&ec](const error_code& e, size_t) { ec = e; });
+      Run();
+    }
+    const std::string via = "proxy " + proxy.host + ":" + std::to_string(proxy.port);
+    if (ec) {
+      return Unavailable("CONNECT to " + authority + " through " + via + " failed: " +
+                         Describe(ec, options.connect_timeout));
+    }
+    const unsigned status = parser.get().result_int();
+    if (status < 200 || status >= 300) {
+      return Unavailable(via + " refused CONNECT to " + authority + ": HTTP " +
+                         std::to_string(status) + " " + ToStd(parser.get().reason()));
+    }
+    if (head_buffer.size() != 0) {
+      return Unavailable(via + " sent data after its CONNECT answer");
+    }
+    return Status::Ok();
+  }
+
+  // The TLS handshake (SNI, verification) on the freshly connected (or tunnelled) Tcp().
+  Status Handshake() {
+    SSL* native = tls->native_handle();
+    if (!IsIpAddress(host)) SSL_set_tlsext_host_name(native, host.c_str());  // SNI
+    if (options.insecure) {
+      tls->set_verify_mode(net::ssl::verify_none);
+    } else {
+      tls->set_verify_mode(net::ssl::verify_peer);
+      X509_VERIFY_PARAM* param = SSL_get0_param(native);
+      X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      int ok = IsIpAddress(host) ? X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str())
+                                 : X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
+      if (ok != 1) return Unavailable("TLS: cannot set the host name to verify: " + host);
+    }
+    error_code ec;
+    Tcp().expires_after(options.connect_timeout);
+    tls->async_handshake(net::ssl::stream_base::client, [&ec](const error_code& e) { ec = e; });
+    Run();
+    if (!ec) return Status::Ok();
+    std::string why = Describe(ec, options.connect_timeout);
+    const long verify = SSL_get_verify_result(native);
+    if (!options.insecure && verify != X509_V_OK) {
+      why = std::string("certificate verify failed (") + X509_verify_cert_error_string(verify) +
+            "); pass --ca-cert FILE or set BLZ_CA_BUNDLE to trust its CA (or --insecure to "
+            "skip verification)";
+    } else if (why.find("wrong version number") != std::string::npos ||
+               why.find("packet length too long") != std::string::npos ||
+               why.find("record layer failure") != std::string::npos) {
+      why += " (the server does not speak TLS on this port? try http:// or --plain-http)";
+    }
+    return Unavailable("TLS handshake with " + authority + " failed: " + why);
+  }
+
   Status Connect() {
     CloseConnection();
+    BLZ_RETURN_IF_ERROR(init_status);
+    if (options.tls) tls = std::make_unique<TlsStream>(ioc, *ssl);
+    beast::tcp_stream& conn = Tcp();
+    const std::string& connect_host = proxy_url.empty() ? host : proxy.host;
+    const uint16_t connect_port = proxy_url.empty() ? port : proxy.port;
+    const std::string target = proxy_url.empty()
+                                   ? Where()
+                                   : "proxy " + proxy.host + ":" + std::to_string(proxy.port);
     tcp::resolver resolver(ioc);
     error_code ec;
-    auto results = resolver.resolve(host, std::to_string(port), ec);
-    if (ec) return Unavailable("cannot resolve " + host + ": " + ec.message());
-    stream.expires_after(options.connect_timeout);
-    stream.async_connect(results, [&ec](const error_code& e, const tcp::endpoint&) { ec = e; });
+    auto results = resolver.resolve(connect_host, std::to_string(connect_port), ec);
+    if (ec) {
+      CloseConnection();
+      return Unavailable("cannot resolve " + connect_host + ": " + ec.message());
+    }
+    conn.expires_after(options.connect_timeout);
+    conn.async_connect(results, [&ec](const error_code& e, const tcp::endpoint&) { ec = e; });
     Run();
     if (ec) {
       CloseConnection();
-      return Unavailable("cannot connect to " + Where() + ": " +
+      return Unavailable("cannot connect to " + target + ": " +
                          Describe(ec, options.connect_timeout));
     }
     error_code ignored;
-    stream.socket().set_option(tcp::no_delay(true), ignored);
+    conn.socket().set_option(tcp::no_delay(true), ignored);
+    if (!proxy_url.empty()) {
+      Status s = ProxyConnect();
+      if (!s.ok()) {
+        CloseConnection();
+        return s;
+      }
+    }
+    if (options.tls) {
+      Status s = Handshake();
+      if (!s.ok()) {
+        CloseConnection();
+        return s;
+      }
+    }
     connected = true;
     ++connections_opened;
     return Status::Ok();
@@ -173,8 +493,10 @@ struct HttpClient::Impl {
       req.prepare_payload();
     }
     error_code ec;
-    stream.expires_after(options.io_timeout);
-    http::async_write(stream, req, [&ec](const error_code& e, size_t) { ec = e; });
+    Tcp().expires_after(options.io_timeout);
+    WithStream([&](auto& stream) {
+      http::async_write(stream, req, [&ec](const error_code& e, size_t) { ec = e; });
+    });
     Run();
     if (ec) {
       attempt->connection_failed = true;
@@ -218,8 +540,10 @@ struct HttpClient::Impl {
     };
 
     error_code ec;
-    stream.expires_after(options.io_timeout);
-    http::async_write_header(stream, sr, [&ec](const error_code& e, size_t) { ec = e; });
+    Tcp().expires_after(options.io_timeout);
+    WithStream([&](auto& stream) {
+      http::async_write_header(stream, sr, [&ec](const error_code& e, size_t) { ec = e; });
+    });
     Run();
     if (ec) return fail(ec);
 
@@ -237,8 +561,10 @@ struct HttpClient::Impl {
       req.body().data = buf.data();
       req.body().size = size_t(n);
       req.body().more = sent + uint64_t(n) < size;
-      stream.expires_after(options.io_timeout);
-      http::async_write(stream, sr, [&ec](const error_code& e, size_t) { ec = e; });
+      Tcp().expires_after(options.io_timeout);
+      WithStream([&](auto& stream) {
+        http::async_write(stream, sr, [&ec](const error_code& e, size_t) { ec = e; });
+      });
       Run();
       if (ec == http::error::need_buffer) ec = {};
       if (ec) return fail(ec);
@@ -249,8 +575,10 @@ struct HttpClient::Impl {
       req.body().data = nullptr;
       req.body().size = 0;
       req.body().more = false;
-      stream.expires_after(options.io_timeout);
-      http::async_write(stream, sr, [&ec](const error_code& e, size_t) { ec = e; });
+      Tcp().expires_after(options.io_timeout);
+      WithStream([&](auto& stream) {
+        http::async_write(stream, sr, [&ec](const error_code& e, size_t) { ec = e; });
+      });
       Run();
       if (ec == http::error::need_buffer) ec = {};
       if (ec) return fail(ec);
@@ -266,8 +594,11 @@ struct HttpClient::Impl {
     if (verb == http::verb::head) parser.skip(true);
 
     error_code ec;
-    stream.expires_after(options.io_timeout);
-    http::async_read_header(stream, buffer, parser, [&ec](const error_code& e, size_t) { ec = e; });
+    Tcp().expires_after(options.io_timeout);
+    WithStream([&](auto& stream) {
+      http::async_read_header(stream, buffer, parser,
+                              [&ec](const error_code& e, size_t) { ec = e; });
+    });
     Run();
     if (ec) {
       attempt->connection_failed = true;
@@ -302,8 +633,10 @@ struct HttpClient::Impl {
     while (!parser.is_done()) {
       msg.body().data = buf.data();
       msg.body().size = buf.size();
-      stream.expires_after(options.io_timeout);
-      http::async_read(stream, buffer, parser, [&ec](const error_code& e, size_t) { ec = e; });
+      Tcp().expires_after(options.io_timeout);
+      WithStream([&](auto& stream) {
+        http::async_read(stream, buffer, parser, [&ec](const error_code& e, size_t) { ec = e; });
+      });
       Run();
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
@@ -375,9 +708,7 @@ HttpClient::HttpClient(std::string host, uint16_t port, HttpClientOptions option
   impl_->host = std::move(host);
   impl_->port = port;
   impl_->options = std::move(options);
-  bool ipv6 = impl_->host.find(':') != std::string::npos;
-  impl_->authority =
-      (ipv6 ? "[" + impl_->host + "]" : impl_->host) + ":" + std::to_string(port);
+  impl_->Init();
 }
 
 HttpClient::~HttpClient() {
@@ -388,6 +719,10 @@ HttpClient::~HttpClient() {
 }
 
 void HttpClient::Close() { impl_->CloseConnection(); }
+
+const char* HttpClient::scheme() const { return impl_->options.tls ? "https" : "http"; }
+
+const std::string& HttpClient::proxy() const { return impl_->proxy_url; }
 
 const std::string& HttpClient::authority() const { return impl_->authority; }
 

@@ -1,4 +1,16 @@
-// A small synchronous HTTP/1.1 client (plain TCP) for talking to a blz registry.
+// A small synchronous HTTP/1.1 client (plain TCP or TLS) for talking to a blz registry.
+//
+// TLS (HttpClientOptions::tls): OpenSSL 3 through Boost.Beast, TLS 1.2 or newer, SNI, and by
+// default the peer certificate is verified against the system CA store (or `ca_file`) and must
+// name the host (DNS name, or IP address SAN for an IP host). `insecure` turns verification off.
+//
+// Proxies: a proxy URL "http://[user:pass@]HOST[:PORT]" (port 1080 when omitted, as curl) comes
+// from HttpClientOptions::proxy, else from the environment: https_proxy / HTTPS_PROXY for TLS,
+// http_proxy / HTTP_PROXY for plain HTTP (lower case first). no_proxy / NO_PROXY (or
+// HttpClientOptions::no_proxy) is a comma list of host names (suffix match on a dot boundary,
+// a leading '.' allowed), IP addresses, HOST:PORT entries, or "*" (no proxy at all). As in curl,
+// loopback hosts are proxied too unless NO_PROXY lists them. Both schemes go through the proxy
+// with HTTP CONNECT (a tunnel to HOST:PORT; for TLS the handshake runs inside it).
 //
 // One HttpClient talks to one host:port over one connection, reused between requests while the
 // server keeps it alive (a request sent on a reused connection that the server has meanwhile
@@ -11,7 +23,9 @@
 //
 // Errors (Boost.Asio / Beast error codes never leave this file's .cc):
 //   kUnavailable  cannot resolve / connect, connection refused, timed out, connection dropped
-//                 before a response header arrived;
+//                 before a response header arrived; the proxy refused the CONNECT; the TLS
+//                 handshake failed (the message names the reason, e.g. "certificate verify
+//                 failed (self-signed certificate in certificate chain)");
 //   kIOError      the connection failed mid-body, or the body file cannot be read;
 //   kTooLarge     a response body is larger than the cap;
 //   kInvalidArgument  a malformed request (bad method, CR/LF in a header).
@@ -26,6 +40,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,7 +103,25 @@ struct HttpClientOptions {
   // Per single read or write: a transfer that stalls this long fails.
   std::chrono::milliseconds io_timeout{60'000};
   std::string user_agent = "blz/0.1";
+
+  // TLS (see the file comment).
+  bool tls = false;
+  std::string ca_file;    // PEM bundle of trusted CAs; "" = the system default verify paths
+  bool insecure = false;  // no certificate or host name verification
+
+  // Proxy URL "http://HOST[:PORT]"; nullopt = from the environment; "" = no proxy.
+  std::optional<std::string> proxy;
+  // NO_PROXY list; nullopt = from the environment (no_proxy, NO_PROXY).
+  std::optional<std::string> no_proxy;
 };
+
+// Does the NO_PROXY list `no_proxy` exclude `host` (without brackets) on `port`? (See the file
+// comment for the syntax.)
+bool NoProxyMatches(std::string_view no_proxy, std::string_view host, uint16_t port);
+
+// The proxy URL to use for `host`:`port` under `options` (the environment when the options
+// leave it unset), or "" for a direct connection.
+std::string ProxyFor(const HttpClientOptions& options, std::string_view host, uint16_t port);
 
 class HttpClient {
  public:
@@ -104,6 +137,10 @@ class HttpClient {
   // Closes the connection (the next Send reconnects).
   void Close();
 
+  // "https" or "http".
+  const char* scheme() const;
+  // The proxy this client connects through ("" = direct).
+  const std::string& proxy() const;
   // "host:port" as sent in the Host header (IPv6 hosts in brackets).
   const std::string& authority() const;
   // Connections opened so far (for tests of keep-alive reuse).

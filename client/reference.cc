@@ -65,14 +65,28 @@ bool IsValidIpv6(std::string_view host) {
   return true;
 }
 
+constexpr std::string_view kRegistryForm =
+    " (expected [https://|http://]HOST[:PORT], e.g. 127.0.0.1:5000 or "
+    "https://models.example.com)";
+
 Status BadRegistry(std::string_view text, std::string_view why) {
   return InvalidArgument("registry '" + std::string(text) + "': " + std::string(why) +
-                         " (expected HOST:PORT, e.g. 127.0.0.1:5000)");
+                         std::string(kRegistryForm));
+}
+
+// A registry error's message without the registry form (inside a reference's error, which
+// shows the reference form instead).
+std::string WithoutRegistryForm(const Status& s) {
+  std::string m = s.message();
+  size_t at = m.rfind(kRegistryForm);
+  if (at != std::string::npos && at + kRegistryForm.size() == m.size()) m.resize(at);
+  return m;
 }
 
 Status BadReference(std::string_view text, std::string_view why) {
   return InvalidArgument("reference '" + std::string(text) + "': " + std::string(why) +
-                         " (expected HOST:PORT/NAME:TAG or HOST:PORT/NAME@sha256:<hex>)");
+                         " (expected [https://|http://]HOST[:PORT]/NAME[:TAG] or "
+                         "HOST[:PORT]/NAME@sha256:<hex>)");
 }
 
 }  // namespace
@@ -99,9 +113,37 @@ bool IsValidTag(std::string_view tag) {
   return true;
 }
 
+bool IsLoopbackHost(std::string_view host) {
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8 as a dotted quad.
+  if (host.rfind("127.", 0) != 0) return false;
+  int parts = 0;
+  size_t start = 0;
+  while (start <= host.size()) {
+    size_t dot = host.find('.', start);
+    std::string_view p =
+        host.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (p.empty() || p.size() > 3) return false;
+    int v = 0;
+    for (char ch : p) {
+      if (ch < '0' || ch > '9') return false;
+      v = v * 10 + (ch - '0');
+    }
+    if (v > 255) return false;
+    ++parts;
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return parts == 4;
+}
+
 std::string RegistryAddress::ToString() const {
   bool ipv6 = host.find(':') != std::string::npos;
   return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string RegistryAddress::Url() const {
+  return std::string(tls ? "https://" : "http://") + ToString();
 }
 
 std::string Reference::ToString() const {
@@ -110,49 +152,112 @@ std::string Reference::ToString() const {
   return s + ":" + tag;
 }
 
-Result<RegistryAddress> ParseRegistryAddress(std::string_view text) {
-  if (text.empty()) return BadRegistry(text, "empty");
-  if (text.find("://") != std::string_view::npos) {
-    return BadRegistry(text, "give the address without a URL scheme");
+std::string Reference::ToUrl() const {
+  return std::string(registry.tls ? "https://" : "http://") + ToString();
+}
+
+Result<RegistryAddress> ParseRegistryAddress(std::string_view text,
+                                             const AddressDefaults& defaults) {
+  const std::string_view original = text;
+  if (text.empty()) return BadRegistry(original, "empty");
+  int scheme = -1;  // -1 none, 0 http, 1 https
+  size_t sep = text.find("://");
+  if (sep != std::string_view::npos) {
+    std::string_view s = text.substr(0, sep);
+    if (s == "https" || s == "HTTPS") {
+      scheme = 1;
+    } else if (s == "http" || s == "HTTP") {
+      scheme = 0;
+    } else {
+      return BadRegistry(original, "unsupported scheme '" + std::string(s) +
+                                       "://' (use https:// or http://)");
+    }
+    text = text.substr(sep + 3);
   }
+  if (!text.empty() && text.back() == '/') text.remove_suffix(1);
+  if (text.empty()) return BadRegistry(original, "missing host");
   RegistryAddress addr;
   std::string_view port_text;
+  bool has_port = false;
   if (text.front() == '[') {
     size_t close = text.find(']');
-    if (close == std::string_view::npos) return BadRegistry(text, "unterminated '[' in IPv6 host");
+    if (close == std::string_view::npos) {
+      return BadRegistry(original, "unterminated '[' in IPv6 host");
+    }
     std::string_view host = text.substr(1, close - 1);
-    if (!IsValidIpv6(host)) return BadRegistry(text, "invalid IPv6 address");
+    if (!IsValidIpv6(host)) return BadRegistry(original, "invalid IPv6 address");
     addr.host = std::string(host);
     std::string_view rest = text.substr(close + 1);
-    if (rest.empty() || rest.front() != ':') return BadRegistry(text, "missing :PORT");
-    port_text = rest.substr(1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return BadRegistry(original, "unexpected text after ']'");
+      has_port = true;
+      port_text = rest.substr(1);
+    }
   } else {
     size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos) return BadRegistry(text, "missing :PORT");
     std::string_view host = text.substr(0, colon);
-    if (!IsValidHostName(host)) return BadRegistry(text, "invalid host name");
+    if (host.find('/') != std::string_view::npos) {
+      return BadRegistry(original, "a registry address has no path");
+    }
+    if (!IsValidHostName(host)) return BadRegistry(original, "invalid host name");
     addr.host = std::string(host);
-    port_text = text.substr(colon + 1);
+    if (colon != std::string_view::npos) {
+      has_port = true;
+      port_text = text.substr(colon + 1);
+    }
   }
-  if (port_text.empty() || port_text.size() > 5) return BadRegistry(text, "invalid port");
+  for (char& ch : addr.host) {
+    if (ch >= 'A' && ch <= 'Z') ch = char(ch - 'A' + 'a');  // host names are case-insensitive
+  }
+  addr.tls = scheme >= 0 ? scheme == 1 : !(defaults.plain_http || IsLoopbackHost(addr.host));
+  if (!has_port) {
+    addr.port = addr.tls ? 443 : 80;
+    return addr;
+  }
+  if (port_text.empty() || port_text.size() > 5) return BadRegistry(original, "invalid port");
   uint32_t port = 0;
   for (char ch : port_text) {
-    if (ch < '0' || ch > '9') return BadRegistry(text, "invalid port");
+    if (ch < '0' || ch > '9') return BadRegistry(original, "invalid port");
     port = port * 10 + uint32_t(ch - '0');
   }
-  if (port == 0 || port > 65535) return BadRegistry(text, "port must be 1..65535");
+  if (port == 0 || port > 65535) return BadRegistry(original, "port must be 1..65535");
   addr.port = uint16_t(port);
   return addr;
 }
 
-Result<Reference> ParseReference(std::string_view text) {
-  size_t slash = text.find('/');
-  if (slash == std::string_view::npos) return BadReference(text, "missing /NAME");
-  Result<RegistryAddress> reg = ParseRegistryAddress(text.substr(0, slash));
-  if (!reg.ok()) return BadReference(text, reg.status().message());
+Result<Reference> ParseReference(std::string_view text, const AddressDefaults& defaults) {
+  if (text.empty()) return BadReference(text, "empty");
+  // Is the first component a registry host? (See the file comment.)
+  const bool has_scheme = text.find("://") != std::string_view::npos;
+  size_t slash = text.find('/', has_scheme ? text.find("://") + 3 : 0);
+  std::string_view first = text.substr(0, slash);
+  const bool names_host =
+      has_scheme || (slash != std::string_view::npos &&
+                     (first.find('.') != std::string_view::npos ||
+                      first.find(':') != std::string_view::npos ||
+                      (!first.empty() && first.front() == '[') ||
+                      first == "localhost"));
+  Result<RegistryAddress> reg = RegistryAddress{};
+  std::string_view rest;
+  if (names_host) {
+    if (slash == std::string_view::npos) return BadReference(text, "missing /NAME");
+    reg = ParseRegistryAddress(first, defaults);
+    rest = text.substr(slash + 1);
+  } else {
+    if (defaults.registry.empty()) {
+      return BadReference(text, "no registry host (write HOST[:PORT]/NAME, or set BLZ_REGISTRY "
+                                "to the default registry)");
+    }
+    reg = ParseRegistryAddress(defaults.registry, defaults);
+    if (!reg.ok()) {
+      return BadReference(text, "the default registry (BLZ_REGISTRY) is invalid: " +
+                                    WithoutRegistryForm(reg.status()));
+    }
+    rest = text;
+  }
+  if (!reg.ok()) return BadReference(text, WithoutRegistryForm(reg.status()));
   Reference ref;
   ref.registry = std::move(reg).value();
-  std::string_view rest = text.substr(slash + 1);
 
   size_t at = rest.find('@');
   std::string_view name;

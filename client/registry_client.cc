@@ -1,6 +1,8 @@
 #include "client/registry_client.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -74,7 +76,111 @@ std::string NextLink(const std::string& link) {
   return link.substr(open + 1, close - open - 1);
 }
 
+bool IsAuthorizationHeader(std::string_view name) {
+  static constexpr std::string_view kName = "authorization";
+  if (name.size() != kName.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+    if (c != kName[i]) return false;
+  }
+  return true;
+}
+
+HttpClientOptions WithTls(HttpClientOptions options, bool tls) {
+  options.tls = tls;
+  return options;
+}
+
+bool IsRedirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+struct RedirectTarget {
+  bool tls = false;
+  std::string host;  // without brackets
+  uint16_t port = 0;
+  std::string target;  // origin form
+};
+
+// "http(s)://HOST[:PORT]/PATH?QUERY" -> its parts; nullopt when unusable.
+std::optional<RedirectTarget> ParseAbsoluteUrl(std::string_view url) {
+  RedirectTarget out;
+  std::string_view rest;
+  if (url.rfind("https://", 0) == 0) {
+    out.tls = true;
+    rest = url.substr(8);
+  } else if (url.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else {
+    return std::nullopt;
+  }
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  out.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
+  size_t hash = out.target.find('#');
+  if (hash != std::string::npos) out.target.resize(hash);
+  if (authority.find('@') != std::string_view::npos) return std::nullopt;
+  Result<RegistryAddress> addr = ParseRegistryAddress(
+      std::string(out.tls ? "https://" : "http://") + std::string(authority));
+  if (!addr.ok()) return std::nullopt;
+  out.host = addr->host;
+  out.port = addr->port;
+  return out;
+}
+
 }  // namespace
+
+Result<HttpResponse> SendGetFollowingRedirects(HttpClient* first, const RegistryAddress& origin,
+                                               HttpRequest request,
+                                               const HttpClientOptions& options,
+                                               const TransferOptions& transfer) {
+  HttpClient* client = first;
+  std::unique_ptr<HttpClient> other;
+  RedirectTarget at{origin.tls, origin.host, origin.port, request.target};
+  for (int hop = 0;; ++hop) {
+    BLZ_ASSIGN_OR_RETURN(HttpResponse r, client->Send(request, transfer));
+    if (!IsRedirect(r.status)) return r;
+    const std::string where = std::string(client->scheme()) + "://" + client->authority();
+    if (hop >= kMaxRedirects) {
+      return Unavailable("GET " + request.target + " from " + where + ": more than " +
+                         std::to_string(kMaxRedirects) + " redirects");
+    }
+    const std::string location = r.Header("Location");
+    if (location.empty()) {
+      return Unavailable("GET " + request.target + " from " + where + ": HTTP " +
+                         std::to_string(r.status) + " without a Location header");
+    }
+    RedirectTarget next = at;
+    if (location.rfind("//", 0) != 0 && location.front() == '/') {
+      next.target = location;
+    } else if (std::optional<RedirectTarget> abs = ParseAbsoluteUrl(location); abs.has_value()) {
+      next = *abs;
+    } else {
+      return Unavailable("GET " + request.target + " from " + where +
+                         ": unusable redirect Location '" + location.substr(0, 200) + "'");
+    }
+    request.target = next.target;
+    const bool same_origin =
+        next.tls == origin.tls && next.host == origin.host && next.port == origin.port;
+    if (!same_origin) {
+      // Credentials for the registry are not sent to another origin (an object store).
+      std::erase_if(request.headers,
+                    [](const HttpHeader& h) { return IsAuthorizationHeader(h.name); });
+    }
+    if (next.tls != at.tls || next.host != at.host || next.port != at.port) {
+      if (same_origin) {
+        client = first;
+      } else {
+        HttpClientOptions o = options;
+        o.tls = next.tls;
+        other = std::make_unique<HttpClient>(next.host, next.port, o);
+        client = other.get();
+      }
+    }
+    at = next;
+  }
+}
 
 Status StatusFromResponse(const HttpResponse& response, std::string_view action,
                           std::string_view what, bool have_token, std::string_view registry) {
@@ -107,7 +213,14 @@ Status StatusFromResponse(const HttpResponse& response, std::string_view action,
 
 RegistryClient::RegistryClient(RegistryAddress registry, RegistryClientOptions options)
     : registry_(std::move(registry)), options_(std::move(options)),
-      http_(registry_.host, registry_.port, options_.http) {}
+      http_(registry_.host, registry_.port, WithTls(options_.http, registry_.tls)) {
+  options_.http.tls = registry_.tls;
+}
+
+Result<HttpResponse> RegistryClient::GetFollowingRedirects(const HttpRequest& req,
+                                                           const TransferOptions& t) {
+  return SendGetFollowingRedirects(&http_, registry_, req, options_.http, t);
+}
 
 HttpRequest RegistryClient::NewRequest(std::string method, std::string target) const {
   HttpRequest req;
@@ -222,9 +335,9 @@ Status RegistryClient::GetBlob(std::string_view name, std::string_view digest,
     };
   }
   BLZ_ASSIGN_OR_RETURN(HttpResponse r,
-                       http_.Send(NewRequest("GET", "/v2/" + std::string(name) + "/blobs/" +
-                                                        std::string(digest)),
-                                  t));
+                       GetFollowingRedirects(NewRequest("GET", "/v2/" + std::string(name) +
+                                                                   "/blobs/" + std::string(digest)),
+                                             t));
   if (r.status != 200) return Fail(r, "pull", what);
   if (expected_size > 0 && got != expected_size) {
     return Corruption("pull: " + what + ": received " + std::to_string(got) +
@@ -290,12 +403,10 @@ Result<bool> RegistryClient::MountBlob(std::string_view name, std::string_view d
 Result<std::string> RegistryClient::UploadTarget(std::string_view location,
                                                  std::string_view digest) const {
   std::string target(location);
-  if (target.rfind("http://", 0) == 0) {
-    size_t path = target.find('/', 7);
+  // An absolute Location (http:// or https://) is taken as a path on this registry.
+  if (target.rfind("http://", 0) == 0 || target.rfind("https://", 0) == 0) {
+    size_t path = target.find('/', target.find("://") + 3);
     target = path == std::string::npos ? "/" : target.substr(path);
-  } else if (target.rfind("https://", 0) == 0) {
-    return Unsupported("push: the registry redirects the upload to " + target +
-                       " (https is not supported)");
   }
   if (target.empty() || target[0] != '/') {
     return Unavailable("push failed: invalid upload Location '" + std::string(location) + "'");
@@ -461,7 +572,7 @@ Result<PatchDownload> RegistryClient::GetPatch(std::string_view name, std::strin
                  (full ? "" : "from=" + std::string(from_digest) + "&") + "to=" +
                  std::string(to_digest));
   req.headers.push_back({"Accept", std::string(kPatchMediaType)});
-  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(req, t));
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, GetFollowingRedirects(req, t));
   if (r.status != 200) {
     Status failed = Fail(r, "pull", what);
     const bool old_server = r.status == 404 || r.status == 405 ||

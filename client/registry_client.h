@@ -36,6 +36,23 @@ struct RegistryClientOptions {
 Status StatusFromResponse(const HttpResponse& response, std::string_view action,
                           std::string_view what, bool have_token, std::string_view registry);
 
+// Redirects on blob and patch GETs (as OCI registries send to object stores): 301, 302, 303,
+// 307 and 308 answers to a GET are followed, at most kMaxRedirects hops, to an absolute
+// "http(s)://HOST[:PORT]/PATH" Location (another host or scheme allowed) or an absolute path
+// on the same host. The Authorization header is dropped as soon as the scheme, host or port
+// differs from the registry's. Errors: kUnavailable for too many hops, a missing or
+// unusable Location; transport errors from HttpClient.
+inline constexpr int kMaxRedirects = 5;
+
+// Sends GET `request` through `first` (the registry's connection, registry `origin`) and
+// follows redirects, connecting with `options` (tls chosen per hop from the Location's scheme).
+// `transfer` applies to every hop (its sink and on_headers see only the final answer's body;
+// on_headers also sees the redirect answers). Returns the final response.
+Result<HttpResponse> SendGetFollowingRedirects(HttpClient* first, const RegistryAddress& origin,
+                                               HttpRequest request,
+                                               const HttpClientOptions& options,
+                                               const TransferOptions& transfer);
+
 struct BlobStat {
   bool exists = false;
   uint64_t size = 0;  // Content-Length when it exists
@@ -72,6 +89,7 @@ struct PatchDownload {
 
 class RegistryClient {
  public:
+  // Talks HTTPS when `registry.tls` (options.http.tls is set from it), else plain HTTP.
   RegistryClient(RegistryAddress registry, RegistryClientOptions options);
 
   const RegistryAddress& registry() const { return registry_; }
@@ -171,6 +189,8 @@ class RegistryClient {
   Result<std::string> StartUpload(std::string_view name);
   Result<std::string> UploadTarget(std::string_view location, std::string_view digest) const;
   Status FinishUpload(const HttpResponse& r, std::string_view digest);
+  // Sends the GET `req` and follows redirects (see SendGetFollowingRedirects).
+  Result<HttpResponse> GetFollowingRedirects(const HttpRequest& req, const TransferOptions& t);
 
   RegistryAddress registry_;
   RegistryClientOptions options_;

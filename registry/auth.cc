@@ -400,9 +400,11 @@ Result<Principal> Authenticator::VerifyAccessToken(std::string_view token, int64
 
 std::string Authenticator::Realm(const RequestHead& head) const {
   if (!options_.public_url.empty()) return options_.public_url + kTokenEndpointPath;
-  std::optional<std::string> host = head.Get("Host");
+  std::optional<std::string> host =
+      head.forwarded_host.empty() ? head.Get("Host") : std::optional(head.forwarded_host);
   std::string h = host.has_value() && IsSafeHost(*host) ? *host : std::string("localhost");
-  return "http://" + h + kTokenEndpointPath;
+  const std::string scheme = head.scheme == "https" ? "https" : "http";
+  return scheme + "://" + h + kTokenEndpointPath;
 }
 
 std::string Authenticator::Challenge(const RequestHead& head, const AccessNeed& need,

@@ -115,7 +115,8 @@ std::optional<std::string> Base64Decode(std::string_view text, bool url);
 
 struct AuthOptions {
   bool private_mode = false;
-  // "http(s)://host[:port][/prefix]" as clients reach the registry; "" = "http://" + the
+  // "http(s)://host[:port][/prefix]" as clients reach the registry; "" = the request's scheme
+  // (https on a TLS listener or from a trusted proxy's X-Forwarded-Proto) + "://" + the
   // request's Host header. The realm is this + kTokenEndpointPath.
   std::string public_url;
 };
@@ -157,7 +158,8 @@ class Authenticator {
   // The value of WWW-Authenticate for `head` when `need` is missing.
   std::string Challenge(const RequestHead& head, const AccessNeed& need,
                         bool insufficient_scope) const;
-  // The realm: the public URL (or http://<Host>) + kTokenEndpointPath.
+  // The realm: the public URL (or <head.scheme>://<head.forwarded_host or Host>) +
+  // kTokenEndpointPath.
   std::string Realm(const RequestHead& head) const;
 
  private:

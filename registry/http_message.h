@@ -29,6 +29,11 @@ struct RequestHead {
   // chunked).
   std::optional<uint64_t> content_length;
   bool chunked = false;
+  // How the client reached the registry, as far as the server knows (the session sets them:
+  // "https" on a TLS listener; X-Forwarded-Proto / X-Forwarded-Host only from a trusted proxy,
+  // registry/forwarded.h). Used to build absolute URLs (the auth challenge's realm).
+  std::string scheme = "http";
+  std::string forwarded_host;  // "" = the Host header
 
   std::optional<std::string> Get(std::string_view name) const { return FindHeader(headers, name); }
   // Does a body follow the header?

@@ -9,6 +9,7 @@
 
 #include "core/file_util.h"
 #include "registry/errors.h"
+#include "registry/forwarded.h"
 #include "registry/metrics_handlers.h"
 #include "registry/wire.h"
 
@@ -54,7 +55,7 @@ std::string Why(const beast::error_code& ec, const char* while_what) {
   }
   if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
       ec == net::error::eof || ec == net::error::connection_reset ||
-      ec == net::error::broken_pipe) {
+      ec == net::error::broken_pipe || ec == net::ssl::error::stream_truncated) {
     return std::string("client closed the connection ") + while_what;
   }
   return std::string(while_what) + ": " + ec.message();
@@ -75,17 +76,49 @@ std::string FormatEndpoint(const tcp::endpoint& endpoint) {
 
 HttpSession::HttpSession(tcp::socket&& socket, Registry* registry, HandlerPools* handlers,
                          const SessionOptions* options)
-    : stream_(std::move(socket)), registry_(registry), handlers_(handlers), options_(options) {
+    : stream_(std::move(socket), options->tls.get()),
+      registry_(registry),
+      handlers_(handlers),
+      options_(options) {
   beast::error_code ec;
-  const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
-  client_ = ec ? "-" : FormatEndpoint(peer);
+  peer_ = stream_.socket().remote_endpoint(ec);
+  client_ = ec ? "-" : FormatEndpoint(peer_);
 }
 
 HttpSession::~HttpSession() { RemoveBodyFile(); }
 
 void HttpSession::Run() {
   net::dispatch(stream_.get_executor(),
-                beast::bind_front_handler(&HttpSession::ReadHeader, shared_from_this()));
+                beast::bind_front_handler(stream_.is_tls() ? &HttpSession::Handshake
+                                                           : &HttpSession::ReadHeader,
+                                          shared_from_this()));
+}
+
+void HttpSession::Handshake() {
+  stream_.expires_after(kIoTimeout);
+  beast::async_detect_ssl(
+      stream_.lowest_layer(), buffer_,
+      [self = shared_from_this()](beast::error_code ec, bool is_tls) {
+        if (ec) return self->Close();
+        if (!is_tls) {
+          // Plain HTTP on the TLS port: say so in plain HTTP, then close.
+          static const std::string kAnswer =
+              "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+              "Content-Length: 48\r\n\r\nclient sent an HTTP request to an HTTPS server\r\n";
+          self->stream_.expires_after(kIoTimeout);
+          net::async_write(self->stream_.lowest_layer(), net::buffer(kAnswer),
+                           [self](beast::error_code, size_t) { self->Close(); });
+          return;
+        }
+        self->stream_.expires_after(kIoTimeout);
+        self->stream_.tls().async_handshake(
+            net::ssl::stream_base::server, self->buffer_.data(),
+            [self](beast::error_code hec, size_t used) {
+              if (hec) return self->Close();
+              self->buffer_.consume(used);
+              self->ReadHeader();
+            });
+      });
 }
 
 void HttpSession::ReadHeader() {
@@ -118,8 +151,10 @@ void HttpSession::OnHeader(beast::error_code ec) {
   if (ec) {
     // end_of_stream: the client closed between requests; anything else (timeout, reset, a
     // malformed head) also ends the connection.
+    // (A TLS client that closes without close_notify: stream_truncated.)
     if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
-        ec != net::error::connection_reset) {
+        ec != net::error::connection_reset && ec != net::ssl::error::stream_truncated &&
+        ec != net::error::eof) {
       status_ = 400;
       Response bad = ErrorResponse(OciError::kBadRequest, "malformed request: " + ec.message());
       bad.close = true;
@@ -143,6 +178,15 @@ void HttpSession::OnHeader(beast::error_code ec) {
   head_.target = std::string(req.target());
   for (const auto& field : req) {
     head_.headers.push_back({std::string(field.name_string()), std::string(field.value())});
+  }
+  {
+    static const TrustedProxies kNone;
+    const ForwardedInfo fwd =
+        ResolveForwarded(options_->trusted_proxies ? *options_->trusted_proxies : kNone, peer_,
+                         head_.headers, stream_.is_tls());
+    if (peer_.port() != 0) client_ = fwd.client;
+    head_.scheme = fwd.scheme;
+    head_.forwarded_host = fwd.forwarded_host;
   }
   if (auto cl = head_parser_->content_length(); cl.has_value()) head_.content_length = *cl;
   head_.chunked = head_parser_->chunked();

@@ -1,4 +1,8 @@
-// One HTTP/1.1 connection (Beast async, one strand per connection). A thin shell around
+// One HTTP/1.1 connection (Beast async, one strand per connection), plain or TLS
+// (registry/session_stream.h; SessionOptions::tls: the handshake comes first, with the same
+// timeout as any read, and a plain HTTP request on a TLS listener gets a plain-text 400).
+// The access log's client and the request's scheme and forwarded host come from
+// ResolveForwarded (registry/forwarded.h: X-Forwarded-* only from trusted proxies). A thin shell around
 // Registry: read the head (request_parser<empty_body>), ask Registry::PlanBody how to read the
 // body (string_body with a cap, or file_body streamed into <data>/uploads: Beast's "deferred
 // body" pattern), run Registry::Handle on a handler pool (registry/handler_pools.h: the light or,
@@ -37,6 +41,7 @@
 #include "registry/net.h"
 #include "registry/registry.h"
 #include "registry/server.h"  // SessionOptions
+#include "registry/session_stream.h"
 
 namespace blz::registry {
 
@@ -56,6 +61,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Run();
 
  private:
+  // TLS: detects a plain HTTP client (answered with 400), then the handshake.
+  void Handshake();
   void ReadHeader();
   void OnHeader(beast::error_code ec);
   void StartBody();
@@ -78,12 +85,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Close();
   void RemoveBodyFile();
 
-  beast::tcp_stream stream_;
+  SessionStream stream_;
+  tcp::endpoint peer_;
   beast::flat_buffer buffer_;
   Registry* registry_;
   HandlerPools* handlers_;
   const SessionOptions* options_;
-  std::string client_;  // the peer, for the access log
+  std::string client_;  // the peer (or the client a trusted proxy names), for the access log
   bool metrics_request_ = false;  // GET /metrics (registry/metrics_handlers.h), not the registry's
 
   std::optional<http::request_parser<http::empty_body>> head_parser_;

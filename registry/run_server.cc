@@ -12,6 +12,9 @@
 #include <utility>
 
 #include "core/file_lock.h"
+#include <boost/asio/ssl.hpp>
+
+#include "registry/forwarded.h"
 #include "registry/net.h"
 #include "registry/server.h"
 
@@ -82,6 +85,12 @@ Result<FileLock> LockDataDir(const std::string& data_dir) {
 }
 
 Status RunServer(const ServerOptions& options) {
+  // Checked before anything else: a bad certificate, key or proxy entry fails the start cleanly.
+  std::shared_ptr<net::ssl::context> tls;
+  if (!options.tls_cert.empty() || !options.tls_key.empty()) {
+    BLZ_ASSIGN_OR_RETURN(tls, LoadServerTlsContext(options.tls_cert, options.tls_key));
+  }
+  BLZ_ASSIGN_OR_RETURN(TrustedProxies trusted, TrustedProxies::Parse(options.trusted_proxies));
   // Held until we return: before --verify-storage, which moves blobs, and before the registry
   // opens the directory.
   BLZ_ASSIGN_OR_RETURN(FileLock lock, LockDataDir(options.data_dir));
@@ -128,6 +137,8 @@ Status RunServer(const ServerOptions& options) {
   session.log_format = options.log_format;
   session.log = StderrLogSink();
   session.metrics = options.metrics;
+  session.tls = std::move(tls);
+  session.trusted_proxies = std::make_shared<const TrustedProxies>(std::move(trusted));
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
                        Server::Start(registry.get(), options.listen, options.threads,
                                      std::move(session)));

@@ -4,6 +4,10 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/ssl.hpp>
+#include <openssl/ssl.h>
+
+#include "registry/forwarded.h"
 #include "registry/handler_pools.h"
 #include "registry/http_session.h"
 #include "registry/net.h"
@@ -80,6 +84,41 @@ Result<tcp::endpoint> ParseListen(const std::string& listen) {
 
 }  // namespace
 
+Result<std::shared_ptr<net::ssl::context>> LoadServerTlsContext(const std::string& cert_file,
+                                                                const std::string& key_file) {
+  if (cert_file.empty() || key_file.empty()) {
+    return InvalidArgument("HTTPS needs both --tls-cert and --tls-key");
+  }
+  try {
+    auto ctx = std::make_shared<net::ssl::context>(net::ssl::context::tls_server);
+    ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                     net::ssl::context::no_sslv3 | net::ssl::context::single_dh_use);
+    SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+    beast::error_code ec;
+    ctx->use_certificate_chain_file(cert_file, ec);
+    if (ec) {
+      return InvalidArgument("TLS certificate '" + cert_file + "' cannot be loaded: " +
+                             ec.message() + " (expected a PEM certificate chain)");
+    }
+    ctx->use_private_key_file(key_file, net::ssl::context::pem, ec);
+    if (ec && ec.message().find("mismatch") != std::string::npos) {
+      return InvalidArgument("TLS key '" + key_file + "' does not match the certificate '" +
+                             cert_file + "'");
+    }
+    if (ec) {
+      return InvalidArgument("TLS key '" + key_file + "' cannot be loaded: " + ec.message() +
+                             " (expected a PEM private key)");
+    }
+    if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+      return InvalidArgument("TLS key '" + key_file + "' does not match the certificate '" +
+                             cert_file + "'");
+    }
+    return ctx;
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("cannot set up TLS: ") + e.what());
+  }
+}
+
 struct Server::Impl {
   explicit Impl(int n)
       : ioc(std::make_unique<net::io_context>(n)),
@@ -136,7 +175,8 @@ uint16_t Server::port() const { return impl_->port; }
 
 std::string Server::url() const {
   const bool v6 = impl_->host.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + impl_->host + "]" : impl_->host) + ":" +
+  return std::string(impl_->session.tls ? "https://" : "http://") +
+         (v6 ? "[" + impl_->host + "]" : impl_->host) + ":" +
          std::to_string(impl_->port);
 }
 

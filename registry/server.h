@@ -10,13 +10,20 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/file_lock.h"
 #include "core/status.h"
 #include "registry/access_log.h"
 #include "registry/registry.h"
 
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
+
 namespace blz::registry {
+
+class TrustedProxies;  // registry/forwarded.h
 
 struct ServerOptions {
   std::string data_dir = "blz-data";
@@ -43,7 +50,20 @@ struct ServerOptions {
   // How clients reach the registry (RegistryOptions::public_url): the realm of auth challenges
   // is this + "/v2/_blz/token". "" = "http://" + each request's Host header.
   std::string public_url;
+  // HTTPS (TLS 1.2 or newer): a PEM certificate chain and its PEM private key; both empty =
+  // plain HTTP.
+  std::string tls_cert;
+  std::string tls_key;
+  // Reverse proxies whose X-Forwarded-For/-Proto/-Host are honoured (IP addresses or CIDR
+  // blocks; registry/forwarded.h). Empty: those headers are ignored.
+  std::vector<std::string> trusted_proxies;
 };
+
+// A TLS server context from a PEM certificate chain file and a PEM private key file (TLS 1.2
+// minimum). Errors: kInvalidArgument naming the file and the reason (unreadable, not PEM, key
+// does not match the certificate).
+Result<std::shared_ptr<boost::asio::ssl::context>> LoadServerTlsContext(
+    const std::string& cert_file, const std::string& key_file);
 
 // The lock file `blz serve` holds in its data directory (see LockDataDir).
 inline constexpr char kDataDirLockName[] = "blz.lock";
@@ -58,12 +78,14 @@ Result<FileLock> LockDataDir(const std::string& data_dir);
 
 // Opens/creates the data dir, locks it (LockDataDir), opens the DB, applies migrations, creates the admin token on first start
 // (prints "admin token: <token>" on stdout once, stores only its SHA-256), binds (port 0 =
-// ephemeral), prints "listening on http://<addr>:<port>" on stdout (flushed), serves until
+// ephemeral), prints "listening on http://<addr>:<port>" (https:// with --tls-cert) on stdout
+// (flushed), serves until
 // SIGINT/SIGTERM, then returns.
 // Order in practice: open, install the SIGINT/SIGTERM handlers, bind and start serving, create
 // and print the admin token (so a failed bind never consumes the one-time display), print the
 // "listening on" line. Both lines are flushed; the token line (when any) comes first.
-// Errors: kInvalidArgument (bad listen address), kIOError (cannot bind, data dir),
+// Errors: kInvalidArgument (bad listen address, TLS certificate or key, --trusted-proxy entry),
+// kIOError (cannot bind, data dir),
 // kUnavailable (another server holds the data directory: LockDataDir), those of
 // Registry::Open (kUnsupported for a DB newer than the binary).
 Status RunServer(const ServerOptions& options);
@@ -77,6 +99,11 @@ struct SessionOptions {
   // Answer GET /metrics (registry/metrics_handlers.h); false: /metrics is a 404 like any path
   // outside /v2/.
   bool metrics = true;
+  // When set, every connection is TLS (LoadServerTlsContext): the handshake must complete
+  // within kIoTimeout; a plain HTTP request gets a plain 400 answer and the connection closes.
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  // Peers whose X-Forwarded-* headers are honoured (null or empty: none).
+  std::shared_ptr<const TrustedProxies> trusted_proxies;
 };
 
 class Server {
@@ -95,7 +122,7 @@ class Server {
   // The bound address and port (the real port when 0 was asked for).
   const std::string& host() const;
   uint16_t port() const;
-  // "http://127.0.0.1:5000" (IPv6 hosts in brackets).
+  // "http://127.0.0.1:5000" ("https://..." when serving TLS; IPv6 hosts in brackets).
   std::string url() const;
 
   // Stops accepting, lets running handlers finish, closes connections and joins all threads.

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libsqlite3-dev libzstd-dev libxxhash-dev libssl-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  zstd xdelta3 curl python3
+  zstd xdelta3 curl python3 openssl
   skopeo
   clang-14 libclang-rt-14-dev
   zlib1g-dev

@@ -158,8 +158,11 @@ TEST(BlzCliTest, LoginToAnUnreachableRegistryStoresNothing) {
   BlzRun piped = Blz("login 127.0.0.1:1 --timeout 5 < " + tmp / "token.txt", tmp, env);
   EXPECT_EQ(piped.code, 6) << piped.err;
   EXPECT_FALSE(std::filesystem::exists(tmp / "cfg/auth.json"));
-  BlzRun bad = Blz("login nohost --token x", tmp, env);
-  EXPECT_EQ(bad.code, 2);
+  // (A bare host is an address now: https://HOST:443.) A bad scheme or host is a usage error.
+  BlzRun bad = Blz("login ftp://nohost --token x", tmp, env);
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  BlzRun bad_host = Blz("login 'no host' --token x", tmp, env);
+  EXPECT_EQ(bad_host.code, 2) << bad_host.err;
   BlzRun spaces = Blz("login 127.0.0.1:1 --token 'a b'", tmp, env);
   EXPECT_EQ(spaces.code, 2) << spaces.err;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tests/client/test_server.h"
+#include "tests/connect_proxy.h"
 #include "tests/test_util.h"
 
 namespace blz::client {
@@ -242,6 +243,127 @@ TEST(HttpClientTest, MissingBodyFileIsIOError) {
   Result<HttpResponse> r = client.Send(req);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kIOError);
+}
+
+TEST(HttpClientTest, NoProxyMatching) {
+  EXPECT_TRUE(NoProxyMatches("*", "anything.example.com", 443));
+  EXPECT_TRUE(NoProxyMatches("example.com", "example.com", 443));
+  EXPECT_TRUE(NoProxyMatches("example.com", "a.b.example.com", 443));
+  EXPECT_TRUE(NoProxyMatches(".example.com", "a.example.com", 443));
+  EXPECT_TRUE(NoProxyMatches(" foo.org , Example.COM ", "x.example.com", 443));
+  EXPECT_FALSE(NoProxyMatches("example.com", "badexample.com", 443));
+  EXPECT_FALSE(NoProxyMatches("a.example.com", "example.com", 443));
+  EXPECT_TRUE(NoProxyMatches("127.0.0.1", "127.0.0.1", 5000));
+  EXPECT_FALSE(NoProxyMatches("127.0.0.1", "127.0.0.2", 5000));
+  EXPECT_TRUE(NoProxyMatches("localhost:5000", "localhost", 5000));
+  EXPECT_FALSE(NoProxyMatches("localhost:5000", "localhost", 5001));
+  EXPECT_TRUE(NoProxyMatches("::1", "::1", 5000));
+  EXPECT_TRUE(NoProxyMatches("[::1]:5000", "::1", 5000));
+  EXPECT_FALSE(NoProxyMatches("[::1]:5000", "::1", 80));
+  EXPECT_FALSE(NoProxyMatches("", "example.com", 443));
+  EXPECT_FALSE(NoProxyMatches(",,", "example.com", 443));
+}
+
+TEST(HttpClientTest, ProxyForReadsOptionsBeforeEnvironment) {
+  HttpClientOptions o;
+  o.proxy = "http://proxy.lan:3128";
+  o.no_proxy = "internal.lan";
+  EXPECT_EQ(ProxyFor(o, "models.example.com", 443), "http://proxy.lan:3128");
+  EXPECT_EQ(ProxyFor(o, "r.internal.lan", 443), "");
+  o.proxy = "";
+  EXPECT_EQ(ProxyFor(o, "models.example.com", 443), "");
+}
+
+TEST(HttpClientTest, ConnectsThroughConnectProxy) {
+  TestServer server([](const TestRequest& req) {
+    return MakeResponse(http::status::ok, "via " + std::string(req.target()), "text/plain");
+  });
+  blz::testing::ConnectProxy proxy;
+  ASSERT_NE(proxy.port(), 0);
+  HttpClientOptions o;
+  o.proxy = proxy.url();
+  o.no_proxy = "";
+  HttpClient client("127.0.0.1", server.port(), o);
+  EXPECT_EQ(client.proxy(), proxy.url());
+  for (int i = 0; i < 2; ++i) {  // the tunnel is kept alive between requests
+    HttpRequest req;
+    req.target = "/p" + std::to_string(i);
+    Result<HttpResponse> r = client.Send(req);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->body, "via /p" + std::to_string(i));
+  }
+  EXPECT_EQ(client.connections_opened(), 1);
+  ASSERT_EQ(proxy.targets().size(), 1u);
+  EXPECT_EQ(proxy.targets()[0], "127.0.0.1:" + std::to_string(server.port()));
+
+  // NO_PROXY bypasses it.
+  o.no_proxy = "127.0.0.1";
+  HttpClient direct("127.0.0.1", server.port(), o);
+  EXPECT_EQ(direct.proxy(), "");
+  HttpRequest req;
+  req.target = "/direct";
+  Result<HttpResponse> r = direct.Send(req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(proxy.targets().size(), 1u);
+}
+
+TEST(HttpClientTest, ProxyRefusalIsUnavailableAndNamesTheProxy) {
+  blz::testing::ConnectProxy proxy;  // refuses targets that are not loopback
+  HttpClientOptions o;
+  o.proxy = proxy.url();
+  o.no_proxy = "";
+  o.connect_timeout = std::chrono::milliseconds(5000);
+  HttpClient client("192.0.2.1", 443, o);  // TEST-NET-1: never reached, the proxy refuses it
+  HttpRequest req;
+  req.target = "/";
+  Result<HttpResponse> r = client.Send(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("refused CONNECT"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("403"), std::string::npos) << r.status().message();
+}
+
+TEST(HttpClientTest, BadProxyUrlAndCaFileAreReported) {
+  HttpClientOptions o;
+  o.proxy = "socks5://127.0.0.1:1080";
+  HttpClient client("127.0.0.1", 1, o);
+  HttpRequest req;
+  req.target = "/";
+  Result<HttpResponse> r = client.Send(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("only http:// proxies"), std::string::npos);
+
+  TempDir dir;
+  blz::testing::WriteFileBytes(dir / "ca.pem", "not a certificate\n");
+  HttpClientOptions t;
+  t.proxy = "";
+  t.tls = true;
+  t.ca_file = dir / "ca.pem";
+  HttpClient tls("127.0.0.1", 1, t);
+  EXPECT_STREQ(tls.scheme(), "https");
+  Result<HttpResponse> r2 = tls.Send(req);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r2.status().message().find(dir / "ca.pem"), std::string::npos)
+      << r2.status().message();
+}
+
+TEST(HttpClientTest, TlsToPlainServerFailsClearly) {
+  TestServer server([](const TestRequest&) { return MakeResponse(http::status::ok, "x"); });
+  HttpClientOptions o;
+  o.proxy = "";
+  o.tls = true;
+  o.connect_timeout = std::chrono::milliseconds(5000);
+  HttpClient client("127.0.0.1", server.port(), o);
+  HttpRequest req;
+  req.target = "/";
+  Result<HttpResponse> r = client.Send(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("TLS handshake with 127.0.0.1:"), std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

@@ -424,5 +424,83 @@ TEST(RegistryClientTest, GetPatch) {
   EXPECT_EQ(CountFiles(tmp.path()), 1u);
 }
 
+TEST(RegistryClientTest, BlobRedirectToAnotherHostDropsAuthorization) {
+  const std::string blob = "redirected blob bytes";
+  const std::string digest = Digest(blob);
+  TestServer store([&](const TestRequest& req) {
+    if (req.target() == "/objects/" + digest.substr(7)) {
+      return MakeResponse(http::status::ok, blob, "application/octet-stream");
+    }
+    return OciError(http::status::not_found, "NOT_FOUND", "no such object");
+  });
+  TestServer registry([&](const TestRequest& req) {
+    TestResponse r = MakeResponse(http::status::temporary_redirect, "");
+    // Another origin: "localhost" is not the registry's "127.0.0.1".
+    r.set(http::field::location, "http://localhost:" + std::to_string(store.port()) +
+                                     "/objects/" + digest.substr(7));
+    if (req[http::field::authorization] != "Bearer s3cret") {
+      return OciError(http::status::unauthorized, "UNAUTHORIZED", "no");
+    }
+    return r;
+  });
+  TempDir dir;
+  RegistryClient client = MakeClient(registry, "s3cret");
+  Status s = client.GetBlob("org/m", digest, blob.size(), dir / "blob");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(blz::testing::ReadFileBytes(dir / "blob"), blob);
+  ASSERT_EQ(store.seen().size(), 1u);
+  EXPECT_EQ(store.seen()[0].count(http::field::authorization), 0u)
+      << "the registry's token must not reach another host";
+  ASSERT_EQ(registry.seen().size(), 1u);
+  EXPECT_EQ(registry.seen()[0][http::field::authorization], "Bearer s3cret");
+}
+
+TEST(RegistryClientTest, SameHostRedirectKeepsAuthorization) {
+  const std::string blob = "same host";
+  const std::string digest = Digest(blob);
+  TestServer registry([&](const TestRequest& req) {
+    if (req[http::field::authorization] != "Bearer s3cret") {
+      return OciError(http::status::unauthorized, "UNAUTHORIZED", "no");
+    }
+    if (req.target() == "/elsewhere") return MakeResponse(http::status::ok, blob, "");
+    TestResponse r = MakeResponse(http::status::found, "");
+    r.set(http::field::location, "/elsewhere");
+    return r;
+  });
+  TempDir dir;
+  RegistryClient client = MakeClient(registry, "s3cret");
+  Status s = client.GetBlob("org/m", digest, 0, dir / "blob");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(registry.seen().size(), 2u);
+}
+
+TEST(RegistryClientTest, RedirectLoopsAndBadLocationsFailCleanly) {
+  const std::string digest = Digest("never");
+  TestServer loop([&](const TestRequest& req) {
+    TestResponse r = MakeResponse(http::status::permanent_redirect, "");
+    r.set(http::field::location, std::string(req.target()) + "x");
+    return r;
+  });
+  TempDir dir;
+  RegistryClient client = MakeClient(loop);
+  Status s = client.GetBlob("org/m", digest, 0, dir / "blob");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_NE(s.message().find("more than 5 redirects"), std::string::npos) << s.ToString();
+  EXPECT_EQ(loop.seen().size(), 6u);  // the first request and 5 hops
+  EXPECT_FALSE(std::filesystem::exists(dir / "blob"));
+
+  TestServer bad([&](const TestRequest&) {
+    TestResponse r = MakeResponse(http::status::see_other, "");
+    r.set(http::field::location, "ftp://example.com/x");
+    return r;
+  });
+  RegistryClient bad_client = MakeClient(bad);
+  Status b = bad_client.GetBlob("org/m", digest, 0, dir / "blob");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.message().find("unusable redirect Location"), std::string::npos) << b.ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir / "blob"));
+}
+
 }  // namespace
 }  // namespace blz::client

@@ -18,6 +18,7 @@
 
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "registry/forwarded.h"
 #include "registry/net.h"
 #include "registry/registry.h"
 #include "tests/registry/handler_harness.h"
@@ -631,6 +632,58 @@ TEST(MetricsLiveTest, ServedNextToTheRegistryUnlessDisabled) {
   ASSERT_TRUE(c2.ok());
   EXPECT_EQ(c2.Send(Make(http::verb::get, "/metrics")).result_int(), 404);
   (*off)->Stop();
+}
+
+// --trusted-proxy: X-Forwarded-For/-Proto/-Host change the access log's client and the auth
+// realm only when the connection comes from a trusted proxy.
+TEST(TrustedProxyLiveTest, ForwardedHeadersOnlyFromTrustedProxies) {
+  blz::testing::TempDir tmp;
+  auto r = Registry::Open(tmp / "data", RegistryOptions());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto request = [] {
+    Req req = Make(http::verb::get, "/v2/");
+    req.set("X-Forwarded-For", "203.0.113.9");
+    req.set("X-Forwarded-Proto", "https");
+    req.set("X-Forwarded-Host", "models.example.com");
+    return req;
+  };
+  for (bool trusted : {false, true}) {
+    LogCapture log;
+    SessionOptions session;
+    session.log_format = LogFormat::kJson;
+    session.log = log.Sink();
+    if (trusted) {
+      Result<TrustedProxies> t = TrustedProxies::Parse({"127.0.0.0/8"});
+      ASSERT_TRUE(t.ok());
+      session.trusted_proxies = std::make_shared<const TrustedProxies>(std::move(*t));
+    }
+    auto server = Server::Start(r->get(), "127.0.0.1:0", 1, session);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    std::string client;
+    Res res;
+    {
+      Client c((*server)->port());
+      ASSERT_TRUE(c.ok());
+      client = c.LocalAddress();
+      res = c.Send(request());
+    }
+    EXPECT_EQ(res.result_int(), 401u);
+    const std::string challenge(res[http::field::www_authenticate]);
+    std::vector<nlohmann::json> lines = log.WaitFor(1);
+    ASSERT_EQ(lines.size(), 1u);
+    if (trusted) {
+      EXPECT_EQ(lines[0]["client"], "203.0.113.9");
+      EXPECT_EQ(challenge.rfind("Bearer realm=\"https://models.example.com/v2/_blz/token\"", 0),
+                0u)
+          << challenge;
+    } else {
+      EXPECT_EQ(lines[0]["client"], client);
+      // The Host header the client sent (the test client sets its own), over plain http.
+      EXPECT_EQ(challenge.rfind("Bearer realm=\"http://127.0.0.1", 0), 0u) << challenge;
+      EXPECT_EQ(challenge.find("models.example.com"), std::string::npos) << challenge;
+    }
+    (*server)->Stop();
+  }
 }
 
 }  // namespace
