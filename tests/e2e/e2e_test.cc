@@ -230,6 +230,9 @@ TEST_F(RegistryE2ETest, PlainProgressNamesEveryPhaseWithoutCarriageReturns) {
       {"/usr/bin/python3", std::string(BLZ_SOURCE_DIR) + "/scripts/make_demo_model.py", models},
       {}, work_->path());
   ASSERT_EQ(g.exit_code, 0) << g.err;
+  // A file of its own, so that the registry (which holds the generated pair from another
+  // test) lacks this base and it is really uploaded, not mounted.
+  WriteFileBytes(models + "/base/progress-test.txt", "issue 12");
   auto pusher = ClientEnv("progress-pusher");
   const std::string repo = addr_ + "/e2e/progress";
   ProcessResult pb = Blz({"push", "--progress", "plain", models + "/base", repo + ":base"}, pusher);
