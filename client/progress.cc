@@ -347,6 +347,9 @@ void ProgressMeter::Finish() {
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   finished_ = true;
+  // A phase that never started (no update, nothing drawn, over at once: e.g. a patch the
+  // registry does not serve) leaves no line in any mode.
+  if (!updated_ && !drawn_ && Now() - start_ < kQuietBelow) return;
   switch (mode_) {
     case ProgressMode::kOff:
       return;

@@ -389,6 +389,20 @@ TEST(ProgressTest, TickerDrawsWhileWaitingAndIsJoined) {
   EXPECT_NE(lines[1].find("10 B / 10 B  100%"), std::string::npos) << lines[1];
 }
 
+TEST(ProgressTest, APhaseThatNeverStartedLeavesNoLine) {
+  MemOut out;
+  FakeClock clock;
+  ProgressMeter::Options o = PlainOptions(&out, &clock, ProgressMode::kPlain);
+  o.waiting = "waiting for the registry";
+  { ProgressMeter meter("pulling (full patch)", o); }  // e.g. a 404 at once
+  EXPECT_EQ(out.text(), "");
+  {
+    ProgressMeter meter("pulling (full patch)", o);
+    clock.Advance(seconds(2));  // a wait worth reporting, even without bytes
+  }
+  EXPECT_EQ(out.text(), "pulling (full patch)  waiting for the registry  0:02\n");
+}
+
 // A meter that is never updated or ticked and finishes at once leaves nothing, however made.
 TEST(ProgressTest, OffModePrintsNothingEvenWithATicker) {
   MemOut out;
