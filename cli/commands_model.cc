@@ -50,7 +50,8 @@ void AddPack(CLI::App& app, std::vector<Command>* commands) {
   AddProgressOptions(sub, &args->progress);
   commands->push_back({sub, [args]() -> Status {
     formats::PackStats stats;
-    client::ProgressMeter meter("packing " + args->input, ProgressModeOf(args->progress));
+    client::ProgressMeter meter("packing " + args->input,
+                                client::WorkMeterOptions(ProgressModeOf(args->progress)));
     BLZ_RETURN_IF_ERROR(formats::Pack(args->input, args->output, &stats, meter.Callback()));
     meter.Finish();
     if (args->json) {

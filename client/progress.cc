@@ -188,6 +188,7 @@ ProgressMeter::ProgressMeter(std::string label, Options options)
       width_(std::move(options.width)),
       clock_(std::move(options.clock)),
       waiting_(EscapeForTerminal(options.waiting)),
+      bytes_(options.bytes),
       start_(Now()),
       label_(EscapeForTerminal(label)),
       last_draw_(start_) {
@@ -291,16 +292,18 @@ std::string ProgressMeter::RenderLocked(int width, bool final_line) const {
     return Fit(label_, parts, budget);
   }
   const uint64_t rate = secs > 0.05 ? uint64_t(double(done_) / secs) : 0;
-  std::string amount = FormatBytes(done_);
-  if (total_ > 0) amount += " / " + FormatBytes(total_);
-  parts.push_back(amount);
+  if (bytes_ || total_ == 0) {
+    std::string amount = FormatBytes(done_);
+    if (total_ > 0) amount += " / " + FormatBytes(total_);
+    parts.push_back(amount);
+  }
   if (total_ > 0) {
     char pct[16];
     const uint64_t p = done_ >= total_ ? 100 : uint64_t(100.0 * double(done_) / double(total_));
     std::snprintf(pct, sizeof pct, "%3" PRIu64 "%%", p);
     parts.push_back(pct);
   }
-  if (rate > 0) parts.push_back(FormatBytes(rate) + "/s");
+  if (rate > 0 && bytes_) parts.push_back(FormatBytes(rate) + "/s");
   if (final_line) {
     parts.push_back("in " + FormatDuration(whole_secs));
   } else if (total_ > 0 && rate > 0 && done_ < total_) {
@@ -361,6 +364,13 @@ void ProgressMeter::Finish() {
       if (drawn_ || Now() - start_ >= kQuietBelow) DrawLocked(true);
       return;
   }
+}
+
+ProgressMeter::Options WorkMeterOptions(ProgressMode mode) {
+  ProgressMeter::Options o;
+  o.mode = mode;
+  o.bytes = false;
+  return o;
 }
 
 ProgressMeter::Options WaitingMeterOptions(ProgressMode mode, std::string waiting) {

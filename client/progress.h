@@ -85,6 +85,9 @@ class ProgressMeter {
     // Shown after the label until the first Update(), with a spinner and the elapsed time
     // (e.g. "waiting for the registry to compute the patch").
     std::string waiting;
+    // false: the counts are units of work, not bytes to show (e.g. Pack's copy-then-hash):
+    // only the percentage and the ETA are shown.
+    bool bytes = true;
     Clock clock;  // nullptr: steady_clock::now
   };
 
@@ -128,6 +131,7 @@ class ProgressMeter {
   WidthFn width_;
   Clock clock_;
   const std::string waiting_;
+  const bool bytes_;
   const std::chrono::steady_clock::time_point start_;
 
   mutable std::mutex mu_;
@@ -145,6 +149,9 @@ class ProgressMeter {
   bool stop_ = false;
   std::thread ticker_;
 };
+
+// Options for a meter of a phase counted in units of work rather than bytes (percent, ETA).
+ProgressMeter::Options WorkMeterOptions(ProgressMode mode);
 
 // Options for a meter whose phase starts with a wait (for the registry's answer): until the first
 // Update() it shows `waiting`, a spinner and the elapsed time, redrawn by a ticker thread.

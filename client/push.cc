@@ -83,7 +83,7 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
   if (!is_archive) {
     archive_path = staging + "/model.blz";
     formats::PackStats stats;
-    ProgressMeter meter("packing " + input, options.progress);
+    ProgressMeter meter("packing " + input, WorkMeterOptions(options.progress));
     BLZ_RETURN_IF_ERROR(formats::Pack(input, archive_path, &stats, meter.Callback())
                             .WithContext("push: packing " + input));
     meter.Finish();

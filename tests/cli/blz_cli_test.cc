@@ -224,7 +224,7 @@ TEST(BlzCliTest, ProgressOptionsOfPackAndUnpack) {
   ASSERT_EQ(std::system(gen.c_str()), 0);
   BlzRun plain = Blz("pack --progress plain " + models + "/base -o " + tmp / "a.blz", tmp);
   ASSERT_EQ(plain.code, 0) << plain.err;
-  EXPECT_EQ(plain.err.rfind("packing " + models + "/base  ", 0), 0u) << plain.err;
+  EXPECT_EQ(plain.err.rfind("packing " + models + "/base  100%  in ", 0), 0u) << plain.err;
   EXPECT_NE(plain.err.find("100%"), std::string::npos) << plain.err;
   EXPECT_EQ(plain.err.find('\r'), std::string::npos) << plain.err;
   EXPECT_EQ(std::count(plain.err.begin(), plain.err.end(), '\n'), 1) << plain.err;

@@ -403,6 +403,24 @@ TEST(ProgressTest, APhaseThatNeverStartedLeavesNoLine) {
   EXPECT_EQ(out.text(), "pulling (full patch)  waiting for the registry  0:02\n");
 }
 
+TEST(ProgressTest, WorkMeterShowsPercentAndEtaNotBytes) {
+  MemOut out;
+  FakeClock clock;
+  ProgressMeter::Options o = WorkMeterOptions(ProgressMode::kPlain);
+  o.out = out.file();
+  o.clock = clock.fn();
+  {
+    ProgressMeter meter("packing m", o);
+    clock.Advance(seconds(6));
+    meter.Update(300, 1000);  // 50/s, 700 to go: 14 s
+    meter.Update(1000, 1000);
+  }
+  std::vector<std::string> lines = Lines(out.text());
+  ASSERT_EQ(lines.size(), 2u) << out.text();
+  EXPECT_EQ(lines[0], "packing m   30%  ETA 0:14");
+  EXPECT_EQ(lines[1], "packing m  100%  in 0:06");
+}
+
 // A meter that is never updated or ticked and finishes at once leaves nothing, however made.
 TEST(ProgressTest, OffModePrintsNothingEvenWithATicker) {
   MemOut out;
