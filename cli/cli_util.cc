@@ -110,7 +110,39 @@ void AddConfigFileOption(CLI::App* sub) {
   });
 }
 
-bool ProgressWanted(bool flag) { return flag || ::isatty(STDERR_FILENO) == 1; }
+void AddProgressOptions(CLI::App* sub, ProgressArgs* args) {
+  sub->add_flag("--progress{terminal}", args->progress,
+                "progress on stderr: auto (default: a redrawn bar on a terminal, else a line "
+                "per phase that took a second or more), terminal (a bare --progress: draw even "
+                "when stderr is not a terminal, as lines), plain (a line every few seconds and "
+                "one per phase, no '\\r': for CI logs), off")
+      ->check(CLI::IsMember({"auto", "terminal", "always", "plain", "off"}));
+  sub->add_flag("-q,--quiet", args->quiet, "no progress on stderr (same as --progress=off)");
+}
+
+client::ProgressMode ProgressModeOf(const ProgressArgs& args) {
+  if (args.quiet) return client::ProgressMode::kOff;
+  Result<client::ProgressRequest> request = client::ParseProgressRequest(args.progress);
+  // The option's check admits only valid values.
+  return client::ResolveProgressMode(request.ok() ? *request : client::ProgressRequest::kAuto);
+}
+
+std::vector<std::string> JoinProgressValues(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  bool rest_positional = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (!rest_positional && arg == "--progress" && i + 1 < argc &&
+        client::ParseProgressRequest(argv[i + 1]).ok()) {
+      out.push_back(arg + "=" + argv[i + 1]);
+      ++i;
+      continue;
+    }
+    if (arg == "--") rest_positional = true;
+    out.push_back(arg);
+  }
+  return out;
+}
 
 bool PathExists(const std::string& path) {
   struct stat st {};

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "client/progress.h"
 #include "client/registry_client.h"
 #include "core/status.h"
 
@@ -56,7 +57,8 @@ void AddExportOptions(CLI::App* sub, ExportArgs* args, bool format_required);
 // Exports `source` (a path) to `output`, printing the report (--json) or a summary. `pulled`
 // (when not null) is added to the JSON report as "pull" (what `pull --export` fetched).
 Status RunExport(const std::string& source, const std::string& output, const ExportArgs& args,
-                 bool json, bool progress, const nlohmann::ordered_json* pulled = nullptr);
+                 bool json, client::ProgressMode progress,
+                 const nlohmann::ordered_json* pulled = nullptr);
 
 // The last component of a reference's repository ("org/model" -> "model"); "" if unparsable.
 std::string RepositoryBaseName(const std::string& reference);
@@ -105,8 +107,21 @@ void PrintText(const std::string& text);
 // An untrusted string (path, name, tag, reference) made safe for one line of human-readable
 // output: core/text.h EscapeForTerminal.
 std::string Esc(const std::string& s);
-// Should transfers draw progress? (--progress, or stderr is a terminal.)
-bool ProgressWanted(bool flag);
+// `--progress[=auto|terminal|plain|off]` and `-q,--quiet` of the commands that show progress.
+// A bare `--progress` means "terminal" (draw even when stderr is not a terminal: then as plain
+// lines, never '\r' frames); see client/progress.h for the modes.
+struct ProgressArgs {
+  std::string progress = "auto";
+  bool quiet = false;
+};
+void AddProgressOptions(CLI::App* sub, ProgressArgs* args);
+// The mode for stderr: off with --quiet, else the request resolved against isatty(2).
+client::ProgressMode ProgressModeOf(const ProgressArgs& args);
+// The command line with "--progress MODE" (MODE one of auto, terminal, plain, off) joined into
+// "--progress=MODE", so that both spellings work while a bare `--progress` followed by a
+// positional argument keeps working (CLI11 flags take a value only after '='). Nothing after a
+// "--" is touched.
+std::vector<std::string> JoinProgressValues(int argc, const char* const* argv);
 // Adds `--config FILE` to `sub`: a TOML or INI file (read by CLI11's ConfigTOML parser) that
 // sets any of `sub`'s options by their long name without dashes (`listen = "0.0.0.0:5000"`,
 // `cache-size = "20GB"`, `private = true`; '_' may stand for '-'), at top level or in a

@@ -29,7 +29,8 @@ void AddExportOptions(CLI::App* sub, ExportArgs* args, bool format_required) {
 }
 
 Status RunExport(const std::string& source, const std::string& output, const ExportArgs& args,
-                 bool json, bool progress, const nlohmann::ordered_json* pulled) {
+                 bool json, client::ProgressMode progress,
+                 const nlohmann::ordered_json* pulled) {
   exporter::ExportOptions options;
   BLZ_ASSIGN_OR_RETURN(options.format, exporter::ParseExportFormat(args.format));
   if (!args.cast.empty()) {
@@ -41,7 +42,7 @@ Status RunExport(const std::string& source, const std::string& output, const Exp
   options.max_shard_bytes = args.max_shard_bytes;
   options.overwrite = args.force;
   options.model_name = args.name;
-  client::ProgressMeter meter("exporting " + args.format, ProgressWanted(progress));
+  client::ProgressMeter meter("exporting " + args.format, progress);
   options.progress = [&meter](uint64_t done, uint64_t total) { meter.Update(done, total); };
   Result<exporter::ExportReport> report = exporter::ExportModel(source, output, options);
   meter.Finish();
@@ -94,7 +95,8 @@ void AddExport(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string source, output, cache;
     ExportArgs exp;
-    bool json = false, progress = false;
+    bool json = false;
+    ProgressArgs progress;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -108,7 +110,7 @@ void AddExport(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--cache", args->cache, "local store for a pulled reference");
   sub->add_flag("--json", args->json,
                 "print the report (per tensor: source and output dtype, bytes, cast error)");
-  sub->add_flag("--progress", args->progress, "draw progress even when stderr is not a terminal");
+  AddProgressOptions(sub, &args->progress);
   sub->footer(
       "GGUF from a Hugging Face model writes what llama.cpp's convert_hf_to_gguf.py writes\n"
       "(llama, mistral, qwen2, gpt2; docs/gguf-export.md). A directory OUT gets the model's\n"
@@ -118,13 +120,14 @@ void AddExport(CLI::App& app, std::vector<Command>* commands) {
     if (IsRegistryReference(source)) {
       client::PullOptions po;
       po.cache_dir = args->cache;
-      po.progress = ProgressWanted(args->progress);
+      po.progress = ProgressModeOf(args->progress);
       BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(source, po));
       for (const std::string& note : r.notes) Note(note);
       source = r.archive_path;
       if (args->exp.name.empty()) args->exp.name = RepositoryBaseName(args->source);
     }
-    return RunExport(source, args->output, args->exp, args->json, args->progress);
+    return RunExport(source, args->output, args->exp, args->json,
+                     ProgressModeOf(args->progress));
   }});
 }
 

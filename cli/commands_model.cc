@@ -39,6 +39,7 @@ void AddPack(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string input, output;
     bool json = false;
+    ProgressArgs progress;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -46,9 +47,13 @@ void AddPack(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("input", args->input, "model directory or .safetensors file")->required();
   sub->add_option("-o,--output", args->output, "archive to write (must not exist)")->required();
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
+  AddProgressOptions(sub, &args->progress);
   commands->push_back({sub, [args]() -> Status {
     formats::PackStats stats;
-    BLZ_RETURN_IF_ERROR(formats::Pack(args->input, args->output, &stats));
+    client::ProgressMeter meter("packing " + args->input,
+                                client::WorkMeterOptions(ProgressModeOf(args->progress)));
+    BLZ_RETURN_IF_ERROR(formats::Pack(args->input, args->output, &stats, meter.Callback()));
+    meter.Finish();
     if (args->json) {
       PrintJson({{"input", args->input},
                  {"output", args->output},
@@ -73,6 +78,7 @@ void AddUnpack(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string input, output;
     bool json = false;
+    ProgressArgs progress;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -81,10 +87,13 @@ void AddUnpack(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("-o,--output", args->output, "directory to create (must not exist)")
       ->required();
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
+  AddProgressOptions(sub, &args->progress);
   commands->push_back({sub, [args]() -> Status {
     if (PathExists(args->output)) return AlreadyExists(args->output + ": already exists");
     BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(args->input));
-    BLZ_RETURN_IF_ERROR(formats::Unpack(archive, args->output));
+    client::ProgressMeter meter("unpacking", ProgressModeOf(args->progress));
+    BLZ_RETURN_IF_ERROR(formats::Unpack(archive, args->output, meter.Callback()));
+    meter.Finish();
     const auto& h = archive.header();
     if (args->json) {
       PrintJson({{"archive", args->input}, {"output", args->output},

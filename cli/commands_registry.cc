@@ -101,7 +101,8 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
 void AddPush(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string input, reference, cache;
-    bool json = false, progress = false;
+    bool json = false;
+    ProgressArgs progress;
     int timeout = 60;
     RegistryConnectionArgs conn;
   };
@@ -115,7 +116,7 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
   AddRegistryConnectionOptions(sub, &args->conn);
   sub->add_option("--cache", args->cache, "local store (staging for packing)");
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
-  sub->add_flag("--progress", args->progress, "draw progress even when stderr is not a terminal");
+  AddProgressOptions(sub, &args->progress);
   sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -125,7 +126,7 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
   commands->push_back({sub, [args]() -> Status {
     client::PushOptions options;
     options.cache_dir = args->cache;
-    options.progress = ProgressWanted(args->progress);
+    options.progress = ProgressModeOf(args->progress);
     options.http = HttpOptionsFor(args->conn, args->timeout);
     BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
     BLZ_ASSIGN_OR_RETURN(client::PushResult r, client::Push(args->input, ref.ToUrl(), options));
@@ -150,7 +151,8 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
 void AddPull(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string reference, output, cache;
-    bool json = false, progress = false, no_patch = false;
+    bool json = false, no_patch = false;
+    ProgressArgs progress;
     int timeout = 60;
     ExportArgs exp;
     RegistryConnectionArgs conn;
@@ -172,7 +174,7 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                 "print {reference, digest, archive_path, output, bytes_downloaded, full_bytes, "
                 "transfer (local, patch, full-patch or archive), used_patch, patch_from, "
                 "used_full_patch, ...} on stdout");
-  sub->add_flag("--progress", args->progress, "draw progress even when stderr is not a terminal");
+  AddProgressOptions(sub, &args->progress);
   sub->add_flag("--no-patch", args->no_patch,
                 "always download the raw archive (no patch from a held version, no full patch)");
   sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
@@ -191,7 +193,7 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     client::PullOptions options;
     options.cache_dir = args->cache;
     options.output_dir = exporting ? std::string() : args->output;
-    options.progress = ProgressWanted(args->progress);
+    options.progress = ProgressModeOf(args->progress);
     options.allow_patch = !args->no_patch;
     options.http = HttpOptionsFor(args->conn, args->timeout);
     BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
@@ -207,8 +209,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
           {"transfer", r.transfer}, {"used_patch", r.used_patch},
           {"patch_from", r.patch_from.empty() ? nlohmann::ordered_json() :
                                                 nlohmann::ordered_json(r.patch_from)}};
-      return RunExport(r.archive_path, args->output, args->exp, args->json, args->progress,
-                       &pulled);
+      return RunExport(r.archive_path, args->output, args->exp, args->json,
+                       options.progress, &pulled);
     }
     if (args->json) {
       PrintJson({{"reference", r.reference}, {"digest", r.digest},

@@ -38,8 +38,12 @@ int main(int argc, char** argv) {
   AddTokenCommands(app, &commands);
   AddExportCommands(app, &commands);
 
+  // "--progress plain" is accepted as "--progress=plain" (see JoinProgressValues).
+  std::vector<std::string> joined = JoinProgressValues(argc, argv);
+  std::vector<char*> joined_argv;
+  for (std::string& a : joined) joined_argv.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(int(joined_argv.size()), joined_argv.data());
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
       return app.exit(e);  // --help, --version

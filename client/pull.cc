@@ -72,7 +72,8 @@ void RemoveStaleUnpackDirs(const std::string& dir) {
 // Unpacks into a private temporary directory next to `out_dir`, then renames the result into
 // place, so `out_dir` appears complete or not at all, and a killed run's leftovers are
 // recognizable (".blz-pull-<pid>-*") and removed by the next pull into the same parent.
-Status UnpackAtomically(const std::string& archive_path, const std::string& out_dir) {
+Status UnpackAtomically(const std::string& archive_path, const std::string& out_dir,
+                        ProgressMode progress) {
   std::string dir = out_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   const std::string parent = ParentOf(dir);
@@ -82,7 +83,9 @@ Status UnpackAtomically(const std::string& archive_path, const std::string& out_
                                                std::to_string(::getpid()) + "-"));
   StagingGuard guard(tmp);
   BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
-  BLZ_RETURN_IF_ERROR(formats::Unpack(archive, tmp + "/model"));
+  ProgressMeter meter("unpacking", progress);
+  BLZ_RETURN_IF_ERROR(formats::Unpack(archive, tmp + "/model", meter.Callback()));
+  meter.Finish();
   const std::string built = tmp + "/model";
   if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno == EEXIST || errno == ENOTEMPTY) return AlreadyExists(out_dir + ": already exists");
@@ -96,11 +99,13 @@ Status UnpackAtomically(const std::string& archive_path, const std::string& out_
 // SHA-256 matching the manifest only proves it is the archive the registry holds, not that that
 // archive is sound. Errors: those of BlzArchive::Open / Verify (kCorruption naming the tensor
 // and byte offset), with the archive's digest instead of the staging path.
-Status VerifyArchiveData(const std::string& path, const std::string& digest) {
+Status VerifyArchiveData(const std::string& path, const std::string& digest,
+                         ProgressMode progress) {
   Status s;
   {
+    ProgressMeter meter("verifying", progress);
     Result<formats::BlzArchive> archive = formats::BlzArchive::Open(path);
-    s = archive.ok() ? archive->Verify() : archive.status();
+    s = archive.ok() ? archive->Verify(meter.Callback()) : archive.status();
   }
   if (s.ok()) return s;
   std::string m = s.message();
@@ -127,7 +132,8 @@ Status PullViaPatch(const Reference& ref, const ModelManifest& manifest, const H
 
   // A patch at least as large as the archive is not worth it: the server tells its size
   // before the body, and the download stops there.
-  ProgressMeter meter("pulling " + Label(ref) + " (patch)", options.progress);
+  ProgressMeter meter("pulling " + Label(ref) + " (patch)",
+                      WaitingMeterOptions(options.progress, "registry is computing the patch"));
   const uint64_t before = client->bytes_received();
   Result<PatchDownload> patch =
       client->GetPatch(ref.name, base.digest, manifest.archive_digest, patch_path,
@@ -142,8 +148,12 @@ Status PullViaPatch(const Reference& ref, const ModelManifest& manifest, const H
                           ", expected " + base.digest + " -> " + manifest.archive_digest);
   }
   patcher::ApplyStats stats;
-  Status applied =
-      patcher::ApplyPatch(store->BlobPath(base.digest), patch_path, target_path, &stats);
+  ProgressMeter apply_meter("applying patch", options.progress);
+  patcher::ApplyOptions apply_options;
+  apply_options.progress = apply_meter.Callback();
+  Status applied = patcher::ApplyPatch(store->BlobPath(base.digest), patch_path, target_path,
+                                       &stats, apply_options);
+  apply_meter.Finish();
   if (!applied.ok()) {
     if (applied.code() == Code::kDigestMismatch && !store->VerifyBlob(base.digest).ok()) {
       // The held base itself is damaged: drop it so later pulls do not trip on it again.
@@ -158,7 +168,7 @@ Status PullViaPatch(const Reference& ref, const ModelManifest& manifest, const H
   }
   // Apply checked each chunk against the patch's xxh3 and the whole file's SHA-256, not the
   // archive's own tensor hashes.
-  BLZ_RETURN_IF_ERROR(VerifyArchiveData(target_path, manifest.archive_digest));
+  BLZ_RETURN_IF_ERROR(VerifyArchiveData(target_path, manifest.archive_digest, options.progress));
   BLZ_ASSIGN_OR_RETURN(result->archive_path,
                        store->PublishBlob(target_path, manifest.archive_digest));
   result->used_patch = true;
@@ -179,7 +189,8 @@ Status PullViaFullPatch(const Reference& ref, const ModelManifest& manifest,
   const std::string target_path = staging + "/target.blz";
 
   // Not worth it unless smaller than the archive (the download stops at the headers).
-  ProgressMeter meter("pulling " + Label(ref) + " (full patch)", options.progress);
+  ProgressMeter meter("pulling " + Label(ref) + " (full patch)",
+                      WaitingMeterOptions(options.progress, "waiting for the registry"));
   const uint64_t before = client->bytes_received();
   Result<PatchDownload> patch = client->GetPatch(ref.name, "", manifest.archive_digest,
                                                  patch_path, manifest.archive_size,
@@ -195,12 +206,17 @@ Status PullViaFullPatch(const Reference& ref, const ModelManifest& manifest,
                           manifest.archive_digest + " with no base");
   }
   patcher::ApplyStats stats;
-  BLZ_RETURN_IF_ERROR(patcher::ApplyFullPatch(patch_path, target_path, &stats));
+  ProgressMeter apply_meter("applying full patch", options.progress);
+  patcher::ApplyOptions apply_options;
+  apply_options.progress = apply_meter.Callback();
+  Status applied = patcher::ApplyFullPatch(patch_path, target_path, &stats, apply_options);
+  apply_meter.Finish();
+  BLZ_RETURN_IF_ERROR(applied);
   if (stats.target_digest != manifest.archive_digest) {
     return DigestMismatch("full patch produced " + stats.target_digest + ", expected " +
                           manifest.archive_digest);
   }
-  BLZ_RETURN_IF_ERROR(VerifyArchiveData(target_path, manifest.archive_digest));
+  BLZ_RETURN_IF_ERROR(VerifyArchiveData(target_path, manifest.archive_digest, options.progress));
   BLZ_ASSIGN_OR_RETURN(result->archive_path,
                        store->PublishBlob(target_path, manifest.archive_digest));
   result->used_full_patch = true;
@@ -315,7 +331,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     meter.Finish();
     result.bytes_downloaded += client.bytes_received() - before;
     BLZ_RETURN_IF_ERROR(s);
-    BLZ_RETURN_IF_ERROR(VerifyArchiveData(staged, manifest.archive_digest)
+    BLZ_RETURN_IF_ERROR(VerifyArchiveData(staged, manifest.archive_digest, options.progress)
                             .WithContext("pull " + result.reference));
     BLZ_ASSIGN_OR_RETURN(result.archive_path,
                          store.PublishBlob(staged, manifest.archive_digest));
@@ -326,7 +342,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
                                           manifest.archive_size, ref.tag));
 
   if (!options.output_dir.empty()) {
-    BLZ_RETURN_IF_ERROR(UnpackAtomically(result.archive_path, options.output_dir)
+    BLZ_RETURN_IF_ERROR(UnpackAtomically(result.archive_path, options.output_dir, options.progress)
                             .WithContext("pull: unpacking to " + options.output_dir));
     result.output = options.output_dir;
   }

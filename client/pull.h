@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "client/http_client.h"
+#include "client/progress.h"
 #include "core/status.h"
 
 namespace blz::client {
@@ -37,7 +38,7 @@ namespace blz::client {
 struct PullOptions {
   std::string cache_dir;   // local store; "" = from the environment
   std::string output_dir;  // unpack here; "" = keep the archive in the store only
-  bool progress = false;   // draw progress on stderr
+  ProgressMode progress = ProgressMode::kOff;  // progress on stderr (client/progress.h)
   bool allow_patch = true;
   HttpClientOptions http;
   std::optional<std::string> token;  // nullopt = ResolveToken() (BLZ_TOKEN, then auth file)

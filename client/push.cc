@@ -83,16 +83,22 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
   if (!is_archive) {
     archive_path = staging + "/model.blz";
     formats::PackStats stats;
-    BLZ_RETURN_IF_ERROR(formats::Pack(input, archive_path, &stats).WithContext("push: packing " +
-                                                                               input));
+    ProgressMeter meter("packing " + input, WorkMeterOptions(options.progress));
+    BLZ_RETURN_IF_ERROR(formats::Pack(input, archive_path, &stats, meter.Callback())
+                            .WithContext("push: packing " + input));
+    meter.Finish();
     result.packed = true;
     result.archive_digest = stats.digest;
   }
 
   BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
   if (!result.packed) {
-    BLZ_RETURN_IF_ERROR(archive.Verify().WithContext("push: " + input));
-    BLZ_ASSIGN_OR_RETURN(std::string hex, Sha256FileHex(archive_path));
+    ProgressMeter verify_meter("verifying " + input, options.progress);
+    BLZ_RETURN_IF_ERROR(archive.Verify(verify_meter.Callback()).WithContext("push: " + input));
+    verify_meter.Finish();
+    ProgressMeter hash_meter("hashing " + input, options.progress);
+    BLZ_ASSIGN_OR_RETURN(std::string hex, Sha256FileHex(archive_path, hash_meter.Callback()));
+    hash_meter.Finish();
     result.archive_digest = MakeDigest(hex);
   }
   if (!ParseDigest(result.archive_digest).ok()) {

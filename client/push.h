@@ -14,13 +14,14 @@
 #include <string>
 
 #include "client/http_client.h"
+#include "client/progress.h"
 #include "core/status.h"
 
 namespace blz::client {
 
 struct PushOptions {
   std::string cache_dir;  // local store (staging for packing); "" = from the environment
-  bool progress = false;  // draw progress on stderr
+  ProgressMode progress = ProgressMode::kOff;  // progress on stderr (client/progress.h)
   HttpClientOptions http;
   std::optional<std::string> token;  // nullopt = ResolveToken() (BLZ_TOKEN, then auth file)
 };

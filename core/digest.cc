@@ -1,10 +1,12 @@
 #include "core/digest.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -60,9 +62,15 @@ std::string Sha512Hex(std::string_view data) {
 namespace {
 
 // The hex digest of the file at `path` under `md`, streamed in 1 MiB reads.
-Result<std::string> FileHexWith(const std::string& path, const EVP_MD* md) {
+Result<std::string> FileHexWith(const std::string& path, const EVP_MD* md,
+                                const ProgressCallback& progress = nullptr) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IOError(path + ": cannot open: " + std::strerror(errno));
+  uint64_t size = 0, hashed = 0;
+  if (progress) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0) size = uint64_t(st.st_size);
+  }
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, md, nullptr);
   std::vector<uint8_t> buf(1 << 20);
@@ -77,6 +85,8 @@ Result<std::string> FileHexWith(const std::string& path, const EVP_MD* md) {
     }
     if (n == 0) break;
     EVP_DigestUpdate(ctx, buf.data(), size_t(n));
+    hashed += uint64_t(n);
+    if (progress) progress(hashed, std::max(size, hashed));
   }
   ::close(fd);
   std::array<uint8_t, EVP_MAX_MD_SIZE> out{};
@@ -90,6 +100,10 @@ Result<std::string> FileHexWith(const std::string& path, const EVP_MD* md) {
 
 Result<std::string> Sha256FileHex(const std::string& path) {
   return FileHexWith(path, EVP_sha256());
+}
+
+Result<std::string> Sha256FileHex(const std::string& path, const ProgressCallback& progress) {
+  return FileHexWith(path, EVP_sha256(), progress);
 }
 
 bool IsValidOciDigest(std::string_view digest) {

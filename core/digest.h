@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "core/bytes.h"
+#include "core/progress_fn.h"
 #include "core/status.h"
 
 namespace blz {
@@ -48,6 +49,8 @@ std::string Sha512Hex(std::string_view data);
 
 // SHA-256 of a whole file, streamed in fixed buffers. Hex result.
 Result<std::string> Sha256FileHex(const std::string& path);
+// The same, calling `progress` (when set) with (bytes hashed, file size at open) after each read.
+Result<std::string> Sha256FileHex(const std::string& path, const ProgressCallback& progress);
 
 // OCI content digests (image-spec descriptor.md, the registered algorithms):
 // "sha256:<64 lower-case hex>" or "sha512:<128 lower-case hex>".

@@ -665,8 +665,9 @@ Status CheckGgufPieces(const BlzArchive& archive, const ArchiveFile& f) {
 
 }  // namespace
 
-Status BlzArchive::Verify() const {
+Status BlzArchive::Verify(const ProgressCallback& progress) const {
   const ArchiveHeader& h = header_;
+  const uint64_t data_total = h.total_size - h.data_start;
   const std::string& ap = file_.path();
   file_.AdviseSequential();
   uint64_t prev_end = 0;
@@ -732,6 +733,7 @@ Status BlzArchive::Verify() const {
           file_sha.Update(chunk);
           if (is_tensor) tensor_sha.Update(chunk);
           file_.DropRange(size_t(h.data_start + off + done), chunk.size());  // bound the RSS
+          if (progress) progress(off + done + chunk.size(), data_total);
         }
         const uint64_t want_xxh = is_tensor ? h.tensors[p.index].xxh3 : h.raws[p.index].xxh3;
         const std::string where =
@@ -752,6 +754,7 @@ Status BlzArchive::Verify() const {
   if (!walk.ok()) return walk;
   if (current_file != SIZE_MAX) BLZ_RETURN_IF_ERROR(finish_file(current_file));
   // Files without pieces cannot exist (every kind has at least one), so every file was checked.
+  if (progress) progress(data_total, data_total);
   return Status::Ok();
 }
 
@@ -767,9 +770,21 @@ struct PackInput {
   const MappedFile& bytes() const { return st ? st->file() : map; }
 };
 
+// Counts the work done for a progress callback (none: counts only).
+struct WorkCounter {
+  const ProgressCallback& fn;
+  uint64_t total = 0;
+  uint64_t done = 0;
+  void Add(uint64_t n) {
+    done += n;
+    if (fn) fn(done, total);
+  }
+};
+
 // Copies src into the output at `dest_offset` in chunks, feeding every hasher given.
 Status CopyPiece(AtomicFile* out, uint64_t dest_offset, const MappedFile& src, uint64_t src_offset,
-                 uint64_t length, Xxh3Stream* xxh, Sha256* piece_sha, Sha256* file_sha) {
+                 uint64_t length, Xxh3Stream* xxh, Sha256* piece_sha, Sha256* file_sha,
+                 WorkCounter* work) {
   for (uint64_t done = 0; done < length; done += kCopyChunk) {
     const size_t n = size_t(std::min<uint64_t>(kCopyChunk, length - done));
     const ByteSpan chunk = src.bytes().subspan(size_t(src_offset + done), n);
@@ -778,13 +793,15 @@ Status CopyPiece(AtomicFile* out, uint64_t dest_offset, const MappedFile& src, u
     file_sha->Update(chunk);
     BLZ_RETURN_IF_ERROR(out->WriteAt(dest_offset + done, chunk));
     src.DropRange(size_t(src_offset + done), n);
+    work->Add(n);
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-Status Pack(const std::string& input, const std::string& out_path, PackStats* stats) {
+Status Pack(const std::string& input, const std::string& out_path, PackStats* stats,
+            const ProgressCallback& progress) {
   if (PathExists(out_path)) return AlreadyExists(out_path + ": already exists");
   struct stat st {};
   if (::stat(input.c_str(), &st) != 0) {
@@ -927,6 +944,9 @@ Status Pack(const std::string& input, const std::string& out_path, PackStats* st
   BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path));
   BLZ_RETURN_IF_ERROR(out.Truncate(total));  // padding between pieces reads as zeros
   uint64_t tensor_bytes = 0;
+  // The work: every input byte copied, then every archive byte hashed.
+  WorkCounter work{progress, total};
+  for (const PackInput& in : inputs) work.total += in.bytes().size();
   for (size_t fi = 0; fi < inputs.size(); ++fi) {
     const PackInput& in = inputs[fi];
     ArchiveFile& af = h.files[fi];
@@ -939,14 +959,14 @@ Status Pack(const std::string& input, const std::string& out_path, PackStats* st
       if (p.kind == ArchivePiece::Kind::kRaw) {
         ArchiveRaw& r = h.raws[p.index];
         BLZ_RETURN_IF_ERROR(CopyPiece(&out, data_start + r.offset, src, src_offset, r.length, &xxh,
-                                      nullptr, &file_sha));
+                                      nullptr, &file_sha, &work));
         r.xxh3 = xxh.Digest();
         src_offset += r.length;
       } else {
         ArchiveTensor& t = h.tensors[p.index];
         Sha256 tensor_sha;
         BLZ_RETURN_IF_ERROR(CopyPiece(&out, data_start + t.offset, src, src_offset, t.length, &xxh,
-                                      &tensor_sha, &file_sha));
+                                      &tensor_sha, &file_sha, &work));
         t.xxh3 = xxh.Digest();
         t.sha256 = tensor_sha.FinishHex();
         src_offset += t.length;
@@ -970,8 +990,17 @@ Status Pack(const std::string& input, const std::string& out_path, PackStats* st
     auto check = ParseArchivePrefix(AsBytes(prefix), total);
     if (!check.ok()) return Internal("packed archive fails validation: " + check.status().ToString());
   }
-  BLZ_ASSIGN_OR_RETURN(std::string digest_hex, Sha256FileHex(out.temp_path()));
+  const uint64_t copied = work.done;
+  ProgressCallback hashing;
+  if (progress) {
+    hashing = [&](uint64_t hashed, uint64_t) {
+      work.done = copied + std::min(hashed, total);
+      progress(work.done, work.total);
+    };
+  }
+  BLZ_ASSIGN_OR_RETURN(std::string digest_hex, Sha256FileHex(out.temp_path(), hashing));
   BLZ_RETURN_IF_ERROR(out.Commit(/*no_replace=*/true));
+  if (progress) progress(work.total, work.total);
   if (stats != nullptr) {
     stats->archive_bytes = total;
     stats->tensor_bytes = tensor_bytes;
@@ -984,8 +1013,11 @@ Status Pack(const std::string& input, const std::string& out_path, PackStats* st
 
 // ---------------------------------------------------------------------------------------------
 
-Status Unpack(const BlzArchive& archive, const std::string& out_dir) {
+Status Unpack(const BlzArchive& archive, const std::string& out_dir,
+              const ProgressCallback& progress) {
   const ArchiveHeader& h = archive.header();
+  WorkCounter work{progress, 0};
+  for (const ArchiveFile& f : h.files) work.total += f.size;
   // Refuse unsafe paths before touching the disk (Open already checked; this keeps Unpack safe
   // on its own).
   for (const ArchiveFile& f : h.files) {
@@ -1030,6 +1062,7 @@ Status Unpack(const BlzArchive& archive, const std::string& out_dir) {
         sha.Update(chunk);
         BLZ_RETURN_IF_ERROR(out.Append(chunk));
         archive.file().DropRange(size_t(chunk.data() - archive.file().data()), chunk.size());
+        work.Add(chunk.size());
       }
     }
     const std::string got = sha.FinishHex();
@@ -1045,7 +1078,9 @@ Status Unpack(const BlzArchive& archive, const std::string& out_dir) {
     return IOError(out_dir + ": cannot rename " + tmp + " into place: " + std::strerror(errno));
   }
   cleanup.path.clear();
-  return SyncDir(parent);
+  BLZ_RETURN_IF_ERROR(SyncDir(parent));
+  if (progress) progress(work.total, work.total);
+  return Status::Ok();
 }
 
 }  // namespace blz::formats

@@ -27,6 +27,7 @@
 
 #include "core/bytes.h"
 #include "core/mmap_file.h"
+#include "core/progress_fn.h"
 #include "core/status.h"
 #include "formats/dtype.h"
 
@@ -105,7 +106,9 @@ class BlzArchive {
   // Checks every tensor's xxh3-64 and SHA-256, every file's SHA-256, and that each safetensors
   // or GGUF file's stored header describes exactly its pieces (docs/blz-format.md rules 12-16).
   // The error names the first bad tensor (or file) and its byte offset in the archive.
-  Status Verify() const;
+  // `progress` (optional) sees (data bytes checked, data bytes in the archive), monotonic, ending
+  // with done == total when the archive is sound.
+  Status Verify(const ProgressCallback& progress = nullptr) const;
 
  private:
   MappedFile file_;
@@ -125,13 +128,20 @@ struct PackStats {
 // strictly and split into tensors; it must hold at least one of them), a single .safetensors
 // file or a single .gguf file into `out_path`. The output appears atomically; refuses to
 // overwrite an existing out_path (kAlreadyExists).
-Status Pack(const std::string& input, const std::string& out_path, PackStats* stats);
+// `progress` (optional) sees (bytes processed, bytes to process): the input bytes copied into
+// the archive, then the archive bytes hashed for its digest; monotonic, ending with done ==
+// total on success. It does not change what is written.
+Status Pack(const std::string& input, const std::string& out_path, PackStats* stats,
+            const ProgressCallback& progress = nullptr);
 
 // Rebuilds every original file into `out_dir`, which must not exist (kAlreadyExists). Files are
 // written into a temporary sibling directory, verified (SHA-256 per file) and then renamed to
 // out_dir, so out_dir appears complete or not at all. Archive paths that are not safe relative
 // paths are refused (kCorruption) before anything is written.
-Status Unpack(const BlzArchive& archive, const std::string& out_dir);
+// `progress` (optional) sees (file bytes written, total size of the files), monotonic, ending
+// with done == total on success.
+Status Unpack(const BlzArchive& archive, const std::string& out_dir,
+              const ProgressCallback& progress = nullptr);
 
 }  // namespace blz::formats
 

@@ -883,6 +883,7 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
   Sha256 sha;
   sha.Update(ByteSpan(prefix));
   uint64_t hashed = prefix.size();
+  if (options.progress) options.progress(hashed, ph.target_size);
   prefix.clear();
   prefix.shrink_to_fit();
 
@@ -935,12 +936,14 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
     if (job.has_base) drop_base.Drop(job.base_offset, job.size);
     const PatchChunk& c = piece.chunks[job.chunk];
     drop_patch.Drop(ph.payload_start + c.offset, c.length);
+    if (options.progress) options.progress(hashed, ph.target_size);
     return Status::Ok();
   };
   BLZ_RETURN_IF_ERROR(
       RunOrdered<Decoded>(jobs.size(), ResolveThreads(options.threads),
                                     produce, consume));
   HashZeros(&sha, ph.target_size - hashed);
+  if (options.progress) options.progress(ph.target_size, ph.target_size);
   std::string got = MakeDigest(sha.FinishHex());
   if (got != ph.target_digest) {
     return DigestMismatch(what + ": the rebuilt archive has digest " + got +

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress_fn.h"
 #include "core/status.h"
 
 namespace blz::patcher {
@@ -86,6 +87,10 @@ Result<PatchInfo> ReadPatchInfo(const std::string& patch_path);
 
 struct ApplyOptions {
   int threads = 0;  // decoding threads; 0 = number of cores
+  // Optional: (target bytes rebuilt and checked so far, target size), called on the calling
+  // thread as chunks are written in order; monotonic, and on success the last call has
+  // done == total (before the result is renamed into place).
+  ProgressCallback progress;
 };
 
 struct ApplyStats {

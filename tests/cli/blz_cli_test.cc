@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -213,6 +214,39 @@ TEST(BlzCliTest, PackVerifyDetectsCorruptionAndRefusesOverwrite) {
   BlzRun bad = Blz("verify " + tmp / "bad.blz", tmp);
   EXPECT_EQ(bad.code, 4) << bad.err;
   EXPECT_NE(bad.err.find("tensor '"), std::string::npos) << bad.err;
+}
+
+// issue 12: progress options of pack/unpack, offline. "--progress plain" works before a
+// positional argument, as "--progress=plain" does; plain output has no '\r'; -q prints nothing;
+// the default on a non-terminal prints no line for phases this short.
+TEST(BlzCliTest, ProgressOptionsOfPackAndUnpack) {
+  TempDir tmp;
+  const std::string models = tmp / "models";
+  const std::string gen = std::string("/usr/bin/python3 ") + BLZ_SOURCE_DIR +
+                          "/scripts/make_demo_model.py " + models + " >/dev/null";
+  ASSERT_EQ(std::system(gen.c_str()), 0);
+  BlzRun plain = Blz("pack --progress plain " + models + "/base -o " + tmp / "a.blz", tmp);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(plain.err.rfind("packing " + models + "/base  100%  in ", 0), 0u) << plain.err;
+  EXPECT_NE(plain.err.find("100%"), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find('\r'), std::string::npos) << plain.err;
+  EXPECT_EQ(std::count(plain.err.begin(), plain.err.end(), '\n'), 1) << plain.err;
+
+  BlzRun eq = Blz("unpack " + tmp / "a.blz" + " --progress=plain -o " + tmp / "out1", tmp);
+  ASSERT_EQ(eq.code, 0) << eq.err;
+  EXPECT_EQ(eq.err.rfind("unpacking  ", 0), 0u) << eq.err;
+
+  BlzRun quiet = Blz("unpack -q " + tmp / "a.blz" + " -o " + tmp / "out2", tmp);
+  ASSERT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  BlzRun dflt = Blz("pack " + models + "/ft -o " + tmp / "b.blz", tmp);
+  ASSERT_EQ(dflt.code, 0) << dflt.err;
+  EXPECT_EQ(dflt.err, "");
+
+  BlzRun bad = Blz("pack --progress=fancy " + models + "/ft -o " + tmp / "c.blz", tmp);
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--progress"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "c.blz"));
 }
 
 TEST(BlzCliTest, DiffApplyRoundTripOnDirectories) {

@@ -221,6 +221,67 @@ TEST_F(RegistryE2ETest, GeneratedModelPairPullsOnlyAPatch) {
   PushPullPair("e2e/generated", models + "/base", models + "/ft");
 }
 
+// issue 12: `--progress plain` (for CI logs) names every phase of a push and of a patch pull on
+// stderr, one line each, and never writes '\r'; `--quiet` writes none of them; the default on a
+// non-terminal (these pipes) writes no '\r' either.
+TEST_F(RegistryE2ETest, PlainProgressNamesEveryPhaseWithoutCarriageReturns) {
+  std::string models = *work_ / "progress-generated";
+  ProcessResult g = RunProcess(
+      {"/usr/bin/python3", std::string(BLZ_SOURCE_DIR) + "/scripts/make_demo_model.py", models},
+      {}, work_->path());
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  // A file of its own, so that the registry (which holds the generated pair from another
+  // test) lacks this base and it is really uploaded, not mounted.
+  WriteFileBytes(models + "/base/progress-test.txt", "issue 12");
+  auto pusher = ClientEnv("progress-pusher");
+  const std::string repo = addr_ + "/e2e/progress";
+  ProcessResult pb = Blz({"push", "--progress", "plain", models + "/base", repo + ":base"}, pusher);
+  ASSERT_EQ(pb.exit_code, 0) << pb.err;
+  EXPECT_NE(pb.err.find("packing "), std::string::npos) << pb.err;
+  EXPECT_NE(pb.err.find("pushing e2e/progress:base"), std::string::npos) << pb.err;
+  EXPECT_EQ(pb.err.find('\r'), std::string::npos) << pb.err;
+  ProcessResult pf = Blz({"push", models + "/ft", repo + ":ft", "--progress=plain"}, pusher);
+  ASSERT_EQ(pf.exit_code, 0) << pf.err;
+
+  auto puller = ClientEnv("progress-puller", /*anonymous=*/true);
+  ProcessResult r1 = Blz({"pull", "--progress", "plain", repo + ":base"}, puller);
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_NE(r1.err.find("\napplying full patch  "), std::string::npos) << r1.err;
+  ProcessResult r2 = Blz({"pull", repo + ":ft", "--progress", "plain", "-o",
+                          *work_ / "progress-out-ft", "--json"}, puller);
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_TRUE(nlohmann::json::parse(r2.out).at("used_patch").get<bool>()) << r2.out;
+  EXPECT_EQ(r2.err.find('\r'), std::string::npos) << r2.err;
+  // One line per phase, in order, each ending at 100%.
+  size_t at = 0;
+  for (const std::string_view phase : {"pulling e2e/progress:ft (patch)  ", "applying patch  ",
+                                       "verifying  ", "unpacking  "}) {
+    size_t pos = r2.err.find(phase, at);
+    ASSERT_NE(pos, std::string::npos) << phase << " missing or out of order in:\n" << r2.err;
+    const std::string line = r2.err.substr(pos, r2.err.find('\n', pos) - pos);
+    EXPECT_NE(line.find("100%"), std::string::npos) << line;
+    at = pos + phase.size();
+  }
+  EXPECT_EQ(ReadTree(*work_ / "progress-out-ft"), ReadTree(models + "/ft"));
+
+  // --quiet: no phase lines; the default off a terminal: no frames.
+  auto quiet_env = ClientEnv("progress-quiet", /*anonymous=*/true);
+  ProcessResult q = Blz({"pull", "-q", repo + ":ft", "-o", *work_ / "progress-out-q"}, quiet_env);
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  for (const char* phase : {"pulling ", "applying", "verifying", "unpacking"}) {
+    EXPECT_EQ(q.err.find(phase), std::string::npos) << q.err;
+  }
+  auto default_env = ClientEnv("progress-default", /*anonymous=*/true);
+  ProcessResult d = Blz({"pull", repo + ":ft", "--progress", "-o", *work_ / "progress-out-d"},
+                        default_env);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.err.find("verifying  "), std::string::npos) << "a bare --progress draws: " << d.err;
+  EXPECT_EQ(d.err.find('\r'), std::string::npos) << d.err;
+  ProcessResult bad = Blz({"pull", repo + ":ft", "--progress=fancy"}, default_env);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--progress"), std::string::npos) << bad.err;
+}
+
 TEST_F(RegistryE2ETest, FreshPullDownloadsTheFullPatchAndTheRegistryKeepsOnlyIt) {
   // issue 3: with no base held, a pull fetches the archive's full patch (compressed per
   // tensor), not the raw archive; the registry stores that full patch instead of the archive.

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -1122,6 +1123,92 @@ TEST_F(BlzArchiveGgufReject, GgmlTypeOutOfCanonicalOrder) {
 TEST_F(BlzArchiveGgufReject, UnknownKindNextToGgufTensors) {
   ExpectRejected(Mutated([&](ojson& j) { j["files"][gguf_]["kind"] = "gguf2"; }),
                  Code::kUnsupported, {"unknown file kind 'gguf2'"});
+}
+
+}  // namespace
+}  // namespace blz::formats
+
+// issue 12: the optional progress callbacks of Pack, Verify and Unpack.
+namespace blz::formats {
+namespace {
+
+struct ProgressLog {
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  ProgressCallback Fn() {
+    return [this](uint64_t done, uint64_t total) { calls.emplace_back(done, total); };
+  }
+  // Called at least `min_calls` times, `done` never decreasing, `total` fixed, the last call
+  // done == total == `want_total`.
+  void ExpectMonotonicTo(uint64_t want_total, size_t min_calls, const std::string& what) const {
+    ASSERT_GE(calls.size(), min_calls) << what;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      EXPECT_EQ(calls[i].second, want_total) << what << " call " << i;
+      EXPECT_LE(calls[i].first, calls[i].second) << what << " call " << i;
+      if (i > 0) {
+        EXPECT_GE(calls[i].first, calls[i - 1].first) << what << " call " << i;
+      }
+    }
+    EXPECT_EQ(calls.back().first, want_total) << what;
+  }
+};
+
+uint64_t TreeSize(const std::string& dir) {
+  uint64_t n = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) n += e.file_size();
+  }
+  return n;
+}
+
+TEST(BlzArchiveProgress, PackVerifyUnpackReportMonotonicProgressToTheTotal) {
+  TempDir src, work;
+  TestModelOptions o;
+  o.shards = 2;
+  o.with_subdir = true;
+  o.hidden = 256;
+  o.vocab = 8192;  // an 8 MiB tensor: more than one copy chunk
+  WriteTestModel(src.path(), o);
+  const uint64_t input_bytes = TreeSize(src.path());
+
+  ProgressLog pack;
+  PackStats with, without;
+  ASSERT_TRUE(Pack(src.path(), work / "p.blz", &with, pack.Fn()).ok());
+  ASSERT_TRUE(Pack(src.path(), work / "n.blz", &without).ok());
+  // The callback changes nothing that is written.
+  EXPECT_EQ(with.digest, without.digest);
+  EXPECT_TRUE(ReadFileBytes(work / "p.blz") == ReadFileBytes(work / "n.blz"));
+  // The work: the input bytes copied, then the archive hashed.
+  pack.ExpectMonotonicTo(input_bytes + with.archive_bytes, 4, "pack");
+
+  auto a = BlzArchive::Open(work / "p.blz");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ProgressLog verify;
+  ASSERT_TRUE(a->Verify(verify.Fn()).ok());
+  verify.ExpectMonotonicTo(a->header().total_size - a->header().data_start, 4, "verify");
+
+  ProgressLog unpack;
+  ASSERT_TRUE(Unpack(*a, work / "out", unpack.Fn()).ok());
+  unpack.ExpectMonotonicTo(input_bytes, 4, "unpack");
+  EXPECT_EQ(TreeSize(work / "out"), input_bytes);
+}
+
+TEST(BlzArchiveProgress, VerifyOfADamagedArchiveStopsShortOfTheTotal) {
+  TempDir src, work;
+  WriteTestModel(src.path());
+  ASSERT_TRUE(Pack(src.path(), work / "m.blz", nullptr).ok());
+  std::string bytes = ReadFileBytes(work / "m.blz");
+  bytes[bytes.size() - 1] ^= 0x01;  // the last piece's last byte
+  WriteFileBytes(work / "bad.blz", bytes);
+  auto a = BlzArchive::Open(work / "bad.blz");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ProgressLog log;
+  Status s = a->Verify(log.Fn());
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  ASSERT_FALSE(log.calls.empty());
+  const uint64_t total = a->header().total_size - a->header().data_start;
+  EXPECT_EQ(log.calls.back().first, total) << "every byte was read";
+  // ... but the final "done" report of a sound archive is not repeated after the failure.
+  EXPECT_EQ(std::count(log.calls.begin(), log.calls.end(), std::make_pair(total, total)), 1);
 }
 
 }  // namespace

@@ -94,8 +94,22 @@ std::pair<uint64_t, uint64_t> FullRoundTrip(const std::string& input) {
   EXPECT_EQ(vs.target_digest, digest);
 
   ApplyStats as;
-  s = ApplyFullPatch(dir / "m.blzpatch", dir / "rebuilt.blz", &as);
+  ApplyOptions options;
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  options.progress = [&](uint64_t done, uint64_t total) { calls.emplace_back(done, total); };
+  s = ApplyFullPatch(dir / "m.blzpatch", dir / "rebuilt.blz", &as, options);
   EXPECT_TRUE(s.ok()) << s.ToString();
+  // issue 12: progress over the target bytes, monotonic, ending at the archive's size.
+  EXPECT_GE(calls.size(), 2u);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].second, archive.size());
+    if (i > 0) {
+      EXPECT_GE(calls[i].first, calls[i - 1].first) << "call " << i;
+    }
+  }
+  if (!calls.empty()) {
+    EXPECT_EQ(calls.back().first, archive.size());
+  }
   EXPECT_EQ(as.target_digest, digest);
   EXPECT_EQ(as.target_bytes, archive.size());
   EXPECT_TRUE(testing::ReadFileBytes(dir / "rebuilt.blz") == archive)

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/digest.h"
@@ -222,6 +223,37 @@ TEST_F(PatchTest, RoundTripRebuildsTargetByteForByte) {
   EXPECT_EQ(stats_->patch_bytes, std::filesystem::file_size(P()));
   EXPECT_EQ(stats_->target_bytes, target.size());
   EXPECT_LT(stats_->patch_bytes, stats_->target_bytes);
+}
+
+// issue 12: ApplyOptions::progress sees the target bytes rebuilt, on the calling thread,
+// monotonic, ending at the target's size; and the output is the same as without it.
+TEST_F(PatchTest, ApplyReportsMonotonicProgressOnTheCallingThread) {
+  for (int threads : {1, 0}) {
+    std::vector<std::pair<uint64_t, uint64_t>> calls;
+    bool other_thread = false;
+    const std::thread::id caller = std::this_thread::get_id();
+    ApplyOptions options;
+    options.threads = threads;
+    options.progress = [&](uint64_t done, uint64_t total) {
+      calls.emplace_back(done, total);
+      other_thread = other_thread || std::this_thread::get_id() != caller;
+    };
+    const std::string out = tmp_ / ("progress-" + std::to_string(threads) + ".blz");
+    ApplyStats st;
+    Status s = ApplyPatch(A(), P(), out, &st, options);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(testing::ReadFileBytes(out) == testing::ReadFileBytes(B()));
+    EXPECT_FALSE(other_thread) << "threads " << threads;
+    ASSERT_GE(calls.size(), 3u);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      EXPECT_EQ(calls[i].second, st.target_bytes);
+      EXPECT_LE(calls[i].first, calls[i].second);
+      if (i > 0) {
+        EXPECT_GE(calls[i].first, calls[i - 1].first) << "call " << i;
+      }
+    }
+    EXPECT_EQ(calls.back().first, st.target_bytes);
+  }
 }
 
 TEST_F(PatchTest, StatsClassifyEveryKindOfChange) {
