@@ -31,6 +31,41 @@ client::HttpClientOptions HttpOptions(int timeout_seconds) {
   return o;
 }
 
+// --retries, --stall-timeout and --verbose of pull and push (docs/client.md, "Retries").
+struct TransferArgs {
+  int retries = 5;
+  int stall_timeout = 60;
+  bool verbose = false;
+};
+
+void AddTransferOptions(CLI::App* sub, TransferArgs* args) {
+  sub->add_option("--timeout,--stall-timeout", args->stall_timeout,
+                  "seconds without a byte moving before a transfer attempt is abandoned (and "
+                  "retried)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--retries", args->retries,
+                  "retries in a row without progress (connection errors, stalls, 408, 429, "
+                  "5xx), with exponential backoff")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  sub->add_flag("--verbose", args->verbose, "report every retry and resume on stderr");
+}
+
+client::RetryPolicy RetryPolicyFrom(const TransferArgs& args) {
+  client::RetryPolicy p;
+  p.max_attempts = args.retries + 1;
+  p.stall_timeout = std::chrono::seconds(args.stall_timeout);
+  return p;
+}
+
+client::RetryLogFn RetryLog(const TransferArgs& args) {
+  if (!args.verbose) return nullptr;
+  return [](const client::RetryEvent& e) {
+    std::fprintf(stderr, "blz: %s\n", Esc(client::FormatRetryEvent(e)).c_str());
+  };
+}
+
 void AddServe(CLI::App& app, std::vector<Command>* commands) {
   auto options = std::make_shared<registry::ServerOptions>();
   CLI::App* sub = app.add_subcommand("serve", "Run the registry server (until Ctrl-C)");
@@ -146,7 +181,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string reference, output, cache;
     bool json = false, progress = false, no_patch = false;
-    int timeout = 60;
+    int parallel = client::kDefaultParallel;
+    TransferArgs transfer;
     ExportArgs exp;
   };
   auto args = std::make_shared<Args>();
@@ -167,14 +203,19 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   sub->add_flag("--progress", args->progress, "draw progress even when stderr is not a terminal");
   sub->add_flag("--no-patch", args->no_patch,
                 "always download the raw archive (no patch from a held version, no full patch)");
-  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
-      ->check(CLI::PositiveNumber)
+  AddTransferOptions(sub, &args->transfer);
+  sub->add_option("--parallel", args->parallel,
+                  "Range parts fetched at once for downloads of 128 MiB and more (parts of "
+                  "64-512 MiB)")
+      ->check(CLI::Range(1, client::kMaxParallel))
       ->capture_default_str();
   sub->footer(
       "Without -o the archive stays in the local store and its path is printed on stdout;\n"
       "with -o the new directory's path is printed. Every digest is verified before anything\n"
       "is written to the output. With --export FORMAT the pulled version is exported to -o\n"
-      "(as `blz export`, same --cast options) instead of unpacked.");
+      "(as `blz export`, same --cast options) instead of unpacked.\n"
+      "An interrupted pull (Ctrl-C, kill, a dropped connection) keeps what it downloaded in\n"
+      "the store's partial/ directory; running it again continues from there.");
   commands->push_back({sub, [args]() -> Status {
     const bool exporting = !args->exp.format.empty();
     if (exporting && args->output.empty()) {
@@ -185,9 +226,15 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     options.output_dir = exporting ? std::string() : args->output;
     options.progress = ProgressWanted(args->progress);
     options.allow_patch = !args->no_patch;
-    options.http = HttpOptions(args->timeout);
+    options.http = HttpOptions(args->transfer.stall_timeout);
+    options.retry = RetryPolicyFrom(args->transfer);
+    options.on_retry = RetryLog(args->transfer);
+    options.parallel = args->parallel;
     BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(args->reference, options));
     for (const std::string& note : r.notes) Note(note);
+    if (args->transfer.verbose && r.waited_for_lock) {
+      Note("waited for another pull of the same version into this store");
+    }
     if (exporting) {
       std::fprintf(stderr, "pulled %s (downloaded %s of %s)\n", Esc(r.reference).c_str(),
                    FormatBytes(r.bytes_downloaded).c_str(), FormatBytes(r.full_bytes).c_str());
@@ -207,7 +254,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                  {"output", NullIfEmpty(r.output)}, {"bytes_downloaded", r.bytes_downloaded},
                  {"full_bytes", r.full_bytes}, {"transfer", r.transfer},
                  {"used_patch", r.used_patch}, {"patch_from", NullIfEmpty(r.patch_from)},
-                 {"used_full_patch", r.used_full_patch}, {"cache_hit", r.cache_hit}});
+                 {"used_full_patch", r.used_full_patch}, {"cache_hit", r.cache_hit},
+                 {"bytes_resumed", r.bytes_resumed}, {"retries", r.retries}});
       return Status::Ok();
     }
     std::string how = r.cache_hit         ? "already held locally"

@@ -195,7 +195,9 @@ struct HttpClient::Impl {
     if (::fstat(fd.get(), &st) != 0) {
       return IOError(request.body_file + ": cannot stat: " + std::strerror(errno));
     }
-    const uint64_t size = uint64_t(st.st_size);
+    const uint64_t file_size = uint64_t(st.st_size);
+    const uint64_t base = std::min(request.body_file_offset, file_size);
+    const uint64_t size = std::min(request.body_file_length, file_size - base);
     if (size == 0) {
       HttpRequest copy = request;
       copy.body_file.clear();
@@ -227,7 +229,7 @@ struct HttpClient::Impl {
     uint64_t sent = 0;
     while (sent < size) {
       size_t want = size_t(std::min<uint64_t>(buf.size(), size - sent));
-      ssize_t n = ::pread(fd.get(), buf.data(), want, off_t(sent));
+      ssize_t n = ::pread(fd.get(), buf.data(), want, off_t(base + sent));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return IOError(request.body_file + ": read failed: " + std::strerror(errno));
       if (n == 0) {
