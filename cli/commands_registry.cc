@@ -135,7 +135,8 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string input, reference, cache;
     bool json = false, progress = false;
-    int timeout = 60;
+    uint64_t chunk_size = client::kDefaultChunkBytes;
+    TransferArgs transfer;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("push", "Upload a model version to a registry");
@@ -146,25 +147,39 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--cache", args->cache, "local store (staging for packing)");
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
   sub->add_flag("--progress", args->progress, "draw progress even when stderr is not a terminal");
-  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
-      ->check(CLI::PositiveNumber)
+  AddTransferOptions(sub, &args->transfer);
+  sub->add_option("--chunk-size", args->chunk_size,
+                  "bytes per resumable upload chunk; archives larger than this are sent in "
+                  "chunks (PATCH), smaller ones in one request")
+      ->check(CLI::Range(uint64_t{64 * 1024}, uint64_t{1} << 40))
       ->capture_default_str();
   sub->footer(
       "Only the blobs the registry lacks are uploaded; the tag is set last.\n"
+      "An interrupted push continues where it stopped when run again: the packed archive\n"
+      "and the upload session are kept in the local store.\n"
       "Token: $BLZ_TOKEN, else the one stored by `blz login HOST:PORT`.");
   commands->push_back({sub, [args]() -> Status {
     client::PushOptions options;
     options.cache_dir = args->cache;
     options.progress = ProgressWanted(args->progress);
-    options.http = HttpOptions(args->timeout);
+    options.http = HttpOptions(args->transfer.stall_timeout);
+    options.retry = RetryPolicyFrom(args->transfer);
+    options.on_retry = RetryLog(args->transfer);
+    options.chunk_bytes = args->chunk_size;
     BLZ_ASSIGN_OR_RETURN(client::PushResult r,
                          client::Push(args->input, args->reference, options));
+    if (args->transfer.verbose && r.reused_pack) Note("reused the archive packed by an earlier push");
+    if (args->transfer.verbose && r.bytes_resumed > 0) {
+      Note("continued an interrupted upload at byte " + std::to_string(r.bytes_resumed));
+    }
     if (args->json) {
       PrintJson({{"reference", r.reference}, {"manifest_digest", r.manifest_digest},
                  {"digest", r.archive_digest}, {"archive_size", r.archive_size},
                  {"config_digest", r.config_digest}, {"bytes_uploaded", r.bytes_uploaded},
                  {"total_bytes", r.total_bytes}, {"blobs_uploaded", r.blobs_uploaded},
-                 {"blobs_skipped", r.blobs_skipped}, {"packed", r.packed}});
+                 {"blobs_skipped", r.blobs_skipped}, {"packed", r.packed},
+                 {"reused_pack", r.reused_pack}, {"bytes_resumed", r.bytes_resumed},
+                 {"retries", r.retries}});
     } else {
       std::printf("pushed %s\n  model %s (%s)\n  manifest %s\n  uploaded %s of %s (%d blobs "
                   "sent, %d already present)\n",

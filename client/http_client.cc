@@ -310,6 +310,14 @@ struct HttpClient::Impl {
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
         CloseConnection();
+        // Bytes that arrived before the failure still reach the sink, so a resumed download
+        // continues after them instead of fetching them again.
+        if (size_t partial = buf.size() - msg.body().size;
+            to_sink && partial > 0 && ec != http::error::body_limit) {
+          out->body_bytes += partial;
+          Status s = transfer.sink(ByteSpan(reinterpret_cast<const uint8_t*>(buf.data()), partial));
+          if (!s.ok()) return s;
+        }
         if (ec == http::error::body_limit) {
           return TooLarge(Where() + request.target + ": response body exceeds the limit of " +
                           std::to_string(to_sink ? transfer.max_sink_body

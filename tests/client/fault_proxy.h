@@ -2,7 +2,8 @@
 // 127.0.0.1:<ephemeral>, forwards every connection to 127.0.0.1:<upstream port>, and can
 //   - cut a connection (close both sides) after it forwarded `cut_after` bytes downstream
 //     (server -> client), or `cut_up_after` bytes upstream (client -> server), for the first
-//     `cut_connections` connections or all of them;
+//     `cut_connections` connections or all of them (and with `refuse_after_cut`, close every
+//     later connection at once: the network is gone);
 //   - stall: once `stall_after_total` bytes went downstream in total, forward nothing more
 //     (connections stay open) until Release() or `stall_for` has passed; the stall happens
 //     once.
@@ -35,11 +36,14 @@ class FaultProxy {
     uint64_t cut_after = 0;        // per connection, downstream bytes; 0 = never cut
     uint64_t cut_up_after = 0;     // per connection, upstream bytes; 0 = never cut
     int cut_connections = -1;      // connections to cut (in accept order); -1 = all
+    bool refuse_after_cut = false; // after the first cut, close new connections at once
     uint64_t stall_after_total = 0;  // 0 = never stall
     std::chrono::milliseconds stall_for{0};  // 0 = until Release()
   };
 
-  FaultProxy(uint16_t upstream_port, Options options)
+  // `listen_port` 0 = an ephemeral port; else that one (e.g. a previous proxy's, so that a
+  // re-run talks to the "same registry").
+  FaultProxy(uint16_t upstream_port, Options options, uint16_t listen_port = 0)
       : upstream_port_(upstream_port), options_(options) {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -47,7 +51,7 @@ class FaultProxy {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
+    addr.sin_port = htons(listen_port);
     ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     ::listen(listen_fd_, 64);
     socklen_t len = sizeof addr;
@@ -97,6 +101,11 @@ class FaultProxy {
       addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       addr.sin_port = htons(upstream_port_);
       if (::connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        ::close(server);
+        ::close(client);
+        continue;
+      }
+      if (options_.refuse_after_cut && cuts_ > 0) {
         ::close(server);
         ::close(client);
         continue;
