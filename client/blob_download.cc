@@ -125,6 +125,7 @@ class Download {
   std::atomic<uint64_t> received_{0};
   std::atomic<int> retries_{0};
   std::atomic<bool> cache_hit_{false};
+  std::atomic<bool> ranges_ignored_{false};  // the registry answered 200 to a Range request
 };
 
 Status Download::OpenData(bool truncate) {
@@ -196,10 +197,11 @@ void Download::FlushLocked(bool force) {
 }
 
 Status Download::Attempt(size_t index, HttpClient* http, AttemptInfo* info) {
-  uint64_t from = 0, end = 0, size = 0;
+  uint64_t from = 0, end = 0, size = 0, part_begin = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const PartState& p = state_.parts[index];
+    part_begin = p.begin;
     from = p.begin + p.done;
     end = p.end;
     size = state_.size;
@@ -218,7 +220,7 @@ Status Download::Attempt(size_t index, HttpClient* http, AttemptInfo* info) {
   uint64_t offset = from;
   TransferOptions t;
   t.max_sink_body = probing ? (request_.max_bytes > 0 ? request_.max_bytes : kMaxUnknownBytes)
-                            : end - from;
+                            : end - part_begin;  // a whole answer to a single part fits
   t.on_headers = [&](const HttpResponse& h) -> Status {
     uint64_t total = 0;
     bool partial_content = false;
@@ -234,9 +236,19 @@ Status Download::Attempt(size_t index, HttpClient* http, AttemptInfo* info) {
       partial_content = true;
     } else if (h.status == 200) {
       if (!whole_ok) {
-        return Unsupported(request_.what + ": the registry ignores Range requests (" +
-                           options_.registry + " answered 200 to a request for bytes " +
-                           std::to_string(from) + "-" + std::to_string(end - 1) + ")");
+        // The registry ignores Range: it sends the whole body. With a single part, take it
+        // from byte 0; with several, start again as one part (RunParts' caller sees
+        // ranges_ignored_).
+        ranges_ignored_ = true;
+        std::lock_guard<std::mutex> lock(mu_);
+        if (state_.parts.size() != 1 || state_.size == 0) {
+          info->restart = true;
+          return Unsupported(request_.what + ": the registry ignores Range requests (" +
+                             options_.registry + " answered 200 to a request for bytes " +
+                             std::to_string(from) + "-" + std::to_string(end - 1) + ")");
+        }
+        state_.parts[0].done = 0;
+        offset = 0;
       }
       if (!h.ContentLength(&total)) {
         if (!probing) total = size;
@@ -262,7 +274,10 @@ Status Download::Attempt(size_t index, HttpClient* http, AttemptInfo* info) {
       if (request_.expected_digest.empty() && state_.digest.empty() && digest_ok) {
         state_.digest = server_digest;
       }
-      BLZ_RETURN_IF_ERROR(Preallocate(total));
+      if (Status s = Preallocate(total); !s.ok()) {
+        local_error = true;  // a full disk is not worth a retry
+        return s;
+      }
       FlushLocked(/*force=*/true);
     } else {
       if (total != state_.size) {
@@ -313,6 +328,7 @@ Status Download::Attempt(size_t index, HttpClient* http, AttemptInfo* info) {
     offset += chunk.size();
     info->progressed += chunk.size();
     received_ += chunk.size();
+    if (options_.bytes_counter != nullptr) *options_.bytes_counter += chunk.size();
     std::lock_guard<std::mutex> lock(mu_);
     state_.parts[index].done += chunk.size();
     unflushed_ += chunk.size();
@@ -360,6 +376,11 @@ Status Download::Attempt(size_t index, HttpClient* http, AttemptInfo* info) {
 
 Status Download::FetchPart(size_t index, HttpClient* http) {
   int failures = 0;
+  uint64_t high_water = 0;  // most bytes of the part held so far: progress is going past it
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    high_water = state_.parts[index].done;
+  }
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -368,9 +389,12 @@ Status Download::FetchPart(size_t index, HttpClient* http) {
     if (stop_) return Unavailable(request_.what + ": stopped");
     AttemptInfo info;
     Status s = Attempt(index, http, &info);
+    bool progressed = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       FlushLocked(/*force=*/true);
+      progressed = state_.parts[index].done > high_water;
+      high_water = std::max(high_water, state_.parts[index].done);
     }
     if (s.ok()) continue;  // the loop head sees the part complete
     if (info.restart) {
@@ -378,7 +402,7 @@ Status Download::FetchPart(size_t index, HttpClient* http) {
       return s;
     }
     if (!info.retryable || stop_) return s;
-    if (info.progressed > 0) failures = 0;
+    if (progressed) failures = 0;
     ++failures;
     if (failures >= options_.retry.max_attempts) {
       return Status(s.code(), s.message() + "; gave up after " + std::to_string(failures) +
@@ -416,6 +440,13 @@ Status Download::RunParts() {
       state_.parts.push_back(PartState{p.begin, p.end, 0});
     }
     FlushLocked(/*force=*/true);
+  } else if (state_.parts.back().end < state_.size) {
+    // Killed between the probe and planning the rest: plan it now.
+    const uint64_t from = state_.parts.back().end;
+    for (const PartPlan& p : PlanParts(from, state_.size, options_.parallel,
+                                       options_.min_part_bytes, options_.max_part_bytes)) {
+      state_.parts.push_back(PartState{p.begin, p.end, 0});
+    }
   }
   std::vector<size_t> pending;
   for (size_t i = 0; i < state_.parts.size(); ++i) {
@@ -479,6 +510,7 @@ Result<DownloadResult> Download::Run() {
       if (round >= kMaxRestarts) return s;
       result.notes.push_back("partial download of " + request_.what + " discarded (" + why +
                              "); downloading it again from the start");
+      if (ranges_ignored_) options_.parallel = 1;  // one part: a whole answer is usable
       fresh = true;
       continue;
     }

@@ -34,6 +34,7 @@
 #ifndef BLZ_CLIENT_BLOB_DOWNLOAD_H_
 #define BLZ_CLIENT_BLOB_DOWNLOAD_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -73,6 +74,9 @@ struct DownloadOptions {
   uint64_t max_part_bytes = kDefaultMaxPartBytes;
   RetryLogFn on_retry;
   ProgressFn progress;  // (bytes held, total); called from one thread at a time
+  // When set, incremented by every body byte received, also by calls that fail (the result's
+  // bytes_received only exists on success).
+  std::atomic<uint64_t>* bytes_counter = nullptr;
 };
 
 struct DownloadResult {

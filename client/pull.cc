@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -137,9 +138,11 @@ Result<DownloadResult> Fetch(const FetchContext& ctx, DownloadRequest request,
   d.max_part_bytes = ctx.options->max_part_bytes;
   d.on_retry = ctx.options->on_retry;
   d.progress = progress;
+  std::atomic<uint64_t> received{0};
+  d.bytes_counter = &received;
   Result<DownloadResult> r = DownloadResumable(ctx.store_dir, request, d, dest_path);
+  result->bytes_downloaded += received.load();  // failed attempts cost bytes too
   if (r.ok()) {
-    result->bytes_downloaded += r->bytes_received;
     result->bytes_resumed += r->resumed_from;
     result->retries += r->retries;
     result->notes.insert(result->notes.end(), r->notes.begin(), r->notes.end());

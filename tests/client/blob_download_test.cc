@@ -70,7 +70,7 @@ class RangeServer {
     TestResponse r = MakeResponse(http::status::ok, "", "application/octet-stream");
     r.set("Docker-Content-Digest", digest_override_.empty() ? MakeDigest(Sha256Hex(body_))
                                                             : digest_override_);
-    std::string range(req[http::field::range]);
+    std::string range(ignore_ranges_ ? "" : std::string(req[http::field::range]));
     uint64_t first = 0, last = body_.size() - 1;
     if (!range.empty()) {
       size_t dash = range.find('-');
@@ -96,6 +96,10 @@ class RangeServer {
     fail_first_ = n;
     fail_status_ = status;
     retry_after_ = std::move(retry_after);
+  }
+  void SetIgnoreRanges(bool v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ignore_ranges_ = v;
   }
   void SetNotFound(bool v) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -123,6 +127,7 @@ class RangeServer {
   int fail_status_ = 503;
   std::string retry_after_;
   bool not_found_ = false;
+  bool ignore_ranges_ = false;
   int requests_ = 0;
   uint64_t body_bytes_ = 0;
 };
@@ -454,6 +459,17 @@ TEST_F(BlobDownloadTest, ChangedPatchRestartsFromZero) {
   bool reported = false;
   for (const std::string& n : r->notes) reported |= n.find("changed") != std::string::npos;
   EXPECT_TRUE(reported);
+}
+
+TEST_F(BlobDownloadTest, RegistryIgnoringRangeStillWorks) {
+  fake_.SetIgnoreRanges(true);
+  Result<DownloadResult> r =
+      DownloadResumable(store_, BlobRequest(), Options(server_.port(), 3), Dest("a"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadFileBytes(Dest("a")), body_);
+  EXPECT_EQ(r->parts, 1);  // started again as one stream
+  ASSERT_FALSE(r->notes.empty());
+  EXPECT_NE(r->notes.back().find("ignores Range"), std::string::npos) << r->notes.back();
 }
 
 TEST(FetchLockTest, SecondHolderWaits) {

@@ -179,6 +179,51 @@ TEST_F(ResumeE2ETest, KilledPullResumesAndDownloadsOnlyTheRest) {
   EXPECT_FALSE(fs::exists(sidecar));
 }
 
+TEST_F(ResumeE2ETest, PullSurvivesARegistryRestart) {
+  auto [digest, size] = PushDirect();
+  // Hold the pull at 40% with a stall, kill the registry, start it again on the same port and
+  // data, then let the stalled connection go: it ends (its server is gone), and the pull
+  // retries into the new server process and continues with Range.
+  FaultProxy::Options po;
+  po.stall_after_total = size * 2 / 5;
+  FaultProxy proxy(port_, po);
+  pid_t pull = StartProcess({BLZ_BINARY, "pull", Ref(proxy.port()), "--no-patch", "--json",
+                             "--parallel", "1", "--retries", "8", "--verbose", "-o",
+                             work_ / "out"},
+                            Env("pull-cache"), work_ / "pull.out", work_ / "pull.err");
+  ASSERT_GT(pull, 0);
+  for (int i = 0; i < 600 && !proxy.stalled(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(proxy.stalled());
+  ::kill(server_pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(server_pid_, &status, 0);
+  const std::string out = work_ / "serve2.out";
+  server_pid_ = StartProcess({BLZ_BINARY, "serve", "--data", work_ / "registry", "--listen",
+                              "127.0.0.1:" + std::to_string(port_)},
+                             {}, out, work_ / "serve2.err");
+  for (int i = 0; i < 300 && ReadFileBytes(out).find("listening on") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_NE(ReadFileBytes(out).find("listening on"), std::string::npos)
+      << ReadFileBytes(work_ / "serve2.err");
+  proxy.Release();
+  int pull_status = 0;
+  ::waitpid(pull, &pull_status, 0);
+  const std::string err = ReadFileBytes(work_ / "pull.err");
+  ASSERT_TRUE(WIFEXITED(pull_status) && WEXITSTATUS(pull_status) == 0) << err;
+  EXPECT_NE(err.find("retry 1/8"), std::string::npos) << err;
+  nlohmann::json j = nlohmann::json::parse(ReadFileBytes(work_ / "pull.out"), nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.value("digest", ""), digest);
+  EXPECT_LE(j.value("bytes_downloaded", uint64_t{0}), size);
+  // The old server sent ~40% (and whatever sat in socket buffers); the new one only the rest.
+  EXPECT_LE(proxy.upstream_bytes_read(), size + 4 * kMiB);
+  EXPECT_EQ(ReadFileBytes(work_ / "out/model.safetensors"),
+            ReadFileBytes(work_ / "model/model.safetensors"));
+}
+
 TEST_F(ResumeE2ETest, ChunkedPushSurvivesCutsAndAnInterruptedPushContinues) {
   // 1. A push whose connections are cut every 3 MiB upstream completes in 1 MiB chunks.
   {
