@@ -288,7 +288,10 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   }
   RegistryClient client(ref.registry, client_options);
 
-  BLZ_ASSIGN_OR_RETURN(ManifestResponse raw, client.GetManifest(ref.name, ref.reference()));
+  BLZ_ASSIGN_OR_RETURN(ManifestResponse raw,
+                       RetryTransient(options.retry, options.on_retry, "manifest", [&] {
+                         return client.GetManifest(ref.name, ref.reference());
+                       }));
   Result<ModelManifest> parsed = ParseManifest(raw.bytes);
   if (!parsed.ok()) return parsed.status().WithContext("pull " + result.reference);
   const ModelManifest manifest = std::move(parsed).value();

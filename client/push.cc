@@ -226,9 +226,17 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
 
   // Archive first, config second, manifest last.
   // A blob the registry holds in another repository is mounted, not sent again.
-  BLZ_ASSIGN_OR_RETURN(BlobStat have_archive, client.HeadBlob(ref.name, manifest.archive_digest));
+  // Small idempotent requests are retried on transport failures and 5xx (client/retry.h).
+  auto retried = [&](std::string_view what, auto fn) {
+    return RetryTransient(options.retry, options.on_retry, what, fn);
+  };
+  BLZ_ASSIGN_OR_RETURN(BlobStat have_archive, retried("HEAD archive", [&] {
+                         return client.HeadBlob(ref.name, manifest.archive_digest);
+                       }));
   if (!have_archive.exists) {
-    BLZ_ASSIGN_OR_RETURN(have_archive.exists, client.MountBlob(ref.name, manifest.archive_digest));
+    BLZ_ASSIGN_OR_RETURN(have_archive.exists, retried("mount archive", [&] {
+                           return client.MountBlob(ref.name, manifest.archive_digest);
+                         }));
     have_archive.size = manifest.archive_size;
   }
   if (have_archive.exists && have_archive.size == manifest.archive_size) {
@@ -254,27 +262,36 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
       result.retries += up.retries;
       result.bytes_uploaded += up.bytes_sent;
     } else {
-      BLZ_RETURN_IF_ERROR(client.UploadBlobFromFile(ref.name, manifest.archive_digest,
-                                                    archive_path, meter.Callback()));
+      BLZ_RETURN_IF_ERROR(retried("archive upload", [&] {
+        return client.UploadBlobFromFile(ref.name, manifest.archive_digest, archive_path,
+                                         meter.Callback());
+      }));
       result.bytes_uploaded += manifest.archive_size;
     }
     meter.Finish();
     ++result.blobs_uploaded;
   }
-  BLZ_ASSIGN_OR_RETURN(BlobStat have_config, client.HeadBlob(ref.name, manifest.config_digest));
+  BLZ_ASSIGN_OR_RETURN(BlobStat have_config, retried("HEAD config", [&] {
+                         return client.HeadBlob(ref.name, manifest.config_digest);
+                       }));
   if (!have_config.exists) {
-    BLZ_ASSIGN_OR_RETURN(have_config.exists, client.MountBlob(ref.name, manifest.config_digest));
+    BLZ_ASSIGN_OR_RETURN(have_config.exists, retried("mount config", [&] {
+                           return client.MountBlob(ref.name, manifest.config_digest);
+                         }));
     have_config.size = manifest.config_size;
   }
   if (have_config.exists && have_config.size == manifest.config_size) {
     ++result.blobs_skipped;
   } else {
-    BLZ_RETURN_IF_ERROR(client.UploadBlob(ref.name, manifest.config_digest, config_json));
+    BLZ_RETURN_IF_ERROR(retried("config upload", [&] {
+      return client.UploadBlob(ref.name, manifest.config_digest, config_json);
+    }));
     result.bytes_uploaded += config_json.size();
     ++result.blobs_uploaded;
   }
-  BLZ_ASSIGN_OR_RETURN(result.manifest_digest,
-                       client.PutManifest(ref.name, ref.tag, manifest_json));
+  BLZ_ASSIGN_OR_RETURN(result.manifest_digest, retried("manifest", [&] {
+                         return client.PutManifest(ref.name, ref.tag, manifest_json);
+                       }));
   return result;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <random>
+#include <thread>
 
 namespace blz::client {
 namespace {
@@ -91,6 +92,8 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(
   if (target <= now) return std::chrono::milliseconds(0);
   return std::chrono::duration_cast<std::chrono::milliseconds>(target - now);
 }
+
+void SleepFor(std::chrono::milliseconds delay) { std::this_thread::sleep_for(delay); }
 
 bool IsRetryableHttpStatus(int status) {
   if (status == 408 || status == 429) return true;

@@ -24,6 +24,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/status.h"
+
 namespace blz::client {
 
 struct RetryPolicy {
@@ -52,6 +54,7 @@ std::string FormatRetryEvent(const RetryEvent& event);
 // pass fixed values; RandomUnit() otherwise). Always within [d/2, d] as described above.
 std::chrono::milliseconds BackoffDelay(const RetryPolicy& policy, int retry, double unit_random);
 double RandomUnit();
+void SleepFor(std::chrono::milliseconds delay);
 
 // Parses a Retry-After value: delay-seconds ("120") or an IMF-fixdate HTTP-date
 // ("Wed, 21 Oct 2015 07:28:00 GMT", relative to `now`; a date in the past gives 0).
@@ -67,6 +70,36 @@ bool IsRetryableHttpStatus(int status);
 std::chrono::milliseconds RetryDelay(const RetryPolicy& policy, int retry,
                                      const std::optional<std::chrono::milliseconds>& retry_after,
                                      bool* from_retry_after);
+
+// Retries a small idempotent request (a manifest GET or PUT, a HEAD, a monolithic upload of a
+// small blob) while it fails with kUnavailable or kIOError: transport failures and the 5xx /
+// 429 answers StatusFromResponse maps to kUnavailable. Backoff as above (no Retry-After: the
+// answer is not visible here); each retry goes to `log` with `what` as the reason's prefix.
+// `fn` returns Status or Result<T>; the last outcome is returned.
+inline Status StatusOf(const Status& s) { return s; }
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
+template <typename Fn>
+auto RetryTransient(const RetryPolicy& policy, const RetryLogFn& log, std::string_view what,
+                    Fn&& fn) -> decltype(fn()) {
+  const int max_attempts = policy.max_attempts < 1 ? 1 : policy.max_attempts;
+  for (int attempt = 1;; ++attempt) {
+    auto outcome = fn();
+    const Status s = StatusOf(outcome);
+    const bool transient = s.code() == Code::kUnavailable || s.code() == Code::kIOError;
+    if (s.ok() || !transient || attempt >= max_attempts) return outcome;
+    RetryEvent event;
+    event.retry = attempt;
+    event.max_retries = max_attempts - 1;
+    event.delay = BackoffDelay(policy, attempt, RandomUnit());
+    event.reason = std::string(what) + ": " + s.message();
+    if (log) log(event);
+    SleepFor(event.delay);
+  }
+}
 
 }  // namespace blz::client
 

@@ -260,6 +260,38 @@ TEST(RetryPolicyTest, ParsesRetryAfter) {
   EXPECT_EQ(FormatRetryEvent(e), "retry 2/5 after 1.3 s: connection reset");
 }
 
+TEST(RetryPolicyTest, RetryTransientRetriesOnlyTransientFailures) {
+  RetryPolicy p;
+  p.max_attempts = 4;
+  p.base_delay = milliseconds(1);
+  p.max_delay = milliseconds(2);
+  std::vector<RetryEvent> events;
+  RetryLogFn log = [&](const RetryEvent& e) { events.push_back(e); };
+  int calls = 0;
+  Result<int> ok = RetryTransient(p, log, "manifest", [&]() -> Result<int> {
+    return ++calls < 3 ? Result<int>(Unavailable("503")) : Result<int>(42);
+  });
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, 42);
+  EXPECT_EQ(calls, 3);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].reason, "manifest: 503");
+  calls = 0;
+  Status gone = RetryTransient(p, log, "x", [&] {
+    ++calls;
+    return IOError("reset");
+  });
+  EXPECT_EQ(gone.code(), Code::kIOError);
+  EXPECT_EQ(calls, 4);
+  calls = 0;
+  Status missing = RetryTransient(p, log, "x", [&] {
+    ++calls;
+    return NotFound("404");
+  });
+  EXPECT_EQ(missing.code(), Code::kNotFound);
+  EXPECT_EQ(calls, 1);
+}
+
 TEST_F(BlobDownloadTest, ParallelPartsSurviveCutsAndCostOnlyTheMissingBytes) {
   FaultProxy::Options po;
   po.cut_after = 1536 * 1024;  // every connection dies before a 2 MiB part is through

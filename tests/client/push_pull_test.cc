@@ -285,6 +285,9 @@ class PushPullTest : public ::testing::Test {
     PushOptions o;
     o.cache_dir = tmp_ / "push-cache";
     o.token = "tok";
+    o.retry.max_attempts = 3;
+    o.retry.base_delay = std::chrono::milliseconds(5);
+    o.retry.max_delay = std::chrono::milliseconds(20);
     return o;
   }
   PullOptions PullOpts(const std::string& output = "") {
