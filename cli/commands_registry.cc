@@ -25,6 +25,41 @@ nlohmann::json NullIfEmpty(const std::string& s) {
   return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
 }
 
+// --retries, --stall-timeout and --verbose of pull and push (docs/client.md, "Retries").
+struct TransferArgs {
+  int retries = 5;
+  int stall_timeout = 60;
+  bool verbose = false;
+};
+
+void AddTransferOptions(CLI::App* sub, TransferArgs* args) {
+  sub->add_option("--timeout,--stall-timeout", args->stall_timeout,
+                  "seconds without a byte moving before a transfer attempt is abandoned (and "
+                  "retried)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--retries", args->retries,
+                  "retries in a row without progress (connection errors, stalls, 408, 429, "
+                  "5xx), with exponential backoff")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  sub->add_flag("--verbose", args->verbose, "report every retry and resume on stderr");
+}
+
+client::RetryPolicy RetryPolicyFrom(const TransferArgs& args) {
+  client::RetryPolicy p;
+  p.max_attempts = args.retries + 1;
+  p.stall_timeout = std::chrono::seconds(args.stall_timeout);
+  return p;
+}
+
+client::RetryLogFn RetryLog(const TransferArgs& args) {
+  if (!args.verbose) return nullptr;
+  return [](const client::RetryEvent& e) {
+    std::fprintf(stderr, "blz: %s\n", Esc(client::FormatRetryEvent(e)).c_str());
+  };
+}
+
 void AddServe(CLI::App& app, std::vector<Command>* commands) {
   auto options = std::make_shared<registry::ServerOptions>();
   CLI::App* sub = app.add_subcommand("serve", "Run the registry server (until Ctrl-C)");
@@ -103,7 +138,8 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     std::string input, reference, cache;
     bool json = false;
     ProgressArgs progress;
-    int timeout = 60;
+    uint64_t chunk_size = client::kDefaultChunkBytes;
+    TransferArgs transfer;
     RegistryConnectionArgs conn;
   };
   auto args = std::make_shared<Args>();
@@ -117,25 +153,39 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--cache", args->cache, "local store (staging for packing)");
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
   AddProgressOptions(sub, &args->progress);
-  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
-      ->check(CLI::PositiveNumber)
+  AddTransferOptions(sub, &args->transfer);
+  sub->add_option("--chunk-size", args->chunk_size,
+                  "bytes per resumable upload chunk; archives larger than this are sent in "
+                  "chunks (PATCH), smaller ones in one request")
+      ->check(CLI::Range(uint64_t{64 * 1024}, uint64_t{1} << 40))
       ->capture_default_str();
   sub->footer(
       "Only the blobs the registry lacks are uploaded; the tag is set last.\n"
+      "An interrupted push continues where it stopped when run again: the packed archive\n"
+      "and the upload session are kept in the local store.\n"
       "Token: $BLZ_TOKEN, else the one stored by `blz login HOST:PORT`.");
   commands->push_back({sub, [args]() -> Status {
     client::PushOptions options;
     options.cache_dir = args->cache;
     options.progress = ProgressModeOf(args->progress);
-    options.http = HttpOptionsFor(args->conn, args->timeout);
+    options.http = HttpOptionsFor(args->conn, args->transfer.stall_timeout);
+    options.retry = RetryPolicyFrom(args->transfer);
+    options.on_retry = RetryLog(args->transfer);
+    options.chunk_bytes = args->chunk_size;
     BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
     BLZ_ASSIGN_OR_RETURN(client::PushResult r, client::Push(args->input, ref.ToUrl(), options));
+    if (args->transfer.verbose && r.reused_pack) Note("reused the archive packed by an earlier push");
+    if (args->transfer.verbose && r.bytes_resumed > 0) {
+      Note("continued an interrupted upload at byte " + std::to_string(r.bytes_resumed));
+    }
     if (args->json) {
       PrintJson({{"reference", r.reference}, {"manifest_digest", r.manifest_digest},
                  {"digest", r.archive_digest}, {"archive_size", r.archive_size},
                  {"config_digest", r.config_digest}, {"bytes_uploaded", r.bytes_uploaded},
                  {"total_bytes", r.total_bytes}, {"blobs_uploaded", r.blobs_uploaded},
-                 {"blobs_skipped", r.blobs_skipped}, {"packed", r.packed}});
+                 {"blobs_skipped", r.blobs_skipped}, {"packed", r.packed},
+                 {"reused_pack", r.reused_pack}, {"bytes_resumed", r.bytes_resumed},
+                 {"retries", r.retries}});
     } else {
       std::printf("pushed %s\n  model %s (%s)\n  manifest %s\n  uploaded %s of %s (%d blobs "
                   "sent, %d already present)\n",
@@ -153,7 +203,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     std::string reference, output, cache;
     bool json = false, no_patch = false;
     ProgressArgs progress;
-    int timeout = 60;
+    int parallel = client::kDefaultParallel;
+    TransferArgs transfer;
     ExportArgs exp;
     RegistryConnectionArgs conn;
   };
@@ -177,14 +228,19 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   AddProgressOptions(sub, &args->progress);
   sub->add_flag("--no-patch", args->no_patch,
                 "always download the raw archive (no patch from a held version, no full patch)");
-  sub->add_option("--timeout", args->timeout, "seconds a single read or write may stall")
-      ->check(CLI::PositiveNumber)
+  AddTransferOptions(sub, &args->transfer);
+  sub->add_option("--parallel", args->parallel,
+                  "Range parts fetched at once for downloads of 128 MiB and more (parts of "
+                  "64-512 MiB)")
+      ->check(CLI::Range(1, client::kMaxParallel))
       ->capture_default_str();
   sub->footer(
       "Without -o the archive stays in the local store and its path is printed on stdout;\n"
       "with -o the new directory's path is printed. Every digest is verified before anything\n"
       "is written to the output. With --export FORMAT the pulled version is exported to -o\n"
-      "(as `blz export`, same --cast options) instead of unpacked.");
+      "(as `blz export`, same --cast options) instead of unpacked.\n"
+      "An interrupted pull (Ctrl-C, kill, a dropped connection) keeps what it downloaded in\n"
+      "the store's partial/ directory; running it again continues from there.");
   commands->push_back({sub, [args]() -> Status {
     const bool exporting = !args->exp.format.empty();
     if (exporting && args->output.empty()) {
@@ -195,10 +251,16 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     options.output_dir = exporting ? std::string() : args->output;
     options.progress = ProgressModeOf(args->progress);
     options.allow_patch = !args->no_patch;
-    options.http = HttpOptionsFor(args->conn, args->timeout);
+    options.http = HttpOptionsFor(args->conn, args->transfer.stall_timeout);
+    options.retry = RetryPolicyFrom(args->transfer);
+    options.on_retry = RetryLog(args->transfer);
+    options.parallel = args->parallel;
     BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
     BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(ref.ToUrl(), options));
     for (const std::string& note : r.notes) Note(note);
+    if (args->transfer.verbose && r.waited_for_lock) {
+      Note("waited for another pull of the same version into this store");
+    }
     if (exporting) {
       std::fprintf(stderr, "pulled %s (downloaded %s of %s)\n", Esc(r.reference).c_str(),
                    FormatBytes(r.bytes_downloaded).c_str(), FormatBytes(r.full_bytes).c_str());
@@ -218,7 +280,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                  {"output", NullIfEmpty(r.output)}, {"bytes_downloaded", r.bytes_downloaded},
                  {"full_bytes", r.full_bytes}, {"transfer", r.transfer},
                  {"used_patch", r.used_patch}, {"patch_from", NullIfEmpty(r.patch_from)},
-                 {"used_full_patch", r.used_full_patch}, {"cache_hit", r.cache_hit}});
+                 {"used_full_patch", r.used_full_patch}, {"cache_hit", r.cache_hit},
+                 {"bytes_resumed", r.bytes_resumed}, {"retries", r.retries}});
       return Status::Ok();
     }
     std::string how = r.cache_hit         ? "already held locally"

@@ -517,7 +517,9 @@ struct HttpClient::Impl {
     if (::fstat(fd.get(), &st) != 0) {
       return IOError(request.body_file + ": cannot stat: " + std::strerror(errno));
     }
-    const uint64_t size = uint64_t(st.st_size);
+    const uint64_t file_size = uint64_t(st.st_size);
+    const uint64_t base = std::min(request.body_file_offset, file_size);
+    const uint64_t size = std::min(request.body_file_length, file_size - base);
     if (size == 0) {
       HttpRequest copy = request;
       copy.body_file.clear();
@@ -551,7 +553,7 @@ struct HttpClient::Impl {
     uint64_t sent = 0;
     while (sent < size) {
       size_t want = size_t(std::min<uint64_t>(buf.size(), size - sent));
-      ssize_t n = ::pread(fd.get(), buf.data(), want, off_t(sent));
+      ssize_t n = ::pread(fd.get(), buf.data(), want, off_t(base + sent));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return IOError(request.body_file + ": read failed: " + std::strerror(errno));
       if (n == 0) {
@@ -641,6 +643,14 @@ struct HttpClient::Impl {
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
         CloseConnection();
+        // Bytes that arrived before the failure still reach the sink, so a resumed download
+        // continues after them instead of fetching them again.
+        if (size_t partial = buf.size() - msg.body().size;
+            to_sink && partial > 0 && ec != http::error::body_limit) {
+          out->body_bytes += partial;
+          Status s = transfer.sink(ByteSpan(reinterpret_cast<const uint8_t*>(buf.data()), partial));
+          if (!s.ok()) return s;
+        }
         if (ec == http::error::body_limit) {
           return TooLarge(Where() + request.target + ": response body exceeds the limit of " +
                           std::to_string(to_sink ? transfer.max_sink_body

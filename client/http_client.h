@@ -62,6 +62,10 @@ struct HttpRequest {
   std::vector<HttpHeader> headers;
   std::string body;       // in-memory body (used when body_file is empty)
   std::string body_file;  // when set: the body is this file, streamed (its size at send time)
+  // With body_file: send only bytes [body_file_offset, body_file_offset + body_file_length)
+  // (the length is clamped to the file's end; UINT64_MAX = to the end).
+  uint64_t body_file_offset = 0;
+  uint64_t body_file_length = UINT64_MAX;
 };
 
 struct HttpResponse {

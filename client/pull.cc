@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,8 +16,10 @@
 
 #include "client/auth.h"
 #include "client/base_choice.h"
+#include "client/blob_download.h"
 #include "client/local_store.h"
 #include "client/manifest.h"
+#include "client/partial_download.h"
 #include "client/progress.h"
 #include "client/reference.h"
 #include "client/registry_client.h"
@@ -116,15 +119,71 @@ Status VerifyArchiveData(const std::string& path, const std::string& digest,
   return Status(s.code(), "archive " + digest + " fails verification, not kept: " + m);
 }
 
+// What every download of one pull shares.
+struct FetchContext {
+  const Reference* ref = nullptr;
+  const PullOptions* options = nullptr;
+  std::string store_dir;
+  std::string token;
+};
+
+// Downloads one blob or patch resumably (client/blob_download.h) into `dest_path`, adding its
+// bytes, retries and notes to *result.
+Result<DownloadResult> Fetch(const FetchContext& ctx, DownloadRequest request,
+                             const std::string& dest_path, const ProgressFn& progress,
+                             PullResult* result) {
+  if (!ctx.token.empty()) request.headers.push_back({"Authorization", "Bearer " + ctx.token});
+  DownloadOptions d;
+  d.host = ctx.ref->registry.host;
+  d.port = ctx.ref->registry.port;
+  d.http = ctx.options->http;
+  d.http.tls = ctx.ref->registry.tls;  // the scheme comes from the reference
+  d.registry = ctx.ref->registry.ToString();
+  d.retry = ctx.options->retry;
+  d.parallel = ctx.options->parallel;
+  d.min_part_bytes = ctx.options->min_part_bytes;
+  d.max_part_bytes = ctx.options->max_part_bytes;
+  d.on_retry = ctx.options->on_retry;
+  d.progress = progress;
+  std::atomic<uint64_t> received{0};
+  d.bytes_counter = &received;
+  Result<DownloadResult> r = DownloadResumable(ctx.store_dir, request, d, dest_path);
+  result->bytes_downloaded += received.load();  // failed attempts cost bytes too
+  if (r.ok()) {
+    result->bytes_resumed += r->resumed_from;
+    result->retries += r->retries;
+    result->notes.insert(result->notes.end(), r->notes.begin(), r->notes.end());
+  }
+  return r;
+}
+
+DownloadRequest PatchRequest(const Reference& ref, std::string_view from_digest,
+                             std::string_view to_digest, uint64_t max_bytes) {
+  const bool full = from_digest.empty();
+  DownloadRequest req;
+  req.target = "/v2/" + ref.name + "/blz/patch?" +
+               (full ? "" : "from=" + std::string(from_digest) + "&") + "to=" +
+               std::string(to_digest);
+  req.headers.push_back({"Accept", std::string(kPatchMediaType)});
+  req.kind = full ? "full-patch" : "patch";
+  req.what = full ? "full patch of " + std::string(to_digest)
+                  : "patch " + std::string(from_digest) + " -> " + std::string(to_digest);
+  req.key = full ? FullPatchKey(to_digest) : PatchKey(from_digest, to_digest);
+  req.for_digest = std::string(to_digest);
+  req.max_bytes = max_bytes;
+  return req;
+}
+
 std::string Label(const Reference& ref) {
   return ref.name + (ref.by_digest() ? "@" + ref.digest.substr(0, 19) : ":" + ref.tag);
 }
 
 // Tries to rebuild the target archive from a held version plus a patch. On success the target
 // is published in the store and OK is returned; any error means "fall back to the blob".
-Status PullViaPatch(const Reference& ref, const ModelManifest& manifest, const HeldVersion& base,
-                    const PullOptions& options, LocalStore* store, RegistryClient* client,
-                    PullResult* result) {
+Status PullViaPatch(const FetchContext& ctx, const ModelManifest& manifest,
+                    const HeldVersion& base, LocalStore* store, PullResult* result) {
+  const Reference& ref = *ctx.ref;
+  const PullOptions& options = *ctx.options;
   BLZ_ASSIGN_OR_RETURN(std::string staging, store->MakeStagingDir());
   StagingGuard guard(staging);
   const std::string patch_path = staging + "/patch.blzpatch";
@@ -134,12 +193,10 @@ Status PullViaPatch(const Reference& ref, const ModelManifest& manifest, const H
   // before the body, and the download stops there.
   ProgressMeter meter("pulling " + Label(ref) + " (patch)",
                       WaitingMeterOptions(options.progress, "registry is computing the patch"));
-  const uint64_t before = client->bytes_received();
-  Result<PatchDownload> patch =
-      client->GetPatch(ref.name, base.digest, manifest.archive_digest, patch_path,
-                       manifest.archive_size, meter.Callback());
+  Result<DownloadResult> patch =
+      Fetch(ctx, PatchRequest(ref, base.digest, manifest.archive_digest, manifest.archive_size),
+            patch_path, meter.Callback(), result);
   meter.Finish();
-  result->bytes_downloaded += client->bytes_received() - before;
   if (!patch.ok()) return patch.status();
 
   BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
@@ -180,9 +237,10 @@ Status PullViaPatch(const Reference& ref, const ModelManifest& manifest, const H
 // Fetches the archive as its full patch (no base) and rebuilds it. On success the archive is
 // published in the store; any error means "fall back to the blob" (kUnsupported: the server
 // serves no full patches).
-Status PullViaFullPatch(const Reference& ref, const ModelManifest& manifest,
-                        const PullOptions& options, LocalStore* store, RegistryClient* client,
-                        PullResult* result) {
+Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
+                        LocalStore* store, PullResult* result) {
+  const Reference& ref = *ctx.ref;
+  const PullOptions& options = *ctx.options;
   BLZ_ASSIGN_OR_RETURN(std::string staging, store->MakeStagingDir());
   StagingGuard guard(staging);
   const std::string patch_path = staging + "/full.blzpatch";
@@ -191,12 +249,10 @@ Status PullViaFullPatch(const Reference& ref, const ModelManifest& manifest,
   // Not worth it unless smaller than the archive (the download stops at the headers).
   ProgressMeter meter("pulling " + Label(ref) + " (full patch)",
                       WaitingMeterOptions(options.progress, "waiting for the registry"));
-  const uint64_t before = client->bytes_received();
-  Result<PatchDownload> patch = client->GetPatch(ref.name, "", manifest.archive_digest,
-                                                 patch_path, manifest.archive_size,
-                                                 meter.Callback());
+  Result<DownloadResult> patch =
+      Fetch(ctx, PatchRequest(ref, "", manifest.archive_digest, manifest.archive_size),
+            patch_path, meter.Callback(), result);
   meter.Finish();
-  result->bytes_downloaded += client->bytes_received() - before;
   if (!patch.ok()) return patch.status();
 
   BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
@@ -252,12 +308,16 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   }
   RegistryClient client(ref.registry, client_options);
 
-  Result<ManifestResponse> fetched = client.GetManifest(ref.name, ref.reference());
+  auto get_manifest = [&](const std::string& which) {
+    return RetryTransient(options.retry, options.on_retry, "manifest",
+                          [&] { return client.GetManifest(ref.name, which); });
+  };
+  Result<ManifestResponse> fetched = get_manifest(ref.reference());
   if (!fetched.ok() && fetched.status().code() == Code::kNotFound && ref.by_digest()) {
     // @sha256: may name the model version (the archive digest push prints) rather than the
     // manifest: the registry tells the manifest of that version.
     Result<BaseAdvice> version = client.GetBases(ref.name, ref.digest, {});
-    if (version.ok()) fetched = client.GetManifest(ref.name, version->to.manifest_digest);
+    if (version.ok()) fetched = get_manifest(version->to.manifest_digest);
   }
   BLZ_ASSIGN_OR_RETURN(ManifestResponse raw, std::move(fetched));
   Result<ModelManifest> parsed = ParseManifest(raw.bytes);
@@ -274,6 +334,17 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   result.manifest_digest = raw.digest;
   result.digest = manifest.archive_digest;
   result.full_bytes = manifest.archive_size;
+
+  // One fetch of this archive per store at a time: a concurrent pull of it waits here, then
+  // finds it held (step 1) or continues its partial download.
+  BLZ_ASSIGN_OR_RETURN(FetchLock fetch_lock,
+                       FetchLock::Acquire(store.dir(), manifest.archive_digest,
+                                          &result.waited_for_lock));
+  FetchContext ctx;
+  ctx.ref = &ref;
+  ctx.options = &options;
+  ctx.store_dir = store.dir();
+  ctx.token = client_options.token;
 
   // 1. Already held? Re-hash it: a damaged copy is dropped and fetched again.
   if (store.HasBlob(manifest.archive_digest)) {
@@ -297,7 +368,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     if (!choice.bases.empty()) {
       HeldVersion base;
       base.digest = choice.bases.front();
-      Status s = PullViaPatch(ref, manifest, base, options, &store, &client, &result);
+      Status s = PullViaPatch(ctx, manifest, base, &store, &result);
       if (!s.ok()) {
         if (s.code() == Code::kUnauthorized) return s;
         result.notes.push_back("patch from " + base.digest + " not used (" + s.ToString() +
@@ -308,7 +379,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
 
   // 3. No usable base: the archive as its full patch.
   if (result.archive_path.empty() && options.allow_patch) {
-    Status s = PullViaFullPatch(ref, manifest, options, &store, &client, &result);
+    Status s = PullViaFullPatch(ctx, manifest, &store, &result);
     if (!s.ok()) {
       if (s.code() == Code::kUnauthorized) return s;
       // An older server without full patches is not worth a note; other failures are.
@@ -325,12 +396,18 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     StagingGuard guard(staging);
     const std::string staged = staging + "/archive.blz";
     ProgressMeter meter("pulling " + Label(ref), options.progress);
-    const uint64_t before = client.bytes_received();
-    Status s = client.GetBlob(ref.name, manifest.archive_digest, manifest.archive_size, staged,
-                              meter.Callback());
+    DownloadRequest req;
+    req.target = "/v2/" + ref.name + "/blobs/" + manifest.archive_digest;
+    req.kind = "blob";
+    req.what = "blob " + manifest.archive_digest;
+    BLZ_ASSIGN_OR_RETURN(req.key, ParseDigest(manifest.archive_digest));
+    req.for_digest = manifest.archive_digest;
+    req.expected_digest = manifest.archive_digest;
+    req.expected_size = manifest.archive_size;
+    req.max_bytes = manifest.archive_size;
+    Result<DownloadResult> got = Fetch(ctx, req, staged, meter.Callback(), &result);
     meter.Finish();
-    result.bytes_downloaded += client.bytes_received() - before;
-    BLZ_RETURN_IF_ERROR(s);
+    BLZ_RETURN_IF_ERROR(got.status());
     BLZ_RETURN_IF_ERROR(VerifyArchiveData(staged, manifest.archive_digest, options.progress)
                             .WithContext("pull " + result.reference));
     BLZ_ASSIGN_OR_RETURN(result.archive_path,
@@ -340,6 +417,9 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
 
   BLZ_RETURN_IF_ERROR(store.RecordVersion(registry, ref.name, manifest.archive_digest,
                                           manifest.archive_size, ref.tag));
+  // Partial downloads for this archive by routes not taken (say a full patch interrupted
+  // earlier, before a base arrived) are of no further use.
+  (void)PartialStore(store.dir()).RemoveFor(manifest.archive_digest);
 
   if (!options.output_dir.empty()) {
     BLZ_RETURN_IF_ERROR(UnpackAtomically(result.archive_path, options.output_dir, options.progress)

@@ -16,11 +16,20 @@
 //    falls back with a note.
 // 5. Else download the archive blob, hashing it as it streams.
 // allow_patch = false (`--no-patch`) skips steps 3 and 4.
-// Downloads are staged under the store's tmp/ and published by rename only after their digest
-// is verified; nothing is written to the output before that. With an output directory the
+// Every download (patch, full patch, archive) goes through DownloadResumable
+// (client/blob_download.h): it is kept in the store's partial/ directory while it runs, retried
+// per PullOptions::retry (each retry reported to on_retry), fetched in up to `parallel` Range
+// parts when large, and resumed by the next pull after an interruption (Ctrl-C, kill -9, a
+// dropped connection, a registry restart). A transport failure of the patch route is retried
+// there first; only a failure after the last retry falls back (with a note).
+// One fetch per archive per store: a pull holds the archive's FetchLock (partial_download.h)
+// from the "already held?" check to publication, so a second pull of the same version waits,
+// then finds it held.
+// Downloads are published by rename only after their digest is verified; nothing is written
+// to the output before that. With an output directory the
 // archive is then unpacked (formats::Unpack: temp directory + rename; an existing directory is
 // refused before any download). A pull killed midway leaves only staged temp files, removed
-// by the next run; rerunning it completes.
+// by the next run and partial downloads that the rerun continues.
 #ifndef BLZ_CLIENT_PULL_H_
 #define BLZ_CLIENT_PULL_H_
 
@@ -29,8 +38,10 @@
 #include <string>
 #include <vector>
 
+#include "client/blob_download.h"
 #include "client/http_client.h"
 #include "client/progress.h"
+#include "client/retry.h"
 #include "core/status.h"
 
 namespace blz::client {
@@ -42,6 +53,14 @@ struct PullOptions {
   bool allow_patch = true;
   HttpClientOptions http;
   std::optional<std::string> token;  // nullopt = ResolveToken() (BLZ_TOKEN, then auth file)
+  // Downloads: retries (a stall is retry.stall_timeout without a byte), parallel Range parts
+  // (parts of clamp(size / parallel, min_part_bytes, max_part_bytes) bytes), and a log of
+  // every retry (the CLI prints them with --verbose).
+  RetryPolicy retry;
+  int parallel = kDefaultParallel;
+  uint64_t min_part_bytes = kDefaultMinPartBytes;
+  uint64_t max_part_bytes = kDefaultMaxPartBytes;
+  RetryLogFn on_retry;
 };
 
 struct PullResult {
@@ -60,6 +79,9 @@ struct PullResult {
   std::string transfer;
   bool cache_hit = false;       // the store already held the archive
   std::vector<std::string> notes;  // fallbacks and repairs worth telling the user
+  uint64_t bytes_resumed = 0;     // bytes kept from an interrupted earlier download
+  int retries = 0;                // transfer retries (all downloads of this pull)
+  bool waited_for_lock = false;   // another pull of the same version held the fetch lock
 };
 
 Result<PullResult> Pull(const std::string& reference, const PullOptions& options);

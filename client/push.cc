@@ -4,8 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "client/auth.h"
 #include "client/local_store.h"
@@ -46,6 +50,79 @@ class StagingGuard {
   std::string dir_;
 };
 
+// The fingerprint of a pack input (see push.h): 64 hex.
+Result<std::string> InputFingerprint(const std::string& input) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, std::string>> entries;  // relative path -> stat line
+  auto add = [&](const std::string& path, const std::string& rel) -> Status {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+      return IOError(path + ": cannot stat: " + std::strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) return Status::Ok();
+    entries.emplace_back(rel, std::to_string(st.st_size) + ":" +
+                                  std::to_string(int64_t(st.st_mtim.tv_sec)) + "." +
+                                  std::to_string(st.st_mtim.tv_nsec) + ":" +
+                                  std::to_string(st.st_ino) + ":" + std::to_string(st.st_dev));
+    return Status::Ok();
+  };
+  struct stat top {};
+  if (::stat(input.c_str(), &top) != 0) return IOError(input + ": cannot stat");
+  if (S_ISDIR(top.st_mode)) {
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(input, ec), end; !ec && it != end; it.increment(ec)) {
+      BLZ_RETURN_IF_ERROR(add(it->path().string(), fs::relative(it->path(), input).string()));
+    }
+    if (ec) return IOError(input + ": cannot list: " + ec.message());
+  } else {
+    BLZ_RETURN_IF_ERROR(add(input, "."));
+  }
+  std::sort(entries.begin(), entries.end());
+  std::string text = "blz-pack-v1\n";
+  for (const auto& [rel, line] : entries) text += rel + '\0' + line + '\n';
+  return Sha256Hex(text);
+}
+
+// A packed archive kept by an earlier push of the same input, re-hashed; "" when none.
+std::string KeptPack(const std::string& dir, const std::string& fingerprint,
+                     std::string* digest) {
+  const std::string archive = dir + "/" + fingerprint + ".blz";
+  Result<std::string> meta = ReadSmallFile(dir + "/" + fingerprint + ".json", 4096);
+  if (!meta.ok()) return "";
+  nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
+  std::string want = j.is_object() ? j.value("digest", "") : "";
+  Result<std::string> hex = Sha256FileHex(archive);
+  if (!ParseDigest(want).ok() || !hex.ok() || MakeDigest(*hex) != want) {
+    RemoveAll(archive);
+    RemoveAll(dir + "/" + fingerprint + ".json");
+    return "";
+  }
+  *digest = want;
+  return archive;
+}
+
+// Moves a freshly packed archive into <store>/packed/ (dropping any other kept one). Returns
+// its new path, or `packed_path` unchanged when it cannot be kept.
+std::string KeepPack(const std::string& dir, const std::string& fingerprint,
+                     const std::string& packed_path, const std::string& digest) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return packed_path;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code rm;
+    std::filesystem::remove(it->path(), rm);
+  }
+  const std::string archive = dir + "/" + fingerprint + ".blz";
+  if (::rename(packed_path.c_str(), archive.c_str()) != 0) return packed_path;
+  if (!WriteFileAtomic(dir + "/" + fingerprint + ".json",
+                       nlohmann::json({{"digest", digest}}).dump() + "\n")
+           .ok()) {
+    RemoveAll(archive);
+    return packed_path;  // gone: the caller's path no longer exists either
+  }
+  return archive;
+}
+
 }  // namespace
 
 Result<PushResult> Push(const std::string& input, const std::string& reference,
@@ -78,21 +155,41 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
     BLZ_ASSIGN_OR_RETURN(LocalStore opened, LocalStore::Open(cache_dir));
     store.emplace(std::move(opened));
     BLZ_ASSIGN_OR_RETURN(staging, store->MakeStagingDir());
+  } else if (Result<std::string> cache_dir = LocalStore::ResolveDir(options.cache_dir);
+             cache_dir.ok()) {
+    // Only to remember chunked upload sessions: an archive push works without a store.
+    if (Result<LocalStore> opened = LocalStore::Open(*cache_dir); opened.ok()) {
+      store.emplace(std::move(opened).value());
+    }
   }
   StagingGuard guard(staging);
   if (!is_archive) {
-    archive_path = staging + "/model.blz";
-    formats::PackStats stats;
-    ProgressMeter meter("packing " + input, WorkMeterOptions(options.progress));
-    BLZ_RETURN_IF_ERROR(formats::Pack(input, archive_path, &stats, meter.Callback())
-                            .WithContext("push: packing " + input));
-    meter.Finish();
-    result.packed = true;
-    result.archive_digest = stats.digest;
+    const std::string packed_dir = store->dir() + "/packed";
+    BLZ_ASSIGN_OR_RETURN(std::string fingerprint, InputFingerprint(input));
+    archive_path = KeptPack(packed_dir, fingerprint, &result.archive_digest);
+    if (!archive_path.empty()) {
+      result.reused_pack = true;
+    } else {
+      archive_path = staging + "/model.blz";
+      formats::PackStats stats;
+      ProgressMeter meter("packing " + input, WorkMeterOptions(options.progress));
+      BLZ_RETURN_IF_ERROR(formats::Pack(input, archive_path, &stats, meter.Callback())
+                              .WithContext("push: packing " + input));
+      meter.Finish();
+      result.packed = true;
+      result.archive_digest = stats.digest;
+      Result<std::string> after = InputFingerprint(input);
+      if (after.ok() && *after == fingerprint) {
+        archive_path = KeepPack(packed_dir, fingerprint, archive_path, stats.digest);
+        if (!std::filesystem::exists(archive_path)) {
+          return IOError("push: could not keep the packed archive of " + input);
+        }
+      }
+    }
   }
 
   BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
-  if (!result.packed) {
+  if (!result.packed && !result.reused_pack) {
     ProgressMeter verify_meter("verifying " + input, options.progress);
     BLZ_RETURN_IF_ERROR(archive.Verify(verify_meter.Callback()).WithContext("push: " + input));
     verify_meter.Finish();
@@ -135,35 +232,73 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
 
   // Archive first, config second, manifest last.
   // A blob the registry holds in another repository is mounted, not sent again.
-  BLZ_ASSIGN_OR_RETURN(BlobStat have_archive, client.HeadBlob(ref.name, manifest.archive_digest));
+  // Small idempotent requests are retried on transport failures and 5xx (client/retry.h).
+  auto retried = [&](std::string_view what, auto fn) {
+    return RetryTransient(options.retry, options.on_retry, what, fn);
+  };
+  BLZ_ASSIGN_OR_RETURN(BlobStat have_archive, retried("HEAD archive", [&] {
+                         return client.HeadBlob(ref.name, manifest.archive_digest);
+                       }));
   if (!have_archive.exists) {
-    BLZ_ASSIGN_OR_RETURN(have_archive.exists, client.MountBlob(ref.name, manifest.archive_digest));
+    BLZ_ASSIGN_OR_RETURN(have_archive.exists, retried("mount archive", [&] {
+                           return client.MountBlob(ref.name, manifest.archive_digest);
+                         }));
     have_archive.size = manifest.archive_size;
   }
   if (have_archive.exists && have_archive.size == manifest.archive_size) {
     ++result.blobs_skipped;
   } else {
     ProgressMeter meter("pushing " + ref.name + ":" + ref.tag, options.progress);
-    BLZ_RETURN_IF_ERROR(client.UploadBlobFromFile(ref.name, manifest.archive_digest,
-                                                  archive_path, meter.Callback()));
+    if (manifest.archive_size > options.chunk_bytes) {
+      UploadOptions u;
+      u.host = ref.registry.host;
+      u.port = ref.registry.port;
+      u.http = options.http;
+      u.http.tls = ref.registry.tls;  // the scheme comes from the reference
+      u.registry = ref.registry.ToString();
+      u.token = client_options.token;
+      u.store_dir = store.has_value() ? store->dir() : std::string();
+      u.retry = options.retry;
+      u.chunk_bytes = options.chunk_bytes;
+      u.on_retry = options.on_retry;
+      u.progress = meter.Callback();
+      BLZ_ASSIGN_OR_RETURN(UploadResult up,
+                           UploadBlobResumable(ref.name, manifest.archive_digest, archive_path,
+                                               manifest.archive_size, u));
+      result.bytes_resumed = up.resumed_from;
+      result.retries += up.retries;
+      result.bytes_uploaded += up.bytes_sent;
+    } else {
+      BLZ_RETURN_IF_ERROR(retried("archive upload", [&] {
+        return client.UploadBlobFromFile(ref.name, manifest.archive_digest, archive_path,
+                                         meter.Callback());
+      }));
+      result.bytes_uploaded += manifest.archive_size;
+    }
     meter.Finish();
-    result.bytes_uploaded += manifest.archive_size;
     ++result.blobs_uploaded;
   }
-  BLZ_ASSIGN_OR_RETURN(BlobStat have_config, client.HeadBlob(ref.name, manifest.config_digest));
+  BLZ_ASSIGN_OR_RETURN(BlobStat have_config, retried("HEAD config", [&] {
+                         return client.HeadBlob(ref.name, manifest.config_digest);
+                       }));
   if (!have_config.exists) {
-    BLZ_ASSIGN_OR_RETURN(have_config.exists, client.MountBlob(ref.name, manifest.config_digest));
+    BLZ_ASSIGN_OR_RETURN(have_config.exists, retried("mount config", [&] {
+                           return client.MountBlob(ref.name, manifest.config_digest);
+                         }));
     have_config.size = manifest.config_size;
   }
   if (have_config.exists && have_config.size == manifest.config_size) {
     ++result.blobs_skipped;
   } else {
-    BLZ_RETURN_IF_ERROR(client.UploadBlob(ref.name, manifest.config_digest, config_json));
+    BLZ_RETURN_IF_ERROR(retried("config upload", [&] {
+      return client.UploadBlob(ref.name, manifest.config_digest, config_json);
+    }));
     result.bytes_uploaded += config_json.size();
     ++result.blobs_uploaded;
   }
-  BLZ_ASSIGN_OR_RETURN(result.manifest_digest,
-                       client.PutManifest(ref.name, ref.tag, manifest_json));
+  BLZ_ASSIGN_OR_RETURN(result.manifest_digest, retried("manifest", [&] {
+                         return client.PutManifest(ref.name, ref.tag, manifest_json);
+                       }));
   return result;
 }
 

@@ -6,6 +6,20 @@
 // docs/registry-api.md specifies. Each blob is HEADed first and uploaded (POST, then PUT
 // ?digest=, streamed from the file) only when the registry lacks it; the manifest is PUT by
 // tag last, so a tag never points at missing blobs.
+//
+// Surviving interruptions (docs/client.md):
+// - An archive larger than `chunk_bytes` is uploaded in resumable chunks
+//   (client/blob_upload.h): the session is remembered in the store, so a re-run after Ctrl-C or
+//   a dropped connection asks the registry how much it holds and sends only the rest; failures
+//   are retried per `retry`.
+// - Packing is not repeated: the packed archive of a directory (or .safetensors file) is kept
+//   in <store>/packed/<fingerprint>.blz with <fingerprint>.json {"digest":...}. The
+//   fingerprint is the SHA-256 of "blz-pack-v1" and, for every regular file of the input in
+//   path order, its relative path, size, mtime (ns), inode and device: any edit, replacement
+//   or touch of an input file changes it. It is computed before and after packing, and the
+//   archive is kept only when both agree (the input did not change while being packed). A
+//   kept archive is used only when its SHA-256 still equals the recorded digest (else it is
+//   deleted and the input packed again). One archive is kept at a time.
 #ifndef BLZ_CLIENT_PUSH_H_
 #define BLZ_CLIENT_PUSH_H_
 
@@ -13,8 +27,10 @@
 #include <optional>
 #include <string>
 
+#include "client/blob_upload.h"
 #include "client/http_client.h"
 #include "client/progress.h"
+#include "client/retry.h"
 #include "core/status.h"
 
 namespace blz::client {
@@ -24,6 +40,9 @@ struct PushOptions {
   ProgressMode progress = ProgressMode::kOff;  // progress on stderr (client/progress.h)
   HttpClientOptions http;
   std::optional<std::string> token;  // nullopt = ResolveToken() (BLZ_TOKEN, then auth file)
+  RetryPolicy retry;                      // chunked uploads (see above)
+  uint64_t chunk_bytes = kDefaultChunkBytes;
+  RetryLogFn on_retry;
 };
 
 struct PushResult {
@@ -37,6 +56,9 @@ struct PushResult {
   int blobs_uploaded = 0;
   int blobs_skipped = 0;        // already in the registry
   bool packed = false;          // the input was packed first
+  bool reused_pack = false;     // ... or its packed archive was kept from an earlier run
+  uint64_t bytes_resumed = 0;   // archive bytes the registry held from an interrupted push
+  int retries = 0;
 };
 
 // Errors: kInvalidArgument (bad reference, a digest reference), kNotFound (input), the

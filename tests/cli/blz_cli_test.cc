@@ -141,9 +141,16 @@ TEST(BlzCliTest, MissingFileExit3) {
 
 TEST(BlzCliTest, UnreachableRegistryExit6) {
   TempDir tmp;
-  BlzRun r = Blz("pull 127.0.0.1:1/org/m:v1 --timeout 5 --cache " + tmp / "c", tmp);
+  // Connection errors are retried (--retries, default 5), each retry shown with --verbose;
+  // then the pull gives up.
+  BlzRun r = Blz("pull 127.0.0.1:1/org/m:v1 --timeout 5 --retries 2 --verbose --cache " +
+                     tmp / "c",
+                 tmp);
   EXPECT_EQ(r.code, 6) << r.err;
   EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("retry 1/2 after"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("retry 2/2 after"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("retry 3/"), std::string::npos) << r.err;
 }
 
 // `blz login` checks the token against the registry first (tests/e2e has the successful

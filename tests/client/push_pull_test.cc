@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/local_store.h"
@@ -284,6 +285,9 @@ class PushPullTest : public ::testing::Test {
     PushOptions o;
     o.cache_dir = tmp_ / "push-cache";
     o.token = "tok";
+    o.retry.max_attempts = 3;
+    o.retry.base_delay = std::chrono::milliseconds(5);
+    o.retry.max_delay = std::chrono::milliseconds(20);
     return o;
   }
   PullOptions PullOpts(const std::string& output = "") {
@@ -291,6 +295,9 @@ class PushPullTest : public ::testing::Test {
     o.cache_dir = tmp_ / "pull-cache";
     o.output_dir = output;
     o.token = "";
+    o.retry.max_attempts = 3;
+    o.retry.base_delay = std::chrono::milliseconds(5);
+    o.retry.max_delay = std::chrono::milliseconds(20);
     return o;
   }
   // Blobs in the pull cache's content store.
@@ -582,8 +589,33 @@ TEST_F(PushPullTest, FullPatchFailuresFallBackToTheBlob) {
               ReadFileBytes(tmp_ / "v1/model.safetensors"));
     EXPECT_TRUE(fs::is_empty(o.cache_dir + "/tmp"));
   }
-  EXPECT_EQ(registry_.full_patch_requests(), 4);
+  // The 500 is retried (PullOpts: 3 attempts) before the fallback; 404 and 405 are not.
+  EXPECT_EQ(registry_.full_patch_requests(), 6);
   EXPECT_EQ(registry_.blob_gets(), 4);
+}
+
+TEST_F(PushPullTest, ConcurrentPullsOfOneVersionDownloadItOnce) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  Result<PullResult> results[2] = {Internal("not run"), Internal("not run")};
+  std::vector<std::thread> pulls;
+  for (int i = 0; i < 2; ++i) {
+    pulls.emplace_back([&, i] {
+      PullOptions o = PullOpts(tmp_ / ("same-" + std::to_string(i)));
+      o.allow_patch = false;
+      results[i] = Pull(Ref("v1"), o);
+    });
+  }
+  for (std::thread& t : pulls) t.join();
+  ASSERT_TRUE(results[0].ok()) << results[0].status().ToString();
+  ASSERT_TRUE(results[1].ok()) << results[1].status().ToString();
+  EXPECT_EQ(registry_.blob_gets(), 1);
+  EXPECT_EQ(int(results[0]->cache_hit) + int(results[1]->cache_hit), 1);
+  EXPECT_EQ(results[0]->bytes_downloaded + results[1]->bytes_downloaded,
+            results[0]->full_bytes);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ReadFileBytes(tmp_ / ("same-" + std::to_string(i) + "/model.safetensors")),
+              ReadFileBytes(tmp_ / "v1/model.safetensors"));
+  }
 }
 
 TEST_F(PushPullTest, RealFineTuneArrivesAsPatch) {

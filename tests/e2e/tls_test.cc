@@ -160,8 +160,9 @@ TEST_F(TlsE2ETest, PushAndPullOverHttpsWithTheTestCa) {
   const size_t log_before = ReadFileBytes(*work_ / "registry.err").size();
   ProcessResult r = Blz({"pull", Url("tls/m:v1"), "-o", out, "--ca-cert", Ca()}, env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Keep-alive over TLS: the pull's requests (manifest, then the download) share one
-  // connection, i.e. one client address in the access log.
+  // Keep-alive over TLS: the registry requests share one connection and a small download
+  // (one Range part) has one of its own (client/blob_download.h), i.e. at most two client
+  // addresses in the access log, however many requests.
   std::set<std::string> clients;
   int requests = 0;
   // The access-log line is written once the reply is sent: wait (bounded) for both lines.
@@ -181,7 +182,7 @@ TEST_F(TlsE2ETest, PushAndPullOverHttpsWithTheTestCa) {
     }
   }
   EXPECT_GE(requests, 2);
-  EXPECT_EQ(clients.size(), 1u) << "the pull opened more than one TLS connection";
+  EXPECT_LE(clients.size(), 2u) << "the pull opened more than two TLS connections";
   for (const auto& e : fs::recursive_directory_iterator(corpus + "/tiny-gpt2/base")) {
     if (!e.is_regular_file()) continue;
     const std::string rel = fs::relative(e.path(), corpus + "/tiny-gpt2/base").string();
