@@ -51,13 +51,13 @@ def pump(src, dst, key, limit, stall_after, stall_seconds, on_cut):
                         stats[key] += len(data)
                 on_cut()
                 return
-            if stall_after is not None and not stalled and sent + len(data) >= stall_after:
-                stalled = True
-                time.sleep(stall_seconds)
             dst.sendall(data)
             sent += len(data)
             with lock:
                 stats[key] += len(data)
+            if stall_after is not None and not stalled and sent >= stall_after:
+                stalled = True
+                time.sleep(stall_seconds)
     except OSError:
         pass
     finally:
