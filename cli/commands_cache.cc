@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "client/cache_prune.h"
 #include "client/local_store.h"
+#include "client/partial_download.h"
 #include "client/progress.h"
 #include "core/digest.h"
 #include "core/time_format.h"
@@ -120,7 +121,8 @@ void AddCache(CLI::App& app, std::vector<Command>* commands) {
   prune->add_flag("--dry-run", prune_args->dry_run, "report what would be evicted; keep all");
   prune->add_flag("--json", prune_args->json, "print {evicted, kept, bytes_before, bytes_after}");
   prune->footer(
-      "Needs --older-than, --max-size or both. A version is evicted everywhere it is named\n"
+      "Needs --older-than, --max-size or both. --older-than also removes interrupted\n"
+      "downloads (partial/) not resumed for that long. A version is evicted everywhere it is named\n"
       "(all registries and repositories); the next pull of it, or of a version that would\n"
       "have patched from it, downloads more.");
   commands->push_back({prune, [prune_args]() -> Status {
@@ -135,11 +137,15 @@ void AddCache(CLI::App& app, std::vector<Command>* commands) {
     }
     BLZ_ASSIGN_OR_RETURN(client::LocalStore store, OpenStore(prune_args->cache));
     BLZ_ASSIGN_OR_RETURN(std::vector<client::HeldVersion> held, store.AllVersions());
-    client::PrunePlan plan = client::PlanPrune(held, rule, int64_t(std::time(nullptr)));
+    const int64_t now = int64_t(std::time(nullptr));
+    client::PrunePlan plan = client::PlanPrune(held, rule, now);
+    std::pair<int, uint64_t> partials{0, 0};
     if (!prune_args->dry_run) {
       for (const auto& v : plan.evict) {
         BLZ_RETURN_IF_ERROR(store.ForgetVersion(v.digest).status());
       }
+      // Interrupted downloads nobody resumed for that long (docs/client.md).
+      if (rule.max_age > 0) partials = client::PartialStore(store.dir()).RemoveIdle(rule.max_age, now);
     }
     if (prune_args->json) {
       nlohmann::json evicted = nlohmann::json::array(), kept = nlohmann::json::array();
@@ -149,7 +155,9 @@ void AddCache(CLI::App& app, std::vector<Command>* commands) {
                  {"evicted", evicted},
                  {"kept", kept},
                  {"bytes_before", plan.bytes_before},
-                 {"bytes_after", plan.bytes_after}});
+                 {"bytes_after", plan.bytes_after},
+                 {"partial_downloads_removed", partials.first},
+                 {"partial_bytes_freed", partials.second}});
       return Status::Ok();
     }
     for (const auto& v : plan.evict) {
@@ -160,6 +168,10 @@ void AddCache(CLI::App& app, std::vector<Command>* commands) {
                 plan.evict.size(), plan.evict.size() == 1 ? "" : "s",
                 client::FormatBytes(plan.bytes_before).c_str(),
                 client::FormatBytes(plan.bytes_after).c_str());
+    if (partials.first > 0) {
+      std::printf("%d interrupted download%s removed, %s freed\n", partials.first,
+                  partials.first == 1 ? "" : "s", client::FormatBytes(partials.second).c_str());
+    }
     return Status::Ok();
   }});
 

@@ -406,14 +406,20 @@ struct HttpClient::Impl {
     if (!ec) return Status::Ok();
     std::string why = Describe(ec, options.connect_timeout);
     const long verify = SSL_get_verify_result(native);
+    // An untrusted certificate, or a peer that does not speak TLS, will not change on a retry:
+    // those are not kUnavailable (client/retry.h retries that).
     if (!options.insecure && verify != X509_V_OK) {
-      why = std::string("certificate verify failed (") + X509_verify_cert_error_string(verify) +
-            "); pass --ca-cert FILE or set BLZ_CA_BUNDLE to trust its CA (or --insecure to "
-            "skip verification)";
-    } else if (why.find("wrong version number") != std::string::npos ||
-               why.find("packet length too long") != std::string::npos ||
-               why.find("record layer failure") != std::string::npos) {
-      why += " (the server does not speak TLS on this port? try http:// or --plain-http)";
+      return Unauthorized("TLS handshake with " + authority + " failed: certificate verify " +
+                          "failed (" + X509_verify_cert_error_string(verify) +
+                          "); pass --ca-cert FILE or set BLZ_CA_BUNDLE to trust its CA (or "
+                          "--insecure to skip verification)");
+    }
+    if (why.find("wrong version number") != std::string::npos ||
+        why.find("packet length too long") != std::string::npos ||
+        why.find("record layer failure") != std::string::npos) {
+      return Unsupported("TLS handshake with " + authority + " failed: " + why +
+                         " (the server does not speak TLS on this port? try http:// or "
+                         "--plain-http)");
     }
     return Unavailable("TLS handshake with " + authority + " failed: " + why);
   }

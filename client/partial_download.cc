@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -155,6 +156,42 @@ int PartialStore::RemoveFor(std::string_view archive_digest) const {
   }
   for (const std::string& key : doomed) Remove(key);
   return int(doomed.size());
+}
+
+std::pair<int, uint64_t> PartialStore::RemoveIdle(int64_t max_age, int64_t now) const {
+  int removed = 0;
+  uint64_t bytes = 0;
+  std::vector<std::string> keys;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() == 69 && name.substr(64) == ".json") keys.push_back(name.substr(0, 64));
+  }
+  for (const std::string& key : keys) {
+    struct stat st {};
+    if (::stat(SidecarPath(key).c_str(), &st) != 0 || now - int64_t(st.st_mtime) <= max_age) {
+      continue;
+    }
+    std::optional<PartialState> state = Load(key);
+    int lock_fd = -1;
+    if (state.has_value()) {
+      Result<std::string> hex = ParseDigest(state->for_digest);
+      if (hex.ok()) {
+        const std::string lock_path = DataPath(*hex) + ".lock";
+        lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+        if (lock_fd >= 0 && ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+          ::close(lock_fd);  // a pull is resuming it
+          continue;
+        }
+      }
+    }
+    struct stat data {};
+    if (::stat(DataPath(key).c_str(), &data) == 0) bytes += uint64_t(data.st_blocks) * 512;
+    Remove(key);
+    ++removed;
+    if (lock_fd >= 0) ::close(lock_fd);
+  }
+  return {removed, bytes};
 }
 
 Result<FetchLock> FetchLock::Acquire(const std::string& store_dir,

@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -74,6 +75,10 @@ class PartialStore {
   // Removes every partial download whose "for" is `archive_digest` (after a pull completed by
   // another route, its other partials are of no use). Returns how many were removed.
   int RemoveFor(std::string_view archive_digest) const;
+  // `blz cache prune --older-than`: removes the partial downloads whose sidecar was last written
+  // more than `max_age` seconds before `now`, unless a pull holds their archive's FetchLock
+  // (it is resuming them). Returns (downloads removed, bytes freed).
+  std::pair<int, uint64_t> RemoveIdle(int64_t max_age, int64_t now) const;
 
  private:
   std::string dir_;  // <store>/partial/sha256

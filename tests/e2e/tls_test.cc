@@ -205,8 +205,9 @@ TEST_F(TlsE2ETest, WithoutTheCaThePullFailsClearlyAndWritesNothing) {
   PushOnce(corpus);
   auto env = Env("untrusting");
   const std::string out = *work_ / "not-pulled";
-  ProcessResult r = Blz({"pull", Url("tls/m:v1"), "-o", out}, env);
-  EXPECT_NE(r.exit_code, 0);
+  ProcessResult r = Blz({"pull", Url("tls/m:v1"), "-o", out, "--verbose"}, env);
+  EXPECT_EQ(r.exit_code, 5) << r.err;  // untrusted: not retried, the auth exit code
+  EXPECT_EQ(r.err.find("retry"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("certificate verify failed"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--ca-cert"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
