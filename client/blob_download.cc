@@ -17,6 +17,7 @@
 #include "client/registry_client.h"
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "core/text.h"
 
 namespace blz::client {
 namespace {
@@ -35,17 +36,6 @@ struct ContentRange {
   uint64_t first = 0, last = 0, total = 0;
 };
 
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t n = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    n = n * 10 + uint64_t(c - '0');
-  }
-  *out = n;
-  return true;
-}
-
 // "bytes FIRST-LAST/TOTAL" (RFC 9110 14.4).
 std::optional<ContentRange> ParseContentRange(std::string_view v) {
   if (v.substr(0, 6) != "bytes ") return std::nullopt;
@@ -55,9 +45,9 @@ std::optional<ContentRange> ParseContentRange(std::string_view v) {
     return std::nullopt;
   }
   ContentRange r;
-  if (!ParseU64(v.substr(0, dash), &r.first) ||
-      !ParseU64(v.substr(dash + 1, slash - dash - 1), &r.last) ||
-      !ParseU64(v.substr(slash + 1), &r.total) || r.last < r.first || r.last >= r.total) {
+  if (!ParseDecimalU64(v.substr(0, dash), &r.first) ||
+      !ParseDecimalU64(v.substr(dash + 1, slash - dash - 1), &r.last) ||
+      !ParseDecimalU64(v.substr(slash + 1), &r.total) || r.last < r.first || r.last >= r.total) {
     return std::nullopt;
   }
   return r;

@@ -12,22 +12,12 @@
 #include "client/registry_client.h"
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "core/text.h"
 
 namespace blz::client {
 namespace {
 
 constexpr uint64_t kMinChunkBytes = 64 * 1024;
-
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t n = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    n = n * 10 + uint64_t(c - '0');
-  }
-  *out = n;
-  return true;
-}
 
 // The origin-form path of an upload Location ("http://host/v2/..." -> "/v2/..."), or "".
 std::string LocationPath(const std::string& location) {
@@ -47,13 +37,13 @@ std::string LocationPath(const std::string& location) {
 // Bytes the registry holds for an upload session, from Blz-Upload-Offset or Range "0-<last>".
 std::optional<uint64_t> HeldBytes(const HttpResponse& r) {
   uint64_t n = 0;
-  if (ParseU64(r.Header("Blz-Upload-Offset"), &n)) return n;
+  if (ParseDecimalU64(r.Header("Blz-Upload-Offset"), &n)) return n;
   std::string range = r.Header("Range");
   if (range.rfind("bytes=", 0) == 0) range = range.substr(6);
   size_t dash = range.find('-');
   uint64_t first = 0, last = 0;
-  if (dash == std::string::npos || !ParseU64(range.substr(0, dash), &first) ||
-      !ParseU64(range.substr(dash + 1), &last) || first != 0) {
+  if (dash == std::string::npos || !ParseDecimalU64(range.substr(0, dash), &first) ||
+      !ParseDecimalU64(range.substr(dash + 1), &last) || first != 0) {
     return std::nullopt;
   }
   return last == 0 ? 0 : last + 1;  // "0-0" is ambiguous: assume empty (the registry re-checks)

@@ -21,6 +21,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "core/text.h"
+
 namespace blz::client {
 
 namespace beast = boost::beast;
@@ -250,15 +252,7 @@ bool HttpResponse::HasHeader(std::string_view name) const {
 
 bool HttpResponse::ContentLength(uint64_t* out) const {
   if (!HasHeader("Content-Length")) return false;
-  std::string v = Header("Content-Length");
-  if (v.empty() || v.size() > 19) return false;
-  uint64_t n = 0;
-  for (char c : v) {
-    if (c < '0' || c > '9') return false;
-    n = n * 10 + uint64_t(c - '0');
-  }
-  *out = n;
-  return true;
+  return ParseDecimalU64(Header("Content-Length"), out);
 }
 
 struct HttpClient::Impl {

@@ -136,6 +136,21 @@ Status WriteIndex(const std::string& path, std::string_view registry,
   return WriteFileAtomic(path, doc.dump(1) + "\n");
 }
 
+// The registry and repository an index.json names; false when it is unreadable or they are
+// not valid (such an index is skipped).
+bool ReadIndexNames(const std::string& path, std::string* registry, std::string* repository) {
+  Result<std::string> text = ReadSmallFile(path, kMaxIndexBytes);
+  if (!text.ok()) return false;
+  try {
+    nlohmann::json doc = nlohmann::json::parse(*text);
+    *registry = doc.at("registry").get<std::string>();
+    *repository = doc.at("repository").get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  return ValidateRepo(*registry, *repository).ok();
+}
+
 }  // namespace
 
 Result<std::string> LocalStore::ResolveDir(const std::string& flag_dir) {
@@ -326,17 +341,8 @@ Result<std::vector<HeldVersion>> LocalStore::AllVersions() const {
   for (fs::recursive_directory_iterator it(dir_ + "/repos", ec), end; !ec && it != end;
        it.increment(ec)) {
     if (it->path().filename() != "index.json" || !it->is_regular_file()) continue;
-    Result<std::string> text = ReadSmallFile(it->path().string(), kMaxIndexBytes);
-    if (!text.ok()) continue;
     std::string registry, repository;
-    try {
-      nlohmann::json doc = nlohmann::json::parse(*text);
-      registry = doc.at("registry").get<std::string>();
-      repository = doc.at("repository").get<std::string>();
-    } catch (const nlohmann::json::exception&) {
-      continue;
-    }
-    if (!ValidateRepo(registry, repository).ok()) continue;
+    if (!ReadIndexNames(it->path().string(), &registry, &repository)) continue;
     Result<std::vector<HeldVersion>> held = Versions(registry, repository);
     if (!held.ok()) continue;
     for (HeldVersion& v : *held) {
@@ -383,16 +389,8 @@ Result<uint64_t> LocalStore::ForgetVersion(std::string_view digest) {
     }
   }
   for (const fs::path& path : indexes) {
-    Result<std::string> text = ReadSmallFile(path.string(), kMaxIndexBytes);
-    if (!text.ok()) continue;
     std::string registry, repository;
-    try {
-      nlohmann::json doc = nlohmann::json::parse(*text);
-      registry = doc.at("registry").get<std::string>();
-      repository = doc.at("repository").get<std::string>();
-    } catch (const nlohmann::json::exception&) {
-      continue;
-    }
+    if (!ReadIndexNames(path.string(), &registry, &repository)) continue;
     Result<Index> index = ReadIndex(path.string());
     if (!index.ok()) continue;
     const size_t before = index->versions.size();

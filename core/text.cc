@@ -99,4 +99,15 @@ std::string EscapeTextForTerminal(std::string_view text) {
   return Escape(text, /*keep_newlines=*/true);
 }
 
+bool ParseDecimalU64(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  uint64_t n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + uint64_t(c - '0');
+  }
+  *out = n;
+  return true;
+}
+
 }  // namespace blz

@@ -8,6 +8,7 @@
 #ifndef BLZ_CORE_TEXT_H_
 #define BLZ_CORE_TEXT_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,10 @@ std::string EscapeForTerminal(std::string_view s);
 // on each untrusted field when the layout matters (a newline in a name would otherwise
 // start a new row); this is the safety net for whole rendered documents.
 std::string EscapeTextForTerminal(std::string_view text);
+
+// Parses `s` as an unsigned decimal of 1 to 19 digits (no sign, no spaces: the form of HTTP's
+// Content-Length and byte ranges), so it always fits in 64 bits. False for anything else.
+bool ParseDecimalU64(std::string_view s, uint64_t* out);
 
 }  // namespace blz
 

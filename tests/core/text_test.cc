@@ -66,5 +66,18 @@ TEST(TextTest, MultiLineTextKeepsNewlinesAndTabs) {
   EXPECT_TRUE(TerminalSafe(EscapeTextForTerminal("\x1b\x07\x7f\xC2\x85")));
 }
 
+TEST(TextTest, ParseDecimalU64AcceptsOnlyPlainDigits) {
+  uint64_t v = 7;
+  EXPECT_TRUE(ParseDecimalU64("0", &v));
+  EXPECT_EQ(v, 0u);
+  EXPECT_TRUE(ParseDecimalU64("9999999999999999999", &v));  // 19 digits: the most accepted
+  EXPECT_EQ(v, 9999999999999999999ull);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "1a", "0x10", "10000000000000000000"}) {
+    uint64_t untouched = 42;
+    EXPECT_FALSE(ParseDecimalU64(bad, &untouched)) << bad;
+    EXPECT_EQ(untouched, 42u) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace blz

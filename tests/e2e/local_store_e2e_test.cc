@@ -39,33 +39,13 @@ std::map<std::string, std::string> TreeOf(const std::string& dir) {
 class LocalStoreE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string out = work_ / "serve.out";
-    pid_ = StartProcess({BLZ_BINARY, "serve", "--data", work_ / "data", "--listen",
-                         "127.0.0.1:0"},
-                        {}, out, work_ / "serve.err");
-    ASSERT_GT(pid_, 0);
-    for (int i = 0; i < 300 && addr_.empty(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      const std::string text = ReadFileBytes(out);
-      if (auto t = text.find("admin token: "); t != std::string::npos && token_.empty()) {
-        const size_t start = t + 13;
-        token_ = text.substr(start, text.find('\n', t) - start);
-      }
-      if (auto l = text.find("listening on http://"); l != std::string::npos) {
-        const size_t start = l + 20;
-        addr_ = text.substr(start, text.find('\n', l) - start);
-      }
-    }
-    ASSERT_FALSE(addr_.empty()) << ReadFileBytes(work_ / "serve.err");
+    server_ = StartServe(BLZ_BINARY, work_ / "data", {}, work_ / "serve");
+    ASSERT_FALSE(server_.addr.empty()) << ReadFileBytes(work_ / "serve.err");
+    addr_ = server_.addr;
+    token_ = server_.token;
     alias_ = "localhost:" + addr_.substr(addr_.rfind(':') + 1);
   }
-  void TearDown() override {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-  }
+  void TearDown() override { StopServe(&server_); }
 
   ProcessResult Blz(std::vector<std::string> args) {
     args.insert(args.begin(), BLZ_BINARY);
@@ -83,7 +63,7 @@ class LocalStoreE2ETest : public ::testing::Test {
   }
 
   TempDir work_;
-  pid_t pid_ = -1;
+  ServeProcess server_;
   std::string addr_;
   std::string alias_;  // the same server as "localhost:<port>"
   std::string token_;

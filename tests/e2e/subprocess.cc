@@ -76,4 +76,34 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
   return r;
 }
 
+ServeProcess StartServe(const std::string& binary, const std::string& data,
+                        const std::vector<std::string>& extra, const std::string& log_prefix) {
+  std::vector<std::string> argv = {binary, "serve", "--data", data, "--listen", "127.0.0.1:0"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const std::string out = log_prefix + ".out";
+  ServeProcess server;
+  server.pid = StartProcess(argv, {}, out, log_prefix + ".err");
+  if (server.pid <= 0) return server;
+  for (int i = 0; i < 300 && server.addr.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string text = ReadFileBytes(out);
+    size_t l = text.find("listening on ");
+    if (l == std::string::npos || text.find('\n', l) == std::string::npos) continue;
+    if (size_t t = text.find("admin token: "); t != std::string::npos) {
+      server.token = text.substr(t + 13, text.find('\n', t) - t - 13);
+    }
+    std::string url = text.substr(l + 13, text.find('\n', l) - l - 13);
+    server.addr = url.substr(url.find("://") == std::string::npos ? 0 : url.find("://") + 3);
+  }
+  return server;
+}
+
+void StopServe(ServeProcess* server) {
+  if (server->pid <= 0) return;
+  ::kill(server->pid, SIGTERM);
+  int status = 0;
+  ::waitpid(server->pid, &status, 0);
+  server->pid = -1;
+}
+
 }  // namespace blz::testing

@@ -27,6 +27,21 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env, const std::string& scratch_dir,
                          int timeout_seconds = 300);
 
+// A `blz serve` a test started on 127.0.0.1:<free port>.
+struct ServeProcess {
+  pid_t pid = -1;
+  std::string addr;   // "127.0.0.1:PORT"; empty when it did not start
+  std::string token;  // the admin token it printed (on a data directory's first start only)
+};
+
+// Starts `binary serve --data DATA --listen 127.0.0.1:0 EXTRA...` with stdout and stderr in
+// "<log_prefix>.out" / "<log_prefix>.err", and waits (at most 15 s) for its "listening on
+// http(s)://" line and, when it prints one, its admin token.
+ServeProcess StartServe(const std::string& binary, const std::string& data,
+                        const std::vector<std::string>& extra, const std::string& log_prefix);
+// SIGTERM, then waits for it to exit. Idempotent.
+void StopServe(ServeProcess* server);
+
 }  // namespace blz::testing
 
 #endif  // BLZ_TESTS_E2E_SUBPROCESS_H_
