@@ -30,7 +30,7 @@ case "$mode" in
   *) echo "usage: scripts/fuzz.sh short|long SECONDS [TARGET...]" >&2; exit 2 ;;
 esac
 
-all_targets=(safetensors gguf blz_archive patch_parse patch_apply codec manifest wire
+all_targets=(safetensors gguf blz_archive patch_parse patch_apply codec manifest reference wire
   registry_request squizd hf_plan)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
@@ -63,7 +63,7 @@ corpus_files() {
 # The per-target maximum input length.
 max_len() {
   case "$1" in
-    manifest|wire) echo 4096 ;;
+    manifest|reference|wire) echo 4096 ;;
     registry_request) echo 8192 ;;
     *) echo 65536 ;;
   esac
