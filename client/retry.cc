@@ -88,9 +88,12 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(
   tm.tm_sec = second;
   const time_t when = ::timegm(&tm);
   if (when == time_t(-1)) return std::nullopt;
-  const auto target = std::chrono::system_clock::from_time_t(when);
-  if (target <= now) return std::chrono::milliseconds(0);
-  return std::chrono::duration_cast<std::chrono::milliseconds>(target - now);
+  // In whole seconds: a date centuries ahead ("Wed, 21 Oct 4030 ...") overflows the clock's
+  // nanoseconds (system_clock::from_time_t), so it is compared as time_t and capped at a year.
+  const int64_t ahead = int64_t(when) - int64_t(std::chrono::system_clock::to_time_t(now));
+  if (ahead <= 0) return std::chrono::milliseconds(0);
+  constexpr int64_t kMaxAheadSeconds = 365LL * 86400;
+  return std::chrono::milliseconds(std::min(ahead, kMaxAheadSeconds) * 1000);
 }
 
 void SleepFor(std::chrono::milliseconds delay) { std::this_thread::sleep_for(delay); }
