@@ -2,7 +2,7 @@
 // Routes: #/ catalog, #/r/<name> repository, #/r/<name>/v/<digest> version,
 // #/r/<name>/diff/<from>/<to> diff. Repository names may contain '/', so the fixed
 // keywords ('v', 'diff') are searched from the end of the path.
-import { h, clear } from './lib/dom.js';
+import { h, clear, append } from './lib/dom.js';
 import { getToken, setToken } from './lib/api.js';
 import { errorBox } from './lib/ui.js';
 import { catalogPage } from './pages/catalog.js';
@@ -43,10 +43,10 @@ function tokenForm(main, err) {
 }
 
 function renderHeader(header) {
-  clear(header).append(
+  append(clear(header), [
     h('a.brand', { href: '#/', text: 'blz' }),
     h('span.sub', { text: ' model registry' }),
-    getToken() ? h('button.signout', { type: 'button', onclick: () => { setToken(''); render(); } }, 'forget token') : null);
+    getToken() ? h('button.signout', { type: 'button', onclick: () => { setToken(''); render(); } }, 'forget token') : null]);
 }
 
 export async function render() {

@@ -14,16 +14,21 @@ export function fmtBytes(n) {
   return (neg ? '-' : '') + s + ' ' + kUnits[u];
 }
 
-// A float for tables: 4 significant digits, exponent form for very small/large values.
-export function fmtNum(x) {
+// A float for tables: `digits` significant digits (4), exponent form for very small/large values.
+export function fmtNum(x, digits = 4) {
   if (x === null || x === undefined) return '—';
   if (typeof x !== 'number') return String(x);
   if (Number.isNaN(x)) return 'NaN';
   if (!Number.isFinite(x)) return x > 0 ? '+Inf' : '-Inf';
   if (x === 0) return '0';
   const a = Math.abs(x);
-  if (a < 1e-3 || a >= 1e6) return x.toExponential(3);
-  return String(Number(x.toPrecision(4)));
+  if (a < 1e-3 || a >= 1e6) return x.toExponential(digits - 1);
+  return String(Number(x.toPrecision(digits)));
+}
+
+// Cosines sit near 1 for fine-tunes: 6 significant digits keep 0.99997 from reading as 1.
+export function fmtCos(x) {
+  return fmtNum(x, 6);
 }
 
 export function fmtPercent(f) {

@@ -9,6 +9,8 @@ const kPage = 50;
 
 export async function catalogPage(root, _params, ctx) {
   const q = ctx.query.q || '';
+  // Page size: 50, or #/?n=N (1..1000; the tests use it to page through a few repositories).
+  const n = Math.min(1000, Math.max(1, Number(ctx.query.n) || kPage));
   const input = h('input#filter', { type: 'search', placeholder: 'filter repositories', value: q, 'aria-label': 'filter repositories' });
   const count = h('p.count', { 'aria-live': 'polite' });
   const tbody = h('tbody');
@@ -46,7 +48,7 @@ export async function catalogPage(root, _params, ctx) {
       next = nextLink(res);
       if (!next && tbody.rows.length < total && json.repositories && json.repositories.length) {
         const last = json.repositories[json.repositories.length - 1].name;
-        next = `/v2/_blz/repositories?n=${kPage}&last=${enc(last)}${input.value ? '&q=' + enc(input.value) : ''}`;
+        next = `/v2/_blz/repositories?n=${n}&last=${enc(last)}${input.value ? '&q=' + enc(input.value) : ''}`;
       }
       more.hidden = !next;
     } catch (e) {
@@ -61,11 +63,12 @@ export async function catalogPage(root, _params, ctx) {
     clearTimeout(timer);
     timer = setTimeout(() => {
       // Keep the filter in the URL without re-rendering the page.
-      history.replaceState(null, '', input.value ? '#/?q=' + enc(input.value) : '#/');
+      const qs = new URLSearchParams({ ...(input.value ? { q: input.value } : {}), ...(ctx.query.n ? { n } : {}) }).toString();
+      history.replaceState(null, '', qs ? '#/?' + qs : '#/');
       ctx.guard(load(firstUrl(), true));
     }, 200);
   });
-  const firstUrl = () => `/v2/_blz/repositories?n=${kPage}${input.value ? '&q=' + enc(input.value) : ''}`;
+  const firstUrl = () => `/v2/_blz/repositories?n=${n}${input.value ? '&q=' + enc(input.value) : ''}`;
   await load(firstUrl(), true);
   input.focus();
 }

@@ -3,9 +3,9 @@
 // patch's piece report, a sortable per-tensor table, the whole-model summary, and the
 // structural diff when the structures differ. Diff and patch report load independently
 // (`?async=1`, progress while they compute).
-import { h, clear, route } from '../lib/dom.js';
+import { h, clear, route, append } from '../lib/dom.js';
 import { getJson, getAsync, repoPath, enc } from '../lib/api.js';
-import { fmtBytes, fmtInt, fmtNum, fmtPercent, fmtShape, shortDigest, makeScale } from '../lib/format.js';
+import { fmtBytes, fmtCos, fmtInt, fmtNum, fmtPercent, fmtShape, shortDigest, makeScale } from '../lib/format.js';
 import { buildGrid, combineMetrics, groupOf, kMetrics, colourValue } from '../lib/group.js';
 import { heatmap } from '../lib/heatmap.js';
 import { sortableTable, progressBox, errorBox } from '../lib/ui.js';
@@ -106,7 +106,7 @@ export async function diffPage(root, { name, from, to }, ctx) {
       const m = v.model || {};
       add('model relative L2', fmtNum(m.rel_l2), 'sum-rel-l2');
       add('model changed fraction', fmtPercent(m.fraction_changed), 'sum-fraction');
-      add('model cosine', fmtNum(m.cosine), 'sum-cosine');
+      add('model cosine', fmtCos(m.cosine), 'sum-cosine');
     } else {
       add('value diff', 'computing…', 'sum-values');
     }
@@ -119,7 +119,7 @@ export async function diffPage(root, { name, from, to }, ctx) {
     const list = (title, items, fmt) => (items && items.length
       ? [h('h3', { text: `${title} (${items.length})` }), h('ul.struct-list', null, items.map((x) => h('li', { text: fmt(x) })))]
       : null);
-    structBox.append(
+    append(structBox, [
       h('h2', { text: 'Structural diff' }),
       h('p.alarm', { text: `The structures differ${s.format_equal ? '' : ' (different formats)'}: a patch between them cannot reuse the tensor layout.` }),
       list('metadata added', s.metadata_added, (x) => (typeof x === 'string' ? x : JSON.stringify(x))),
@@ -127,7 +127,7 @@ export async function diffPage(root, { name, from, to }, ctx) {
       list('metadata changed', s.metadata_changed, (x) => `${x.key}: ${JSON.stringify(x.old_value)} → ${JSON.stringify(x.new_value)}`),
       list('tensors added', s.tensors_added, String),
       list('tensors removed', s.tensors_removed, String),
-      list('tensors changed', s.tensor_changes, (x) => `${x.name}: ${x.dtype_old} ${fmtShape(x.shape_old)} → ${x.dtype_new} ${fmtShape(x.shape_new)}`));
+      list('tensors changed', s.tensor_changes, (x) => `${x.name}: ${x.dtype_old} ${fmtShape(x.shape_old)} → ${x.dtype_new} ${fmtShape(x.shape_new)}`)]);
   }
 
   function openCell({ layer, module, recs }) {
@@ -142,7 +142,7 @@ export async function diffPage(root, { name, from, to }, ctx) {
           r.status,
           r.rel_l2 !== undefined ? `rel L2 ${fmtNum(r.rel_l2)}` : null,
           r.fraction_changed !== undefined ? `changed ${fmtPercent(r.fraction_changed)}` : null,
-          r.cosine !== undefined ? `cos ${fmtNum(r.cosine)}` : null,
+          r.cosine !== undefined ? `cos ${fmtCos(r.cosine)}` : null,
           r.max_abs_change !== undefined ? `max |Δ| ${fmtNum(r.max_abs_change)}` : null,
           r.patch_bytes !== undefined ? `patch ${fmtBytes(r.patch_bytes)} (${r.codec})` : null,
         ].filter(Boolean).join(' · ') })))));
@@ -163,7 +163,7 @@ export async function diffPage(root, { name, from, to }, ctx) {
     valuesBox.appendChild(heatmap({
       grid, label: m.label,
       value, scale: (x) => scale(colourValue(m, x)),
-      format: m.key === 'fraction_changed' ? fmtPercent : fmtNum,
+      format: m.key === 'fraction_changed' ? fmtPercent : m.key === 'cosine' ? fmtCos : fmtNum,
       onOpen: openCell,
     }));
   }
@@ -192,7 +192,7 @@ export async function diffPage(root, { name, from, to }, ctx) {
         { key: 'status', label: 'status', cell: (r) => r.status || '—' },
         { key: 'rel_l2', label: 'rel L2', num: true, cell: (r) => fmtNum(r.rel_l2) },
         { key: 'fraction_changed', label: 'changed', num: true, cell: (r) => fmtPercent(r.fraction_changed) },
-        { key: 'cosine', label: 'cosine', num: true, cell: (r) => fmtNum(r.cosine) },
+        { key: 'cosine', label: 'cosine', num: true, cell: (r) => fmtCos(r.cosine) },
         { key: 'max_abs_change', label: 'max |Δ|', num: true, cell: (r) => fmtNum(r.max_abs_change) },
         { key: 'patch_bytes', label: 'patch', num: true, cell: (r) => fmtBytes(r.patch_bytes) },
         { key: 'codec', label: 'codec', cell: (r) => r.codec || '—' },

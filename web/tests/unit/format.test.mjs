@@ -1,7 +1,7 @@
 // Formatting of bytes, numbers, times, digests and the heatmap colour scale.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { fmtBytes, fmtNum, fmtPercent, fmtInt, fmtTime, shortDigest, fmtShape, colourAt, inkAt, makeScale } from '../../src/lib/format.js';
+import { fmtBytes, fmtCos, fmtNum, fmtPercent, fmtInt, fmtTime, shortDigest, fmtShape, colourAt, inkAt, makeScale } from '../../src/lib/format.js';
 
 test('fmtBytes', () => {
   assert.equal(fmtBytes(0), '0 B');
@@ -25,6 +25,8 @@ test('fmtNum', () => {
   assert.equal(fmtNum(NaN), 'NaN');
   assert.equal(fmtNum(-Infinity), '-Inf');
   assert.equal(fmtNum(2e7), '2.000e+7');
+  assert.equal(fmtCos(0.9999677681592491), '0.999968');
+  assert.equal(fmtCos(1), '1');
 });
 
 test('fmtPercent and fmtInt', () => {
