@@ -79,6 +79,11 @@ export default async function globalSetup() {
   try {
     const p = await waitListening(pub);
     const q = await waitListening(priv);
+    const home = await fetch(`http://${p.addr}/`);
+    const type = home.headers.get('content-type') || '';
+    if (home.status !== 200 || !type.startsWith('text/html')) {
+      throw new Error(`${blz} serves no web view at / (${home.status} ${type}): build it with the web/ assets embedded`);
+    }
     const models = path.join(work, 'models');
     fs.mkdirSync(path.join(models, 'gguf'), { recursive: true });
     // The GGUF goes in as a directory holding the one file.
