@@ -29,6 +29,24 @@ for (const [name, vs] of Object.entries(models)) {
     return { tag, path: path.join(corpus, p), ins, digest, pushed: new Date((t0 += 3600e3)).toISOString().replace(/\.\d+Z/, 'Z') };
   });
 }
+// A synthetic 80-layer Llama-shaped diff (723 tensors) for the render benchmark
+// (tests/dev/bench_diff.mjs): deterministic pseudo-random metrics.
+const kSynth = 'synthetic/llama-80';
+function synthTensors() {
+  const names = ['model.embed_tokens.weight'];
+  for (let l = 0; l < 80; l++) {
+    for (const m of ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj']) names.push(`model.layers.${l}.${m}.weight`);
+    names.push(`model.layers.${l}.input_layernorm.weight`, `model.layers.${l}.post_attention_layernorm.weight`);
+  }
+  names.push('model.norm.weight', 'lm_head.weight');
+  let seed = 1;
+  const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+  return names.map((name) => {
+    const a = 10 + rnd() * 10, d = a * 10 ** (-4 + 3 * rnd());
+    return { name, dtype: 'BF16', shape: [8192, 8192], layer: null, elements: 67108864, changed: Math.round(67108864 * rnd()), fraction_changed: rnd(), finite_pairs: 67108864, rel_l2: d / a, max_abs_change: d / 100, cosine: 1 - (d / a) ** 2 / 2, l2_a: a, l2_b: a, l2_diff: d, a: { nan: 0, pos_inf: 0, neg_inf: 0 }, b: { nan: 0, pos_inf: 0, neg_inf: 0 } };
+  });
+}
+const kSynthA = 'sha256:' + 'a'.repeat(64), kSynthB = 'sha256:' + 'b'.repeat(64);
 const polls = new Map();
 function asyncGate(key, q) {
   if (!q.has('async')) return null;
@@ -57,6 +75,15 @@ function handleApi(u, res) {
     });
   }
   const m = /^\/v2\/(.+)\/blz\/(versions|version|stats|diff|patch-report)$/.exec(u.pathname);
+  if (m && m[1] === kSynth) {
+    const ts = synthTensors();
+    if (m[2] === 'versions') return send(200, { name: kSynth, versions: [kSynthB, kSynthA].map((digest, i) => ({ digest, tags: [i ? 'base' : 'ft'], size: 140e9, pushed: '2026-11-01T10:00:00Z', structure: 'c'.repeat(64), previous: null })) });
+    if (m[2] === 'diff') return send(200, { schema: 1, structure: { hash_equal: true }, values: { schema: 1, tensors: ts, layers: [], model: ts[0], added: [], removed: [], not_comparable: [] } });
+    if (m[2] === 'patch-report') {
+      const pieces = ts.map((t) => ({ name: t.name, kind: 'tensor', codec: 'xor-zstd', target_bytes: 134217728, patch_bytes: Math.round(134217728 * t.fraction_changed * 0.4) }));
+      return send(200, { from: kSynthA, to: kSynthB, patch_bytes: pieces.reduce((s2, x) => s2 + x.patch_bytes, 0), target_bytes: 140e9, identical: 0, patched: pieces.length, added: 0, removed: [], pieces });
+    }
+  }
   if (!m || !repos[m[1]]) return send(404, { errors: [{ code: 'NAME_UNKNOWN', message: 'repository name not known to registry' }] });
   const list = repos[m[1]];
   const find = (d) => list.find((v) => v.digest === d);
