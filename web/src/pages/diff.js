@@ -116,8 +116,11 @@ export async function diffPage(root, { name, from, to }, ctx) {
     clear(structBox);
     const s = state.diff.structure;
     if (!s || s.hash_equal) return;
+    // Long lists start folded (a <details> per list).
     const list = (title, items, fmt) => (items && items.length
-      ? [h('h3', { text: `${title} (${items.length})` }), h('ul.struct-list', null, items.map((x) => h('li', { text: fmt(x) })))]
+      ? h('details', { open: items.length <= 100 },
+        h('summary', null, h('h3', { text: `${title} (${items.length})` })),
+        h('ul.struct-list', null, items.map((x) => h('li', { text: fmt(x) }))))
       : null);
     append(structBox, [
       h('h2', { text: 'Structural diff' }),

@@ -132,3 +132,31 @@ test('different structures: the structural diff as blz diff gives it', async ({ 
   await page.screenshot({ path: screenshotPath('diff-structural'), fullPage: true });
   expect(problems).toEqual([]);
 });
+
+test('a diff still computing shows its progress and does not block the rest of the page', async ({ page, st, problems, request }) => {
+  const { base, ft } = st.digests;
+  const report = await apiAsync(request, st, `/v2/demo/tiny-gpt2/blz/patch-report?from=${base}&to=${ft}`);
+  // The server answers at once for this small pair, so the first two polls of the value diff
+  // are answered 202 here (the registry's progress document), then the real server answers.
+  let polls = 0;
+  await page.route(/\/blz\/diff\?.*async=1/, async (route) => {
+    if (polls++ < 2) {
+      return route.fulfill({
+        status: 202,
+        headers: { 'Content-Type': 'application/json', 'Retry-After': '1' },
+        body: JSON.stringify({ state: 'computing', phase: 'reading tensors', done: polls, total: 3, elapsed_ms: polls * 1000 }),
+      });
+    }
+    return route.continue();
+  });
+  await page.goto(st.url + `/#/r/demo%2Ftiny-gpt2/diff/${base}/${ft}`);
+  await expect(page.locator('#values-map .progress')).toContainText(/value diff: reading tensors [12]\/3 \([12]\.0 s\)/);
+  // Meanwhile the patch report is shown.
+  await expect(page.locator('#sum-patch')).toHaveText(fmtBytes(report.patch_bytes));
+  await expect(page.locator('#values-map .progress')).toBeVisible();
+  // Then the value diff arrives.
+  await expect(page.locator('#values-map table.heatmap')).toBeVisible({ timeout: 15_000 });
+  await expect(page.locator('#values-map .progress')).toHaveCount(0);
+  expect(polls).toBe(3);
+  expect(problems).toEqual([]);
+});
