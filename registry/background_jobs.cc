@@ -8,6 +8,12 @@
 
 namespace blz::registry {
 
+namespace {
+thread_local JobCounters* current_counters = nullptr;
+}  // namespace
+
+JobCounters* CurrentJobCounters() { return current_counters; }
+
 BackgroundJobs::BackgroundJobs(unsigned workers) {
   if (workers == 0) workers = 1;
   for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -35,11 +41,13 @@ void BackgroundJobs::WorkerLoop() {
       job->running = true;
     }
     Response response;
+    current_counters = &job->counters;
     try {
       response = job->work(&job->counters);
     } catch (const std::exception& e) {
       response = ErrorResponse(OciError::kUnknown, std::string("internal error: ") + e.what());
     }
+    current_counters = nullptr;
     {
       std::lock_guard lock(mu_);
       job->response = std::move(response);

@@ -31,18 +31,20 @@
 #include <thread>
 #include <vector>
 
+#include "core/progress_fn.h"
 #include "registry/http_message.h"
 
 namespace blz::registry {
 
 inline constexpr std::chrono::minutes kFinishedJobTtl{10};
 
-// What a job may report while it runs: units done of total (bytes, tensors...). total == 0 =
+// What a job may report while it runs: units done of total (elements, bytes...). total == 0 =
 // unknown (reported as null).
-struct JobCounters {
-  std::atomic<uint64_t> done{0};
-  std::atomic<uint64_t> total{0};
-};
+using JobCounters = ProgressCounters;
+
+// The counters of the job running on the calling thread (what Work receives), nullptr outside
+// a job: code deep in a job passes it to the operation it runs (e.g. StatsOptions::counters).
+JobCounters* CurrentJobCounters();
 
 // A job's state as a poll sees it.
 struct JobProgress {
