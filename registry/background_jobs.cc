@@ -90,7 +90,8 @@ BackgroundJobs::Outcome BackgroundJobs::Run(const std::string& key, const std::s
   std::unique_lock lock(mu_);
   DropExpiredLocked();
   std::shared_ptr<Job>& slot = jobs_[key];
-  if (!slot) {
+  const bool created = !slot;
+  if (created) {
     slot = std::make_shared<Job>();
     slot->key = key;
     slot->phase = phase;
@@ -100,7 +101,7 @@ BackgroundJobs::Outcome BackgroundJobs::Run(const std::string& key, const std::s
     work_cv_.notify_one();
   }
   std::shared_ptr<Job> job = slot;
-  if (wait.count() > 0) {
+  if (created && wait.count() > 0) {
     done_cv_.wait_for(lock, wait, [&] { return job->finished || stopping_; });
   }
   Outcome out;

@@ -70,9 +70,9 @@ class BackgroundJobs {
   };
 
   // The job for `key`: when one finished, its response (and the job is forgotten); when one is
-  // queued or running, its progress; else `work` is queued under `key` (reporting `phase` while
-  // it runs). Then waits up to `wait` for the job to finish. `work` must not throw (an
-  // exception becomes a 500 response).
+  // queued or running, its progress (at once: polls never wait, so they hold no request thread);
+  // else `work` is queued under `key` (reporting `phase` while it runs) and this call waits up
+  // to `wait` for it to finish. `work` should not throw (an exception becomes a 500 response).
   Outcome Run(const std::string& key, const std::string& phase, Work work,
               std::chrono::milliseconds wait);
 

@@ -420,6 +420,11 @@ TEST(BrowseAsyncTest, AcceptedWhileComputingThenTheDocument) {
   };
   o.async_wait = std::chrono::milliseconds(0);
   Harness h(o);
+  // Whatever happens below, the blocked computation ends before the registry is destroyed.
+  struct Release {
+    std::atomic<bool>* flag;
+    ~Release() { *flag = true; }
+  } release_at_exit{&release};
   const std::string v1 = Push(&h, "org/m", "v1", TinyArchive(1, 1));
   const std::string v2 = Push(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
   const std::string target =
@@ -493,6 +498,10 @@ TEST(BackgroundJobsTest, OneJobPerKeyAndJoinedOnDestruction) {
   std::atomic<int> runs{0};
   {
     BackgroundJobs jobs(1);
+    struct Release {
+      std::atomic<bool>* flag;
+      ~Release() { *flag = true; }
+    } release_at_exit{&release};
     auto work = [&](JobCounters* c) {
       ++runs;
       EXPECT_EQ(CurrentJobCounters(), c);
@@ -511,7 +520,8 @@ TEST(BackgroundJobsTest, OneJobPerKeyAndJoinedOnDestruction) {
     // Once running, a poll sees the job's phase and counters.
     BackgroundJobs::Outcome running;
     for (int i = 0; i < 6000 && !running.progress.total.has_value(); ++i) {
-      running = jobs.Run("k", "working", work, std::chrono::milliseconds(1));
+      running = jobs.Run("k", "working", work, std::chrono::milliseconds(0));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     ASSERT_FALSE(running.finished);
     EXPECT_EQ(running.progress.phase, "working");
@@ -523,7 +533,8 @@ TEST(BackgroundJobsTest, OneJobPerKeyAndJoinedOnDestruction) {
     release = true;
     BackgroundJobs::Outcome done;
     for (int i = 0; i < 6000 && !done.finished; ++i) {
-      done = jobs.Run("k", "working", work, std::chrono::milliseconds(5));
+      done = jobs.Run("k", "working", work, std::chrono::milliseconds(0));
+      if (!done.finished) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     ASSERT_TRUE(done.finished);
     EXPECT_EQ(done.response.body, "done");
