@@ -4,10 +4,14 @@
 // h('tag.class1.class2', {attr: value, onclick: fn, text: 'x'}, ...children)
 // children: strings/numbers (text nodes), Nodes, arrays of them; null/undefined/false skipped.
 export function h(spec, attrs, ...children) {
-  const [head, ...classes] = String(spec).split('.');
-  const [tag, id] = head.split('#');
+  // 'tag', then any mix of '.class' and '#id' tokens (in any order).
+  const sp = String(spec);
+  const tag = /^[a-z0-9]*/i.exec(sp)[0];
   const el = document.createElement(tag || 'div');
-  if (id) el.id = id;
+  const classes = [];
+  for (const [tok] of sp.slice(tag.length).matchAll(/[.#][^.#]+/g)) {
+    if (tok[0] === '#') el.id = tok.slice(1); else classes.push(tok.slice(1));
+  }
   if (classes.length) el.className = classes.join(' ');
   if (attrs) {
     for (const [k, v] of Object.entries(attrs)) {

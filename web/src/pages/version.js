@@ -43,14 +43,14 @@ export async function versionPage(root, { name, digest }, ctx) {
       h('dt', { text: 'structure' }), h('dd', null, h('code', { text: v.structure || '—' })),
       h('dt', { text: 'pull' }), h('dd', null, copyField(`blz pull ${location.host}/${name}@${v.digest}`, 'pull command'))),
     h('h2', { text: `Files (${files.length})` }),
-    sortableTable({
+    h('div#files', null, sortableTable({
       columns: [
         { key: 'path', label: 'path', cls: () => 'name' },
         { key: 'kind', label: 'kind' },
         { key: 'bytes', label: 'bytes', num: true, cell: (r) => fmtBytes(r.bytes) },
       ],
       rows: files,
-    }).el,
+    }).el),
     h('h2', { text: `Tensors (${tensors.length})` }),
     h('form.filter', { role: 'search', onsubmit: (e) => e.preventDefault() }, filter), tensorCount,
     h('div#tensors', null, tt.el),

@@ -58,6 +58,14 @@ test('h: text, attributes, id/classes, style via CSSOM, handlers only as functio
   assert.throws(() => h('a', { onclick: 'alert(1)' }), TypeError);
 });
 
+test('h: id and classes in any order', () => {
+  const a = h('table.data#catalog');
+  assert.equal(a.tagName, 'table'); assert.equal(a.id, 'catalog'); assert.equal(a.className, 'data');
+  const b = h('dl#summary.facts.x');
+  assert.equal(b.id, 'summary'); assert.equal(b.className, 'facts x');
+  assert.equal(h('.only').tagName, 'div');
+});
+
 test('clear removes every child', () => {
   const el = h('div', null, 'a', h('span'), 'b');
   clear(el);
