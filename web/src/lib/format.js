@@ -83,17 +83,22 @@ export function inkAt(t) {
 
 // Maps values to [0,1]: linear, or logarithmic over the positive values (for quantities that
 // span decades: relative change, max abs change, bytes). Returns a function v -> t|null.
-export function makeScale(values, { log = false, min = undefined, max = undefined } = {}) {
+// Log scale: 0 (no change) -> 0; positive values -> [kFloor, 1], so a changed cell never looks
+// like an unchanged one; the range covers at least `span` decades below the maximum, so values
+// that differ by a few percent get nearly the same colour.
+const kFloor = 0.15;
+export function makeScale(values, { log = false, min = undefined, max = undefined, span = 3 } = {}) {
   const vs = values.filter((v) => v !== null && v !== undefined && Number.isFinite(v) && (!log || v > 0));
-  if (!vs.length) return () => null;
+  if (!vs.length) return (v) => (log && v === 0 ? 0 : null);
   let lo = min !== undefined ? min : Math.min(...vs);
   let hi = max !== undefined ? max : Math.max(...vs);
   if (log) {
-    lo = Math.log10(lo > 0 ? lo : Math.min(...vs)); hi = Math.log10(hi);
+    hi = Math.log10(hi);
+    lo = Math.min(Math.log10(lo > 0 ? lo : Math.min(...vs)), hi - span);
     return (v) => {
       if (v === null || v === undefined || !Number.isFinite(v)) return null;
       if (v <= 0) return 0;
-      return hi === lo ? 1 : (Math.log10(v) - lo) / (hi - lo);
+      return kFloor + (1 - kFloor) * Math.min(1, Math.max(0, (Math.log10(v) - lo) / (hi - lo)));
     };
   }
   return (v) => {

@@ -7,8 +7,8 @@ import { cellKey } from './group.js';
 import { rove } from './ui.js';
 
 // grid: {rows, cols, cells} from group.buildGrid; value(recs) -> number|null; scale(v) -> t;
-// format(v) -> string; onOpen({layer, module, recs}).
-export function heatmap({ grid, value, scale, format, label, onOpen }) {
+// format(v) -> string; onOpen({layer, module, recs}); log: the scale is logarithmic (legend).
+export function heatmap({ grid, value, scale, format, label, onOpen, log = false }) {
   const info = h('div.cell-info', { 'aria-live': 'polite', text: 'Focus or hover a cell for its value; Enter opens its tensors.' });
   const cellsEls = [];
   const rowName = (l) => (l === null ? 'other' : 'layer ' + l);
@@ -69,5 +69,11 @@ export function heatmap({ grid, value, scale, format, label, onOpen }) {
       if (next.classList.contains('empty')) info.textContent = next.getAttribute('aria-label');
     }
   });
-  return h('div.heatmap-wrap', null, h('div.heatmap-scroll', null, table), info);
+  // Legend: the colour ramp from the lowest to the highest value shown.
+  const vals = [...grid.cells.values()].map(value).filter((v) => v !== null && v !== undefined && Number.isFinite(v));
+  const legend = vals.length ? h('div.legend', { 'aria-hidden': 'true' },
+    format(Math.min(...vals)) + ' ',
+    [0, 0.2, 0.4, 0.6, 0.8, 1].map((t) => h('span.swatch', { style: { 'background-color': colourAt(t) } })),
+    ' ' + format(Math.max(...vals)) + (log ? ' (log scale)' : '')) : null;
+  return h('div.heatmap-wrap', null, h('div.heatmap-scroll', null, table), legend, info);
 }

@@ -168,6 +168,7 @@ export async function diffPage(root, { name, from, to }, ctx) {
       value, scale: (x) => scale(colourValue(m, x)),
       format: m.key === 'fraction_changed' ? fmtPercent : m.key === 'cosine' ? fmtCos : fmtNum,
       onOpen: openCell,
+      log: m.log,
     }));
   }
 
@@ -178,7 +179,7 @@ export async function diffPage(root, { name, from, to }, ctx) {
     const grid = buildGrid(pieces);
     const value = (cell) => cell.reduce((s, p) => s + (p.patch_bytes || 0), 0);
     const scale = makeScale([...grid.cells.values()].map(value), { log: true });
-    patchBox.appendChild(heatmap({ grid, label: 'patch bytes', value, scale, format: fmtBytes, onOpen: openCell }));
+    patchBox.appendChild(heatmap({ grid, label: 'patch bytes', value, scale, format: fmtBytes, onOpen: openCell, log: true }));
     const files = (state.report.pieces || []).filter((p) => p.kind === 'file');
     if (files.length) {
       patchBox.appendChild(h('p.files-note', { text: 'Files: ' + files.map((f) => `${f.name} ${fmtBytes(f.patch_bytes)} (${f.codec})`).join('; ') }));

@@ -160,3 +160,24 @@ test('a diff still computing shows its progress and does not block the rest of t
   expect(polls).toBe(3);
   expect(problems).toEqual([]);
 });
+
+test('GGUF naming: the heatmap groups blk.N.* by layer and module, numbers as blz diff gives them', async ({ page, st, problems }) => {
+  const cli = cliDiff(st, st.ggufA, st.ggufB);
+  const changed = cli.values.tensors.filter((t) => t.changed > 0);
+  expect(changed.length).toBeGreaterThan(0);
+  await page.goto(st.url + `/#/r/gguf%2Fllama-tiny/diff/${st.digests.gguf}/${st.digests.gguf2}`);
+  const vmap = page.locator('#values-map table.heatmap');
+  await expect(vmap).toBeVisible({ timeout: 20_000 });
+  // One layer (blk.0) plus the row outside layers; GGUF modules as columns.
+  await expect(vmap.locator('tbody th')).toHaveText(['0', '—']);
+  const cols = await vmap.locator('thead th.col-head').allTextContents();
+  expect(cols).toEqual(['embed', 'norm.attn', 'attn.q', 'attn.k', 'attn.v', 'attn.o', 'norm.mlp', 'mlp.gate', 'mlp.up', 'mlp.down', 'norm.final', 'lm_head']);
+  for (const [name, layer, mod] of [['token_embd.weight', '', 'embed'], ['blk.0.attn_q.weight', '0', 'attn.q'], ['blk.0.ffn_down.weight', '0', 'mlp.down'], ['output.weight', '', 'lm_head']]) {
+    const t = cli.values.tensors.find((x) => x.name === name);
+    await expect(vmap.locator(`td.cell[data-layer="${layer}"][data-module="${mod}"]`)).toHaveAttribute('title', `${layer === '' ? 'other' : 'layer ' + layer} · ${mod}: relative L2 ${fmtNum(t.rel_l2)} (1 tensor)`);
+  }
+  await expect(page.locator('#sum-changed')).toHaveText(fmtInt(changed.length));
+  await expect(page.locator('#sum-rel-l2')).toHaveText(fmtNum(cli.values.model.rel_l2));
+  await page.screenshot({ path: screenshotPath('diff-gguf'), fullPage: true });
+  expect(problems).toEqual([]);
+});

@@ -3,7 +3,8 @@
 //   demo/tiny-gpt2:base, :ft    corpus tiny-gpt2/base -> ft-v1 (same structure; a diff pair)
 //   roberta/lora:ckpt-500,:ckpt-1000  corpus roberta-lora checkpoints (a timeline), and
 //     :other-structure           corpus adapters/opt125m-lora-bf16 (a structural diff)
-//   gguf/llama-tiny:v1          corpus gguf/llama-2-tiny-random.gguf
+//   gguf/llama-tiny:v1, :v2-edited  corpus gguf/llama-2-tiny-random.gguf, and a copy with some
+//                               tensor values zeroed (a GGUF-naming diff)
 //   adapters/gemma-nan:v1       corpus adapters/gemma2b-lora-f16 (every value NaN: stats alarms)
 //   hostile/model:v1, :v2       generated here: tensor names and config.json values with markup
 //   private/tiny:base           on the --private server
@@ -85,9 +86,15 @@ export default async function globalSetup() {
       throw new Error(`${blz} serves no web view at / (${home.status} ${type}): build it with the web/ assets embedded`);
     }
     const models = path.join(work, 'models');
-    fs.mkdirSync(path.join(models, 'gguf'), { recursive: true });
-    // The GGUF goes in as a directory holding the one file.
-    fs.copyFileSync(path.join(corpus, 'gguf', 'llama-2-tiny-random.gguf'), path.join(models, 'gguf', 'llama-2-tiny-random.gguf'));
+    fs.mkdirSync(models, { recursive: true });
+    // A second GGUF version for the GGUF-naming heatmap: the corpus file with two 2 KiB runs of
+    // its tensor data zeroed (same structure, some values changed; made here, not a corpus file).
+    const ggufA = path.join(corpus, 'gguf', 'llama-2-tiny-random.gguf');
+    const ggufB = path.join(models, 'gguf-v2', 'llama-2-tiny-random.gguf'); // same file name
+    fs.mkdirSync(path.dirname(ggufB));
+    const bytes = fs.readFileSync(ggufA);
+    for (const back of [300000, 700000]) bytes.fill(0, bytes.length - back, bytes.length - back + 2048);
+    fs.writeFileSync(ggufB, bytes);
     for (const v of [1, 2]) {
       const dir = path.join(models, `hostile-v${v}`);
       fs.mkdirSync(dir, { recursive: true });
@@ -100,7 +107,8 @@ export default async function globalSetup() {
       ['ckpt500', path.join(corpus, 'roberta-lora', 'checkpoint-500'), 'roberta/lora:ckpt-500'],
       ['ckpt1000', path.join(corpus, 'roberta-lora', 'checkpoint-1000'), 'roberta/lora:ckpt-1000'],
       ['other', path.join(corpus, 'adapters', 'opt125m-lora-bf16'), 'roberta/lora:other-structure'],
-      ['gguf', path.join(models, 'gguf'), 'gguf/llama-tiny:v1'],
+      ['gguf', ggufA, 'gguf/llama-tiny:v1'],
+      ['gguf2', ggufB, 'gguf/llama-tiny:v2-edited'],
       ['nan', path.join(corpus, 'adapters', 'gemma2b-lora-f16'), 'adapters/gemma-nan:v1'],
       ['hostile1', path.join(models, 'hostile-v1'), 'hostile/model:v1'],
       ['hostile2', path.join(models, 'hostile-v2'), 'hostile/model:v2'],
@@ -109,7 +117,7 @@ export default async function globalSetup() {
     for (const [key, input, ref] of pushes) digests[key] = push(blz, work, p.token, input, `${p.addr}/${ref}`);
     const privDigest = push(blz, work, q.token, path.join(corpus, 'tiny-gpt2', 'base'), `${q.addr}/private/tiny:base`);
     fs.writeFileSync(stateFile, JSON.stringify({
-      blz, corpus, work,
+      blz, corpus, work, ggufA, ggufB,
       url: `http://${p.addr}`, token: p.token,
       privateUrl: `http://${q.addr}`, privateToken: q.token, privateDigest: privDigest,
       digests,

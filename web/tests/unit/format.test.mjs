@@ -74,9 +74,15 @@ test('makeScale linear and log', () => {
   const lin = makeScale([0, 5, 10]);
   assert.equal(lin(0), 0); assert.equal(lin(5), 0.5); assert.equal(lin(10), 1); assert.equal(lin(null), null);
   const lg = makeScale([1e-4, 1e-2, 1], { log: true });
-  assert.ok(Math.abs(lg(1e-2) - 0.5) < 1e-12);
-  assert.equal(lg(0), 0);
+  assert.ok(Math.abs(lg(1e-2) - (0.15 + 0.85 * 0.5)) < 1e-12);
+  assert.equal(lg(0), 0); // unchanged stays at the pale end...
+  assert.ok(lg(1e-4) >= 0.15); // ...and the smallest change is visibly darker
   assert.equal(lg(1), 1);
+  // Values a few percent apart get nearly the same colour (at least 3 decades of range).
+  const close = makeScale([0.0622, 0.0647], { log: true });
+  assert.ok(close(0.0647) - close(0.0622) < 0.02);
+  assert.ok(close(0.0622) > 0.9);
+  assert.equal(makeScale([0, 0], { log: true })(0), 0);
   const fixed = makeScale([0.2], { min: 0, max: 1 });
   assert.ok(Math.abs(fixed(0.2) - 0.2) < 1e-12);
   assert.equal(makeScale([])(3), null);
