@@ -54,7 +54,7 @@ export async function render() {
   const ctrl = new AbortController();
   current = ctrl;
   const header = document.getElementById('top');
-  const main = document.getElementById('main');
+  const main = document.getElementById('app');
   renderHeader(header);
   clear(main);
   const { page, params, query } = parseRoute(location.hash);

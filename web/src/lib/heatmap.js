@@ -72,8 +72,8 @@ export function heatmap({ grid, value, scale, format, label, onOpen, log = false
   // Legend: the colour ramp from the lowest to the highest value shown.
   const vals = [...grid.cells.values()].map(value).filter((v) => v !== null && v !== undefined && Number.isFinite(v));
   const legend = vals.length ? h('div.legend', { 'aria-hidden': 'true' },
-    format(Math.min(...vals)) + ' ',
-    [0, 0.2, 0.4, 0.6, 0.8, 1].map((t) => h('span.swatch', { style: { 'background-color': colourAt(t) } })),
-    ' ' + format(Math.max(...vals)) + (log ? ' (log scale)' : '')) : null;
+    h('span', { text: format(Math.min(...vals)) }),
+    h('span.ramp', null, [0, 0.2, 0.4, 0.6, 0.8, 1].map((t) => h('span.swatch', { style: { 'background-color': colourAt(t) } }))),
+    h('span', { text: format(Math.max(...vals)) + (log ? ' (log scale)' : '') })) : null;
   return h('div.heatmap-wrap', null, h('div.heatmap-scroll', null, table), legend, info);
 }
