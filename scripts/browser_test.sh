@@ -3,7 +3,8 @@
 # Playwright browser tests driving Debian's chromium against a real `blz serve` started by
 # web/tests/browser/global_setup.mjs (corpus versions pushed with the real `blz push`).
 #
-#   scripts/browser_test.sh [BLZ_BINARY]     (or BLZ_BIN=...; default build-dev/cli/blz)
+#   scripts/browser_test.sh [BLZ_BINARY [PLAYWRIGHT ARGS...]]   (or BLZ_BIN=...; default build-dev/cli/blz)
+#   e.g. scripts/browser_test.sh build-dev/cli/blz hostile   runs only hostile.spec.mjs
 #
 # Needs node + npm (scripts/setup.sh) and chromium (apt-get install -y chromium; Playwright's
 # own browser download is never used). Corpus: ../shared/corpus (BLZ_CORPUS overrides); without
