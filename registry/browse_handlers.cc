@@ -220,7 +220,9 @@ Response Registry::ListRepositorySummaries(const Route& route, const RequestHead
   if (!page_args.ok()) return ErrorResponse(page_args.status(), ErrorContext::kGeneral);
   const uint64_t limit = page_args->first.value_or(kDefaultRepositoryPage);
   const std::string& last = page_args->second;
-  const std::string q = route.Query("q").value_or("");
+  std::string q = route.Query("q").value_or("");
+  // Repository names are lower-case: "Llama" finds "org/llama".
+  for (char& ch : q) ch = char(std::tolower(static_cast<unsigned char>(ch)));
   if (q.size() > kMaxFilterBytes) {
     return ErrorResponse(OciError::kBadRequest,
                          "query parameter q must be at most " + std::to_string(kMaxFilterBytes) +

@@ -104,6 +104,7 @@ TEST(BrowseRepositoriesTest, SummariesFilterAndPagination) {
   ASSERT_EQ(f["repositories"].size(), 2u);
   EXPECT_EQ(f["repositories"][0]["name"], "b/two");
   EXPECT_EQ(Json(h.Call("GET", "/v2/_blz/repositories?q=nothing"))["total"], 0);
+  EXPECT_EQ(Json(h.Call("GET", "/v2/_blz/repositories?q=TWO"))["total"], 1);  // names are lower-case
 }
 
 TEST(BrowseRepositoriesTest, BadPaginationArgumentsAre400) {
