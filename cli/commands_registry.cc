@@ -15,6 +15,7 @@
 #include "client/reference.h"
 #include "client/registry_client.h"
 #include "registry/server.h"
+#include "web/web_handler.h"
 
 namespace blz::cli {
 namespace {
@@ -103,6 +104,11 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
                 "serve GET /metrics (Prometheus text format: request counts by route and "
                 "status, bytes, durations, cache hits, storage bytes; docs/operating.md); "
                 "unauthenticated, names no repository (default: on)");
+  auto web_view = std::make_shared<bool>(true);
+  sub->add_flag("--web,!--no-web", *web_view,
+                "serve the web view at / (the browser app embedded in blz; Content-Security-"
+                "Policy, immutable caching of hashed assets; docs/operating.md) (default: on); "
+                "off: / is a 404 like any path outside /v2/");
   sub->add_option("--tls-cert", options->tls_cert,
                   "serve HTTPS (TLS 1.2+) with this PEM certificate chain (needs --tls-key)");
   sub->add_option("--tls-key", options->tls_key, "the PEM private key of --tls-cert");
@@ -126,9 +132,12 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
       "Every option can also be set in a --config file, e.g.\n"
       "  listen = \"0.0.0.0:5000\"\n  data = \"/var/lib/blz\"\n  log-format = \"json\"\n"
       "A second server on the same --data directory refuses to start (exit code 6).\n"
-      "Operating it (config, access log, /metrics, systemd): docs/operating.md");
-  commands->push_back({sub, [options, log_format]() -> Status {
+      "Operating it (config, access log, /metrics, web view, systemd): docs/operating.md");
+  commands->push_back({sub, [options, log_format, web_view]() -> Status {
     BLZ_ASSIGN_OR_RETURN(options->log_format, registry::ParseLogFormat(*log_format));
+    if (*web_view) {
+      options->web = [](const registry::RequestHead& head) { return web::HandleWeb(head); };
+    }
     return registry::RunServer(*options);
   }});
 }

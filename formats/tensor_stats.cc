@@ -322,10 +322,18 @@ Result<ModelStats> ComputeModelStats(const ModelTensors& model, const StatsOptio
       begin = end;
     } while (begin < n);
   }
+  if (options.counters != nullptr) {
+    uint64_t total = 0;
+    for (const Item& it : items) total += it.end - it.begin;
+    options.counters->total.store(total, std::memory_order_relaxed);
+  }
   ParallelFor(items.size(), options.threads, [&](size_t k) {
     Item& it = items[k];
     const ValueTensor& t = tensors[it.tensor];
     it.status = AccumulateRange(*t.type, t.data, t.elements, it.begin, it.end, &it.acc);
+    if (options.counters != nullptr) {
+      options.counters->done.fetch_add(it.end - it.begin, std::memory_order_relaxed);
+    }
   });
 
   ModelStats out;

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/bytes.h"
+#include "core/progress_fn.h"
 #include "core/status.h"
 #include "formats/float_convert.h"
 
@@ -122,6 +123,8 @@ inline constexpr uint64_t kStatsSegmentElements = uint64_t{16} * kDecodeChunkEle
 
 struct StatsOptions {
   unsigned threads = 0;  // 0 = hardware_concurrency
+  // Optional (core/progress_fn.h): elements of supported tensors read so far, of all of them.
+  ProgressCounters* counters = nullptr;
 };
 
 struct TensorStatsEntry {

@@ -304,12 +304,20 @@ Result<ModelDiff> DiffModels(const ModelTensors& a, const ModelTensors& b,
       begin = end;
     } while (begin < n);
   }
+  if (options.counters != nullptr) {
+    uint64_t total = 0;
+    for (const Item& it : items) total += it.end - it.begin;
+    options.counters->total.store(total, std::memory_order_relaxed);
+  }
   ParallelFor(items.size(), options.threads, [&](size_t k) {
     Item& it = items[k];
     const ValueTensor& ta = a.tensors()[pairs[it.pair].first];
     const ValueTensor& tb = b.tensors()[pairs[it.pair].second];
     it.status = AccumulateDiff(*ta.type, ta.data, tb.data, ta.elements, it.begin, it.end,
                                &it.sums);
+    if (options.counters != nullptr) {
+      options.counters->done.fetch_add(it.end - it.begin, std::memory_order_relaxed);
+    }
   });
 
   std::vector<DiffSums> per_pair(pairs.size());

@@ -45,6 +45,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/bytes.h"
+#include "core/progress_fn.h"
 #include "core/status.h"
 #include "formats/float_convert.h"
 #include "formats/tensor_stats.h"
@@ -132,6 +133,8 @@ struct ModelDiff {
 
 struct DiffOptions {
   unsigned threads = 0;  // 0 = hardware_concurrency
+  // Optional (core/progress_fn.h): elements of comparable tensor pairs compared so far, of all.
+  ProgressCounters* counters = nullptr;
 };
 
 // Opens both models (ModelTensors::Open) and diffs them. Errors: those of Open, a duplicate

@@ -37,6 +37,7 @@ Result<std::string> ComputeValueDiffJson(const std::string& a_path, const std::s
   const StructuralDiff structure = DiffStructures(sa, sb);
   DiffOptions diff_options;
   diff_options.threads = options.threads;
+  diff_options.counters = options.counters;
   BLZ_ASSIGN_OR_RETURN(ModelDiff values, DiffModels(a_path, b_path, diff_options));
   if (!options.a_label.empty()) values.a_path = options.a_label;
   if (!options.b_label.empty()) values.b_path = options.b_label;

@@ -31,6 +31,7 @@ Result<std::string> ValueDiffJson(const StructuralDiff& structure, const ModelDi
 
 struct ValueDiffJsonOptions {
   unsigned threads = 0;  // DiffOptions::threads (0 = hardware_concurrency)
+  ProgressCounters* counters = nullptr;  // DiffOptions::counters
   // When not empty, replace "values"."inputs"."a"/"b"."path" (e.g. archive digests instead of
   // server-side file paths).
   std::string a_label;

@@ -518,6 +518,9 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
       b_sha.Update(b_bytes.subspan(job.offset, job.size));
     }
     b_hashed = job.offset + job.size;
+    if (options.counters != nullptr) {
+      options.counters->done.fetch_add(job.size, std::memory_order_relaxed);
+    }
     BLZ_RETURN_IF_ERROR(scratch.WriteAt(payload_pos, AsBytes(e.payload)));
     PatchChunk c{e.codec, payload_pos, e.payload.size(), job.size, e.xxh3};
     payload_pos += e.payload.size();
@@ -550,6 +553,11 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
       return Corruption(target_archive + ": empty " + Describe(hb, piece.kind, piece.index) +
                         ": xxh3 " + Hex64(s.xxh3) + " is not the hash of no bytes");
     }
+  }
+  if (options.counters != nullptr) {
+    uint64_t total = 0;
+    for (const Job& job : jobs) total += job.size;
+    options.counters->total.store(total, std::memory_order_relaxed);
   }
   BLZ_RETURN_IF_ERROR(RunOrdered<Encoded>(
       jobs.size(), ResolveThreads(options.threads), produce, consume));

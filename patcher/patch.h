@@ -43,6 +43,9 @@ struct DiffOptions {
   // kInvalidArgument. Empty: hashed (what the CLI does).
   std::string known_base_digest;
   std::string known_target_digest;
+  // Optional (core/progress_fn.h): target bytes coded so far (archive header and pieces), of
+  // all of them; set while CreatePatch / CreateFullPatch code the target.
+  ProgressCounters* counters = nullptr;
 };
 
 struct PieceReport {

@@ -133,6 +133,7 @@ AccessNeed AccessNeedFor(const Registry::Route& route) {
   switch (route.kind) {
     case Kind::kPing: need.kind = AccessNeed::Kind::kAuthenticated; return need;
     case Kind::kCatalog:
+    case Kind::kRepositories:  // lists only what the caller may pull (browse_handlers.cc)
     case Kind::kStructures: need.kind = AccessNeed::Kind::kAnyPull; return need;
     case Kind::kStorage:
     case Kind::kGc:

@@ -10,6 +10,7 @@
 #include "core/file_util.h"
 #include "formats/value_diff_json.h"
 #include "registry/auth.h"
+#include "registry/background_jobs.h"
 #include "registry/errors.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
@@ -48,29 +49,7 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
   };
 
   bool compute_failed = false;
-  auto compute = [&]() {
-    return ComputeCached(
-        &patch_locks_, *from + ">" + *to, "patch",
-        [&]() -> Result<std::string> {
-          BLZ_ASSIGN_OR_RETURN(store::PatchRecord cached, db_->FindPatch(*from, *to));
-          return cached.patch_digest;
-        },
-        [&](const std::string& out) -> Status {
-          if (!options_.create_patch) return Unsupported("this server cannot compute patches");
-          return options_.create_patch(paths[0], *from, paths[1], *to, out);
-        },
-        [&](const store::BlobInfo& blob) {
-          return db_->RecordPatch(route.name,
-                                  store::PatchRecord{*from, *to, blob.digest, blob.size});
-        },
-        &compute_failed);
-  };
-  Result<CachedBlob> computed = compute();
-  // A cached patch damaged on disk is quarantined (verify on read) and computed again.
-  if (computed.ok() && computed->hit &&
-      storage_->CheckStoredBlob(computed->blob).code() == Code::kCorruption) {
-    computed = compute();
-  }
+  Result<CachedBlob> computed = CachedPatch(route, *from, *to, paths, &compute_failed);
   if (!computed.ok()) {
     if (!compute_failed) return ErrorResponse(computed.status(), ErrorContext::kPatch);
     if (!options_.create_patch) {
@@ -79,9 +58,40 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
     return ErrorResponse(OciError::kUnknown,
                          "computing the patch failed: " + computed.status().ToString());
   }
-  if (!computed->hit) patches_computed_.fetch_add(1);
-  metrics_.RecordComputed(Metrics::Computed::kPatch, computed->hit);
   return serve(computed->blob, computed->hit);
+}
+
+Result<Registry::CachedBlob> Registry::CachedPatch(const Route& route, const std::string& from,
+                                                   const std::string& to,
+                                                   const std::string paths[2],
+                                                   bool* compute_failed) {
+  auto compute = [&]() {
+    return ComputeCached(
+        &patch_locks_, from + ">" + to, "patch",
+        [&]() -> Result<std::string> {
+          BLZ_ASSIGN_OR_RETURN(store::PatchRecord cached, db_->FindPatch(from, to));
+          return cached.patch_digest;
+        },
+        [&](const std::string& out) -> Status {
+          if (!options_.create_patch) return Unsupported("this server cannot compute patches");
+          return options_.create_patch(paths[0], from, paths[1], to, out);
+        },
+        [&](const store::BlobInfo& blob) {
+          return db_->RecordPatch(route.name, store::PatchRecord{from, to, blob.digest, blob.size});
+        },
+        compute_failed);
+  };
+  Result<CachedBlob> computed = compute();
+  // A cached patch damaged on disk is quarantined (verify on read) and computed again.
+  if (computed.ok() && computed->hit &&
+      storage_->CheckStoredBlob(computed->blob).code() == Code::kCorruption) {
+    computed = compute();
+  }
+  if (computed.ok()) {
+    if (!computed->hit) patches_computed_.fetch_add(1);
+    metrics_.RecordComputed(Metrics::Computed::kPatch, computed->hit);
+  }
+  return computed;
 }
 
 // ---- blz structures and value diffs (docs/registry-api.md) ----
@@ -198,6 +208,7 @@ Response Registry::GetValueDiff(const Route& route, const RequestHead& head) {
         formats::ValueDiffJsonOptions options;
         options.a_label = *from;
         options.b_label = *to;
+        options.counters = CurrentJobCounters();  // ?async=1: the poll shows progress
         Result<std::string> doc = formats::ComputeValueDiffJson(paths[0], paths[1], options);
         if (!doc.ok()) {
           return Status(doc.status().code(),

@@ -132,6 +132,7 @@ void HttpSession::ReadHeader() {
   file_parser_.reset();
   head_ = RequestHead();
   plan_ = BodyPlan();
+  web_request_ = false;
   in_request_ = false;
   status_ = 0;
   log_user_.clear();
@@ -193,9 +194,18 @@ void HttpSession::OnHeader(beast::error_code ec) {
   keep_alive_ = req.keep_alive();
 
   metrics_request_ = options_->metrics && IsMetricsTarget(head_.target);
+  web_request_ = false;
+  std::optional<Response> web;
+  if (!metrics_request_ && options_->web) web = options_->web(head_);
   if (metrics_request_) {
     plan_ = BodyPlan();  // a body (none is expected) is read and discarded
     plan_.limit = kMaxIgnoredBodyBytes;
+  } else if (web.has_value()) {
+    // The web view's answer (computed from the head alone, cheaply) is sent like a refusal:
+    // at once, after discarding a small body, or closing on a large one.
+    web_request_ = true;
+    plan_ = BodyPlan();
+    plan_.reject = std::move(web);
   } else {
     plan_ = registry_->PlanBody(head_);
   }
@@ -445,8 +455,9 @@ void HttpSession::LogRequest(bool aborted) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
           .count();
   entry.aborted = aborted;
-  registry_->metrics().RecordRequest(RouteKind(head_.target), head_.method, status_, bytes_in_,
-                                     body_bytes_, entry.duration_ms / 1000.0, aborted);
+  const std::string_view route = web_request_ ? std::string_view("web") : RouteKind(head_.target);
+  registry_->metrics().RecordRequest(route, head_.method, status_, bytes_in_, body_bytes_,
+                                     entry.duration_ms / 1000.0, aborted);
   entry.note = std::move(log_note_);
   log_note_.clear();
   const std::string line = FormatAccessLog(entry, options_->log_format);

@@ -25,7 +25,9 @@
 // requests log nothing.
 // Each logged request is also counted in Registry::metrics() (registry/metrics.h). GET /metrics
 // (SessionOptions::metrics) is answered here, on the light pool, by HandleMetrics
-// (registry/metrics_handlers.h) instead of the registry's routing.
+// (registry/metrics_handlers.h) instead of the registry's routing. Other requests are first
+// offered to SessionOptions::web (the web view), from the head alone; its answer is sent
+// without the handler pools, counted under the route "web".
 #ifndef BLZ_REGISTRY_HTTP_SESSION_H_
 #define BLZ_REGISTRY_HTTP_SESSION_H_
 
@@ -93,6 +95,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   const SessionOptions* options_;
   std::string client_;  // the peer (or the client a trusted proxy names), for the access log
   bool metrics_request_ = false;  // GET /metrics (registry/metrics_handlers.h), not the registry's
+  bool web_request_ = false;      // answered by SessionOptions::web (logged as route "web")
 
   std::optional<http::request_parser<http::empty_body>> head_parser_;
   std::optional<http::request_parser<http::string_body>> string_parser_;

@@ -121,6 +121,7 @@ std::string_view RouteKind(std::string_view target) {
   if (c[1] == "_blz") {
     if (n >= 3 && c[2] == "storage") return "storage";
     if (n >= 3 && c[2] == "structures") return "structures";
+    if (n == 3 && c[2] == "repositories") return "repositories";
     return "other";
   }
   // <name>/blobs/uploads/[<uuid>], <name>/tags/list, <name>/blz/(patch|diff),
@@ -130,6 +131,10 @@ std::string_view RouteKind(std::string_view target) {
   if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "patch") return "patch";
   if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "diff") return "value_diff";
   if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "bases") return "bases";
+  if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "versions") return "versions";
+  if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "version") return "version";
+  if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "stats") return "stats";
+  if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "patch-report") return "patch_report";
   if (n >= 4 && c[n - 2] == "blobs") return "blob";
   if (n >= 4 && c[n - 2] == "manifests") return "manifest";
   if (n >= 4 && c[n - 2] == "referrers") return "referrers";
@@ -227,7 +232,10 @@ std::string Metrics::Render(const std::vector<MetricFamily>& extra) const {
              "Value diffs served (GET /v2/<name>/blz/diff), by result: computed or cache_hit."},
         Kind{Computed::kFullPatch, "blz_full_patches_served_total",
              "Full patches served (GET /v2/<name>/blz/patch without from), by result: computed "
-             "for the request or already stored (cache_hit)."}}) {
+             "for the request or already stored (cache_hit)."},
+        Kind{Computed::kStats, "blz_stats_served_total",
+             "Tensor statistics served (GET /v2/<name>/blz/stats), by result: computed or "
+             "cache_hit."}}) {
     const size_t i = static_cast<size_t>(k.what);
     w.Family(k.name, k.help, "counter");
     w.Sample(k.name, {{"result", "computed"}}, double(computed_[i].load()));

@@ -2,6 +2,7 @@
 // never compute patches (most registry tests) do not need to link it.
 #include "patcher/patch.h"
 #include "registry/archive_storage.h"
+#include "registry/background_jobs.h"
 #include "registry/registry.h"
 
 namespace blz::registry {
@@ -13,6 +14,8 @@ PatchFunction PatcherPatchFunction() {
     patcher::DiffOptions options;
     options.known_base_digest = base_digest;
     options.known_target_digest = target_digest;
+    // A ?async=1 request's job (registry/background_jobs.h): its poll shows the bytes coded.
+    options.counters = CurrentJobCounters();
     patcher::DiffStats stats;
     return patcher::CreatePatch(base_archive, target_archive, out_path, options, &stats);
   };

@@ -12,6 +12,7 @@
 
 #include "core/file_util.h"
 #include "registry/auth.h"
+#include "registry/background_jobs.h"
 #include "registry/errors.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
@@ -24,6 +25,7 @@ using json = nlohmann::json;
 using Kind = Registry::Route::Kind;
 using internal::ArchiveStructuralHash;
 using internal::FileSizeOf;
+using internal::IsAsync;
 using internal::IsUuid;
 using internal::ParsePagination;
 using internal::UploadRange;
@@ -59,6 +61,11 @@ std::string_view AllowedMethods(Kind kind) {
     case Kind::kToken: return "GET";
     case Kind::kTokens: return "GET, POST";
     case Kind::kTokenName: return "DELETE";
+    case Kind::kRepositories: return "GET";
+    case Kind::kVersions: return "GET";
+    case Kind::kVersion: return "GET";
+    case Kind::kStats: return "GET";
+    case Kind::kPatchReport: return "GET";
   }
   return "";
 }
@@ -110,10 +117,13 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
   BLZ_RETURN_IF_ERROR(registry->PurgeStaleUploads(/*orphans=*/true));
   BLZ_RETURN_IF_ERROR(registry->BackfillStructuralHashes());
   BLZ_RETURN_IF_ERROR(registry->storage_->ScheduleAll());
+  registry->jobs_ = std::make_unique<BackgroundJobs>(registry->options_.background_workers);
   return registry;
 }
 
-Registry::~Registry() = default;
+Registry::~Registry() {
+  jobs_.reset();  // joins the workers before anything they use goes away
+}
 
 Result<std::optional<std::string>> Registry::EnsureAdminToken() {
   BLZ_ASSIGN_OR_RETURN(int64_t n, db_->CountTokens("admin"));
@@ -199,6 +209,16 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
   } else if (n == 4 && c[1] == "_blz" && c[2] == "tokens") {
     route.kind = Kind::kTokenName;
     route.ref = c[3];
+  } else if (n == 3 && c[1] == "_blz" && c[2] == "repositories") {
+    route.kind = Kind::kRepositories;
+  } else if (n >= 4 && c[n - 2] == "blz" &&
+             (c[n - 1] == "versions" || c[n - 1] == "version" || c[n - 1] == "stats" ||
+              c[n - 1] == "patch-report")) {
+    route.kind = c[n - 1] == "versions"  ? Kind::kVersions
+                 : c[n - 1] == "version" ? Kind::kVersion
+                 : c[n - 1] == "stats"   ? Kind::kStats
+                                         : Kind::kPatchReport;
+    route.name = Join(raw, 1, n - 2);
   } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "diff") {
     route.kind = Kind::kDiff;
     route.name = Join(raw, 1, n - 2);
@@ -249,7 +269,7 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
   if (route.kind != Kind::kPing && route.kind != Kind::kCatalog &&
       route.kind != Kind::kStructures && route.kind != Kind::kStorage &&
       route.kind != Kind::kGc && route.kind != Kind::kToken && route.kind != Kind::kTokens &&
-      route.kind != Kind::kTokenName) {
+      route.kind != Kind::kTokenName && route.kind != Kind::kRepositories) {
     Status name_ok = ValidateRepositoryName(route.name);
     if (!name_ok.ok()) {
       *error = ErrorResponse(OciError::kNameInvalid, name_ok.message(),
@@ -303,8 +323,12 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
   switch (route->kind) {
     case Kind::kBlob:  // a GET may rebuild an archive from its full patch
     case Kind::kPatch:
-    case Kind::kDiff:
       plan.heavy = head.method == "GET";
+      break;
+    case Kind::kDiff:  // ?async=1 answers at once (the computation runs in the background)
+    case Kind::kStats:
+    case Kind::kPatchReport:
+      plan.heavy = head.method == "GET" && !IsAsync(*route);
       break;
     case Kind::kManifest:  // a PUT verifies the archive and identifies its structure
     case Kind::kUploadSession:  // a closing PUT hashes the whole blob
@@ -402,7 +426,7 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
     case Kind::kTags: return ListTags(route);
     case Kind::kReferrers: return ListReferrers(route);
     case Kind::kPatch: return GetPatch(route, request.head);
-    case Kind::kDiff: return GetValueDiff(route, request.head);
+    case Kind::kDiff: return Async(route, request.head, &Registry::GetValueDiff);
     case Kind::kBases: return GetBases(route, request.head);
     case Kind::kStructures: return ListStructure(route);
     case Kind::kStorage: return GetStorageStatus();
@@ -412,6 +436,11 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
       if (m == "POST") return CreateApiToken(request);
       return ListApiTokens();
     case Kind::kTokenName: return RevokeApiToken(route);
+    case Kind::kRepositories: return ListRepositorySummaries(route, request.head);
+    case Kind::kVersions: return ListVersionSummaries(route);
+    case Kind::kVersion: return GetVersionDetail(route, request.head);
+    case Kind::kStats: return Async(route, request.head, &Registry::GetVersionStats);
+    case Kind::kPatchReport: return Async(route, request.head, &Registry::GetPatchReport);
   }
   return ErrorResponse(OciError::kNotFound, "no such endpoint");
 }

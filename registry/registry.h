@@ -14,8 +14,10 @@
 //
 // Layout: registry/registry.cc (construction, routing, ping, catalog) and one file of handlers
 // per resource: registry/blob_handlers.cc, upload_handlers.cc, manifest_handlers.cc (manifests,
-// tags), blz_handlers.cc (patches, value diffs, structures, storage status) and
-// token_handlers.cc (token admin API); helpers they share are in registry/registry_internal.h.
+// tags), blz_handlers.cc (patches, value diffs, structures, storage status),
+// browse_handlers.cc (the web view's JSON: repository and version summaries, statistics, patch
+// reports, ?async=1 via registry/background_jobs.h) and token_handlers.cc (token admin API);
+// helpers they share are in registry/registry_internal.h.
 // Who may do what is decided by registry/auth.h (called from Prepare).
 #ifndef BLZ_REGISTRY_REGISTRY_H_
 #define BLZ_REGISTRY_REGISTRY_H_
@@ -101,9 +103,14 @@ struct RegistryOptions {
   // How clients reach the registry, "http(s)://host[:port]": the realm of auth challenges is
   // this + "/v2/_blz/token" (registry/auth.h). "" = "http://" + the request's Host header.
   std::string public_url;
+  // ?async=1 requests (docs/registry-api.md, "Asynchronous requests"): how long a request waits
+  // for its computation before answering 202, and how many computations run at once.
+  std::chrono::milliseconds async_wait{1000};
+  unsigned background_workers = 2;
 };
 
-class Authenticator;  // registry/auth.h
+class Authenticator;   // registry/auth.h
+class BackgroundJobs;  // registry/background_jobs.h
 
 class Registry {
  public:
@@ -152,6 +159,8 @@ class Registry {
   uint64_t patches_computed() const;
   // Value diff computations performed so far (cache misses that succeeded).
   uint64_t value_diffs_computed() const { return value_diffs_computed_.load(); }
+  // Tensor statistics computations performed so far (cache misses that succeeded).
+  uint64_t stats_computed() const { return stats_computed_.load(); }
   // The server's counters (GET /metrics, registry/metrics.h): the session records requests,
   // the handlers cache hits; garbage collection reports each run with metrics().RecordGc().
   Metrics& metrics() { return metrics_; }
@@ -213,6 +222,20 @@ class Registry {
   // POST /v2/_blz/gc[?dry_run=true]: GcReport as JSON.
   Response RunGc(const Route& route);
   Response ListStructure(const Route& route);
+  // Browsing, the web view's JSON (registry/browse_handlers.cc, docs/registry-api.md
+  // "Browsing"): GET /v2/_blz/repositories (repositories the caller may pull, with summaries),
+  // /v2/<name>/blz/versions, /v2/<name>/blz/version?digest=, /v2/<name>/blz/stats?digest=
+  // (cached like value diffs) and /v2/<name>/blz/patch-report?from=&to= (the cached patch,
+  // described).
+  Response ListRepositorySummaries(const Route& route, const RequestHead& head);
+  Response ListVersionSummaries(const Route& route);
+  Response GetVersionDetail(const Route& route, const RequestHead& head);
+  Response GetVersionStats(const Route& route, const RequestHead& head);
+  Response GetPatchReport(const Route& route, const RequestHead& head);
+  // `handler` as is, or with ?async=1 in the background (registry/background_jobs.h): 200 with
+  // its response when it finishes within options_.async_wait, else 202 with the progress.
+  Response Async(const Route& route, const RequestHead& head,
+                 Response (Registry::*handler)(const Route&, const RequestHead&));
   // The token admin API (registry/token_handlers.cc): POST and GET /v2/_blz/tokens,
   // DELETE /v2/_blz/tokens/<name>.
   Response CreateApiToken(const Request& request);
@@ -237,6 +260,12 @@ class Registry {
                                    const std::function<Status(const std::string&)>& compute,
                                    const std::function<Status(const store::BlobInfo&)>& record,
                                    bool* compute_failed);
+  // The patch from -> to (paths: their archive files, ResolveFromTo), computed once and cached
+  // (ComputeCached); a cached patch damaged on disk is computed again. Shared by GetPatch and
+  // GetPatchReport; *compute_failed as for ComputeCached.
+  Result<CachedBlob> CachedPatch(const Route& route, const std::string& from,
+                                 const std::string& to, const std::string paths[2],
+                                 bool* compute_failed);
   // Fills in missing structural hashes (see Open).
   Status BackfillStructuralHashes();
   // Is `digest` a version of route.name whose archive blob is present? Sets *path to the blob's
@@ -281,6 +310,8 @@ class Registry {
   std::atomic<uint64_t> patches_computed_{0};
   KeyedMutex diff_locks_;
   std::atomic<uint64_t> value_diffs_computed_{0};
+  KeyedMutex stats_locks_;
+  std::atomic<uint64_t> stats_computed_{0};
   std::mutex gc_mu_;
   // One lock per blob digest, held by whatever makes a blob referenced (manifest PUT, upload,
   // mount) and by garbage collection while it decides on the blob (registry/garbage_collector.h).
@@ -289,6 +320,8 @@ class Registry {
   std::unique_ptr<Authenticator> auth_;  // credentials and scopes (registry/auth.h)
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
+  // ?async=1 computations; stopped first (~Registry), as they use everything above.
+  std::unique_ptr<BackgroundJobs> jobs_;
 };
 
 }  // namespace blz::registry

@@ -37,6 +37,12 @@ struct Registry::Route {
     kToken,          // /v2/_blz/token (the token endpoint, registry/auth.h)
     kTokens,         // /v2/_blz/tokens (token admin API: list, create)
     kTokenName,      // /v2/_blz/tokens/<name> (revoke); the name is in `ref`
+    // Browsing (registry/browse_handlers.cc, the web view's JSON):
+    kRepositories,   // /v2/_blz/repositories (catalog with summaries)
+    kVersions,       // /v2/<name>/blz/versions
+    kVersion,        // /v2/<name>/blz/version?digest=
+    kStats,          // /v2/<name>/blz/stats?digest=
+    kPatchReport,    // /v2/<name>/blz/patch-report?from=&to=
   };
   Kind kind = Kind::kPing;
   std::string method;
@@ -57,6 +63,12 @@ struct Registry::Route {
 };
 
 namespace internal {
+
+// Did the request ask to run in the background (?async=1 or ?async=true)?
+inline bool IsAsync(const Registry::Route& route) {
+  const std::optional<std::string> a = route.Query("async");
+  return a.has_value() && (*a == "1" || *a == "true");
+}
 
 // Is `s` an upload session id as NewUuid makes them (8-4-4-4-12 lower-case hex digits)?
 bool IsUuid(std::string_view s);

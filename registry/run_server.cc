@@ -137,6 +137,7 @@ Status RunServer(const ServerOptions& options) {
   session.log_format = options.log_format;
   session.log = StderrLogSink();
   session.metrics = options.metrics;
+  session.web = options.web;
   session.tls = std::move(tls);
   session.trusted_proxies = std::make_shared<const TrustedProxies>(std::move(trusted));
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Server> server,

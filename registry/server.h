@@ -8,13 +8,16 @@
 #define BLZ_REGISTRY_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/file_lock.h"
 #include "core/status.h"
 #include "registry/access_log.h"
+#include "registry/http_message.h"
 #include "registry/registry.h"
 
 namespace boost::asio::ssl {
@@ -24,6 +27,12 @@ class context;
 namespace blz::registry {
 
 class TrustedProxies;  // registry/forwarded.h
+
+// Answers requests outside the registry's API (the web view, web/web_handler.h: `blz serve`
+// sets it; registry/ does not depend on web/). Called with each request's head on the I/O
+// thread, so it must be cheap and must not block; nullopt = not its request (the registry
+// answers it as usual). Must be callable from several threads at once.
+using WebHandler = std::function<std::optional<Response>(const RequestHead&)>;
 
 struct ServerOptions {
   std::string data_dir = "blz-data";
@@ -47,6 +56,9 @@ struct ServerOptions {
   LogFormat log_format = LogFormat::kText;
   // Serve GET /metrics (Prometheus text format; docs/operating.md).
   bool metrics = true;
+  // The web view (docs/operating.md, "Web view"): asked first for every request that is not
+  // /metrics; unset = none (then / is a 404 like any path outside /v2/).
+  WebHandler web;
   // How clients reach the registry (RegistryOptions::public_url): the realm of auth challenges
   // is this + "/v2/_blz/token". "" = "http://" + each request's Host header.
   std::string public_url;
@@ -99,6 +111,10 @@ struct SessionOptions {
   // Answer GET /metrics (registry/metrics_handlers.h); false: /metrics is a 404 like any path
   // outside /v2/.
   bool metrics = true;
+  // Asked first for every request except GET /metrics (when `metrics`); a response it returns
+  // is sent as is (the request body, if any, is read and discarded), logged and counted under
+  // the route "web". Unset: every request goes to the registry.
+  WebHandler web;
   // When set, every connection is TLS (LoadServerTlsContext): the handshake must complete
   // within kIoTimeout; a plain HTTP request gets a plain 400 answer and the connection closes.
   std::shared_ptr<boost::asio::ssl::context> tls;

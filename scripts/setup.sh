@@ -12,10 +12,17 @@ packages=(
   clang-14 libclang-rt-14-dev
   zlib1g-dev
   python3-torch python3-numpy
+  # The web view's browser tests (web/tests, Playwright) drive Debian's chromium headless
+  # (Playwright cannot download browsers here); fonts-liberation is only a Recommends of
+  # chromium-common, which --no-install-recommends skips, and pages render text with it.
+  chromium fonts-liberation
 )
-# The export tests read GGUF files with an independent reader (@huggingface/gguf, web/):
-# Node.js and npm from Debian unless the machine already has them.
-if ! command -v npm > /dev/null 2>&1; then packages+=(nodejs npm); fi
+# The web view (web/) is built with Node.js and npm (web/CMakeLists.txt fails without them),
+# and the export tests read GGUF files with an independent reader (@huggingface/gguf, web/):
+# Debian's nodejs and npm unless the machine already has both commands.
+if ! command -v node > /dev/null 2>&1 || ! command -v npm > /dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

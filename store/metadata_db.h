@@ -77,6 +77,8 @@ struct GcRoots {
   std::vector<std::string> referenced;
   std::vector<Derived> patches;
   std::vector<Derived> value_diffs;
+  // Cached version statistics: from_digest "", to_digest = the archive.
+  std::vector<Derived> version_stats;
 };
 
 // What DeleteManifest removed.
@@ -122,6 +124,19 @@ struct ValueDiffRecord {
   std::string to_digest;    // archive b
   std::string diff_digest;  // the JSON blob
   uint64_t diff_size = 0;
+};
+
+// Cached tensor statistics (the JSON of `blz inspect --stats --json`) of one archive.
+struct VersionStatsRecord {
+  std::string archive_digest;
+  std::string stats_digest;  // the JSON blob
+  uint64_t stats_size = 0;
+};
+
+// A tag and the manifest it points at.
+struct TagTarget {
+  std::string tag;
+  std::string manifest_digest;
 };
 
 struct PatchRecord {
@@ -216,6 +231,18 @@ class MetadataDb {
   // Records (or replaces) the value diff from -> to.
   Status RecordValueDiff(const ValueDiffRecord& diff);
 
+  // -- browsing (store/metadata_db_browse.cc) --
+  // Every repository name containing `contains` (a plain substring, bytewise; "" = all),
+  // sorted bytewise.
+  Result<std::vector<std::string>> ListRepositoryNames(std::string_view contains);
+  // Every tag of `repository` with its manifest digest, sorted by tag. Empty when the
+  // repository is unknown.
+  Result<std::vector<TagTarget>> ListTagTargets(std::string_view repository);
+  // kNotFound when no statistics of `archive_digest` were recorded.
+  Result<VersionStatsRecord> FindVersionStats(std::string_view archive_digest);
+  // Records (or replaces) the statistics of an archive.
+  Status RecordVersionStats(const VersionStatsRecord& stats);
+
   // -- patches --
   // kNotFound when no patch from -> to was recorded.
   Result<PatchRecord> FindPatch(std::string_view from_digest, std::string_view to_digest);
@@ -249,7 +276,8 @@ class MetadataDb {
   // Is the blob referenced now: by a manifest, as a model archive, as a cached patch or value
   // diff, or by a link created after `young_after`?
   Result<bool> BlobReferenced(std::string_view digest, int64_t young_after);
-  // Forgets a cached patch or value diff (`kind` "patches" or "value_diffs") whose blob is
+  // Forgets a cached patch, value diff or statistics (`kind` "patches", "value_diffs" or
+  // "version_stats") whose blob is
   // still `blob_digest` (a row recomputed meanwhile stays).
   Status ForgetDerived(std::string_view kind, const GcRoots::Derived& row);
   // Forgets a blob (after its file was removed): its row in `blobs` and its links.

@@ -179,8 +179,14 @@ TEST(ModelStats, HandMadeSafetensors) {
                        {"i", DType::kI32, {2}, Bytes(std::vector<int32_t>{-7, 9})},
                        {"empty", DType::kF32, {0, 4}, ""},
                    });
-  auto r = ComputeModelStats(path);
+  ProgressCounters counters;
+  StatsOptions options;
+  options.counters = &counters;
+  auto r = ComputeModelStats(path, options);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // The elements of the supported tensors, all read.
+  EXPECT_EQ(counters.total.load(), 6u + 4u + 3u + 2u);
+  EXPECT_EQ(counters.done.load(), counters.total.load());
   const ModelStats& s = *r;
   EXPECT_EQ(s.format, "safetensors");
   ASSERT_EQ(s.tensors.size(), 5u);

@@ -149,8 +149,13 @@ TEST(DiffModels, IdenticalModels) {
   for (float& x : w) x = n(rng);
   WriteModel(dir / "a.safetensors", {F32("model.layers.0.w", w), F32("model.layers.1.w", w),
                                      F32("lm_head.weight", {1.5f, -2.5f})});
-  auto r = DiffModels(dir / "a.safetensors", dir / "a.safetensors");
+  ProgressCounters counters;
+  DiffOptions options;
+  options.counters = &counters;
+  auto r = DiffModels(dir / "a.safetensors", dir / "a.safetensors", options);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(counters.total.load(), 2002u);
+  EXPECT_EQ(counters.done.load(), 2002u);
   ASSERT_EQ(r->tensors.size(), 3u);
   for (const auto& t : r->tensors) {
     EXPECT_EQ(t.sums.changed, 0u) << t.name;

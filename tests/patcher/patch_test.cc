@@ -319,6 +319,23 @@ TEST_F(PatchTest, LargeTensorIsCutIntoIndependentChunks) {
   EXPECT_LT(big.chunks[1].length, kChunkBytes / 100);
 }
 
+TEST_F(PatchTest, CountersSeeEveryTargetByteCoded) {
+  ProgressCounters counters;
+  DiffOptions o;
+  o.threads = 2;
+  o.counters = &counters;
+  ASSERT_TRUE(CreatePatch(A(), B(), tmp_ / "p", o, nullptr).ok());
+  // Every byte of the target but the zero padding between its pieces is coded once.
+  auto b = formats::BlzArchive::Open(B());
+  ASSERT_TRUE(b.ok());
+  uint64_t coded = b->header().data_start;
+  for (const auto& t : b->header().tensors) coded += t.length;
+  for (const auto& r : b->header().raws) coded += r.length;
+  EXPECT_EQ(counters.total.load(), coded);
+  EXPECT_EQ(counters.done.load(), counters.total.load());
+  EXPECT_TRUE(testing::ReadFileBytes(tmp_ / "p") == testing::ReadFileBytes(P()));
+}
+
 TEST_F(PatchTest, DiffIsDeterministicWhateverTheThreadCount) {
   DiffOptions one;
   one.threads = 1;

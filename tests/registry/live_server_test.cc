@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -684,6 +685,81 @@ TEST(TrustedProxyLiveTest, ForwardedHeadersOnlyFromTrustedProxies) {
     }
     (*server)->Stop();
   }
+}
+
+// SessionOptions::web (the web view's hook, web/web_handler.h): asked with each request's head
+// except /metrics; its answers are sent on the same keep-alive connection (a small body is read
+// and discarded, a large one closes the connection unread), logged and counted under route
+// "web"; nullopt leaves the request to the registry.
+TEST(WebHookLiveTest, AnswersItsRequestsAndLeavesTheRestToTheRegistry) {
+  blz::testing::TempDir tmp;
+  auto r = Registry::Open(tmp / "data", RegistryOptions());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  LogCapture log;
+  std::atomic<int> asked{0};
+  SessionOptions session{LogFormat::kJson, log.Sink()};
+  session.web = [&asked](const RequestHead& head) -> std::optional<Response> {
+    ++asked;
+    if (head.target.rfind("/page", 0) != 0) return std::nullopt;
+    Response res;
+    res.Set("Content-Type", "text/plain");
+    res.body = "page:" + head.method;
+    if (head.method == "HEAD") res.head_only = true;
+    return res;
+  };
+  auto server = Server::Start(r->get(), "127.0.0.1:0", 2, session);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  {
+    Client c((*server)->port());
+    ASSERT_TRUE(c.ok());
+    Res get = c.Send(Make(http::verb::get, "/page"));
+    EXPECT_EQ(get.result_int(), 200);
+    EXPECT_EQ(get.body(), "page:GET");
+    Res post = c.Send(Make(http::verb::post, "/page", "", std::string(1000, 'x')));
+    EXPECT_EQ(post.result_int(), 200);
+    EXPECT_EQ(post.body(), "page:POST");
+    Res head = c.Send(Make(http::verb::head, "/page"));
+    EXPECT_EQ(head.result_int(), 200);
+    EXPECT_EQ(head[http::field::content_length], "9");
+    // Same connection, the registry's paths: the hook declines, the registry answers.
+    EXPECT_EQ(c.Send(Make(http::verb::get, "/v2/")).result_int(), 401);
+    EXPECT_EQ(c.Send(Make(http::verb::get, "/elsewhere")).result_int(), 404);
+    EXPECT_EQ(asked.load(), 5);
+    Res metrics = c.Send(Make(http::verb::get, "/metrics"));
+    EXPECT_EQ(asked.load(), 5);  // never asked about /metrics
+    for (const char* sample : {"{route=\"web\",method=\"GET\",code=\"200\"} 1\n",
+                               "{route=\"web\",method=\"POST\",code=\"200\"} 1\n",
+                               "{route=\"web\",method=\"HEAD\",code=\"200\"} 1\n",
+                               "{route=\"base\",method=\"GET\",code=\"401\"} 1\n",
+                               "{route=\"other\",method=\"GET\",code=\"404\"} 1\n"}) {
+      EXPECT_NE(metrics.body().find(std::string("blz_http_requests_total") + sample),
+                std::string::npos)
+          << sample << metrics.body();
+    }
+  }
+  {
+    // A large body is not read: the answer comes at once and the connection closes.
+    Client c((*server)->port());
+    ASSERT_TRUE(c.ok());
+    Res big = c.SendHeadOnly(Make(http::verb::put, "/page"), 1ull << 30);
+    EXPECT_EQ(big.result_int(), 200);
+    EXPECT_EQ(big.body(), "page:PUT");
+    EXPECT_FALSE(big.keep_alive());
+  }
+  // GET, POST, HEAD /page, /v2/, /elsewhere, /metrics, the PUT: one line each.
+  std::vector<nlohmann::json> lines = log.WaitFor(7);
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[0]["path"], "/page");
+  EXPECT_EQ(lines[0]["status"], 200);
+  EXPECT_EQ(lines[1]["method"], "POST");
+  EXPECT_EQ(lines[1]["bytes_in"], 1000);  // read and discarded
+  // (The second connection's line may come before the first's last one.)
+  auto put = std::find_if(lines.begin(), lines.end(),
+                          [](const nlohmann::json& l) { return l["method"] == "PUT"; });
+  ASSERT_NE(put, lines.end());
+  EXPECT_EQ((*put)["status"], 200);
+  EXPECT_EQ((*put)["bytes_in"], 0);  // not read
+  (*server)->Stop();
 }
 
 }  // namespace

@@ -40,6 +40,47 @@ class MetadataDbTest : public ::testing::Test {
   std::unique_ptr<MetadataDb> db_;
 };
 
+TEST_F(MetadataDbTest, BrowseQueries) {
+  ASSERT_TRUE(Push("org/model", "v1", "a").ok());
+  ASSERT_TRUE(Push("org/model", "latest", "a").ok());
+  ASSERT_TRUE(Push("org/model", "v2", "b").ok());
+  ASSERT_TRUE(Push("other/thing", "v1", "c").ok());
+  ASSERT_TRUE(Push("100%_odd", "v1", "d").ok());
+  EXPECT_EQ(*db_->ListRepositoryNames(""),
+            (std::vector<std::string>{"100%_odd", "org/model", "other/thing"}));
+  EXPECT_EQ(*db_->ListRepositoryNames("o"),
+            (std::vector<std::string>{"100%_odd", "org/model", "other/thing"}));
+  EXPECT_EQ(*db_->ListRepositoryNames("model"), (std::vector<std::string>{"org/model"}));
+  // A plain substring: no LIKE wildcards.
+  EXPECT_EQ(*db_->ListRepositoryNames("%"), (std::vector<std::string>{"100%_odd"}));
+  EXPECT_TRUE(db_->ListRepositoryNames("_x")->empty());
+
+  auto tags = db_->ListTagTargets("org/model");
+  ASSERT_TRUE(tags.ok());
+  ASSERT_EQ(tags->size(), 3u);
+  EXPECT_EQ((*tags)[0].tag, "latest");
+  EXPECT_EQ((*tags)[0].manifest_digest, D("manifest-a"));
+  EXPECT_EQ((*tags)[2].tag, "v2");
+  EXPECT_EQ((*tags)[2].manifest_digest, D("manifest-b"));
+  EXPECT_TRUE(db_->ListTagTargets("no/such")->empty());
+
+  EXPECT_EQ(db_->FindVersionStats(D("archive-a")).status().code(), Code::kNotFound);
+  ASSERT_TRUE(db_->RecordVersionStats({D("archive-a"), D("stats-1"), 10}).ok());
+  ASSERT_TRUE(db_->RecordVersionStats({D("archive-a"), D("stats-2"), 20}).ok());  // replaces
+  auto st = db_->FindVersionStats(D("archive-a"));
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->stats_digest, D("stats-2"));
+  EXPECT_EQ(st->stats_size, 20u);
+  EXPECT_TRUE(*db_->BlobReferenced(D("stats-2"), 0));
+  auto roots = db_->ReadGcRoots(0);
+  ASSERT_TRUE(roots.ok());
+  ASSERT_EQ(roots->version_stats.size(), 1u);
+  EXPECT_EQ(roots->version_stats[0].from_digest, "");
+  EXPECT_EQ(roots->version_stats[0].to_digest, D("archive-a"));
+  ASSERT_TRUE(db_->ForgetDerived("version_stats", roots->version_stats[0]).ok());
+  EXPECT_EQ(db_->FindVersionStats(D("archive-a")).status().code(), Code::kNotFound);
+}
+
 TEST_F(MetadataDbTest, ManifestTagAndVersionRoundTrip) {
   ASSERT_TRUE(Push("org/model", "v1", "a").ok());
   auto digest = db_->ResolveTag("org/model", "v1");

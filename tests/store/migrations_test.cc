@@ -49,7 +49,7 @@ TEST(MigrationsTest, AppliesAllAndSetsUserVersion) {
   std::vector<std::string> want = {"blobs",        "manifest_blobs", "manifests",
                                    "patches",      "repositories",   "repository_blobs",
                                    "tags",         "tokens",         "uploads",
-                                   "value_diffs",  "versions"};
+                                   "value_diffs",  "version_stats", "versions"};
   EXPECT_EQ(Tables(&*db), want);
 }
 

@@ -1,0 +1,85 @@
+// #/r/<name> — a repository's versions as a timeline: tags, digest, size, push time, structure,
+// patch size from the previous version of the same structure (what an upgrade downloads), the
+// `blz pull` command; pick two versions to diff them.
+import { h, clear, route } from '../lib/dom.js';
+import { getJson, getAsync, repoPath, enc } from '../lib/api.js';
+import { fmtBytes, fmtTime, shortDigest } from '../lib/format.js';
+import { copyField, errorBox, progressBox } from '../lib/ui.js';
+
+export async function repoPage(root, { name }, ctx) {
+  const doc = await getJson(repoPath(name, 'blz/versions'), { signal: ctx.signal });
+  const versions = doc.versions || [];
+  const picked = [];
+  const compare = h('button#compare', { type: 'button', disabled: true }, 'compare the two picked versions');
+  const pickInfo = h('span.pick-info', { 'aria-live': 'polite', text: 'Pick two versions to compare.' });
+  compare.addEventListener('click', () => {
+    if (picked.length !== 2) return;
+    // Older → newer, by position in the newest-first list.
+    const [a, b] = [...picked].sort((x, y) => versions.indexOf(y) - versions.indexOf(x));
+    location.hash = route('r', name, 'diff', a.digest, b.digest);
+  });
+  const list = h('ol.timeline');
+  for (const v of versions) list.appendChild(versionItem(v));
+  root.appendChild(h('section', null,
+    h('nav.crumbs', null, h('a', { href: '#/', text: 'repositories' }), ' / ', h('span', { text: name })),
+    h('h1', { text: name }),
+    h('p', { text: `${versions.length} version${versions.length === 1 ? '' : 's'}, newest first.` }),
+    h('div.toolbar', null, compare, ' ', pickInfo),
+    list));
+
+  function versionItem(v) {
+    const box = h('input', { type: 'checkbox', 'aria-label': `pick ${v.tags && v.tags.length ? v.tags.join(', ') : shortDigest(v.digest)} for comparison` });
+    box.addEventListener('change', () => {
+      if (box.checked) {
+        picked.push(v);
+        if (picked.length > 2) {
+          const old = picked.shift();
+          const oldBox = list.querySelector(`input[data-digest="${CSS.escape(old.digest)}"]`);
+          if (oldBox) oldBox.checked = false;
+        }
+      } else {
+        const i = picked.indexOf(v);
+        if (i >= 0) picked.splice(i, 1);
+      }
+      compare.disabled = picked.length !== 2;
+      pickInfo.textContent = picked.length === 2 ? 'Ready to compare.' : `Picked ${picked.length} of 2.`;
+    });
+    box.dataset.digest = v.digest;
+    const host = location.host;
+    const patch = h('span.patch');
+    renderPatch(v, patch);
+    return h('li.version', { dataset: { digest: v.digest } },
+      h('div.version-head', null,
+        box, ' ',
+        (v.tags && v.tags.length ? v.tags : ['(untagged)']).map((t) => h('span.tag', { text: t })),
+        ' ',
+        h('a.digest', { href: route('r', name, 'v', v.digest), title: v.digest, text: shortDigest(v.digest) })),
+      h('dl.facts', null,
+        h('dt', { text: 'size' }), h('dd.size', { text: fmtBytes(v.size) }),
+        h('dt', { text: 'pushed' }), h('dd', { text: fmtTime(v.pushed) }),
+        h('dt', { text: 'structure' }), h('dd', null, h('code', { title: v.structure || '', text: (v.structure || '—').slice(0, 16) })),
+        h('dt', { text: 'upgrade patch' }), h('dd', null, patch)),
+      h('div.pull', null, copyField(`blz pull ${host}/${name}@${v.digest}`, `pull command for ${shortDigest(v.digest)}`)));
+  }
+
+  function renderPatch(v, el) {
+    clear(el);
+    const p = v.previous;
+    if (!p) { el.textContent = 'no earlier version of this structure'; return; }
+    const from = h('a', { href: route('r', name, 'diff', p.digest, v.digest), text: 'from ' + shortDigest(p.digest) });
+    if (p.patch_bytes !== null && p.patch_bytes !== undefined) {
+      el.append(h('strong.patch-bytes', { text: fmtBytes(p.patch_bytes) }), ' ', from,
+        v.size ? ` (${((p.patch_bytes / v.size) * 100).toFixed(1)}% of the full size)` : '');
+      return;
+    }
+    const btn = h('button', { type: 'button' }, 'compute');
+    btn.addEventListener('click', () => {
+      const prog = progressBox('patch');
+      clear(el).append(prog.el);
+      ctx.guard(getAsync(repoPath(name, `blz/patch-report?from=${enc(p.digest)}&to=${enc(v.digest)}`), { onProgress: prog.update, signal: ctx.signal })
+        .then((r) => { p.patch_bytes = r.patch_bytes; renderPatch(v, el); })
+        .catch((e) => { if (e.name !== 'AbortError') clear(el).append(errorBox(e)); }));
+    });
+    el.append('not computed yet ', btn, ' ', from);
+  }
+}
