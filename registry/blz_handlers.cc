@@ -50,15 +50,14 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
 
   bool compute_failed = false;
   Result<CachedBlob> computed = CachedPatch(route, *from, *to, paths, &compute_failed);
-  if (!computed.ok()) {
-    if (!compute_failed) return ErrorResponse(computed.status(), ErrorContext::kPatch);
-    if (!options_.create_patch) {
-      return ErrorResponse(OciError::kUnsupported, computed.status().message());
-    }
-    return ErrorResponse(OciError::kUnknown,
-                         "computing the patch failed: " + computed.status().ToString());
-  }
+  if (!computed.ok()) return CachedPatchError(computed.status(), compute_failed);
   return serve(computed->blob, computed->hit);
+}
+
+Response Registry::CachedPatchError(const Status& status, bool compute_failed) const {
+  if (!compute_failed) return ErrorResponse(status, ErrorContext::kPatch);
+  if (!options_.create_patch) return ErrorResponse(OciError::kUnsupported, status.message());
+  return ErrorResponse(OciError::kUnknown, "computing the patch failed: " + status.ToString());
 }
 
 Result<Registry::CachedBlob> Registry::CachedPatch(const Route& route, const std::string& from,
@@ -228,10 +227,15 @@ Response Registry::GetValueDiff(const Route& route, const RequestHead& head) {
   }
   if (!computed->hit) value_diffs_computed_.fetch_add(1);
   metrics_.RecordComputed(Metrics::Computed::kValueDiff, computed->hit);
-  Response res = ServeFile(computed->blob.path, computed->blob.size, head, "application/json");
+  return ServeComputedJson(*computed, head, "Blz-Diff-Cache");
+}
+
+Response Registry::ServeComputedJson(const CachedBlob& computed, const RequestHead& head,
+                                     const char* cache_header) {
+  Response res = ServeFile(computed.blob.path, computed.blob.size, head, "application/json");
   if (res.status < 300) {
-    res.Set("Docker-Content-Digest", computed->blob.digest);
-    res.Set("Blz-Diff-Cache", computed->hit ? "hit" : "miss");
+    res.Set("Docker-Content-Digest", computed.blob.digest);
+    res.Set(cache_header, computed.hit ? "hit" : "miss");
   }
   return res;
 }

@@ -477,12 +477,7 @@ Response Registry::GetVersionStats(const Route& route, const RequestHead& head) 
   }
   if (!computed->hit) stats_computed_.fetch_add(1);
   metrics_.RecordComputed(Metrics::Computed::kStats, computed->hit);
-  Response res = ServeFile(computed->blob.path, computed->blob.size, head, "application/json");
-  if (res.status < 300) {
-    res.Set("Docker-Content-Digest", computed->blob.digest);
-    res.Set("Blz-Stats-Cache", computed->hit ? "hit" : "miss");
-  }
-  return res;
+  return ServeComputedJson(*computed, head, "Blz-Stats-Cache");
 }
 
 // ---- GET /v2/<name>/blz/patch-report?from=&to= ----
@@ -499,14 +494,7 @@ Response Registry::GetPatchReport(const Route& route, const RequestHead& head) {
   }
   bool compute_failed = false;
   Result<CachedBlob> computed = CachedPatch(route, *from, *to, paths, &compute_failed);
-  if (!computed.ok()) {
-    if (!compute_failed) return ErrorResponse(computed.status(), ErrorContext::kPatch);
-    if (!options_.create_patch) {
-      return ErrorResponse(OciError::kUnsupported, computed.status().message());
-    }
-    return ErrorResponse(OciError::kUnknown,
-                         "computing the patch failed: " + computed.status().ToString());
-  }
+  if (!computed.ok()) return CachedPatchError(computed.status(), compute_failed);
   auto fail = [&](const Status& s) {
     return ErrorResponse(
         OciError::kUnknown,

@@ -266,6 +266,12 @@ class Registry {
   Result<CachedBlob> CachedPatch(const Route& route, const std::string& from,
                                  const std::string& to, const std::string paths[2],
                                  bool* compute_failed);
+  // The error response for a failed CachedPatch (shared by GetPatch and GetPatchReport).
+  Response CachedPatchError(const Status& status, bool compute_failed) const;
+  // A computed JSON document (value diff, statistics) served from its cached blob, with
+  // Docker-Content-Digest and `cache_header`: hit|miss.
+  static Response ServeComputedJson(const CachedBlob& computed, const RequestHead& head,
+                                    const char* cache_header);
   // Fills in missing structural hashes (see Open).
   Status BackfillStructuralHashes();
   // Is `digest` a version of route.name whose archive blob is present? Sets *path to the blob's

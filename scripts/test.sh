@@ -27,6 +27,11 @@ cmake --build "$build" -j"$jobs"
 phase_done build
 ctest --test-dir "$build" --output-on-failure -j"$jobs" | tee "$build/ctest-summary.log"
 phase_done ctest
+# The web view in a real browser: node unit tests, then Playwright driving Debian's chromium
+# against this build's `blz serve` with corpus versions pushed by this build's `blz push`
+# (web/tests/README.md); screenshots under web/test-results/.
+bash scripts/browser_test.sh "$build/cli/blz"
+phase_done browser
 # The OCI distribution-spec conformance suite (v1.1.1, ../shared/tools/oci-conformance), all
 # four workflows, against this build's `blz serve` with Basic credentials (docs/registry-api.md,
 # "Conformance"); non-zero on any failed spec.
