@@ -66,3 +66,10 @@ print(f"demo: pulled {r['reference']}: downloaded {r['bytes_downloaded']:,} byte
       f"patch used: {r['used_patch']}")
 PY
 echo "demo: OK: every file of the fine-tune is byte-identical to the original"
+# The web view of what was just pushed: the versions, the upgrade's patch size, and the diff
+# heatmaps. BLZ_DEMO_KEEP=1 keeps the registry running for a browser until Ctrl-C.
+echo "demo: web view: http://$addr/#/r/demo%2Fmodel"
+if [ "${BLZ_DEMO_KEEP:-0}" = 1 ]; then
+  echo "demo: the registry keeps running (BLZ_DEMO_KEEP=1); Ctrl-C stops it"
+  wait
+fi
