@@ -86,6 +86,30 @@ Status AddSafetensors(const std::shared_ptr<const SafetensorsFile>& sf, const st
   return Status::Ok();
 }
 
+// The tensors of the GGUF file at `abs_path` (named `rel` in the model), in header order; dtype
+// is the upper-cased ggml type name and the shape outermost first (GGUF stores ne0 first).
+Status AddGguf(const std::string& abs_path, const std::string& rel, std::vector<ValueTensor>* out,
+               std::vector<std::shared_ptr<const void>>* keep_alive) {
+  BLZ_ASSIGN_OR_RETURN(GgufReader reader, GgufReader::Open(abs_path, GgufMode::kFull));
+  auto g = std::make_shared<const GgufReader>(std::move(reader));
+  for (size_t i = 0; i < g->header().tensors.size(); ++i) {
+    const GgufTensorInfo& t = g->header().tensors[i];
+    ValueTensor v;
+    v.name = t.name;
+    v.file = rel;
+    for (char c : GgmlTypeName(t.type)) {
+      v.dtype += char(std::toupper(static_cast<unsigned char>(c)));
+    }
+    v.shape.assign(t.dims.rbegin(), t.dims.rend());
+    BLZ_ASSIGN_OR_RETURN(v.elements, Product(v.shape, abs_path + ": tensor '" + t.name + "'"));
+    v.type = ValueTypeOf(t.type);
+    v.data = g->TensorData(i);
+    out->push_back(std::move(v));
+  }
+  keep_alive->push_back(std::move(g));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelTensors> ModelTensors::Open(const std::string& path) {
@@ -100,6 +124,10 @@ Result<ModelTensors> ModelTensors::Open(const std::string& path) {
     m.format_ = "hf-dir";
     BLZ_ASSIGN_OR_RETURN(std::vector<ModelFile> files, ListModelFiles(path));
     for (const ModelFile& f : files) {
+      if (f.is_gguf) {
+        BLZ_RETURN_IF_ERROR(AddGguf(f.abs_path, f.path, &m.tensors_, &m.keep_alive_));
+        continue;
+      }
       if (!f.is_safetensors) continue;
       BLZ_ASSIGN_OR_RETURN(SafetensorsFile sf, SafetensorsFile::Open(f.abs_path));
       auto p = std::make_shared<const SafetensorsFile>(std::move(sf));
@@ -144,24 +172,7 @@ Result<ModelTensors> ModelTensors::Open(const std::string& path) {
   }
   if (is_gguf) {
     m.format_ = "gguf";
-    BLZ_ASSIGN_OR_RETURN(GgufReader reader, GgufReader::Open(path, GgufMode::kFull));
-    auto g = std::make_shared<const GgufReader>(std::move(reader));
-    const std::string rel = BaseName(path);
-    for (size_t i = 0; i < g->header().tensors.size(); ++i) {
-      const GgufTensorInfo& t = g->header().tensors[i];
-      ValueTensor v;
-      v.name = t.name;
-      v.file = rel;
-      for (char c : GgmlTypeName(t.type)) {
-        v.dtype += char(std::toupper(static_cast<unsigned char>(c)));
-      }
-      v.shape.assign(t.dims.rbegin(), t.dims.rend());
-      BLZ_ASSIGN_OR_RETURN(v.elements, Product(v.shape, path + ": tensor '" + t.name + "'"));
-      v.type = ValueTypeOf(t.type);
-      v.data = g->TensorData(i);
-      m.tensors_.push_back(std::move(v));
-    }
-    m.keep_alive_.push_back(std::move(g));
+    BLZ_RETURN_IF_ERROR(AddGguf(path, BaseName(path), &m.tensors_, &m.keep_alive_));
     return m;
   }
   if (IsSafetensorsName(path)) {

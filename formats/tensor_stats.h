@@ -3,7 +3,7 @@
 //
 // A model is a single .safetensors file, a .blz archive (recognized by its magic, any name; data
 // hashes are NOT checked: use BlzArchive::Verify), a Hugging Face model directory (every
-// *.safetensors shard below it, formats/model_dir.h) or a GGUF file (recognized by its magic,
+// *.safetensors shard and *.gguf file below it, formats/model_dir.h) or a GGUF file (recognized by its magic,
 // read in GgufMode::kFull). Tensor values are decoded in bounded chunks (formats/float_convert.h)
 // straight from memory maps: memory is O(threads x chunk), whatever the model size.
 //

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
@@ -403,6 +404,26 @@ TEST(ModelStatsCorpus, GgufFile) {
   for (const auto& e : r->tensors) f16 += e.dtype == "F16" ? 1 : 0;
   EXPECT_EQ(f16, 9u);
   EXPECT_EQ(r->nan, 0u);
+}
+
+// A model directory holding a GGUF file has its tensors (they were left out: `blz diff --values`
+// of two such directories compared 0 tensors while `blz inspect` listed 12).
+TEST(ModelStatsCorpus, DirectoryWithGgufFile) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir dir;
+  std::filesystem::copy_file(corpus + "/gguf/llama-2-tiny-random.gguf",
+                             dir.path() + "/model.gguf");
+  auto r = ComputeModelStats(dir.path());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->format, "hf-dir");
+  ASSERT_EQ(r->tensors.size(), 12u);
+  auto direct = ComputeModelStats(corpus + "/gguf/llama-2-tiny-random.gguf");
+  ASSERT_TRUE(direct.ok());
+  for (size_t i = 0; i < r->tensors.size(); ++i) {
+    EXPECT_EQ(r->tensors[i].name, direct->tensors[i].name);
+    EXPECT_EQ(r->tensors[i].dtype, direct->tensors[i].dtype);
+    EXPECT_EQ(r->tensors[i].stats.mean, direct->tensors[i].stats.mean) << r->tensors[i].name;
+  }
 }
 
 }  // namespace
