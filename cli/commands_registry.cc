@@ -153,7 +153,8 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("push", "Upload a model version to a registry");
-  sub->add_option("input", args->input, "model directory, .safetensors file or .blz archive")
+  sub->add_option("input", args->input,
+                  "model directory, .safetensors file, GGUF file or .blz archive")
       ->required();
   sub->add_option("reference", args->reference,
                   "[https://|http://]HOST[:PORT]/NAME[:TAG] (TAG defaults to latest)")
