@@ -11,6 +11,7 @@ packages=(
   skopeo
   clang-14 libclang-rt-14-dev
   zlib1g-dev
+  libeigen3-dev
   python3-torch python3-numpy
   # The web view's browser tests (web/tests, Playwright) drive Debian's chromium headless
   # (Playwright cannot download browsers here); fonts-liberation is only a Recommends of
