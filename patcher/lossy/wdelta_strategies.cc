@@ -339,6 +339,12 @@ Result<WdeltaTensorOut> EncodeInt4(const std::string& name, std::span<const floa
 
 namespace {
 
+// A JSON non-negative integer (parsed files hold them unsigned; values built in code may be
+// signed).
+bool IsSize(const ordered_json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+}
+
 class Decoder {
  public:
   explicit Decoder(const TensorPayload& p) : p_(p) {}
@@ -353,7 +359,7 @@ class Decoder {
     if (!m.contains("shape") || !m["shape"].is_array()) return Corrupt("no \"shape\"");
     std::vector<uint64_t> shape;
     for (const auto& v : m["shape"]) {
-      if (!v.is_number_unsigned()) return Corrupt("\"shape\" holds a non-size");
+      if (!IsSize(v)) return Corrupt("\"shape\" holds a non-size");
       shape.push_back(v.get<uint64_t>());
     }
     auto n = ElementCount(shape);
@@ -368,7 +374,7 @@ class Decoder {
 
   Result<uint64_t> MetaUint(const char* key) const {
     const auto& m = *p_.meta;
-    if (!m.contains(key) || !m[key].is_number_unsigned()) {
+    if (!m.contains(key) || !IsSize(m[key])) {
       return Corrupt(std::string("\"") + key + "\" is not a non-negative integer");
     }
     return m[key].get<uint64_t>();
