@@ -166,6 +166,7 @@ BudgetPlan PlanBudgetPrune(const std::vector<HeldVersion>& held, const UsageMap&
     }
   };
   std::vector<std::string> kept_reason(n);
+  std::vector<bool> by_budget(n, false);  // evicted by step 2
 
   // 1. Age: least recently used first.
   if (rule.max_age > 0) {
@@ -237,6 +238,50 @@ BudgetPlan PlanBudgetPrune(const std::vector<HeldVersion>& held, const UsageMap&
             std::to_string(best_group.size()) + " versions)";
     }
     evict_group(best_group, why + " while over the budget");
+    for (size_t g : best_group) by_budget[g] = true;
+  }
+
+  // 3. Whole groups can overshoot the budget: give back, highest utility first, each version
+  // the budget evicted that fits again together with the evicted bases it needs.
+  std::vector<bool> given_back(n, false);
+  if (plan.budget_met && rule.budget != std::numeric_limits<uint64_t>::max()) {
+    for (size_t i = 0; i < n; ++i) {  // `all` is highest utility first
+      if (!evicted[i] || !by_budget[i]) continue;
+      std::vector<size_t> unit;
+      std::vector<bool> seen(n, false);
+      uint64_t bytes = 0;
+      bool ok = true;
+      for (size_t cur = i;;) {
+        if (seen[cur]) break;
+        seen[cur] = true;
+        if (!by_budget[cur]) {
+          ok = false;  // a base the age limit evicted stays evicted
+          break;
+        }
+        unit.push_back(cur);
+        bytes += all[cur].size;
+        if (!all[cur].base_held) break;
+        const size_t base = index[all[cur].base];
+        if (!evicted[base]) break;
+        cur = base;
+      }
+      if (!ok || kept_bytes + bytes > rule.budget) continue;
+      for (size_t u : unit) {
+        evicted[u] = false;
+        given_back[u] = true;
+        kept_bytes += all[u].size;
+      }
+    }
+    std::vector<VersionUtility> still;
+    for (VersionUtility& v : plan.evict) {
+      const size_t i = index[v.digest];
+      if (given_back[i]) continue;
+      if (all[i].base_held && given_back[index[all[i].base]]) {
+        v.reason = "over the budget: does not fit back beside its base " + Short(all[i].base);
+      }
+      still.push_back(std::move(v));
+    }
+    plan.evict = std::move(still);
   }
 
   for (size_t i = 0; i < n; ++i) {
@@ -248,6 +293,8 @@ BudgetPlan PlanBudgetPrune(const std::vector<HeldVersion>& held, const UsageMap&
       v.reason = kept_reason[i];
     } else if (is_protected[i]) {
       v.reason = "protected (the version just pulled, or its base)";
+    } else if (given_back[i]) {
+      v.reason = "evicted with a group, then fits back within the budget";
     } else if (dependents > 0) {
       v.reason = "within the budget; base of " + std::to_string(dependents) +
                  " kept version" + (dependents == 1 ? "" : "s");

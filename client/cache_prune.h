@@ -99,6 +99,8 @@ struct BudgetPlan {
 // 2. then, while the kept archives exceed `budget`: the group (a version and every kept version
 //    that needs it, transitively) of lowest group utility; ties: more bytes first, then the
 //    smaller digest. Groups holding a protected digest are never evicted.
+// 3. whole groups can overshoot: then every version step 2 evicted, highest utility first,
+//    is kept again if it fits within the budget together with the evicted bases it needs.
 // Never leaves a kept version whose recorded base was evicted. Pure: the caller applies it.
 BudgetPlan PlanBudgetPrune(const std::vector<HeldVersion>& held, const UsageMap& usage,
                            const BudgetRule& rule, int64_t now);
