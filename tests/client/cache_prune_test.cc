@@ -142,16 +142,37 @@ TEST(CachePruneBudgetTest, ABaseGoesOnlyWithTheVersionsThatNeedIt) {
       << Find(plan.keep, "sha256:b").reason;
   ExpectNoOrphans(plan);
 
-  // A tighter budget: the cheapest way down is the group; v goes with its base.
+  // A tighter budget: c goes, then the group {b, v}: 0 bytes left, far below the budget.
+  // Given back, highest utility first: v does not fit with the base it needs (2000 bytes),
+  // c does (1000).
   rule.budget = 1000;
   plan = PlanBudgetPrune(held, usage, rule, 0);
-  EXPECT_EQ(Digests(plan.evict),
-            (std::vector<std::string>{"sha256:c", "sha256:b", "sha256:v"}));
-  EXPECT_NE(plan.evict[2].reason.find("needs sha256:b"), std::string::npos) << plan.evict[2].reason;
-  EXPECT_EQ(plan.bytes_after, 0u);
+  EXPECT_EQ(Digests(plan.evict), (std::vector<std::string>{"sha256:b", "sha256:v"}));
+  EXPECT_NE(plan.evict[1].reason.find("needs sha256:b"), std::string::npos) << plan.evict[1].reason;
+  EXPECT_EQ(Digests(plan.keep), (std::vector<std::string>{"sha256:c"}));
+  EXPECT_NE(plan.keep[0].reason.find("fits back"), std::string::npos) << plan.keep[0].reason;
+  EXPECT_EQ(plan.bytes_after, 1000u);
   ExpectNoOrphans(plan);
 
-  // v is protected (just pulled): b can never go; the budget is not reached.
+  // A chain a <- b <- c (c needs b needs a), c the most used: the group of a is the cheapest
+  // way down, then b and a fit back (c does not, with them).
+  const std::vector<HeldVersion> chain = {Held("sha256:a", 0, 1000), Held("sha256:b", 0, 1000),
+                                          Held("sha256:c", 0, 1000)};
+  UsageMap chain_usage;
+  chain_usage["sha256:a"] = Rec(1, 0, "", "archive", 1000);
+  chain_usage["sha256:b"] = Rec(2, 0, "sha256:a", "patch", 400);
+  chain_usage["sha256:c"] = Rec(9, 0, "sha256:b", "patch", 400);
+  rule.protect.clear();
+  rule.budget = 2500;
+  plan = PlanBudgetPrune(chain, chain_usage, rule, 0);
+  EXPECT_EQ(Digests(plan.evict), (std::vector<std::string>{"sha256:c"}));
+  EXPECT_NE(plan.evict[0].reason.find("does not fit back"), std::string::npos)
+      << plan.evict[0].reason;
+  EXPECT_EQ(plan.bytes_after, 2000u);
+  ExpectNoOrphans(plan);
+  rule.budget = 1000;
+
+  // v is protected (just pulled): b can never go; the budget (1000) is not reached.
   rule.protect = {"sha256:v"};
   plan = PlanBudgetPrune(held, usage, rule, 0);
   EXPECT_EQ(Digests(plan.evict), (std::vector<std::string>{"sha256:c"}));
