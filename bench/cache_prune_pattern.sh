@@ -14,15 +14,16 @@
 #              another, gpt2/ft from gpt2/base)
 #   days 1-29  ckpt-2400 daily; gpt2/ft every 3 days; ckpt-1000 on days 10 and 20;
 #              llama/random on day 25
-#   day 30     `blz ls`, then `blz cache prune --budget` to BUDGET_PCT % of the store, as a
-#              dry run (every version's utility and reason), then for real, then `blz ls`.
+#   day 30     `blz ls`, then `blz cache prune --budget` to each of BUDGET_PCTS % of the store
+#              as a dry run (every version's utility and reason), then for real at the last
+#              of them, then `blz ls`.
 #
 #   bench/cache_prune_pattern.sh        (from the repo root)
 #
 # Environment (defaults in brackets):
 #   BLZ         the blz binary                        [build-dev/cli/blz]
 #   CORPUS      the shared corpus                     [../shared/corpus]
-#   BUDGET_PCT  budget as a percentage of the store   [45]
+#   BUDGET_PCTS budgets, percentages of the store      ["70 45"]
 #   HALF_LIFE   half-life of the use score            [7d]
 #   WORK        scratch directory (removed at exit)   [/tmp/blz-prune-pattern]
 # Output: the commands' output on stdout; progress on stderr.
@@ -30,7 +31,7 @@ set -euo pipefail
 
 BLZ="$(realpath "${BLZ:-build-dev/cli/blz}")"
 CORPUS="$(realpath "${CORPUS:-../shared/corpus}")"
-BUDGET_PCT="${BUDGET_PCT:-45}"
+BUDGET_PCTS="${BUDGET_PCTS:-70 45}"
 HALF_LIFE="${HALF_LIFE:-7d}"
 WORK="${WORK:-/tmp/blz-prune-pattern}"
 
@@ -66,8 +67,11 @@ declare -A src=(
 )
 order=(adapters:ckpt-500 adapters:ckpt-1000 adapters:ckpt-2000 adapters:ckpt-2400 gpt2:base
        gpt2:ft llama:random)
+: >"$WORK/names"
 for ref in "${order[@]}"; do
-  "$BLZ" push "${src[$ref]}" "$addr/pool/$ref" --quiet >/dev/null
+  d=$("$BLZ" push "${src[$ref]}" "$addr/pool/$ref" --quiet --json |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"])')
+  echo "$d $ref" >>"$WORK/names"
 done
 log "pushed ${#order[@]} versions"
 
@@ -76,10 +80,11 @@ t0=1800000000
 pull() {  # pull DAY REF
   BLZ_NOW=$((t0 + $1 * day)) "$BLZ" pull "$addr/pool/$2" --quiet --json >"$WORK/pull.json"
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1]));
-print("day %2s  pull %-22s %-10s %8d of %8d bytes%s" % (sys.argv[2], sys.argv[3], j["transfer"],
+names=dict(l.split() for l in open(sys.argv[4]))
+print("day %2s  pull %-20s %-10s %8d of %8d bytes%s" % (sys.argv[2], sys.argv[3], j["transfer"],
       j["bytes_downloaded"], j["full_bytes"],
-      "  (patch from %s)" % j["patch_from"][:19] if j["patch_from"] else ""))' \
-    "$WORK/pull.json" "$1" "$2"
+      "  (patch from %s)" % names.get(j["patch_from"], j["patch_from"]) if j["patch_from"] else ""))' \
+    "$WORK/pull.json" "$1" "$2" "$WORK/names"
 }
 
 echo "## Access pattern"
@@ -96,14 +101,16 @@ echo
 
 export BLZ_NOW=$((t0 + 30 * day))
 total=$("$BLZ" ls --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes"])')
-budget=$((total * BUDGET_PCT / 100))
 echo "## Day 30: blz ls"
 echo
 "$BLZ" ls | sed "s|$WORK|\$WORK|"
-echo
-echo "## blz cache prune --budget $budget --dry-run ($BUDGET_PCT % of $total bytes, half-life $HALF_LIFE)"
-echo
-"$BLZ" cache prune --budget "$budget" --dry-run
+for pct in $BUDGET_PCTS; do
+  budget=$((total * pct / 100))
+  echo
+  echo "## blz cache prune --budget $budget --dry-run ($pct % of $total bytes, half-life $HALF_LIFE)"
+  echo
+  "$BLZ" cache prune --budget "$budget" --dry-run
+done
 echo
 echo "## blz cache prune --budget $budget; blz ls"
 echo
