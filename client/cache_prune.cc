@@ -154,12 +154,20 @@ BudgetPlan PlanBudgetPrune(const std::vector<HeldVersion>& held, const UsageMap&
     return group;
   };
   uint64_t kept_bytes = plan.bytes_before;
+  std::vector<size_t> head_of(n);  // the version whose eviction took it along
   auto evict_group = [&](const std::vector<size_t>& group, const std::string& why) {
     for (size_t k = 0; k < group.size(); ++k) {
       VersionUtility v = all[group[k]];
-      v.reason = k == 0 ? why
-                        : "needs " + Short(all[group[0]].digest) +
-                              " as its base: evicted with it";
+      const std::string& head = all[group[0]].digest;
+      if (k == 0) {
+        v.reason = why;
+      } else if (v.base == head) {
+        v.reason = "needs " + Short(head) + " as its base: evicted with it";
+      } else {
+        v.reason = "needs " + Short(head) + " through its base " + Short(v.base) +
+                   ": evicted with it";
+      }
+      head_of[group[k]] = group[0];
       evicted[group[k]] = true;
       kept_bytes -= v.size;
       plan.evict.push_back(std::move(v));
@@ -276,8 +284,8 @@ BudgetPlan PlanBudgetPrune(const std::vector<HeldVersion>& held, const UsageMap&
     for (VersionUtility& v : plan.evict) {
       const size_t i = index[v.digest];
       if (given_back[i]) continue;
-      if (all[i].base_held && given_back[index[all[i].base]]) {
-        v.reason = "over the budget: does not fit back beside its base " + Short(all[i].base);
+      if ((all[i].base_held && given_back[index[all[i].base]]) || given_back[head_of[i]]) {
+        v.reason = "over the budget: does not fit back together with the bases it needs";
       }
       still.push_back(std::move(v));
     }

@@ -170,6 +170,22 @@ TEST(CachePruneBudgetTest, ABaseGoesOnlyWithTheVersionsThatNeedIt) {
       << plan.evict[0].reason;
   EXPECT_EQ(plan.bytes_after, 2000u);
   ExpectNoOrphans(plan);
+  // Budget 1000: all three go as a's group; a fits back alone, b and c do not.
+  rule.budget = 1000;
+  plan = PlanBudgetPrune(chain, chain_usage, rule, 0);
+  EXPECT_EQ(Digests(plan.keep), (std::vector<std::string>{"sha256:a"}));
+  ASSERT_EQ(plan.evict.size(), 2u);
+  EXPECT_NE(plan.evict[1].reason.find("does not fit back"), std::string::npos)
+      << plan.evict[1].reason;
+  EXPECT_EQ(plan.bytes_after, 1000u);
+  ExpectNoOrphans(plan);
+  // Budget 0: all go; c's reason names the version that took it along and its own base.
+  rule.budget = 0;
+  plan = PlanBudgetPrune(chain, chain_usage, rule, 0);
+  EXPECT_EQ(Digests(plan.evict),
+            (std::vector<std::string>{"sha256:a", "sha256:b", "sha256:c"}));
+  EXPECT_EQ(plan.evict[1].reason, "needs sha256:a as its base: evicted with it");
+  EXPECT_EQ(plan.evict[2].reason, "needs sha256:a through its base sha256:b: evicted with it");
   rule.budget = 1000;
 
   // v is protected (just pulled): b can never go; the budget (1000) is not reached.
