@@ -21,6 +21,12 @@
 namespace blz::client {
 namespace {
 
+// Timestamps and half-lives past this (year 36812) are not believed.
+constexpr int64_t kMaxTimestamp = int64_t(1) << 40;
+
+// A record this far decayed (30 half-lives without a use) is dropped when the file is written.
+constexpr double kForgottenScore = 1.0 / double(1 << 30);
+
 std::string UsagePath(const std::string& store_dir) { return store_dir + "/usage.json"; }
 
 // Parses usage.json text; false (and *why) when it is not a valid usage record. Entries with an
@@ -52,6 +58,7 @@ bool ParseUsage(const std::string& text, UsageMap* out, std::string* why) {
       r.via = v.value("via", std::string());
       r.fetch_bytes = v.value("fetch_bytes", uint64_t{0});
       if (!std::isfinite(r.score) || r.score < 0 || r.half_life <= 0 ||
+          r.half_life > kMaxTimestamp || r.updated_at < 0 || r.updated_at > kMaxTimestamp ||
           (!r.from.empty() && !ParseDigest(r.from).ok())) {
         *why = "invalid entry for " + digest;
         return false;
@@ -116,7 +123,7 @@ int64_t ClientNow() {
 
 double DecayedFrequency(const UseRecord& record, int64_t now, int64_t half_life) {
   if (record.score <= 0) return 0;
-  const double dt = double(std::max<int64_t>(0, now - record.updated_at));
+  const double dt = std::max(0.0, double(now) - double(record.updated_at));
   return record.score * std::exp2(-dt / double(half_life));
 }
 
@@ -173,6 +180,9 @@ Status RecordUses(const std::string& store_dir, const std::vector<UseEvent>& eve
       r.fetch_bytes = e.fetch_bytes;
     }
   }
+  std::erase_if(usage, [&](const auto& entry) {
+    return DecayedFrequency(entry.second, at, half_life) < kForgottenScore;
+  });
   return WriteFileAtomic(path, SerializeUsage(usage));
 }
 

@@ -18,6 +18,9 @@
 // further to "now"). Past uses are combined with the half-life in effect when they were
 // recorded; a different --half-life at prune time changes the decay since the last use only.
 //
+// A record 30 half-lives without a use is dropped when the file is next written (the version
+// then counts as held from before uses were recorded: cache_prune.h).
+//
 // The file is written atomically (temp + rename) under <store>/usage.lock. A file that cannot
 // be parsed is moved aside to usage.json.corrupt and the record starts fresh (a warning is
 // returned); blobs and indexes are never touched by anything here.

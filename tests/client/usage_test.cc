@@ -59,6 +59,11 @@ TEST(UsageTest, UsesAccumulateAndAFetchReplacesHowItArrived) {
   EXPECT_EQ(usage->at(kA).via, "archive");
   EXPECT_EQ(usage->at(kA).fetch_bytes, 999u);
   EXPECT_EQ(usage->at(kA).uses, 3u);
+  // 30 half-lives later, a use of b drops a's record (decayed below 2^-30); b's stays.
+  ASSERT_TRUE(RecordUses(tmp.path(), {use_b}, 1200 + 31 * 100, 100, &warning).ok());
+  usage = ReadUsage(tmp.path(), &warning);
+  EXPECT_EQ(usage->count(kA), 0u);
+  EXPECT_EQ(usage->at(kB).uses, 2u);
 }
 
 TEST(UsageTest, ACorruptRecordIsSetAsideAndNothingElseIsLost) {
@@ -73,7 +78,9 @@ TEST(UsageTest, ACorruptRecordIsSetAsideAndNothingElseIsLost) {
 
   for (const std::string& bad :
        {std::string("{not json"), std::string(R"({"versions":{"sha256:zz":{"score":1}}})"),
-        std::string(R"({"versions":{")") + kA + R"(":{"score":-1,"updated_at":0}}})"}) {
+        std::string(R"({"versions":{")") + kA + R"(":{"score":-1,"updated_at":0}}})",
+        std::string(R"({"versions":{")") + kA +
+            R"(":{"score":1,"updated_at":-9223372036854775807}}})"}) {
     WriteFileBytes(tmp / "s/usage.json", bad);
     std::string warning;
     Result<UsageMap> read = ReadUsage(store->dir(), &warning);
