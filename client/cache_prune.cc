@@ -91,7 +91,7 @@ std::vector<VersionUtility> ComputeUtilities(const std::vector<HeldVersion>& hel
     if (record.via.empty()) {
       u.gain = c.size;  // how it arrived is not known: the archive, an upper bound
     } else if (u.base.empty() || u.base_held) {
-      u.gain = record.fetch_bytes;
+      u.gain = std::min(record.fetch_bytes, c.size);  // never more than the archive
     } else {
       u.gain = c.size;  // its base is gone: a re-fetch may cost up to the whole archive
     }
