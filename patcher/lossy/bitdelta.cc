@@ -15,7 +15,7 @@ Result<formats::WdeltaTensorOut> EncodeBitDelta(const std::string& name, std::sp
     return InvalidArgument(where + ": rank " + std::to_string(shape.size()) +
                            " (bitdelta takes matrices; 1-D tensors stay exact or sparse)");
   }
-  BLZ_ASSIGN_OR_RETURN(uint64_t n, ElementCount(shape));
+  BLZ_ASSIGN_OR_RETURN(uint64_t n, ShapeElements(shape));
   if (n != d.size()) {
     return InvalidArgument(where + ": " + std::to_string(d.size()) +
                            " delta values for a shape of " + std::to_string(n) + " elements");
@@ -58,7 +58,7 @@ Status DecodeAddBitDelta(const TensorPayload& p, std::span<float> acc) {
     return Corruption("tensor '" + p.name + "': bitdelta \"shape\" has rank " +
                       std::to_string(shape.size()) + ", expected >= 2");
   }
-  const uint64_t n = *ElementCount(shape);  // PayloadShape checked it fits
+  const uint64_t n = *ShapeElements(shape);  // PayloadShape checked it fits
   BLZ_RETURN_IF_ERROR(CheckAccSize(p, acc.size(), n));
   BLZ_ASSIGN_OR_RETURN(formats::WdeltaArrayView signs,
                        PayloadField(p, "packed_signs", "uint8", {(n + 7) / 8}));

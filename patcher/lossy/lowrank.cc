@@ -167,7 +167,7 @@ Result<formats::WdeltaTensorOut> EncodeLowRank(const std::string& name, std::spa
     return InvalidArgument(where + ": energy " + std::to_string(energy) +
                            " is outside (0, 1]");
   }
-  BLZ_ASSIGN_OR_RETURN(uint64_t count, ElementCount(shape));
+  BLZ_ASSIGN_OR_RETURN(uint64_t count, ShapeElements(shape));
   if (count != d.size() || count != base.size()) {
     return InvalidArgument(where + ": " + std::to_string(d.size()) + " delta and " +
                            std::to_string(base.size()) + " base values for a shape of " +
@@ -223,7 +223,7 @@ Status DecodeAddLowRank(const TensorPayload& p, std::span<float> acc) {
     return Corruption("tensor '" + p.name + "': lowrank \"shape\" has rank " +
                       std::to_string(shape.size()) + ", expected >= 2");
   }
-  const uint64_t count = *ElementCount(shape);  // PayloadShape checked it fits
+  const uint64_t count = *ShapeElements(shape);  // PayloadShape checked it fits
   const uint64_t m = shape[0];
   const uint64_t n = m == 0 ? 0 : count / m;
   BLZ_RETURN_IF_ERROR(CheckAccSize(p, acc.size(), count));

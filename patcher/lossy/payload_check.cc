@@ -33,6 +33,16 @@ uint64_t ItemSize(std::string_view dtype) {
 
 }  // namespace
 
+Result<uint64_t> ShapeElements(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t dim : shape) {
+    if (!CheckedMul(n, dim, &n)) {
+      return InvalidArgument("element count of the shape overflows 64 bits");
+    }
+  }
+  return n;
+}
+
 Status CheckPayloadStrategy(const TensorPayload& p, std::string_view strategy) {
   if (p.meta == nullptr || !p.meta->is_object()) {
     return Corruption(Where(p) + ": no header object");
@@ -56,7 +66,7 @@ Result<std::vector<uint64_t>> PayloadShape(const TensorPayload& p) {
     }
     shape.push_back(dim.get<uint64_t>());
   }
-  if (!ElementCount(shape).ok()) {
+  if (!ShapeElements(shape).ok()) {
     return Corruption(Where(p) + ": \"shape\" " + ShapeText(shape) + " overflows 64 bits");
   }
   return shape;
@@ -93,7 +103,7 @@ Result<formats::WdeltaArrayView> PayloadField(const TensorPayload& p, std::strin
     return Corruption(where + ": shape " + ShapeText(v.shape) + ", expected " +
                       ShapeText(shape));
   }
-  auto count = ElementCount(shape);
+  auto count = ShapeElements(shape);
   uint64_t bytes = 0;
   if (!count.ok() || !CheckedMul(*count, ItemSize(dtype), &bytes)) {
     return Corruption(where + ": byte count overflows 64 bits");

@@ -17,6 +17,11 @@
 
 namespace blz::lossy {
 
+// Product of `shape` (1 for rank 0), kInvalidArgument on overflow: payload.h's ElementCount,
+// repeated here so that the codecs do not pull payload.cc (and with it the .wdelta reader)
+// into binaries that only encode and decode in memory.
+Result<uint64_t> ShapeElements(const std::vector<uint64_t>& shape);
+
 // The meta's "strategy" must be `strategy` (kCorruption otherwise, or if meta is null).
 Status CheckPayloadStrategy(const TensorPayload& p, std::string_view strategy);
 
