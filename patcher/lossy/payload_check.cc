@@ -31,6 +31,20 @@ uint64_t ItemSize(std::string_view dtype) {
   return 0;
 }
 
+// A JSON number that is a non-negative integer (parsed files give unsigned, values built in
+// memory may be signed).
+bool AsUint(const nlohmann::ordered_json& v, uint64_t* out) {
+  if (v.is_number_unsigned()) {
+    *out = v.get<uint64_t>();
+    return true;
+  }
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    *out = uint64_t(v.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<uint64_t> ShapeElements(const std::vector<uint64_t>& shape) {
@@ -61,10 +75,11 @@ Result<std::vector<uint64_t>> PayloadShape(const TensorPayload& p) {
   }
   std::vector<uint64_t> shape;
   for (const auto& dim : *it) {
-    if (!dim.is_number_unsigned()) {
+    uint64_t v = 0;
+    if (!AsUint(dim, &v)) {
       return Corruption(Where(p) + ": \"shape\" holds a value that is not an unsigned integer");
     }
-    shape.push_back(dim.get<uint64_t>());
+    shape.push_back(v);
   }
   if (!ShapeElements(shape).ok()) {
     return Corruption(Where(p) + ": \"shape\" " + ShapeText(shape) + " overflows 64 bits");
@@ -74,11 +89,12 @@ Result<std::vector<uint64_t>> PayloadShape(const TensorPayload& p) {
 
 Result<uint64_t> PayloadUint(const TensorPayload& p, std::string_view key) {
   auto it = p.meta->find(key);
-  if (it == p.meta->end() || !it->is_number_unsigned()) {
+  uint64_t v = 0;
+  if (it == p.meta->end() || !AsUint(*it, &v)) {
     return Corruption(Where(p) + ": \"" + std::string(key) +
                       "\" is missing or not an unsigned integer");
   }
-  return it->get<uint64_t>();
+  return v;
 }
 
 Result<std::string> PayloadString(const TensorPayload& p, std::string_view key) {
