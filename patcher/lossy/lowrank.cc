@@ -27,8 +27,9 @@ constexpr Index kFirstSubspace = 32;
 // values of slowly decaying spectra (Halko, Martinsson, Tropp 2011, section 4.5).
 constexpr int kPowerIterations = 2;
 // The randomized search stops and a full BDCSVD is done once the subspace would exceed
-// min(m, n) / kFullSvdFraction: past that the full decomposition costs about the same.
-constexpr Index kFullSvdFraction = 4;
+// min(m, n) / kFullSvdFraction: past that the rounds of a flat spectrum cost more than
+// the full decomposition they end in (measured: docs/wdelta.md "lowrank").
+constexpr Index kFullSvdFraction = 8;
 // float32 SVD: squared singular values sum to ||A||^2 within a few ulps x min(m, n); a rank
 // whose residual is within this share of ||A||^2 of the budget is accepted.
 constexpr double kRelativeTolerance = 1e-5;
@@ -87,9 +88,11 @@ Factors MakeFactors(const MatF& u, const Eigen::VectorXf& s, const MatF& v, Inde
 
 // Truncated SVD of A (m x n, row-major) keeping the smallest rank whose residual
 // ||A - A_k||_F^2 is at most `budget`, where total = ||A||_F^2 (in double, from the input).
-// With max_rank set, gives up (nullopt) as soon as that rank cannot be met.
+// With max_rank set, gives up (nullopt) as soon as that rank cannot be met. Without
+// `full_after_randomized`, gives up rather than follow a failed randomized search with a
+// full SVD (a small matrix, where the full SVD is the first step, still gets it).
 std::optional<Factors> Truncate(const MapRowF& a, double total, double budget,
-                                std::optional<Index> max_rank) {
+                                std::optional<Index> max_rank, bool full_after_randomized) {
   const Index m = a.rows(), n = a.cols(), min_mn = std::min(m, n);
   if (total <= budget + kRelativeTolerance * total || min_mn == 0) {
     Factors zero;
@@ -100,6 +103,7 @@ std::optional<Factors> Truncate(const MapRowF& a, double total, double budget,
   for (Index l = std::min(kFirstSubspace, min_mn);; l = std::min(2 * l, min_mn)) {
     if (max_rank && l > *max_rank + kFirstSubspace) return std::nullopt;
     if (kFullSvdFraction * l > min_mn) {
+      if (!full_after_randomized && l > kFirstSubspace) return std::nullopt;
       Eigen::BDCSVD<MatF> svd(a, Eigen::ComputeThinU | Eigen::ComputeThinV);
       // All min(m, n) singular values keep everything; only rounding can leave a residual.
       const Index k = PickRank(svd.singularValues(), total, budget).value_or(min_mn);
@@ -186,15 +190,16 @@ Result<formats::WdeltaTensorOut> EncodeLowRank(const std::string& name, std::spa
   // The error budget, the same for both candidates: ||reconstruction - target||^2 <=
   // (1 - energy) ||d||^2 (for "delta" that is "keep `energy` of d's squared norm").
   const double budget = (1.0 - energy) * d2;
-  std::optional<Factors> best = Truncate(dm, d2, budget, std::nullopt);
+  std::optional<Factors> best = Truncate(dm, d2, budget, std::nullopt, true);
   if (!best) return Internal(where + ": the SVD of the delta did not converge");
   const char* of = "delta";
   if (best->k > 0) {
     std::vector<float> w(d.size());
     for (size_t i = 0; i < w.size(); ++i) w[i] = base[i] + d[i];
     const MapRowF wm(w.data(), m, n);
-    // Only a strictly smaller rank is cheaper (same m, n).
-    std::optional<Factors> t = Truncate(wm, SquaredNorm(w), budget, best->k - 1);
+    // Only a strictly smaller rank is cheaper (same m, n). The target of a fine-tune is
+    // rarely low-rank, so it gets the randomized search only: no second full SVD.
+    std::optional<Factors> t = Truncate(wm, SquaredNorm(w), budget, best->k - 1, false);
     // W is larger than d; float32 rounding of its factors must still fit d's budget.
     if (t && Residual(wm, *t) <= budget) {
       best = std::move(t);
