@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <optional>
 #include <random>
 #include <utility>
@@ -52,7 +53,7 @@ MatF GaussianMatrix(Index rows, Index cols, uint64_t seed) {
   const Index n = rows * cols;
   for (Index i = 0; i < n; i += 2) {
     const double r = std::sqrt(-2.0 * std::log(uniform()));
-    const double t = 2.0 * M_PI * uniform();
+    const double t = 2.0 * std::numbers::pi * uniform();
     p[i] = float(r * std::cos(t));
     if (i + 1 < n) p[i + 1] = float(r * std::sin(t));
   }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <numbers>
 #include <random>
 #include <vector>
 
@@ -63,7 +64,7 @@ inline std::vector<float> GaussianValues(uint64_t n, double sigma, uint64_t seed
   std::vector<float> v(n);
   for (uint64_t i = 0; i < n; i += 2) {
     const double r = sigma * std::sqrt(-2.0 * std::log(Uniform01(g)));
-    const double t = 2.0 * M_PI * Uniform01(g);
+    const double t = 2.0 * std::numbers::pi * Uniform01(g);
     v[i] = float(r * std::cos(t));
     if (i + 1 < n) v[i + 1] = float(r * std::sin(t));
   }
