@@ -121,7 +121,7 @@ std::optional<Factors> Truncate(const MapRowF& a, double total, double budget,
     const MatF b = q.transpose() * a;
     // ||A - Q U_k S_k V_k^T||^2 = ||A||^2 - sum_{i<k} sigma_i(B)^2 (Q U_k is orthonormal),
     // so the budget test below is exact, not an estimate. First a cheap test on ||B||^2.
-    if (total - double(b.squaredNorm()) > budget + kRelativeTolerance * total) {
+    if (total - b.cast<double>().squaredNorm() > budget + kRelativeTolerance * total) {
       if (l == min_mn) return std::nullopt;  // unreachable in exact arithmetic
       continue;
     }
