@@ -41,8 +41,9 @@ Result<std::vector<LayoutFile>> TensorFiles(const formats::ModelTensors& m) {
   return files;
 }
 
+// Appends to `files` (not layout->files: pointers into those are held while listing).
 Status AddSmallFile(const std::string& path, const std::string& abs_path, uint64_t size,
-                    TargetLayout* layout) {
+                    TargetLayout* layout, std::vector<LayoutFile>* files) {
   LayoutFile f;
   f.path = path;
   f.kind = "file";
@@ -55,7 +56,7 @@ Status AddSmallFile(const std::string& path, const std::string& abs_path, uint64
   }
   BLZ_ASSIGN_OR_RETURN(MappedFile mf, MappedFile::Open(abs_path));
   f.bytes.assign(mf.bytes().begin(), mf.bytes().end());
-  layout->files.push_back(std::move(f));
+  files->push_back(std::move(f));
   return Status::Ok();
 }
 
@@ -79,7 +80,7 @@ Result<TargetLayout> ReadTargetLayout(const formats::ModelTensors& target) {
         continue;
       }
       if (f.is_gguf) continue;
-      BLZ_RETURN_IF_ERROR(AddSmallFile(f.path, f.abs_path, f.size, &layout));
+      BLZ_RETURN_IF_ERROR(AddSmallFile(f.path, f.abs_path, f.size, &layout, &extra));
     }
   } else if (target.format() == "safetensors") {
     BLZ_ASSIGN_OR_RETURN(formats::SafetensorsFile sf, formats::SafetensorsFile::Open(target.path()));
@@ -113,9 +114,11 @@ Result<TargetLayout> ReadTargetLayout(const formats::ModelTensors& target) {
         ByteSpan b = a.RawData(p.index);
         out.bytes.insert(out.bytes.end(), b.begin(), b.end());
       }
-      layout.files.push_back(std::move(out));
+      extra.push_back(std::move(out));
     }
   }
+  // Appended only now: by_path points into layout.files.
+  for (LayoutFile& f : extra) layout.files.push_back(std::move(f));
   return layout;
 }
 

@@ -224,9 +224,14 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
     r.note = std::move(note);
     r.delta_bytes = TensorOutBytes(out);
     e.out = std::move(out);
-    if (IsLossyDType(t.dtype) && b != nullptr && b->shape == t.shape && IsLossyDType(b->dtype)) {
+    if (IsLossyDType(t.dtype)) {
+      // Measured like apply measures it: against the base when it has the tensor, else the
+      // delta norm is taken against the target itself.
       BLZ_ASSIGN_OR_RETURN(std::vector<float> tf, ToF32(t));
-      BLZ_ASSIGN_OR_RETURN(std::vector<float> bf, ToF32(*b));
+      std::vector<float> bf = tf;
+      if (b != nullptr && b->shape == t.shape && IsLossyDType(b->dtype)) {
+        BLZ_ASSIGN_OR_RETURN(bf, ToF32(*b));
+      }
       e.error.Add(bf, tf, tf);
       e.measured = true;
       r.error = e.error.Finish();

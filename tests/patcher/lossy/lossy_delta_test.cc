@@ -219,7 +219,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, LossyDeltaTest,
                          ::testing::Values(Strategy::kSparse, Strategy::kQuantized,
                                            Strategy::kInt4, Strategy::kBitDelta,
                                            Strategy::kLowRank, Strategy::kAuto),
-                         [](const auto& info) { return std::string(StrategyName(info.param)); });
+                         [](const auto& param_info) { return std::string(StrategyName(param_info.param)); });
 
 TEST(LossyDelta, BitDeltaKeepsOneDAndSmallTensorsExactAndSaysSo) {
   Pair p;
@@ -296,7 +296,9 @@ TEST(LossyDelta, Bf16TargetIsRebuiltInBf16) {
   auto rebuilt = ModelTensors::Open(p.dir / "out");
   ASSERT_TRUE(rebuilt.ok());
   for (const auto& t : rebuilt->tensors()) {
-    if (t.name != "position_ids") EXPECT_EQ(t.dtype, "BF16") << t.name;
+    if (t.name != "position_ids") {
+      EXPECT_EQ(t.dtype, "BF16") << t.name;
+    }
   }
   EXPECT_GT(Find(*applied, "layers.0.w1")->error->rel_l2, 0);
   EXPECT_LT(Find(*applied, "layers.0.w1")->error->rel_l2, 0.2);
