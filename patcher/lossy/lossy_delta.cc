@@ -285,6 +285,16 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
       }
     }
   }
+  if (o.strategy == Strategy::kAuto) {
+    // Exact always meets the bound: when it is also no bigger, it wins.
+    const uint64_t lossy_bytes = TensorOutBytes(chosen->out);
+    BLZ_ASSIGN_OR_RETURN(WdeltaTensorOut ex,
+                         EncodeExact(t.name, base_bytes, t.data, t.dtype, elem, t.shape));
+    if (TensorOutBytes(ex) <= lossy_bytes) {
+      return exact(MetaStrategy(chosen->out.meta) + " (" + std::to_string(lossy_bytes) +
+                   " bytes) is no smaller than exact: stored exact");
+    }
+  }
   if (o.version >= 2) {
     // v2 records the base tensor's dtype after the strategy's own keys (before the "_ref"s).
     chosen->out.meta["base_dtype"] = NumpyName(b->dtype);

@@ -399,3 +399,36 @@ TEST(LossyDelta, ReferenceStyleFileUsesTheBaseLayout) {
 
 }  // namespace
 }  // namespace blz::lossy
+
+namespace blz::lossy {
+namespace {
+
+// One changed element in a 128x128 matrix: the lossless codec needs a few bytes, bitdelta a
+// bit per element; auto keeps the smaller, exact one although bitdelta meets the bound.
+TEST(LossyDelta, AutoPrefersExactWhenItIsSmaller) {
+  testing::TempDir dir;
+  std::vector<float> w = Gaussian(128 * 128, 0.05, 11);
+  std::vector<float> w2 = w;
+  w2[777] += 0.01f;
+  WriteModelFile(dir / "a/model.safetensors", {{"w", DType::kF32, {128, 128}, F32Bytes(w)}});
+  WriteModelFile(dir / "b/model.safetensors", {{"w", DType::kF32, {128, 128}, F32Bytes(w2)}});
+  auto base = ModelTensors::Open(dir / "a");
+  auto target = ModelTensors::Open(dir / "b");
+  ASSERT_TRUE(base.ok() && target.ok());
+  CreateOptions o;
+  o.strategy = Strategy::kAuto;
+  o.max_error = 1.0;
+  auto r = CreateDelta(*base, *target, dir / "d.wdelta", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Find(*r, "w")->strategy, "exact");
+  EXPECT_THAT(Find(*r, "w")->note, HasSubstr("no smaller than exact"));
+  // bitdelta itself, asked for, is what it is.
+  o.strategy = Strategy::kBitDelta;
+  auto b = CreateDelta(*base, *target, dir / "b.wdelta", o);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(Find(*b, "w")->strategy, "bitdelta");
+  EXPECT_GT(Find(*b, "w")->delta_bytes, Find(*r, "w")->delta_bytes);
+}
+
+}  // namespace
+}  // namespace blz::lossy
