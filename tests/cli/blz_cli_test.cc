@@ -567,5 +567,60 @@ TEST(BlzCliTest, InspectAndVerifySquizd) {
   EXPECT_NE(v.err.find("header.version at byte 4"), std::string::npos) << v.err;
 }
 
+// `blz delta create|apply` on the corpus pair, and inspect/verify of the .wdelta: the reports
+// say LOSSY, apply's measured error is create's, a wrong base or a damaged file is refused
+// with the right exit code and nothing is written.
+TEST(BlzCliTest, DeltaCreateApplyInspectVerify) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  const std::string base = corpus + "/tiny-gpt2/base", ft = corpus + "/tiny-gpt2/ft-v1";
+  const std::string d = tmp / "ft.wdelta";
+  BlzRun c = Blz("delta create " + base + " " + ft + " -o " + d + " --strategy bitdelta --json",
+                 tmp);
+  ASSERT_EQ(c.code, 0) << c.err;
+  nlohmann::json created = nlohmann::json::parse(c.out);
+  EXPECT_EQ(created["lossy"], true);
+  EXPECT_GT(created["lossless_bytes"].get<uint64_t>(), created["file_bytes"].get<uint64_t>());
+  const double rel_l2 = created["error"]["rel_l2"].get<double>();
+  EXPECT_GT(rel_l2, 0);
+
+  BlzRun a = Blz("delta apply " + base + " " + d + " -o " + tmp / "out" + " --target " + ft +
+                     " --json", tmp);
+  ASSERT_EQ(a.code, 0) << a.err;
+  nlohmann::json applied = nlohmann::json::parse(a.out);
+  EXPECT_EQ(applied["error"]["rel_l2"].get<double>(), rel_l2);
+  EXPECT_EQ(applied["base_verified"], true);
+  EXPECT_EQ(ReadFileBytes(tmp / "out/config.json"), ReadFileBytes(ft + "/config.json"));
+
+  BlzRun text = Blz("delta apply " + base + " " + d + " -o " + tmp / "out2", tmp);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("LOSSY"), std::string::npos) << text.out;
+
+  BlzRun i = Blz("inspect " + d, tmp);
+  ASSERT_EQ(i.code, 0) << i.err;
+  EXPECT_NE(i.out.find("strategy bitdelta"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("1-D tensor: stored exact"), std::string::npos) << i.out;
+  BlzRun v = Blz("verify " + d + " --base " + base, tmp);
+  ASSERT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find("base matches parent_hash"), std::string::npos) << v.out;
+
+  // The fine-tune is not the base: digest mismatch (exit 4), no output directory.
+  BlzRun wrong = Blz("delta apply " + ft + " " + d + " -o " + tmp / "out3", tmp);
+  EXPECT_EQ(wrong.code, 4) << wrong.err;
+  EXPECT_NE(wrong.err.find("parent_hash"), std::string::npos) << wrong.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "out3"));
+  // One flipped byte in a record's data: the checksum catches it.
+  std::string bytes = ReadFileBytes(d);
+  bytes[bytes.size() - 40] ^= 1;  // inside the last record's data
+  blz::testing::WriteFileBytes(tmp / "bad.wdelta", bytes);
+  BlzRun bad = Blz("verify " + tmp / "bad.wdelta", tmp);
+  EXPECT_EQ(bad.code, 4) << bad.err;
+  EXPECT_NE(bad.err.find("SHA-256"), std::string::npos) << bad.err;
+  BlzRun strategy = Blz("delta create " + base + " " + ft + " -o " + tmp / "x.wdelta" +
+                            " --strategy zip", tmp);
+  EXPECT_EQ(strategy.code, 2) << strategy.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "x.wdelta"));
+}
+
 }  // namespace
 }  // namespace blz::cli
