@@ -40,6 +40,16 @@ void AddCacheCommands(CLI::App& app, std::vector<Command>* commands);
 // logout, token create|list|revoke (cli/commands_token.cc).
 void AddTokenCommands(CLI::App& app, std::vector<Command>* commands);
 
+// delta create|apply (cli/commands_delta.cc).
+void AddDeltaCommands(CLI::App& app, std::vector<Command>* commands);
+// The .wdelta branches of `blz inspect` and `blz verify` (cli/commands_delta.cc): a file that
+// starts with "wdelta\0"; inspect describes it (per tensor strategy and bytes, the error
+// recorded at creation); verify checks its records and checksum and, with a base, the parent
+// hash and that every tensor decodes.
+bool FileHasWdeltaMagic(const std::string& path);
+Status InspectWdelta(const std::string& path, bool json);
+Status VerifyWdelta(const std::string& path, const std::string& base_path, bool json);
+
 // export (cli/commands_export.cc).
 void AddExportCommands(CLI::App& app, std::vector<Command>* commands);
 

@@ -109,14 +109,21 @@ void AddUnpack(CLI::App& app, std::vector<Command>* commands) {
 void AddVerify(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string input;
+    std::string base;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "verify", "Check every tensor and file hash of a .blz archive (names the first bad one)");
-  sub->add_option("archive", args->input, ".blz archive")->required();
+      "verify", "Check every tensor and file hash of a .blz archive (names the first bad one),\n"
+                "or the records and checksum of a .wdelta");
+  sub->add_option("archive", args->input, ".blz archive (or SQUIZD or .wdelta file)")->required();
+  sub->add_option("--base", args->base,
+                  ".wdelta only: also check that this base matches its parent_hash and that\n"
+                  "every tensor decodes");
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
   commands->push_back({sub, [args]() -> Status {
+    if (FileHasWdeltaMagic(args->input)) return VerifyWdelta(args->input, args->base, args->json);
+    if (!args->base.empty()) return InvalidArgument("verify --base: only for .wdelta files");
     if (exporter::FileHasSquizdMagic(args->input)) {  // SQUIZD: formats/export/squizd.h
       BLZ_ASSIGN_OR_RETURN(exporter::SquizdFile f, exporter::OpenSquizd(args->input));
       BLZ_RETURN_IF_ERROR(exporter::VerifySquizd(f));
@@ -147,7 +154,8 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "inspect", "Describe a model directory, .safetensors or GGUF file, or .blz archive");
+      "inspect",
+      "Describe a model directory, .safetensors or GGUF file, .blz archive or .wdelta delta");
   sub->add_option("path", args->input,
                   "model directory, .safetensors or GGUF file, or .blz archive")
       ->required();
@@ -158,6 +166,10 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--threads", args->threads, "worker threads for --stats (0 = all cores)");
   sub->footer("With --stats --json the statistics are under the key \"stats\".");
   commands->push_back({sub, [args]() -> Status {
+    if (FileHasWdeltaMagic(args->input)) {
+      if (args->stats) return Unsupported("inspect --stats: not available for .wdelta files");
+      return InspectWdelta(args->input, args->json);
+    }
     if (exporter::FileHasSquizdMagic(args->input)) {  // SQUIZD: formats/export/squizd.h
       if (args->stats) return Unsupported("inspect --stats: not available for SQUIZD files");
       BLZ_ASSIGN_OR_RETURN(exporter::SquizdFile f, exporter::OpenSquizd(args->input));

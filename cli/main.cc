@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   AddCacheCommands(app, &commands);
   AddTokenCommands(app, &commands);
   AddExportCommands(app, &commands);
+  AddDeltaCommands(app, &commands);
 
   // "--progress plain" is accepted as "--progress=plain" (see JoinProgressValues).
   std::vector<std::string> joined = JoinProgressValues(argc, argv);

@@ -1,0 +1,45 @@
+// blz strategy "exact": a tensor stored losslessly inside a .wdelta, with the lossless patch
+// codec (patcher/tensor_codec.h) of the target bytes against the base bytes (or alone, when
+// the base has no tensor of the same byte length). Decoding gives the target bytes bit for
+// bit. Used for tensors the lossy strategies must not or cannot touch (other dtypes, 1-D and
+// small tensors under bitdelta/lowrank, tensors auto finds no lossy strategy good enough for).
+//
+// Meta (key order): {"strategy":"exact","shape":[..],"dtype":<safetensors dtype of the
+// target, e.g. "BF16">,"elem_size":k,"chunk_bytes":C,"with_base":bool}; fields (records):
+//   "codecs"  uint8 [chunks]   codec id of each chunk (tensor_codec.h Codec)
+//   "sizes"   int64 [chunks]   payload bytes of each chunk
+//   "payload" uint8 [total]    the chunks' payloads, concatenated
+// Chunk c covers target bytes [c*C, min((c+1)*C, size)); with_base, the same range of the
+// base tensor is its base. A tensor of 0 bytes has 0 chunks.
+#ifndef BLZ_PATCHER_LOSSY_EXACT_H_
+#define BLZ_PATCHER_LOSSY_EXACT_H_
+
+#include <string>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/status.h"
+#include "formats/wdelta.h"
+#include "patcher/lossy/payload.h"
+
+namespace blz::lossy {
+
+// `base` is empty or exactly target.size() bytes. `dtype` is the target's safetensors dtype
+// name; elem_size 1, 2, 4 or 8.
+Result<formats::WdeltaTensorOut> EncodeExact(const std::string& name, ByteSpan base,
+                                             ByteSpan target, const std::string& dtype,
+                                             uint32_t elem_size,
+                                             const std::vector<uint64_t>& shape);
+
+// The target bytes into `out` (exactly the tensor's size). `base`: the base tensor's bytes
+// (ignored unless the meta says with_base). kCorruption naming the tensor and chunk.
+Status DecodeExact(const TensorPayload& p, ByteSpan base, MutableByteSpan out);
+
+// Bytes the lossless patch codec needs for this tensor (the sum of its chunks' payloads):
+// what a lossless blz patch would spend on it, for comparison in reports.
+Result<uint64_t> LosslessBytes(ByteSpan base, ByteSpan target, const std::string& dtype,
+                               uint32_t elem_size);
+
+}  // namespace blz::lossy
+
+#endif  // BLZ_PATCHER_LOSSY_EXACT_H_
