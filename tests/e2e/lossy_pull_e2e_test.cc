@@ -105,8 +105,8 @@ class LossyPullE2ETest : public ::testing::Test {
   // Every archive digest the local store `cache` holds (blz ls --json).
   std::vector<std::string> HeldDigests(const std::string& cache) {
     std::vector<std::string> out;
-    if (!fs::exists(work_ / cache / "blobs")) return out;
-    for (const auto& e : fs::recursive_directory_iterator(work_ / cache / "blobs")) {
+    if (!fs::exists(work_ / (cache + "/blobs"))) return out;
+    for (const auto& e : fs::recursive_directory_iterator(work_ / (cache + "/blobs"))) {
       if (e.is_regular_file()) out.push_back("sha256:" + e.path().filename().string());
     }
     return out;
