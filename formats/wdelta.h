@@ -45,6 +45,14 @@ inline constexpr uint32_t kWdeltaMaxVersion = 2;
 inline constexpr std::string_view kWdeltaStrategies[] = {"sparse", "quantized", "int4",
                                                          "bitdelta", "lowrank", "exact"};
 
+// Caps the reader enforces (and the writer refuses to exceed). The reference has none; these
+// are far above anything it writes.
+inline constexpr uint64_t kWdeltaMaxHeaderBytes = 256ull << 20;  // JSON header
+inline constexpr uint64_t kWdeltaMaxNameBytes = 64 << 10;        // a record's tensor name
+inline constexpr uint64_t kWdeltaMaxFieldBytes = 1024;           // a record's field name
+inline constexpr uint64_t kWdeltaMaxDtypeBytes = 32;             // a record's dtype string
+inline constexpr uint32_t kWdeltaMaxNdim = 8;                    // record and meta shapes
+
 // One array record, owned (for writing). `dtype` is a numpy dtype string ("float16", "float32",
 // "uint8", "int32", "int64"); `bytes` are the little-endian element bytes, product(shape) x
 // itemsize of them.
@@ -81,17 +89,43 @@ struct WdeltaFileOut {
   std::vector<std::pair<std::pair<std::string, std::string>, WdeltaArray>> extra_records;
 };
 
+// Bytes per element of a record dtype: float16 2, float32 4, uint8 1, int32 4, int64 8.
+// kUnsupported for any other string.
+Result<uint64_t> WdeltaItemSize(std::string_view dtype);
+
+// Python's repr() of a double (what json.dumps writes): shortest round-trip digits, fixed
+// notation for decimal exponents in [-4, 16) ("0.9", "0.0001", "100.0"), else "1e-05", "1e+16".
+std::string PythonFloatRepr(double v);
+// Python json.dumps(value, separators=(",", ":")) with ensure_ascii: keys in order, every
+// non-ASCII character (and DEL and controls) escaped as lower-case \uXXXX (surrogate pairs
+// above U+FFFF). *ok is false on a non-finite number or a string that is not UTF-8.
+std::string PythonJsonDumps(const nlohmann::ordered_json& value, bool* ok);
+
 // Serializes `file` and writes it atomically (core/file_util.h AtomicFile) to `path`.
-// Errors: kInvalidArgument (a field's bytes do not match dtype x shape, a version outside
-// [1, 2], a meta without strategy/shape/dtype), kIOError.
+// Errors: kInvalidArgument (a field's bytes do not match dtype x shape, an unknown record
+// dtype, a version outside [1, 2], a parent_hash that is not 64 lower-case hex digits, an
+// unknown strategy, a meta without strategy/shape/dtype or with a key equal to a field name,
+// a tensor or (tensor, field) record twice, an extra key that collides with "parent_hash",
+// "strategy" or "tensors", an extra record of a header tensor, a non-finite number in the
+// header, a length above the caps), kIOError.
 Status WriteWdelta(const std::string& path, const WdeltaFileOut& file);
 
 // A validated, memory-mapped .wdelta file. Open() checks, in this order, and fails with
-// kCorruption (or kUnsupported for a version or strategy it does not know) naming the file and
-// byte offset: size, magic, version, header length vs size, header JSON (object with
-// parent_hash, strategy, tensors), every record's lengths against the bytes left (overflow
-// checked), the trailing SHA-256 (kDigestMismatch), and that each header tensor's "_ref" fields
-// have records. The parent hash is NOT checked here (see patcher/lossy/lossy_delta.h).
+// kCorruption (kUnsupported for a version, record dtype or strategy it does not know; kTooLarge
+// never: lengths above the caps are kCorruption) naming the file and byte offset:
+//   1. size >= 47, magic, version (kUnsupported), header length (cap, and within the file
+//      before the checksum);
+//   2. header: strict JSON (formats/json_strict.h: UTF-8, no duplicate keys), an object with
+//      string "parent_hash", string "strategy" and object "tensors" of objects;
+//   3. every record: length-prefixed strings within the caps and the bytes left, ndim <= 8,
+//      dtype one of float16/float32/uint8/int32/int64 (kUnsupported), nbytes within the bytes
+//      left and == product(shape) x itemsize (overflow checked); a (tensor, field) record twice
+//      is kCorruption (the reference would keep the last; blz refuses the ambiguity);
+//   4. the trailing SHA-256 (kDigestMismatch);
+//   5. the top-level strategy (kWdeltaStrategies or "auto", else kUnsupported) and per header
+//      tensor: a known "strategy" (kUnsupported), "shape" (<= 8 sizes), string "dtype", and a
+//      record for every {"_ref": f} entry.
+// The parent hash is NOT checked here (see patcher/lossy/lossy_delta.h).
 class WdeltaReader {
  public:
   static Result<WdeltaReader> Open(const std::string& path);
@@ -123,9 +157,15 @@ class WdeltaReader {
 // little-endian). Errors: kNotFound naming the first tensor `base` lacks.
 Result<std::string> WdeltaParentHash(const ModelTensors& base, const std::vector<std::string>& names);
 
-// The orders the reference hashes in: v2 (and blz's writer, both versions) hash `names`
-// sorted (byte order); some v1 files hash in the base's shard order, as
-// WdeltaLegacyOrder gives it (a reader tries sorted first, then legacy).
+// The orders the reference hashes in. `names` are the delta's tensors (the header's; the
+// reference hashes only those, not the whole base). v2: sorted (byte order == Python's code
+// point order). v1: the reference (0.3) verifies EVERY v1 file in legacy order: `names` (pass
+// them in header order) grouped by the base file holding them, groups in order of their first
+// appearance in `names`, names sorted within a group (deltatensors safetensors_io.py
+// legacy_order; files are ValueTensor::file). For a single-file base, or shards whose names
+// do not interleave, legacy == sorted. So a v1 file blz writes must hash in legacy order to
+// verify in the reference; a blz reader of v1 files tries legacy, then sorted (0.2's
+// in-memory save_delta hashed sorted). Names the base lacks form one group of their own.
 std::vector<std::string> WdeltaSortedOrder(std::vector<std::string> names);
 std::vector<std::string> WdeltaLegacyOrder(const ModelTensors& base,
                                            const std::vector<std::string>& names);

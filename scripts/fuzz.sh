@@ -31,7 +31,7 @@ case "$mode" in
 esac
 
 all_targets=(safetensors gguf blz_archive patch_parse patch_apply codec manifest reference wire
-  registry_request squizd hf_plan)
+  registry_request squizd hf_plan wdelta)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 

@@ -251,7 +251,14 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
   BLZ_ASSIGN_OR_RETURN(std::vector<float> bf, ToF32(*b));
   BLZ_ASSIGN_OR_RETURN(std::vector<float> tf, ToF32(t));
   std::vector<float> d(tf.size());
-  for (size_t i = 0; i < d.size(); ++i) d[i] = tf[i] - bf[i];
+  bool finite = true;
+  for (size_t i = 0; i < d.size(); ++i) {
+    d[i] = tf[i] - bf[i];
+    finite = finite && std::isfinite(d[i]);
+  }
+  // The codecs take finite deltas only (a NaN or Inf weight has no meaningful approximation).
+  if (!finite) return exact("the delta has NaN/Inf values: stored exact");
+  if (t.elements == 0) return exact("no elements: stored exact");
 
   std::optional<Candidate> chosen;
   if (o.strategy != Strategy::kAuto) {
@@ -274,13 +281,8 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
     }
   }
   if (o.version >= 2) {
-    // v2 records the base tensor's dtype next to the delta's.
-    nlohmann::ordered_json m = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : chosen->out.meta.items()) {
-      m[k] = v;
-      if (k == "dtype") m["base_dtype"] = NumpyName(b->dtype);
-    }
-    chosen->out.meta = std::move(m);
+    // v2 records the base tensor's dtype after the strategy's own keys (before the "_ref"s).
+    chosen->out.meta["base_dtype"] = NumpyName(b->dtype);
   }
   r.strategy = MetaStrategy(chosen->out.meta);
   r.delta_bytes = TensorOutBytes(chosen->out);
@@ -424,8 +426,11 @@ Result<DeltaReport> CreateDelta(const ModelTensors& base, const ModelTensors& ta
       });
   BLZ_RETURN_IF_ERROR(s);
 
-  BLZ_ASSIGN_OR_RETURN(file.parent_hash,
-                       formats::WdeltaParentHash(base, formats::WdeltaSortedOrder(hashed)));
+  // The order the reference verifies in: v2 sorted; v1 grouped by the base file (legacy).
+  const std::vector<std::string> order = options.version >= 2
+                                             ? formats::WdeltaSortedOrder(hashed)
+                                             : formats::WdeltaLegacyOrder(base, hashed);
+  BLZ_ASSIGN_OR_RETURN(file.parent_hash, formats::WdeltaParentHash(base, order));
   report.parent_hash = file.parent_hash;
   report.lossy = any_lossy;
   if (any_measured) report.error = model_error.Finish();
@@ -563,17 +568,20 @@ Status VerifyParent(const formats::WdeltaReader& reader, const ModelTensors& bas
     }
     names.push_back(n);
   }
-  BLZ_ASSIGN_OR_RETURN(std::string sorted,
-                       formats::WdeltaParentHash(base, formats::WdeltaSortedOrder(names)));
-  if (sorted == reader.parent_hash()) return Status::Ok();
-  if (reader.version() == 1) {
-    BLZ_ASSIGN_OR_RETURN(std::string legacy,
-                         formats::WdeltaParentHash(base, formats::WdeltaLegacyOrder(base, names)));
-    if (legacy == reader.parent_hash()) return Status::Ok();
+  // v2: sorted order. v1: the legacy (per base file) order the reference verifies, then
+  // sorted (some v1 writers hashed sorted).
+  std::vector<std::vector<std::string>> orders;
+  if (reader.version() == 1) orders.push_back(formats::WdeltaLegacyOrder(base, names));
+  orders.push_back(formats::WdeltaSortedOrder(names));
+  std::string got;
+  for (const auto& order : orders) {
+    BLZ_ASSIGN_OR_RETURN(std::string h, formats::WdeltaParentHash(base, order));
+    if (h == reader.parent_hash()) return Status::Ok();
+    if (got.empty()) got = h;
   }
   return DigestMismatch(path + ": the base " + base.path() +
                         " does not match the delta's parent_hash (expected " +
-                        reader.parent_hash() + ", the base hashes to " + sorted +
+                        reader.parent_hash() + ", the base hashes to " + got +
                         "): this delta was made from another model");
 }
 
