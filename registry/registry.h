@@ -16,7 +16,8 @@
 // per resource: registry/blob_handlers.cc, upload_handlers.cc, manifest_handlers.cc (manifests,
 // tags), blz_handlers.cc (patches, value diffs, structures, storage status),
 // browse_handlers.cc (the web view's JSON: repository and version summaries, statistics, patch
-// reports, ?async=1 via registry/background_jobs.h) and token_handlers.cc (token admin API);
+// reports, ?async=1 via registry/background_jobs.h), delta_handlers.cc (lossy deltas) and
+// token_handlers.cc (token admin API);
 // helpers they share are in registry/registry_internal.h.
 // Who may do what is decided by registry/auth.h (called from Prepare).
 #ifndef BLZ_REGISTRY_REGISTRY_H_
