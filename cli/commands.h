@@ -38,6 +38,14 @@ void AddRegistryCommands(CLI::App& app, std::vector<Command>* commands);
 void AddManageCommands(CLI::App& app, std::vector<Command>* commands);
 // ls, cache prune, cache rm (cli/commands_cache.cc).
 void AddCacheCommands(CLI::App& app, std::vector<Command>* commands);
+// After a successful pull into the store `cache_flag` names (as --cache): the automatic
+// budget of client.json (client/client_config.h), if one is set. Evicts by utility
+// (client/cache_prune.h PlanBudgetPrune), never the version `pulled` nor its base, and says
+// what it evicted in notes on stderr. Never fails the pull: problems become notes too.
+// Returns the digests evicted (cli/commands_cache.cc).
+std::vector<std::string> AutoPruneAfterPull(const std::string& cache_flag,
+                                            const std::string& pulled_digest,
+                                            const std::string& pulled_base);
 // logout, token create|list|revoke (cli/commands_token.cc).
 void AddTokenCommands(CLI::App& app, std::vector<Command>* commands);
 

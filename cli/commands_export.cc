@@ -123,6 +123,7 @@ void AddExport(CLI::App& app, std::vector<Command>* commands) {
       po.progress = ProgressModeOf(args->progress);
       BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(source, po));
       for (const std::string& note : r.notes) Note(note);
+      (void)AutoPruneAfterPull(args->cache, r.digest, r.patch_from);
       source = r.archive_path;
       if (args->exp.name.empty()) args->exp.name = RepositoryBaseName(args->source);
     }

@@ -298,6 +298,9 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
     BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(ref.ToUrl(), options));
     for (const std::string& note : r.notes) Note(note);
+    // client.json's automatic budget (notes on stderr; never fails the pull).
+    const std::vector<std::string> auto_pruned =
+        AutoPruneAfterPull(args->cache, r.digest, r.patch_from);
     if (args->transfer.verbose && r.waited_for_lock) {
       Note("waited for another pull of the same version into this store");
     }
@@ -321,7 +324,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                  {"full_bytes", r.full_bytes}, {"transfer", r.transfer},
                  {"used_patch", r.used_patch}, {"patch_from", NullIfEmpty(r.patch_from)},
                  {"used_full_patch", r.used_full_patch}, {"cache_hit", r.cache_hit},
-                 {"bytes_resumed", r.bytes_resumed}, {"retries", r.retries}});
+                 {"bytes_resumed", r.bytes_resumed}, {"retries", r.retries},
+                 {"auto_pruned", auto_pruned}});
       return Status::Ok();
     }
     std::string how = r.cache_hit         ? "already held locally"

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client/reference.h"
+#include "client/usage.h"
 #include "core/digest.h"
 #include "core/file_util.h"
 
@@ -325,7 +326,7 @@ Status LocalStore::RecordVersion(std::string_view registry, std::string_view rep
   }
   mine->size = size;
   mine->seq = next_seq;
-  mine->pulled_at = int64_t(std::time(nullptr));
+  mine->pulled_at = ClientNow();  // $BLZ_NOW in tests (client/usage.h)
   if (!tag.empty() &&
       std::find(mine->tags.begin(), mine->tags.end(), tag) == mine->tags.end()) {
     mine->tags.emplace_back(tag);

@@ -8,6 +8,8 @@
 //   <dir>/repos/<host:port>/<name>/index.json   versions held for that registry+repository
 //   <dir>/tmp/                                  staging area of running operations
 //   <dir>/lock                                  flock: shared while a store is open
+//   <dir>/usage.json                            decayed use counts and how each version
+//                                               arrived (client/usage.h; cache prune --budget)
 //
 // index.json: {"registry":"127.0.0.1:5000","repository":"org/model","versions":[
 //   {"digest":"sha256:...","size":N,"tags":["v1"],"seq":3,"pulled_at":1700000000}, ...]}

@@ -23,6 +23,7 @@
 #include "client/progress.h"
 #include "client/reference.h"
 #include "client/registry_client.h"
+#include "client/usage.h"
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "formats/blz_archive.h"
@@ -417,6 +418,13 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
 
   BLZ_RETURN_IF_ERROR(store.RecordVersion(registry, ref.name, manifest.archive_digest,
                                           manifest.archive_size, ref.tag));
+  // The use (and how the version arrived) for `blz cache prune --budget` (client/usage.h).
+  // Never fails the pull: the archive is already held and indexed.
+  std::string usage_warning;
+  if (Status s = RecordPullUse(store.dir(), result, &usage_warning); !s.ok()) {
+    result.notes.push_back("use not recorded: " + s.ToString());
+  }
+  if (!usage_warning.empty()) result.notes.push_back(usage_warning);
   // Partial downloads for this archive by routes not taken (say a full patch interrupted
   // earlier, before a base arrived) are of no further use.
   (void)PartialStore(store.dir()).RemoveFor(manifest.archive_digest);

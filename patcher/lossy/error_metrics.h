@@ -1,12 +1,19 @@
 // How far a reconstruction is from the true target, per tensor and for a whole model.
-// Everything is accumulated in double over float32 inputs; NaN/Inf in either input are
-// counted, not summed (a tensor with any is reported with nonfinite > 0 and its norms over
-// the finite pairs only).
+// Everything is accumulated in double over float32 inputs (each value widened exactly, the
+// differences taken in double). An element where any of base, target or reconstruction is
+// NaN or +-Inf is counted in `nonfinite` (and in `elements`) and left out of every sum and
+// of max_abs: the norms are over the finite triples only.
 //
 //   rel_l2       ||r - t||_2 / ||t||_2          (0 when both are 0; +inf when only t is 0)
-//   delta_rel_l2 ||r - t||_2 / ||t - b||_2      (error relative to the true delta; 0 if both 0)
-//   cosine       <r, t> / (||r|| ||t||)         (1 when both are 0, 0 when only one is)
+//   delta_rel_l2 ||r - t||_2 / ||t - b||_2      (error relative to the true delta; 0 if both
+//                                                are 0; +inf when only the delta is 0)
+//   cosine       <r, t> / (||r|| ||t||)         (1 when both are 0, 0 when only one is;
+//                                                clamped to [-1, 1])
 //   max_abs      max |r_i - t_i|
+//
+// Sums are kept per Add() chunk and then added to the running totals, so a Merge() of
+// accumulators equals one accumulator over the same chunks up to double rounding (exactly
+// when the sums are exact).
 #ifndef BLZ_PATCHER_LOSSY_ERROR_METRICS_H_
 #define BLZ_PATCHER_LOSSY_ERROR_METRICS_H_
 

@@ -132,6 +132,51 @@ TEST(BlzCliTest, ServeHelpDescribesEveryOption) {
   }
 }
 
+// `blz ls` and `blz cache prune --budget` on a store written by hand: a corrupt usage.json is
+// a note (uses count as one at the last pull), never an error, and a dry run removes nothing.
+TEST(BlzCliTest, LsAndBudgetedPruneSurviveACorruptUsageRecord) {
+  TempDir tmp;
+  const std::string hex(64, 'a');
+  const std::string digest = "sha256:" + hex;
+  // The blob's bytes need not hash to its name for ls and prune (neither re-hashes).
+  blz::testing::WriteFileBytes(tmp / ("c/blobs/sha256/aa/" + hex), std::string(1000, 'x'));
+  blz::testing::WriteFileBytes(
+      tmp / "c/repos/127.0.0.1:5000/org/m/index.json",
+      R"({"registry":"127.0.0.1:5000","repository":"org/m","versions":[{"digest":")" + digest +
+          R"(","size":1000,"tags":["v1"],"seq":1,"pulled_at":1800000000}]})");
+  blz::testing::WriteFileBytes(tmp / "c/usage.json", "{broken");
+  const std::string env = "BLZ_CONFIG_DIR=" + tmp / "cfg" + " BLZ_NOW=1800604800";
+
+  BlzRun ls = Blz("ls --json --cache " + tmp / "c", tmp, env);
+  ASSERT_EQ(ls.code, 0) << ls.err;
+  EXPECT_NE(ls.err.find("usage.json"), std::string::npos) << ls.err;
+  nlohmann::json j = nlohmann::json::parse(ls.out);
+  ASSERT_EQ(j["versions"].size(), 1u);
+  EXPECT_DOUBLE_EQ(j["versions"][0]["score"].get<double>(), 0.5);  // one use, 7 days ago
+  EXPECT_EQ(j["versions"][0]["gain"], 1000u);                      // nothing recorded: its size
+  EXPECT_DOUBLE_EQ(j["versions"][0]["utility"].get<double>(), 0.5);
+  BlzRun text = Blz("ls --cache " + tmp / "c", tmp, env);
+  EXPECT_NE(text.out.find("UTILITY"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("0.5"), std::string::npos) << text.out;
+
+  BlzRun dry = Blz("cache prune --budget 0 --dry-run --cache " + tmp / "c", tmp, env);
+  EXPECT_EQ(dry.code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("would evict"), std::string::npos) << dry.out;
+  EXPECT_TRUE(std::filesystem::exists(tmp / ("c/blobs/sha256/aa/" + hex)));
+  EXPECT_EQ(ReadFileBytes(tmp / "c/usage.json"), "{broken");
+
+  BlzRun bad = Blz("cache prune --budget 12XB --cache " + tmp / "c", tmp, env);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--budget '12XB'"), std::string::npos) << bad.err;
+  BlzRun half = Blz("cache prune --older-than 1d --half-life 2d --cache " + tmp / "c", tmp, env);
+  EXPECT_NE(half.code, 0);
+  EXPECT_NE(half.err.find("--budget only"), std::string::npos) << half.err;
+
+  BlzRun pruned = Blz("cache prune --budget 0 --cache " + tmp / "c", tmp, env);
+  EXPECT_EQ(pruned.code, 0) << pruned.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp / ("c/blobs/sha256/aa/" + hex)));
+}
+
 TEST(BlzCliTest, MissingFileExit3) {
   TempDir tmp;
   BlzRun r = Blz("verify " + tmp / "nope.blz", tmp);

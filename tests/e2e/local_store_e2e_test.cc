@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cmath>
+#include <set>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -49,10 +51,11 @@ class LocalStoreE2ETest : public ::testing::Test {
 
   ProcessResult Blz(std::vector<std::string> args) {
     args.insert(args.begin(), BLZ_BINARY);
-    return RunProcess(args,
-                      {{"BLZ_CONFIG_DIR", work_ / "config"}, {"BLZ_CACHE_DIR", work_ / "cache"},
-                       {"BLZ_TOKEN", token_}},
-                      work_.path());
+    std::map<std::string, std::string> env = {{"BLZ_CONFIG_DIR", work_ / "config"},
+                                              {"BLZ_CACHE_DIR", work_ / "cache"},
+                                              {"BLZ_TOKEN", token_}};
+    if (now_ > 0) env["BLZ_NOW"] = std::to_string(now_);
+    return RunProcess(args, env, work_.path());
   }
   json BlzJson(std::vector<std::string> args) {
     args.push_back("--json");
@@ -67,6 +70,7 @@ class LocalStoreE2ETest : public ::testing::Test {
   std::string addr_;
   std::string alias_;  // the same server as "localhost:<port>"
   std::string token_;
+  int64_t now_ = 0;  // BLZ_NOW for the blz runs (client/usage.h ClientNow); 0 = the clock
 };
 
 TEST_F(LocalStoreE2ETest, AHeldBaseServesOtherRepositoriesAndRegistryAliases) {
@@ -140,6 +144,131 @@ TEST_F(LocalStoreE2ETest, AHeldBaseServesOtherRepositoriesAndRegistryAliases) {
   EXPECT_NE(no_rule.exit_code, 0);
   json again = BlzJson({"pull", alias_ + "/org/a:base"});
   EXPECT_NE(again.value("transfer", ""), "local");
+}
+
+// `blz cache prune --budget` on a real store: uses recorded by pulls over (simulated) days,
+// utilities in `blz ls`, a plan that never leaves a version without the base its gain assumes,
+// and the automatic budget of client.json after a pull.
+TEST_F(LocalStoreE2ETest, BudgetedPruneByUtility) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string base_digest =
+      BlzJson({"push", corpus + "/tiny-gpt2/base", addr_ + "/org/a:base"}).value("digest", "");
+  const std::string ft_digest =
+      BlzJson({"push", corpus + "/tiny-gpt2/ft-v1", addr_ + "/org/a:ft"}).value("digest", "");
+  const std::string llama_digest =
+      BlzJson({"push", corpus + "/llama-tiny-random", addr_ + "/org/l:v1"}).value("digest", "");
+  ASSERT_FALSE(llama_digest.empty());
+
+  const int64_t day = 86400, t0 = 1'800'000'000;
+  now_ = t0;
+  json base_pull = BlzJson({"pull", addr_ + "/org/a:base"});
+  json ft_pull = BlzJson({"pull", addr_ + "/org/a:ft"});
+  ASSERT_EQ(ft_pull.value("transfer", ""), "patch") << ft_pull.dump();
+  // (--no-patch: the registry may offer a tiny-gpt2 version as its base; here it arrives whole.)
+  json llama_pull = BlzJson({"pull", addr_ + "/org/l:v1", "--no-patch"});
+  EXPECT_EQ(llama_pull.value("transfer", ""), "archive");
+  now_ = t0 + day;
+  EXPECT_EQ(BlzJson({"pull", addr_ + "/org/a:ft"}).value("transfer", ""), "local");
+  now_ = t0 + 3 * day;
+  EXPECT_EQ(BlzJson({"pull", addr_ + "/org/a:ft"}).value("transfer", ""), "local");
+  now_ = t0 + 4 * day;
+
+  // ls: uses, score, gain and utility by the formula (half-life 7 days by default).
+  json ls = BlzJson({"ls"});
+  EXPECT_EQ(ls["half_life"], 7 * day);
+  std::map<std::string, json> by_digest;
+  for (const json& v : ls["versions"]) by_digest[v["digest"]] = v;
+  ASSERT_EQ(by_digest.size(), 3u) << ls.dump();
+  const json& ft = by_digest[ft_digest];
+  EXPECT_EQ(ft["uses"], 3u);
+  EXPECT_EQ(ft["base"], base_digest);
+  EXPECT_EQ(ft["base_held"], true);
+  const uint64_t ft_patch = ft_pull.value("bytes_downloaded", uint64_t(0));
+  EXPECT_EQ(ft["gain"], ft_patch);
+  const double ft_score = std::exp2(-4.0 / 7) + std::exp2(-3.0 / 7) + std::exp2(-1.0 / 7);
+  EXPECT_NEAR(ft["score"].get<double>(), ft_score, 1e-9);
+  EXPECT_NEAR(ft["utility"].get<double>(),
+              ft_score * double(ft_patch) / ft["size"].get<double>(), 1e-9);
+  const json& base = by_digest[base_digest];
+  EXPECT_EQ(base["uses"], 2u);  // its pull, and its use as the base of ft's patch
+  EXPECT_EQ(base["gain"], base_pull.value("bytes_downloaded", uint64_t(0)));
+  EXPECT_EQ(by_digest[llama_digest]["uses"], 1u);
+  ProcessResult ls_text = Blz({"ls"});
+  EXPECT_NE(ls_text.out.find("UTILITY"), std::string::npos) << ls_text.out;
+  EXPECT_NE(ls_text.out.find("3 versions"), std::string::npos) << ls_text.out;
+
+  // The plan for a budget of about one tiny-gpt2 archive: the dry run shows every version's
+  // utility and reason, and removes nothing.
+  const uint64_t budget = base["size"].get<uint64_t>() + 1000;
+  json dry = BlzJson({"cache", "prune", "--budget", std::to_string(budget), "--dry-run"});
+  EXPECT_EQ(dry["budget_met"], true) << dry.dump();
+  EXPECT_LE(dry["bytes_after"].get<uint64_t>(), budget);
+  std::set<std::string> evicted;
+  for (const json& v : dry["evicted"]) {
+    evicted.insert(v["digest"].get<std::string>());
+    EXPECT_FALSE(v.value("reason", "").empty());
+  }
+  for (const json& v : dry["kept"]) {
+    EXPECT_FALSE(v.value("reason", "").empty());
+    if (v["base_held"] == true) {
+      EXPECT_EQ(evicted.count(v["base"]), 0u) << dry.dump();
+    }
+  }
+  EXPECT_FALSE(evicted.empty());
+  EXPECT_EQ(evicted.size() + dry["kept"].size(), 3u);
+  EXPECT_EQ(BlzJson({"ls"})["versions"].size(), 3u);
+  ProcessResult dry_text = Blz({"cache", "prune", "--budget", std::to_string(budget), "--dry-run"});
+  EXPECT_NE(dry_text.out.find("would evict"), std::string::npos) << dry_text.out;
+  EXPECT_NE(dry_text.out.find("keep"), std::string::npos) << dry_text.out;
+
+  // Bad values are usage errors naming the option; --budget excludes --max-size.
+  EXPECT_NE(Blz({"cache", "prune", "--budget", "lots"}).err.find("--budget"), std::string::npos);
+  EXPECT_NE(Blz({"cache", "prune", "--budget", "1", "--half-life", "soon"}).err.find("--half-life"),
+            std::string::npos);
+  EXPECT_NE(Blz({"cache", "prune", "--budget", "1", "--max-size", "1"}).exit_code, 0);
+
+  // The real prune does what the dry run said.
+  json pruned = BlzJson({"cache", "prune", "--budget", std::to_string(budget)});
+  std::set<std::string> really;
+  for (const json& v : pruned["evicted"]) really.insert(v["digest"].get<std::string>());
+  EXPECT_EQ(really, evicted);
+  std::set<std::string> left;
+  json ls_after = BlzJson({"ls"});
+  for (const json& v : ls_after["versions"]) left.insert(v["digest"].get<std::string>());
+  for (const json& v : pruned["kept"]) EXPECT_EQ(left.count(v["digest"]), 1u);
+  EXPECT_EQ(left.size(), pruned["kept"].size()) << pruned.dump() << ls_after.dump();
+
+  // Automatic budget: 1 byte in client.json. With ft, its base and llama held, a pull of ft
+  // evicts llama only: ft is protected, and so is the base its gain assumes.
+  // (llama goes first, so that ft patches from its base, not from llama.)
+  if (left.count(llama_digest)) {
+    EXPECT_EQ(Blz({"cache", "rm", llama_digest}).exit_code, 0);
+  }
+  for (const char* ref : {"/org/a:base", "/org/a:ft"}) BlzJson({"pull", addr_ + ref});
+  BlzJson({"pull", addr_ + "/org/l:v1", "--no-patch"});
+  WriteFileBytes(work_ / "config/client.json", R"({"cache": {"budget": 1, "half_life": "7d"}})");
+  ProcessResult auto_pull = Blz({"pull", addr_ + "/org/a:ft", "--json"});
+  ASSERT_EQ(auto_pull.exit_code, 0) << auto_pull.err;
+  json auto_json = json::parse(auto_pull.out);
+  EXPECT_NE(auto_pull.err.find("evicted " + llama_digest), std::string::npos) << auto_pull.err;
+  EXPECT_NE(auto_pull.err.find("not reached"), std::string::npos) << auto_pull.err;
+  EXPECT_EQ(auto_json["auto_pruned"], json::array({llama_digest})) << auto_json.dump();
+  std::set<std::string> after;
+  ProcessResult ls_final = Blz({"ls", "--json"});
+  const json final_versions = json::parse(ls_final.out, nullptr, false)["versions"];
+  for (const json& v : final_versions) {
+    after.insert(v["digest"].get<std::string>());
+  }
+  EXPECT_EQ(after.count(ft_digest), 1u) << ls_final.out << ls_final.err;
+  EXPECT_EQ(after.count(llama_digest), 0u);
+  if (!auto_json["patch_from"].is_null()) {
+    EXPECT_EQ(after.count(auto_json["patch_from"]), 1u);
+  }
+  // A corrupt client.json does not fail a pull.
+  WriteFileBytes(work_ / "config/client.json", "{oops");
+  ProcessResult with_bad_config = Blz({"pull", addr_ + "/org/a:ft"});
+  EXPECT_EQ(with_bad_config.exit_code, 0) << with_bad_config.err;
+  EXPECT_NE(with_bad_config.err.find("client.json"), std::string::npos) << with_bad_config.err;
 }
 
 }  // namespace
