@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client/progress.h"
+#include "client/pull_lossy.h"
 #include "client/registry_client.h"
 #include "core/status.h"
 
@@ -57,6 +58,12 @@ void AddDeltaCommands(CLI::App& app, std::vector<Command>* commands);
 bool FileHasWdeltaMagic(const std::string& path);
 Status InspectWdelta(const std::string& path, bool json);
 Status VerifyWdelta(const std::string& path, const std::string& base_path, bool json);
+
+// `blz pull --lossy` (cli/commands_pull_lossy.cc): runs client::PullLossy and prints its
+// report (--json: one object) stating LOSSY, the strategy, the delta's bytes and those saved
+// against the lossless patch, the error the registry measured and the output's own digest.
+Status RunPullLossy(const std::string& reference, const client::LossyPullOptions& options,
+                    bool json);
 
 // export (cli/commands_export.cc).
 void AddExportCommands(CLI::App& app, std::vector<Command>* commands);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
 #include "client/auth.h"
@@ -212,6 +213,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string reference, output, cache;
     bool json = false, no_patch = false;
+    std::string lossy;                 // pull --lossy (cli/commands_pull_lossy.cc)
+    std::optional<double> max_error;
     ProgressArgs progress;
     int parallel = client::kDefaultParallel;
     TransferArgs transfer;
@@ -238,6 +241,13 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   AddProgressOptions(sub, &args->progress);
   sub->add_flag("--no-patch", args->no_patch,
                 "always download the raw archive (no patch from a held version, no full patch)");
+  sub->add_option("--lossy", args->lossy,
+                  "a LOSSY approximation instead: a lossy delta (sparse, quantized, int4, "
+                  "bitdelta, lowrank or auto) from a held version, into a new directory (-o, "
+                  "default ./<name>-lossy-<strategy>); never stored as the version");
+  sub->add_option("--max-error", args->max_error,
+                  "with --lossy: refuse a delta whose measured rel_l2 exceeds E (auto: the "
+                  "error it aims for)");
   AddTransferOptions(sub, &args->transfer);
   sub->add_option("--parallel", args->parallel,
                   "Range parts fetched at once for downloads of 128 MiB and more (parts of "
@@ -253,6 +263,26 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
       "the store's partial/ directory; running it again continues from there.");
   commands->push_back({sub, [args]() -> Status {
     const bool exporting = !args->exp.format.empty();
+    if (args->max_error.has_value() && args->lossy.empty()) {
+      return InvalidArgument("--max-error needs --lossy STRATEGY");
+    }
+    if (!args->lossy.empty()) {
+      if (exporting || args->no_patch) {
+        return InvalidArgument("pull --lossy cannot be combined with --export or --no-patch");
+      }
+      client::LossyPullOptions lossy;
+      lossy.strategy = args->lossy;
+      lossy.max_error = args->max_error;
+      lossy.pull.cache_dir = args->cache;
+      lossy.pull.output_dir = args->output;
+      lossy.pull.progress = ProgressModeOf(args->progress);
+      lossy.pull.http = HttpOptionsFor(args->conn, args->transfer.stall_timeout);
+      lossy.pull.retry = RetryPolicyFrom(args->transfer);
+      lossy.pull.on_retry = RetryLog(args->transfer);
+      lossy.pull.parallel = args->parallel;
+      BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
+      return RunPullLossy(ref.ToUrl(), lossy, args->json);
+    }
     if (exporting && args->output.empty()) {
       return InvalidArgument("pull --export needs -o OUT (the exported file or directory)");
     }

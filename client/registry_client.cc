@@ -1,8 +1,10 @@
 #include "client/registry_client.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -666,6 +668,33 @@ Result<BaseAdvice> RegistryClient::GetBases(std::string_view name, std::string_v
     advice.bases.push_back(std::move(v));
   }
   return advice;
+}
+
+Result<nlohmann::json> RegistryClient::GetComputedJson(std::string_view target,
+                                                       std::string_view what,
+                                                       std::chrono::seconds max_wait) {
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", std::string(target))));
+    bytes_received_ += r.body.size();
+    if (r.status == 202) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Unavailable(std::string(what) + ": the registry is still computing it after " +
+                           std::to_string(max_wait.count()) + " s");
+      }
+      int64_t after = 1;
+      if (const std::string ra = r.Header("Retry-After"); !ra.empty()) {
+        after = std::clamp<int64_t>(std::atoll(ra.c_str()), 1, 5);
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(after));
+      continue;
+    }
+    if (r.status != 200) return Fail(r, "pull", what);
+    Result<nlohmann::json> parsed = formats::ParseJsonStrict(r.body, what, 0);
+    if (!parsed.ok()) return parsed.status();
+    if (!parsed->is_object()) return Corruption(std::string(what) + ": not a JSON object");
+    return std::move(*parsed);
+  }
 }
 
 Result<std::vector<std::string>> RegistryClient::ListRepositories() {

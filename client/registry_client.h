@@ -12,6 +12,7 @@
 #ifndef BLZ_CLIENT_REGISTRY_CLIENT_H_
 #define BLZ_CLIENT_REGISTRY_CLIENT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -174,6 +175,15 @@ class RegistryClient {
   // OCI registry); kCorruption for a malformed answer.
   Result<BaseAdvice> GetBases(std::string_view name, std::string_view to,
                               const std::vector<std::string>& have);
+
+  // GET `target` (origin-form, with ?async=1 for a computation that may take long, e.g.
+  // /v2/<name>/blz/delta-report) answering a JSON object; a 202 answer (the computation still
+  // runs, docs/registry-api.md "Asynchronous requests") is asked again after its Retry-After
+  // (1 to 5 s), for at most `max_wait`. `what` names the document in messages. Errors: see the
+  // file comment; kUnavailable when still computing after max_wait; kCorruption for a body
+  // that is not a JSON object.
+  Result<nlohmann::json> GetComputedJson(std::string_view target, std::string_view what,
+                                         std::chrono::seconds max_wait);
 
   // GET /v2/_catalog, following pagination: the repositories the caller may see.
   Result<std::vector<std::string>> ListRepositories();

@@ -578,13 +578,19 @@ Response Registry::GetPatchReport(const Route& route, const RequestHead& head) {
 Response Registry::Async(const Route& route, const RequestHead& head,
                          Response (Registry::*handler)(const Route&, const RequestHead&)) {
   if (!internal::IsAsync(route) || head.method != "GET") return (this->*handler)(route, head);
+  const bool delta = route.kind == Kind::kDelta || route.kind == Kind::kDeltaReport;
   const char* phase = route.kind == Kind::kDiff    ? "computing the value diff"
                       : route.kind == Kind::kStats ? "computing the statistics"
+                      : delta                      ? "computing the lossy delta"
                                                    : "computing the patch";
-  const std::string key = std::to_string(int(route.kind)) + " " + route.name + " " +
-                          route.Query("from").value_or("") + " " +
-                          route.Query("to").value_or("") + " " +
-                          route.Query("digest").value_or("");
+  std::string key = std::to_string(int(route.kind)) + " " + route.name + " " +
+                    route.Query("from").value_or("") + " " + route.Query("to").value_or("") +
+                    " " + route.Query("digest").value_or("");
+  if (delta) {  // a delta's key is also its strategy and options
+    for (const auto& [k, v] : route.target.query) {
+      if (k != "from" && k != "to" && k != "async") key += " " + k + "=" + v;
+    }
+  }
   BackgroundJobs::Outcome out = jobs_->Run(
       key, phase,
       [this, route, head, handler](JobCounters*) { return (this->*handler)(route, head); },

@@ -38,6 +38,7 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
   keep_derived("patches", roots.patches);
   keep_derived("value_diffs", roots.value_diffs);
   keep_derived("version_stats", roots.version_stats);
+  keep_derived("lossy_deltas", roots.lossy_deltas);
 
   BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stored, blobs.ListDigests());
   std::sort(stored.begin(), stored.end());

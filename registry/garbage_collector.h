@@ -5,8 +5,8 @@
 // manifest of any repository references (config and layers, table manifest_blobs), every
 // model version's archive, every blob linked into a repository less than `grace` ago (a push in
 // progress: its manifest is not there yet), and the cached patches, full patches and value
-// diffs whose archives are all marked (the rows of the others are forgotten: their versions are
-// gone, so nobody can ask for them).
+// diffs, statistics and lossy deltas whose archives are all marked (the rows of the others are
+// forgotten: their versions are gone, so nobody can ask for them).
 // Sweep: every published blob that is not marked is checked again under its lock
 // (MetadataDb::BlobReferenced) and removed if still unreferenced and its file was last written
 // more than `grace` ago (BlobStore::RemoveIfOlder); its links go with it. Upload sessions

@@ -66,6 +66,8 @@ std::string_view AllowedMethods(Kind kind) {
     case Kind::kVersion: return "GET";
     case Kind::kStats: return "GET";
     case Kind::kPatchReport: return "GET";
+    case Kind::kDelta: return "GET, HEAD";
+    case Kind::kDeltaReport: return "GET, HEAD";
   }
   return "";
 }
@@ -219,6 +221,9 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
                  : c[n - 1] == "stats"   ? Kind::kStats
                                          : Kind::kPatchReport;
     route.name = Join(raw, 1, n - 2);
+  } else if (n >= 4 && c[n - 2] == "blz" && (c[n - 1] == "delta" || c[n - 1] == "delta-report")) {
+    route.kind = c[n - 1] == "delta" ? Kind::kDelta : Kind::kDeltaReport;
+    route.name = Join(raw, 1, n - 2);
   } else if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "diff") {
     route.kind = Kind::kDiff;
     route.name = Join(raw, 1, n - 2);
@@ -329,6 +334,10 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
     case Kind::kStats:
     case Kind::kPatchReport:
       plan.heavy = head.method == "GET" && !IsAsync(*route);
+      break;
+    case Kind::kDelta:  // a HEAD computes the delta too (its size and digest are the answer)
+    case Kind::kDeltaReport:
+      plan.heavy = !IsAsync(*route);
       break;
     case Kind::kManifest:  // a PUT verifies the archive and identifies its structure
     case Kind::kUploadSession:  // a closing PUT hashes the whole blob
@@ -441,6 +450,8 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
     case Kind::kVersion: return GetVersionDetail(route, request.head);
     case Kind::kStats: return Async(route, request.head, &Registry::GetVersionStats);
     case Kind::kPatchReport: return Async(route, request.head, &Registry::GetPatchReport);
+    case Kind::kDelta: return Async(route, request.head, &Registry::GetDelta);
+    case Kind::kDeltaReport: return Async(route, request.head, &Registry::GetDeltaReport);
   }
   return ErrorResponse(OciError::kNotFound, "no such endpoint");
 }

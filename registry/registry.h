@@ -16,7 +16,8 @@
 // per resource: registry/blob_handlers.cc, upload_handlers.cc, manifest_handlers.cc (manifests,
 // tags), blz_handlers.cc (patches, value diffs, structures, storage status),
 // browse_handlers.cc (the web view's JSON: repository and version summaries, statistics, patch
-// reports, ?async=1 via registry/background_jobs.h) and token_handlers.cc (token admin API);
+// reports, ?async=1 via registry/background_jobs.h), delta_handlers.cc (lossy deltas) and
+// token_handlers.cc (token admin API);
 // helpers they share are in registry/registry_internal.h.
 // Who may do what is decided by registry/auth.h (called from Prepare).
 #ifndef BLZ_REGISTRY_REGISTRY_H_
@@ -34,6 +35,7 @@
 
 #include "core/status.h"
 #include "registry/archive_storage.h"
+#include "registry/delta_function.h"
 #include "registry/garbage_collector.h"
 #include "registry/http_message.h"
 #include "registry/keyed_mutex.h"
@@ -78,6 +80,8 @@ inline constexpr char kBlzArtifactType[] = "application/vnd.blz.model.v1";
 inline constexpr char kBlzConfigMediaType[] = "application/vnd.blz.model.config.v1+json";
 inline constexpr char kBlzArchiveMediaType[] = "application/vnd.blz.archive.v1";
 inline constexpr char kBlzPatchMediaType[] = "application/vnd.blz.patch.v1";
+// A lossy delta (.wdelta, formats/wdelta.h) served by GET /v2/<name>/blz/delta.
+inline constexpr char kBlzWdeltaMediaType[] = "application/vnd.blz.wdelta";
 
 struct RegistryOptions {
   bool private_mode = false;  // reads need a token too
@@ -92,6 +96,9 @@ struct RegistryOptions {
   // full patches (registry/archive_storage.h); incomplete (the default) = neither: the
   // endpoint answers 405 UNSUPPORTED and archives stay raw.
   FullPatchFunctions full_patch;
+  // Computes lossy deltas for GET /v2/<name>/blz/delta and /blz/delta-report
+  // (registry/delta_handlers.cc); empty = those endpoints answer 405 UNSUPPORTED.
+  DeltaFunction create_delta;
   ArchiveStorageOptions storage;
   // Upload sessions left unfinished longer than this are deleted (row and file): at Open, and
   // at most hourly when a session is started. distribution's default (uploadpurging) is a week.
@@ -161,11 +168,14 @@ class Registry {
   uint64_t value_diffs_computed() const { return value_diffs_computed_.load(); }
   // Tensor statistics computations performed so far (cache misses that succeeded).
   uint64_t stats_computed() const { return stats_computed_.load(); }
+  // Lossy delta computations performed so far (cache misses that succeeded).
+  uint64_t deltas_computed() const { return deltas_computed_.load(); }
   // The server's counters (GET /metrics, registry/metrics.h): the session records requests,
   // the handlers cache hits; garbage collection reports each run with metrics().RecordGc().
   Metrics& metrics() { return metrics_; }
 
   struct Route;  // defined in registry/registry_internal.h
+  struct DeltaQuery;  // defined in registry/delta_handlers.cc
 
  private:
   Registry(std::string data_dir, RegistryOptions options, store::BlobStore blobs,
@@ -232,6 +242,15 @@ class Registry {
   Response GetVersionDetail(const Route& route, const RequestHead& head);
   Response GetVersionStats(const Route& route, const RequestHead& head);
   Response GetPatchReport(const Route& route, const RequestHead& head);
+  // Lossy deltas (registry/delta_handlers.cc, docs/registry-api.md "Lossy deltas"):
+  // GET /v2/<name>/blz/delta?from=&to=&strategy=[&max_error=][&sparsity=][&rank_energy=] (the
+  // .wdelta, computed once per (from, to, strategy and options) and cached, its measured error
+  // in X-Blz-* headers) and /v2/<name>/blz/delta-report with the same query (its report).
+  Response GetDelta(const Route& route, const RequestHead& head);
+  Response GetDeltaReport(const Route& route, const RequestHead& head);
+  // Validates the query and resolves from/to (*error set and false on failure).
+  bool ParseDeltaQuery(const Route& route, const RequestHead& head, DeltaQuery* query,
+                       Response* error);
   // `handler` as is, or with ?async=1 in the background (registry/background_jobs.h): 200 with
   // its response when it finishes within options_.async_wait, else 202 with the progress.
   Response Async(const Route& route, const RequestHead& head,
@@ -268,6 +287,10 @@ class Registry {
                                  bool* compute_failed);
   // The error response for a failed CachedPatch (shared by GetPatch and GetPatchReport).
   Response CachedPatchError(const Status& status, bool compute_failed) const;
+  // The lossy delta of `query` (registry/delta_handlers.cc), computed once per key and cached
+  // like patches (a damaged cached blob is computed again); *report: its report as JSON text.
+  Result<CachedBlob> CachedDelta(const DeltaQuery& query, std::string* report,
+                                 bool* compute_failed);
   // A computed JSON document (value diff, statistics) served from its cached blob, with
   // Docker-Content-Digest and `cache_header`: hit|miss.
   static Response ServeComputedJson(const CachedBlob& computed, const RequestHead& head,
@@ -318,6 +341,8 @@ class Registry {
   std::atomic<uint64_t> value_diffs_computed_{0};
   KeyedMutex stats_locks_;
   std::atomic<uint64_t> stats_computed_{0};
+  KeyedMutex delta_locks_;
+  std::atomic<uint64_t> deltas_computed_{0};
   std::mutex gc_mu_;
   // One lock per blob digest, held by whatever makes a blob referenced (manifest PUT, upload,
   // mount) and by garbage collection while it decides on the blob (registry/garbage_collector.h).

@@ -43,6 +43,9 @@ struct Registry::Route {
     kVersion,        // /v2/<name>/blz/version?digest=
     kStats,          // /v2/<name>/blz/stats?digest=
     kPatchReport,    // /v2/<name>/blz/patch-report?from=&to=
+    // Lossy deltas (registry/delta_handlers.cc):
+    kDelta,          // /v2/<name>/blz/delta?from=&to=&strategy=
+    kDeltaReport,    // /v2/<name>/blz/delta-report?from=&to=&strategy=
   };
   Kind kind = Kind::kPing;
   std::string method;

@@ -102,6 +102,7 @@ Status RunServer(const ServerOptions& options) {
   ropts.create_patch = PatcherPatchFunction();
   // Archives are stored as verified full patches, compressed in the background after a push.
   ropts.full_patch = PatcherFullPatchFunctions();
+  ropts.create_delta = LossyDeltaFunction();
   ropts.storage.cache_bytes = options.cache_bytes;
   ropts.storage.drop_raw_archives = !options.keep_raw_archives;
   ropts.storage.log = [](const std::string& line) {

@@ -79,6 +79,8 @@ struct GcRoots {
   std::vector<Derived> value_diffs;
   // Cached version statistics: from_digest "", to_digest = the archive.
   std::vector<Derived> version_stats;
+  // Cached lossy deltas (one entry per row; several parameter sets may share from -> to).
+  std::vector<Derived> lossy_deltas;
 };
 
 // What DeleteManifest removed.
@@ -144,6 +146,16 @@ struct PatchRecord {
   std::string to_digest;     // target archive
   std::string patch_digest;  // the patch blob
   uint64_t patch_size = 0;
+};
+
+// A cached lossy delta (a .wdelta, patcher/lossy/lossy_delta.h) between two archives.
+struct LossyDeltaRecord {
+  std::string from_digest;   // base archive
+  std::string to_digest;     // target archive
+  std::string params;        // canonical "strategy=<s>[&<option>=<value>...]" (the key's third part)
+  std::string delta_digest;  // the .wdelta blob
+  uint64_t delta_size = 0;
+  std::string report;        // the measured report (DeltaReportJson) as JSON object text
 };
 
 // The scope of tokens made before scopes existed (the admin token): every action everywhere.
@@ -249,6 +261,13 @@ class MetadataDb {
   // Records (or replaces) the patch from -> to; `repository` may be empty.
   Status RecordPatch(std::string_view repository, const PatchRecord& patch);
 
+  // -- lossy deltas (store/metadata_db_deltas.cc) --
+  // kNotFound when no delta from -> to with `params` was recorded.
+  Result<LossyDeltaRecord> FindLossyDelta(std::string_view from_digest,
+                                          std::string_view to_digest, std::string_view params);
+  // Records (or replaces) the delta (from, to, params).
+  Status RecordLossyDelta(const LossyDeltaRecord& delta);
+
   // -- OCI content: blob links, referrers, deletes (store/metadata_db_content.cc) --
   // Links a blob into a repository (idempotent): it becomes readable there.
   Status LinkBlob(std::string_view repository, std::string_view digest);
@@ -273,11 +292,11 @@ class MetadataDb {
   // Everything a blob can be referenced from, in one snapshot; links count when created after
   // `young_after` (Unix seconds).
   Result<GcRoots> ReadGcRoots(int64_t young_after);
-  // Is the blob referenced now: by a manifest, as a model archive, as a cached patch or value
-  // diff, or by a link created after `young_after`?
+  // Is the blob referenced now: by a manifest, as a model archive, as a cached patch, value
+  // diff, statistics or lossy delta, or by a link created after `young_after`?
   Result<bool> BlobReferenced(std::string_view digest, int64_t young_after);
-  // Forgets a cached patch, value diff or statistics (`kind` "patches", "value_diffs" or
-  // "version_stats") whose blob is
+  // Forgets a cached patch, value diff, statistics or lossy delta (`kind` "patches",
+  // "value_diffs", "version_stats" or "lossy_deltas") whose blob is
   // still `blob_digest` (a row recomputed meanwhile stays).
   Status ForgetDerived(std::string_view kind, const GcRoots::Derived& row);
   // Forgets a blob (after its file was removed): its row in `blobs` and its links.

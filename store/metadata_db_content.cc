@@ -206,6 +206,8 @@ Result<GcRoots> MetadataDb::ReadGcRoots(int64_t young_after) {
       derived("SELECT from_digest, to_digest, diff_digest FROM value_diffs", &roots.value_diffs));
   BLZ_RETURN_IF_ERROR(derived("SELECT '', archive_digest, stats_digest FROM version_stats",
                               &roots.version_stats));
+  BLZ_RETURN_IF_ERROR(derived("SELECT from_digest, to_digest, delta_digest FROM lossy_deltas",
+                              &roots.lossy_deltas));
   BLZ_RETURN_IF_ERROR(tx.Commit());
   return roots;
 }
@@ -219,6 +221,7 @@ Result<bool> MetadataDb::BlobReferenced(std::string_view digest, int64_t young_a
                   "SELECT 1 FROM patches WHERE patch_digest = ?1 UNION ALL "
                   "SELECT 1 FROM value_diffs WHERE diff_digest = ?1 UNION ALL "
                   "SELECT 1 FROM version_stats WHERE stats_digest = ?1 UNION ALL "
+                  "SELECT 1 FROM lossy_deltas WHERE delta_digest = ?1 UNION ALL "
                   "SELECT 1 FROM repository_blobs WHERE digest = ?1 AND created > ?2 LIMIT 1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
   BLZ_RETURN_IF_ERROR(st.Bind(2, young_after));
@@ -231,6 +234,9 @@ Status MetadataDb::ForgetDerived(std::string_view kind, const GcRoots::Derived& 
     sql = "DELETE FROM patches WHERE from_digest = ?1 AND to_digest = ?2 AND patch_digest = ?3";
   } else if (kind == "value_diffs") {
     sql = "DELETE FROM value_diffs WHERE from_digest = ?1 AND to_digest = ?2 AND diff_digest = ?3";
+  } else if (kind == "lossy_deltas") {
+    sql = "DELETE FROM lossy_deltas WHERE from_digest = ?1 AND to_digest = ?2 AND "
+          "delta_digest = ?3";
   } else if (kind == "version_stats") {
     sql = "DELETE FROM version_stats WHERE ?1 = '' AND archive_digest = ?2 AND stats_digest = ?3";
   } else {

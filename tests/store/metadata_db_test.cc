@@ -81,6 +81,35 @@ TEST_F(MetadataDbTest, BrowseQueries) {
   EXPECT_EQ(db_->FindVersionStats(D("archive-a")).status().code(), Code::kNotFound);
 }
 
+TEST_F(MetadataDbTest, LossyDeltaRoundTripAndGc) {
+  const std::string a = D("archive-a"), b = D("archive-b");
+  EXPECT_EQ(db_->FindLossyDelta(a, b, "strategy=bitdelta").status().code(), Code::kNotFound);
+  ASSERT_TRUE(db_->RecordLossyDelta({a, b, "strategy=bitdelta", D("delta-1"), 10, "{}"}).ok());
+  ASSERT_TRUE(db_->RecordLossyDelta({a, b, "strategy=sparse&sparsity=0.5", D("delta-2"), 20,
+                                     R"({"rel_l2":0.1})"})
+                  .ok());
+  // Replacing keeps one row per (from, to, params).
+  ASSERT_TRUE(db_->RecordLossyDelta({a, b, "strategy=bitdelta", D("delta-3"), 30, "{}"}).ok());
+  auto d = db_->FindLossyDelta(a, b, "strategy=sparse&sparsity=0.5");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->delta_digest, D("delta-2"));
+  EXPECT_EQ(d->delta_size, 20u);
+  EXPECT_EQ(d->report, R"({"rel_l2":0.1})");
+  EXPECT_EQ(db_->FindLossyDelta(a, b, "strategy=bitdelta")->delta_digest, D("delta-3"));
+  EXPECT_TRUE(*db_->BlobReferenced(D("delta-3"), 0));
+  EXPECT_FALSE(*db_->BlobReferenced(D("delta-1"), 0));
+  auto roots = db_->ReadGcRoots(0);
+  ASSERT_TRUE(roots.ok());
+  ASSERT_EQ(roots->lossy_deltas.size(), 2u);
+  for (const auto& row : roots->lossy_deltas) {
+    EXPECT_EQ(row.from_digest, a);
+    EXPECT_EQ(row.to_digest, b);
+    ASSERT_TRUE(db_->ForgetDerived("lossy_deltas", row).ok());
+  }
+  EXPECT_EQ(db_->FindLossyDelta(a, b, "strategy=bitdelta").status().code(), Code::kNotFound);
+  EXPECT_FALSE(*db_->BlobReferenced(D("delta-2"), 0));
+}
+
 TEST_F(MetadataDbTest, ManifestTagAndVersionRoundTrip) {
   ASSERT_TRUE(Push("org/model", "v1", "a").ok());
   auto digest = db_->ResolveTag("org/model", "v1");

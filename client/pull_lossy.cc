@@ -1,0 +1,306 @@
+#include "client/pull_lossy.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "client/auth.h"
+#include "client/base_choice.h"
+#include "client/blob_download.h"
+#include "client/local_store.h"
+#include "client/manifest.h"
+#include "client/partial_download.h"
+#include "client/progress.h"
+#include "client/reference.h"
+#include "client/registry_client.h"
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "formats/tensor_stats.h"
+#include "patcher/lossy/lossy_delta.h"
+
+namespace blz::client {
+namespace {
+
+// How long the registry may compute a delta before the pull gives up asking.
+constexpr std::chrono::seconds kMaxComputeWait{6 * 3600};
+
+class DirGuard {
+ public:
+  explicit DirGuard(std::string dir) : dir_(std::move(dir)) {}
+  ~DirGuard() { RemoveAll(dir_); }
+  DirGuard(const DirGuard&) = delete;
+  DirGuard& operator=(const DirGuard&) = delete;
+
+ private:
+  std::string dir_;
+};
+
+std::string ParentOf(const std::string& path) {
+  auto pos = path.rfind('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return path.substr(0, pos);
+}
+
+std::optional<double> NumberAt(const nlohmann::json& doc, const char* key) {
+  auto it = doc.find(key);
+  if (it == doc.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+uint64_t CountAt(const nlohmann::json& doc, const char* key) {
+  auto it = doc.find(key);
+  if (it == doc.end() || !it->is_number_unsigned()) return 0;
+  return it->get<uint64_t>();
+}
+
+std::string FormatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string DefaultLossyOutput(const std::string& repository, const std::string& strategy) {
+  const size_t slash = repository.rfind('/');
+  const std::string base = slash == std::string::npos ? repository : repository.substr(slash + 1);
+  return "./" + base + "-lossy-" + strategy;
+}
+
+Result<LossyPullResult> PullLossy(const std::string& reference,
+                                  const LossyPullOptions& options) {
+  const PullOptions& po = options.pull;
+  // Everything the caller gave is checked before the network or the disk is touched.
+  BLZ_ASSIGN_OR_RETURN(lossy::Strategy strategy, lossy::ParseStrategy(options.strategy));
+  if (options.max_error.has_value() &&
+      !(std::isfinite(*options.max_error) && *options.max_error > 0 && *options.max_error <= 1)) {
+    return InvalidArgument("--max-error must be a number in (0, 1], not " +
+                           FormatNumber(*options.max_error));
+  }
+  BLZ_ASSIGN_OR_RETURN(Reference ref, ParseReference(reference));
+  LossyPullResult result;
+  result.reference = ref.ToString();
+  result.strategy = std::string(lossy::StrategyName(strategy));
+  std::string out_dir = po.output_dir.empty() ? DefaultLossyOutput(ref.name, result.strategy)
+                                              : po.output_dir;
+  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
+  {
+    struct stat st {};
+    if (::lstat(out_dir.c_str(), &st) == 0) {
+      return AlreadyExists(out_dir + ": already exists (pull --lossy writes a new directory)");
+    }
+  }
+
+  BLZ_ASSIGN_OR_RETURN(std::string cache_dir, LocalStore::ResolveDir(po.cache_dir));
+  BLZ_ASSIGN_OR_RETURN(LocalStore store, LocalStore::Open(cache_dir));
+  RegistryClientOptions client_options;
+  client_options.http = po.http;
+  const std::string registry = ref.registry.ToString();
+  if (po.token.has_value()) {
+    client_options.token = *po.token;
+  } else {
+    BLZ_ASSIGN_OR_RETURN(client_options.token, ResolveToken(registry));
+  }
+  RegistryClient client(ref.registry, client_options);
+
+  // The manifest of REF (as Pull: @sha256: may name the archive rather than the manifest).
+  auto get_manifest = [&](const std::string& which) {
+    return RetryTransient(po.retry, po.on_retry, "manifest",
+                          [&] { return client.GetManifest(ref.name, which); });
+  };
+  Result<ManifestResponse> fetched = get_manifest(ref.reference());
+  if (!fetched.ok() && fetched.status().code() == Code::kNotFound && ref.by_digest()) {
+    Result<BaseAdvice> version = client.GetBases(ref.name, ref.digest, {});
+    if (version.ok()) fetched = get_manifest(version->to.manifest_digest);
+  }
+  BLZ_ASSIGN_OR_RETURN(ManifestResponse raw, std::move(fetched));
+  Result<ModelManifest> parsed = ParseManifest(raw.bytes);
+  if (!parsed.ok()) return parsed.status().WithContext("pull --lossy " + result.reference);
+  const ModelManifest manifest = std::move(parsed).value();
+  if (ref.by_digest() && raw.digest != ref.digest && manifest.archive_digest != ref.digest) {
+    return DigestMismatch("pull --lossy " + result.reference + ": the registry's manifest " +
+                          raw.digest + " is of archive " + manifest.archive_digest + ", not " +
+                          ref.digest);
+  }
+  result.manifest_digest = raw.digest;
+  result.target_digest = manifest.archive_digest;
+
+  // The base: chosen as for a lossless patch (client/base_choice.h).
+  BLZ_ASSIGN_OR_RETURN(BaseChoice choice, ChooseBases(&client, store, registry, ref.name,
+                                                      manifest.archive_digest));
+  for (std::string& note : choice.notes) result.notes.push_back(std::move(note));
+  if (choice.bases.empty()) {
+    return NotFound("pull --lossy needs a held base: the local store (" + store.dir() +
+                    ") holds no version the registry can make a delta from to " +
+                    manifest.archive_digest + "; pull an earlier version of " + ref.name +
+                    " first (blz pull without --lossy)");
+  }
+  result.base_digest = choice.bases.front();
+  if (store.HasBlob(manifest.archive_digest)) {
+    result.notes.push_back("the store already holds " + manifest.archive_digest +
+                           " exactly; writing a lossy approximation anyway, as asked");
+  }
+
+  // The report first: the error is known (and --max-error checked) before the download.
+  std::string query = "from=" + result.base_digest + "&to=" + manifest.archive_digest +
+                      "&strategy=" + result.strategy;
+  if (strategy == lossy::Strategy::kAuto && options.max_error.has_value()) {
+    query += "&max_error=" + FormatNumber(*options.max_error);
+  }
+  nlohmann::json report;
+  {
+    ProgressMeter meter("asking for the lossy delta of " + ref.name,
+                        WaitingMeterOptions(po.progress, "registry is computing the delta"));
+    Result<nlohmann::json> got =
+        client.GetComputedJson("/v2/" + ref.name + "/blz/delta-report?" + query + "&async=1",
+                               "lossy delta report " + result.base_digest + " -> " +
+                                   manifest.archive_digest,
+                               kMaxComputeWait);
+    meter.Finish();
+    BLZ_ASSIGN_OR_RETURN(report, std::move(got));
+  }
+  const std::string what = "lossy delta report";
+  if (!report.contains("digest") || !report["digest"].is_string() ||
+      !ParseDigest(report["digest"].get<std::string>()).ok() ||
+      !report.contains("size") || !report["size"].is_number_unsigned()) {
+    return Corruption(what + ": no delta digest and size");
+  }
+  result.delta_digest = report["digest"].get<std::string>();
+  result.delta_bytes = report["size"].get<uint64_t>();
+  result.params = report.value("params", std::string());
+  result.lossless_bytes = CountAt(report, "lossless_bytes");
+  result.full_bytes = CountAt(report, "full_bytes");
+  if (auto e = report.find("error"); e != report.end() && e->is_object()) {
+    result.rel_l2 = NumberAt(*e, "rel_l2");
+    result.cosine = NumberAt(*e, "cosine");
+    result.max_abs = NumberAt(*e, "max_abs");
+  }
+  result.report = nlohmann::ordered_json::parse(report.dump());
+  if (options.max_error.has_value()) {
+    if (!result.rel_l2.has_value()) {
+      return InvalidArgument("pull --lossy --max-error: the registry reported no error for the " +
+                             result.strategy + " delta; nothing downloaded");
+    }
+    if (!(*result.rel_l2 <= *options.max_error)) {
+      return InvalidArgument("pull --lossy: the " + result.strategy + " delta's error rel_l2 = " +
+                             FormatNumber(*result.rel_l2) + " exceeds --max-error " +
+                             FormatNumber(*options.max_error) +
+                             "; nothing downloaded (try --lossy auto --max-error, or a "
+                             "lossless pull)");
+    }
+  }
+
+  // One fetch per target per store (the partial download is keyed by the delta).
+  bool waited = false;
+  BLZ_ASSIGN_OR_RETURN(FetchLock lock,
+                       FetchLock::Acquire(store.dir(), manifest.archive_digest, &waited));
+  BLZ_ASSIGN_OR_RETURN(std::string staging, store.MakeStagingDir());
+  DirGuard staging_guard(staging);
+  const std::string wdelta = staging + "/delta.wdelta";
+  {
+    DownloadRequest req;
+    req.target = "/v2/" + ref.name + "/blz/delta?" + query;
+    req.headers.push_back({"Accept", "application/vnd.blz.wdelta"});
+    if (!client_options.token.empty()) {
+      req.headers.push_back({"Authorization", "Bearer " + client_options.token});
+    }
+    req.kind = "lossy-delta";
+    req.what = "lossy delta " + result.base_digest + " -> " + manifest.archive_digest + " (" +
+               result.params + ")";
+    req.key = Sha256Hex("blz-lossy-delta\n" + result.base_digest + "\n" +
+                        manifest.archive_digest + "\n" + result.params);
+    req.for_digest = manifest.archive_digest;
+    req.expected_digest = result.delta_digest;
+    req.expected_size = result.delta_bytes;
+    req.max_bytes = result.delta_bytes;
+    DownloadOptions d;
+    d.host = ref.registry.host;
+    d.port = ref.registry.port;
+    d.http = po.http;
+    d.http.tls = ref.registry.tls;
+    d.registry = registry;
+    d.retry = po.retry;
+    d.parallel = po.parallel;
+    d.min_part_bytes = po.min_part_bytes;
+    d.max_part_bytes = po.max_part_bytes;
+    d.on_retry = po.on_retry;
+    std::atomic<uint64_t> received{0};
+    d.bytes_counter = &received;
+    ProgressMeter meter("pulling " + ref.name + " (lossy delta, " + result.strategy + ")",
+                        po.progress);
+    d.progress = meter.Callback();
+    Result<DownloadResult> got = DownloadResumable(store.dir(), req, d, wdelta);
+    meter.Finish();
+    result.bytes_downloaded = received.load();
+    BLZ_RETURN_IF_ERROR(got.status());
+    for (const std::string& n : got->notes) result.notes.push_back(n);
+    if (got->digest != result.delta_digest) {
+      return DigestMismatch("lossy delta: received " + got->digest + ", the registry's report "
+                            "names " + result.delta_digest);
+    }
+  }
+
+  // Apply into a staging directory beside the output (same file system), label, rename.
+  const std::string parent = ParentOf(out_dir);
+  BLZ_ASSIGN_OR_RETURN(std::string tmp,
+                       MakeTempDir(parent, ".blz-pull-" + std::to_string(::getpid()) +
+                                               "-lossy-"));
+  DirGuard tmp_guard(tmp);
+  const std::string built = tmp + "/model";
+  {
+    BLZ_ASSIGN_OR_RETURN(formats::ModelTensors base,
+                         formats::ModelTensors::Open(store.BlobPath(result.base_digest)));
+    lossy::ApplyOptions apply;
+    Result<lossy::DeltaReport> applied = lossy::ApplyDelta(base, wdelta, built, apply);
+    if (!applied.ok()) {
+      return applied.status().WithContext("pull --lossy: applying the delta to held base " +
+                                          result.base_digest);
+    }
+    result.output_digest = applied->output_digest;
+    result.base_verified = applied->base_verified;
+  }
+  if (result.output_digest == manifest.archive_digest) {
+    return Internal("a lossy reconstruction claims the target's digest");
+  }
+  auto opt = [](const std::optional<double>& v) {
+    return v.has_value() && std::isfinite(*v) ? nlohmann::ordered_json(*v)
+                                              : nlohmann::ordered_json(nullptr);
+  };
+  const nlohmann::ordered_json label = {
+      {"lossy", true},
+      {"warning", "LOSSY reconstruction: an approximation of " + manifest.archive_digest +
+                      ", not that model"},
+      {"reference", result.reference},
+      {"approximates", manifest.archive_digest},
+      {"base", result.base_digest},
+      {"strategy", result.strategy},
+      {"params", result.params},
+      {"delta_digest", result.delta_digest},
+      {"output_digest", result.output_digest},
+      {"error", {{"rel_l2", opt(result.rel_l2)},
+                 {"cosine", opt(result.cosine)},
+                 {"max_abs", opt(result.max_abs)}}},
+      {"delta_bytes", result.delta_bytes},
+      {"lossless_bytes", result.lossless_bytes},
+      {"full_bytes", result.full_bytes}};
+  BLZ_RETURN_IF_ERROR(WriteFileAtomic(built + "/" + kLossyLabelFile, label.dump(2) + "\n"));
+  if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, out_dir.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST || errno == ENOTEMPTY) return AlreadyExists(out_dir + ": already exists");
+    return IOError(out_dir + ": cannot rename " + built + " into place: " +
+                   std::strerror(errno));
+  }
+  BLZ_RETURN_IF_ERROR(SyncDir(parent));
+  result.output = out_dir;
+  return result;
+}
+
+}  // namespace blz::client

@@ -1,0 +1,83 @@
+// `blz pull REF --lossy STRATEGY [--max-error E] [-o DIR]`: a LOSSY approximation of a model
+// version, rebuilt from a version held locally plus a lossy delta (.wdelta) the registry
+// computes (GET /v2/<name>/blz/delta, docs/registry-api.md "Lossy deltas"; docs/client.md).
+//
+// 1. Refuses an existing output directory (kAlreadyExists) before anything else. Without -o the
+//    output is ./<repository base name>-lossy-<strategy>.
+// 2. GETs the manifest of REF (as Pull does) and chooses a held base the way a lossless pull
+//    does (client/base_choice.h). No held base: kNotFound "pull --lossy needs a held base ...",
+//    and nothing is downloaded or written.
+// 3. GETs the delta's report (/blz/delta-report?...&async=1, polled while the registry
+//    computes): its digest, size, error against the true target and the lossless patch's
+//    bytes. With max_error, a model rel_l2 above it is refused (kInvalidArgument) before the
+//    delta is downloaded; with strategy "auto" max_error is also what the registry codes to.
+// 4. Downloads the delta resumably (client/blob_download.h, kind "lossy-delta") and verifies its
+//    SHA-256 against the report's digest (and the Docker-Content-Digest).
+// 5. lossy::ApplyDelta on the held base's archive (its parent hash checked) into a staging
+//    directory beside the output, adds the label file blz-lossy.json (below) and renames the
+//    result into place: the output appears complete or not at all.
+//
+// A lossy reconstruction is a different model: it is NEVER recorded in the local store (not
+// under the target's digest, not under its own: the store holds registry versions, which later
+// pulls offer as patch bases). Its own digest is ApplyDelta's output_digest. The label file
+// <output>/blz-lossy.json: {"lossy": true, "warning", "reference", "approximates" (the target
+// archive digest), "base", "strategy", "params", "delta_digest", "output_digest", "error",
+// "delta_bytes", "lossless_bytes", "full_bytes"}.
+#ifndef BLZ_CLIENT_PULL_LOSSY_H_
+#define BLZ_CLIENT_PULL_LOSSY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "client/pull.h"
+#include "core/status.h"
+
+namespace blz::client {
+
+inline constexpr char kLossyLabelFile[] = "blz-lossy.json";
+
+struct LossyPullOptions {
+  // cache_dir, output_dir ("" = the default above), progress, http, token, retry, parallel;
+  // allow_patch is ignored.
+  PullOptions pull;
+  std::string strategy;             // sparse | quantized | int4 | bitdelta | lowrank | auto
+  std::optional<double> max_error;  // see step 3; (0, 1]
+};
+
+struct LossyPullResult {
+  std::string reference;
+  std::string manifest_digest;
+  std::string target_digest;   // the version approximated (NOT what was written)
+  std::string base_digest;     // the held archive the delta applies to
+  std::string strategy;
+  std::string params;          // the registry's canonical key of strategy and options
+  std::string delta_digest;
+  uint64_t delta_bytes = 0;     // the .wdelta's size
+  uint64_t lossless_bytes = 0;  // the lossless patch codec's bytes for the same tensors
+  uint64_t full_bytes = 0;      // the target tensors' bytes
+  uint64_t bytes_downloaded = 0;
+  // The error against the true target, as the registry measured it (the client lacks it).
+  std::optional<double> rel_l2, cosine, max_abs;
+  std::string output;          // the directory written
+  std::string output_digest;   // the reconstruction's own digest (docs/wdelta.md)
+  bool base_verified = false;
+  std::vector<std::string> notes;
+  nlohmann::ordered_json report;  // the registry's report document
+};
+
+// See the file comment. Errors: kInvalidArgument (unknown strategy, max_error out of range, an
+// error above max_error), kAlreadyExists (output exists), kNotFound (no held base, unknown
+// version), the registry's and the download's errors, ApplyDelta's (kDigestMismatch: the held
+// base does not match the delta).
+Result<LossyPullResult> PullLossy(const std::string& reference, const LossyPullOptions& options);
+
+// "./<last component of the repository>-lossy-<strategy>".
+std::string DefaultLossyOutput(const std::string& repository, const std::string& strategy);
+
+}  // namespace blz::client
+
+#endif  // BLZ_CLIENT_PULL_LOSSY_H_
