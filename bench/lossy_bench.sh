@@ -88,8 +88,9 @@ c = json.load(open(sys.argv[5])); a = json.load(open(sys.argv[6]))
 tc = float(open(sys.argv[7]).read().split()[0]); ta = float(open(sys.argv[8]).read().split()[0])
 e = a["error"] or {}
 fmt = lambda v: "n/a" if v is None else "%.3g" % v
-# create's prediction and apply's measurement of the written files must agree
-assert c["error"]["rel_l2"] == e.get("rel_l2"), (c["error"], e)
+# create's prediction and apply's measurement of the written files must agree (up to the
+# order the per-tensor sums are merged in)
+assert abs(c["error"]["rel_l2"] - e.get("rel_l2")) <= 1e-12 * max(1e-30, e.get("rel_l2")), (c["error"], e)
 print("| %s | %s | %s | %d | %d | %.3f | %.4f | %s | %s | %s | %.2f | %.2f |" % (
     label, dtype, s, c["file_bytes"], lossless, c["file_bytes"] / lossless,
     c["file_bytes"] / c["full_bytes"], fmt(e.get("rel_l2")), fmt(e.get("cosine")),

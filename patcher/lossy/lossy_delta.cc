@@ -285,8 +285,11 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
       }
     }
   }
-  if (o.strategy == Strategy::kAuto) {
-    // Exact always meets the bound: when it is also no bigger, it wins.
+  if (matrix_strategy) {
+    // blz's strategies never spend more bytes than exact, which has no error at all (auto:
+    // exact always meets the bound, so when it is also no bigger it wins; lowrank on a
+    // high-rank delta, e.g. BF16 rounding noise, can need more bytes than the tensor). The
+    // reference's three strategies are kept as asked, so their files stay loadable by it.
     const uint64_t lossy_bytes = TensorOutBytes(chosen->out);
     BLZ_ASSIGN_OR_RETURN(WdeltaTensorOut ex,
                          EncodeExact(t.name, base_bytes, t.data, t.dtype, elem, t.shape));

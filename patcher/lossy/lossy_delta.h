@@ -50,7 +50,8 @@ struct CreateOptions {
   double outlier_fraction = 0.01;  // int4
   double rank_energy = 0.95;       // lowrank (and auto's low-rank step)
   // auto: per tensor, bitdelta if its rel_l2 <= max_error, else lowrank if that meets it,
-  // else exact.
+  // else exact. Under bitdelta, lowrank and auto a tensor whose lossy encoding is no smaller
+  // than its exact one is stored exact (noted in the report).
   double max_error = 0.01;
   // Tensors with fewer elements than this are stored exact under bitdelta/lowrank/auto.
   uint64_t min_lossy_elements = 4096;
