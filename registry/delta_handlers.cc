@@ -268,6 +268,7 @@ Response Registry::GetDelta(const Route& route, const RequestHead& head) {
   if (!computed.ok()) {
     return DeltaError(computed.status(), compute_failed, bool(options_.create_delta));
   }
+  metrics_.RecordComputed(Metrics::Computed::kLossyDelta, computed->hit);
   Response res = ServeFile(computed->blob.path, computed->blob.size, head, kBlzWdeltaMediaType);
   if (res.status < 300) {
     res.Set("Docker-Content-Digest", computed->blob.digest);

@@ -135,6 +135,8 @@ std::string_view RouteKind(std::string_view target) {
   if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "version") return "version";
   if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "stats") return "stats";
   if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "patch-report") return "patch_report";
+  if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "delta") return "delta";
+  if (n >= 4 && c[n - 2] == "blz" && c[n - 1] == "delta-report") return "delta_report";
   if (n >= 4 && c[n - 2] == "blobs") return "blob";
   if (n >= 4 && c[n - 2] == "manifests") return "manifest";
   if (n >= 4 && c[n - 2] == "referrers") return "referrers";
@@ -235,7 +237,10 @@ std::string Metrics::Render(const std::vector<MetricFamily>& extra) const {
              "for the request or already stored (cache_hit)."},
         Kind{Computed::kStats, "blz_stats_served_total",
              "Tensor statistics served (GET /v2/<name>/blz/stats), by result: computed or "
-             "cache_hit."}}) {
+             "cache_hit."},
+        Kind{Computed::kLossyDelta, "blz_lossy_deltas_served_total",
+             "Lossy deltas (.wdelta) served (GET /v2/<name>/blz/delta), by result: computed "
+             "for the request or cache_hit."}}) {
     const size_t i = static_cast<size_t>(k.what);
     w.Family(k.name, k.help, "counter");
     w.Sample(k.name, {{"result", "computed"}}, double(computed_[i].load()));

@@ -29,7 +29,7 @@ namespace blz::registry {
 // The kind of route a request target addresses, a bounded label value: "base" (/v2/),
 // "catalog", "blob", "upload", "manifest", "referrers", "tags", "patch", "value_diff",
 // "structures", "storage", "repositories" (/v2/_blz/...), "bases", "versions", "version",
-// "stats", "patch_report" (/v2/<name>/blz/...), "metrics", or "other". Looks only at the path's
+// "stats", "patch_report", "delta", "delta_report" (/v2/<name>/blz/...), "metrics", or "other". Looks only at the path's
 // shape (no validation): "/v2/org/m/blobs/uploads/<uuid>?..." -> "upload".
 std::string_view RouteKind(std::string_view target);
 
@@ -59,8 +59,10 @@ class Metrics {
                      uint64_t bytes_in, uint64_t bytes_out, double seconds, bool aborted);
 
   // A blob computed on demand and cached (Registry::ComputeCached, the full patches): served
-  // from the cache (`cache_hit`) or computed for this request.
-  enum class Computed : uint8_t { kPatch, kValueDiff, kFullPatch, kStats };
+  // from the cache (`cache_hit`) or computed for this request. kLossyDelta counts the .wdelta
+  // files served (GET /blz/delta), not their reports.
+  enum class Computed : uint8_t { kPatch, kValueDiff, kFullPatch, kStats, kLossyDelta };
+  static constexpr size_t kComputedKinds = 5;
   void RecordComputed(Computed what, bool cache_hit);
 
   // The garbage collector's hook: call once per finished GC run with the bytes it freed
@@ -91,8 +93,8 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<RequestKey, uint64_t> requests_;   // guarded by mu_
   std::map<std::string, RouteStats> routes_;  // guarded by mu_
-  std::array<std::atomic<uint64_t>, 4> computed_{};
-  std::array<std::atomic<uint64_t>, 4> cache_hits_{};
+  std::array<std::atomic<uint64_t>, kComputedKinds> computed_{};
+  std::array<std::atomic<uint64_t>, kComputedKinds> cache_hits_{};
   std::atomic<uint64_t> gc_runs_{0};
   std::atomic<uint64_t> gc_freed_bytes_{0};
   std::atomic<int64_t> gc_last_run_ms_{0};  // unix milliseconds, 0 = never

@@ -243,6 +243,14 @@ TEST(DeltaHandlersTest, ServesTheDeltaWithItsErrorOnceThenFromTheCache) {
   EXPECT_EQ(BodyOf(ranged), bytes.substr(0, 6));
   EXPECT_EQ(f.fake.calls.load(), 1);
   EXPECT_EQ(h.registry().deltas_computed(), 1u);
+  // GET /metrics: one computed, three served from the cache (GET, HEAD, ranged GET).
+  const std::string metrics = h.registry().metrics().Render();
+  EXPECT_NE(metrics.find("blz_lossy_deltas_served_total{result=\"computed\"} 1\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("blz_lossy_deltas_served_total{result=\"cache_hit\"} 3\n"),
+            std::string::npos)
+      << metrics;
 
   // Options are part of the key; defaults spelled out share the entry of their absence.
   ASSERT_EQ(h.Call("GET", f.Target("&strategy=sparse")).status, 200);

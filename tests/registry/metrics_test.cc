@@ -136,6 +136,8 @@ TEST(MetricsTest, RouteKinds) {
       {"/v2/org/m/blz/version?digest=" + d, "version"},
       {"/v2/org/m/blz/stats?digest=" + d + "&async=1", "stats"},
       {"/v2/org/m/blz/patch-report?from=a&to=b", "patch_report"},
+      {"/v2/org/m/blz/delta?from=a&to=b&strategy=bitdelta", "delta"},
+      {"/v2/org/m/blz/delta-report?from=a&to=b&strategy=auto&async=1", "delta_report"},
       {"/v2/_blz/structures/" + std::string(64, 'b'), "structures"},
       {"/metrics", "metrics"},
       {"/metrics?x=1", "metrics"},
