@@ -215,6 +215,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     bool json = false, no_patch = false;
     std::string lossy;                 // pull --lossy (cli/commands_pull_lossy.cc)
     std::optional<double> max_error;
+    std::optional<double> sparsity;
+    std::optional<double> rank_energy;
     ProgressArgs progress;
     int parallel = client::kDefaultParallel;
     TransferArgs transfer;
@@ -248,6 +250,12 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--max-error", args->max_error,
                   "with --lossy: refuse a delta whose measured rel_l2 exceeds E (auto: the "
                   "error it aims for)");
+  sub->add_option("--sparsity", args->sparsity,
+                  "with --lossy sparse: the share of each delta dropped, in [0, 1) (registry "
+                  "default 0.9)");
+  sub->add_option("--rank-energy", args->rank_energy,
+                  "with --lossy lowrank or auto: the share of the delta's squared Frobenius norm "
+                  "kept, in (0, 1] (registry default 0.95)");
   AddTransferOptions(sub, &args->transfer);
   sub->add_option("--parallel", args->parallel,
                   "Range parts fetched at once for downloads of 128 MiB and more (parts of "
@@ -263,8 +271,10 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
       "the store's partial/ directory; running it again continues from there.");
   commands->push_back({sub, [args]() -> Status {
     const bool exporting = !args->exp.format.empty();
-    if (args->max_error.has_value() && args->lossy.empty()) {
-      return InvalidArgument("--max-error needs --lossy STRATEGY");
+    if ((args->max_error.has_value() || args->sparsity.has_value() ||
+         args->rank_energy.has_value()) &&
+        args->lossy.empty()) {
+      return InvalidArgument("--max-error, --sparsity and --rank-energy need --lossy STRATEGY");
     }
     if (!args->lossy.empty()) {
       if (exporting || args->no_patch) {
@@ -273,6 +283,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
       client::LossyPullOptions lossy;
       lossy.strategy = args->lossy;
       lossy.max_error = args->max_error;
+      lossy.sparsity = args->sparsity;
+      lossy.rank_energy = args->rank_energy;
       lossy.pull.cache_dir = args->cache;
       lossy.pull.output_dir = args->output;
       lossy.pull.progress = ProgressModeOf(args->progress);

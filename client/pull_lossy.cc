@@ -21,6 +21,7 @@
 #include "client/progress.h"
 #include "client/reference.h"
 #include "client/registry_client.h"
+#include "client/usage.h"
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "formats/tensor_stats.h"
@@ -85,6 +86,26 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
       !(std::isfinite(*options.max_error) && *options.max_error > 0 && *options.max_error <= 1)) {
     return InvalidArgument("--max-error must be a number in (0, 1], not " +
                            FormatNumber(*options.max_error));
+  }
+  if (options.sparsity.has_value()) {
+    if (strategy != lossy::Strategy::kSparse) {
+      return InvalidArgument("--sparsity applies to --lossy sparse only");
+    }
+    if (!(std::isfinite(*options.sparsity) && *options.sparsity >= 0 &&
+          *options.sparsity < 1)) {
+      return InvalidArgument("--sparsity must be a number in [0, 1), not " +
+                             FormatNumber(*options.sparsity));
+    }
+  }
+  if (options.rank_energy.has_value()) {
+    if (strategy != lossy::Strategy::kLowRank && strategy != lossy::Strategy::kAuto) {
+      return InvalidArgument("--rank-energy applies to --lossy lowrank and auto only");
+    }
+    if (!(std::isfinite(*options.rank_energy) && *options.rank_energy > 0 &&
+          *options.rank_energy <= 1)) {
+      return InvalidArgument("--rank-energy must be a number in (0, 1], not " +
+                             FormatNumber(*options.rank_energy));
+    }
   }
   BLZ_ASSIGN_OR_RETURN(Reference ref, ParseReference(reference));
   LossyPullResult result;
@@ -155,6 +176,10 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
                       "&strategy=" + result.strategy;
   if (strategy == lossy::Strategy::kAuto && options.max_error.has_value()) {
     query += "&max_error=" + FormatNumber(*options.max_error);
+  }
+  if (options.sparsity.has_value()) query += "&sparsity=" + FormatNumber(*options.sparsity);
+  if (options.rank_energy.has_value()) {
+    query += "&rank_energy=" + FormatNumber(*options.rank_energy);
   }
   nlohmann::json report;
   {
@@ -300,6 +325,14 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
   }
   BLZ_RETURN_IF_ERROR(SyncDir(parent));
   result.output = out_dir;
+  // The base served this pull: one use of it (client/usage.h); the approximation has none.
+  std::string usage_warning;
+  UseEvent base_use;
+  base_use.digest = result.base_digest;
+  if (Status s = RecordUsesNow(store.dir(), {base_use}, &usage_warning); !s.ok()) {
+    result.notes.push_back("use of the base not recorded: " + s.ToString());
+  }
+  if (!usage_warning.empty()) result.notes.push_back(usage_warning);
   return result;
 }
 

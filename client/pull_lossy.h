@@ -16,6 +16,8 @@
 // 5. lossy::ApplyDelta on the held base's archive (its parent hash checked) into a staging
 //    directory beside the output, adds the label file blz-lossy.json (below) and renames the
 //    result into place: the output appears complete or not at all.
+// 6. Records a use of the held base in <store>/usage.json (client/usage.h): the base served
+//    this pull, so a budgeted prune weighs it. A failure to record is a note, not an error.
 //
 // A lossy reconstruction is a different model: it is NEVER recorded in the local store (not
 // under the target's digest, not under its own: the store holds registry versions, which later
@@ -46,6 +48,9 @@ struct LossyPullOptions {
   PullOptions pull;
   std::string strategy;             // sparse | quantized | int4 | bitdelta | lowrank | auto
   std::optional<double> max_error;  // see step 3; (0, 1]
+  // Passed to the registry (docs/registry-api.md "Lossy deltas"); unset = its default.
+  std::optional<double> sparsity;     // strategy sparse only; [0, 1)
+  std::optional<double> rank_energy;  // strategies lowrank and auto only; (0, 1]
 };
 
 struct LossyPullResult {
@@ -69,8 +74,9 @@ struct LossyPullResult {
   nlohmann::ordered_json report;  // the registry's report document
 };
 
-// See the file comment. Errors: kInvalidArgument (unknown strategy, max_error out of range, an
-// error above max_error), kAlreadyExists (output exists), kNotFound (no held base, unknown
+// See the file comment. Errors: kInvalidArgument (unknown strategy; max_error, sparsity or
+// rank_energy out of range or given for a strategy that does not read it; an error above
+// max_error), kAlreadyExists (output exists), kNotFound (no held base, unknown
 // version), the registry's and the download's errors, ApplyDelta's (kDigestMismatch: the held
 // base does not match the delta).
 Result<LossyPullResult> PullLossy(const std::string& reference, const LossyPullOptions& options);

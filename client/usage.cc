@@ -208,7 +208,7 @@ std::vector<UseEvent> PullUseEvents(const PullResult& result) {
   return events;
 }
 
-Status RecordPullUse(const std::string& store_dir, const PullResult& result,
+Status RecordUsesNow(const std::string& store_dir, const std::vector<UseEvent>& events,
                      std::string* warning) {
   int64_t half_life = kDefaultHalfLifeSeconds;
   Result<ClientConfig> config = LoadClientConfig();
@@ -218,12 +218,16 @@ Status RecordPullUse(const std::string& store_dir, const PullResult& result,
     *warning = config.status().message() + "; using the default half-life";
   }
   std::string record_warning;
-  Status s = RecordUses(store_dir, PullUseEvents(result), ClientNow(), half_life,
-                        &record_warning);
+  Status s = RecordUses(store_dir, events, ClientNow(), half_life, &record_warning);
   if (!record_warning.empty()) {
     *warning += (warning->empty() ? "" : "; ") + record_warning;
   }
   return s;
+}
+
+Status RecordPullUse(const std::string& store_dir, const PullResult& result,
+                     std::string* warning) {
+  return RecordUsesNow(store_dir, PullUseEvents(result), warning);
 }
 
 }  // namespace blz::client

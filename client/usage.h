@@ -12,7 +12,7 @@
 //       "fetch_bytes": 123456}}}  bytes that fetch cost (see RecordPullUse)
 //
 // A use is a pull of the version (also one that finds it held) and its use as the base of a
-// patch. The score is kept incrementally: on a use at time t,
+// patch or of a lossy delta (`pull --lossy`, which records nothing for the approximation). The score is kept incrementally: on a use at time t,
 //   score' = score * 2^(-(t - updated_at) / half_life) + 1,   updated_at' = t,
 // which equals sum_i 2^(-(t - t_i) / half_life) over all uses t_i (DecayedFrequency decays it
 // further to "now"). Past uses are combined with the half-life in effect when they were
@@ -21,7 +21,9 @@
 // A record 30 half-lives without a use is dropped when the file is next written (the version
 // then counts as held from before uses were recorded: cache_prune.h).
 //
-// The file is written atomically (temp + rename) under <store>/usage.lock. A file that cannot
+// The file is written atomically (temp + rename) under <store>/usage.lock, by processes that
+// hold the store open; a temp file left by one that died is removed by the next
+// LocalStore::Open that finds the store unused. A file that cannot
 // be parsed is moved aside to usage.json.corrupt and the record starts fresh (a warning is
 // returned); blobs and indexes are never touched by anything here.
 #ifndef BLZ_CLIENT_USAGE_H_
@@ -89,8 +91,12 @@ Status RecordUses(const std::string& store_dir, const std::vector<UseEvent>& eve
 // when an earlier route failed or a part was retried).
 std::vector<UseEvent> PullUseEvents(const PullResult& result);
 
-// RecordUses(PullUseEvents(result)) at ClientNow() with the client config's half-life (its
-// default when client.json cannot be read: `*warning` then says so).
+// RecordUses(events) at ClientNow() with the client config's half-life (its default when
+// client.json cannot be read: `*warning` then says so).
+Status RecordUsesNow(const std::string& store_dir, const std::vector<UseEvent>& events,
+                     std::string* warning);
+
+// RecordUsesNow(PullUseEvents(result)).
 Status RecordPullUse(const std::string& store_dir, const PullResult& result,
                      std::string* warning);
 

@@ -193,6 +193,72 @@ TEST_F(LossyPullE2ETest, BitDeltaFromAHeldBaseIsLabelledAndNeverStoredAsTheTarge
   for (const std::string& d : HeldDigests("cache")) EXPECT_NE(d, d2);
 }
 
+// The uses usage.json records for `digest` (client/usage.h); 0 when it has no record.
+uint64_t UsesOf(const fs::path& cache, const std::string& digest) {
+  if (!fs::exists(cache / "usage.json")) return 0;
+  json doc = json::parse(ReadFileBytes(cache / "usage.json"), nullptr, false);
+  if (doc.is_discarded() || !doc.contains("versions") || !doc["versions"].contains(digest)) {
+    return 0;
+  }
+  return doc["versions"][digest].value("uses", uint64_t{0});
+}
+
+TEST_F(LossyPullE2ETest, OptionsReachTheRegistryAndTheBaseUseIsCounted) {
+  const std::string repo = server_.addr + "/org/demo";
+  json v1 = BlzJson({"push", models_ + "/base", repo + ":v1"});
+  json v2 = BlzJson({"push", models_ + "/ft", repo + ":v2"});
+  const std::string d1 = v1.value("digest", ""), d2 = v2.value("digest", "");
+  ASSERT_FALSE(d1.empty());
+  ASSERT_EQ(Blz({"pull", repo + ":v1"}).exit_code, 0);
+  const uint64_t uses_before = UsesOf(work_ / "cache", d1);
+  EXPECT_EQ(uses_before, 1u);
+
+  // --sparsity and --rank-energy are part of the delta's key at the registry.
+  json sparse = BlzJson({"pull", repo + ":v2", "--lossy", "sparse", "--sparsity", "0.5", "-o",
+                         work_ / "sparse-50"});
+  EXPECT_EQ(sparse.value("params", ""), "strategy=sparse&sparsity=0.5") << sparse.dump();
+  json sparse_default =
+      BlzJson({"pull", repo + ":v2", "--lossy", "sparse", "-o", work_ / "sparse-90"});
+  EXPECT_EQ(sparse_default.value("params", ""), "strategy=sparse&sparsity=0.9");
+  // Keeping half the delta loses less than keeping a tenth.
+  ASSERT_TRUE(sparse["error"]["rel_l2"].is_number());
+  ASSERT_TRUE(sparse_default["error"]["rel_l2"].is_number());
+  EXPECT_LT(sparse["error"]["rel_l2"].get<double>(),
+            sparse_default["error"]["rel_l2"].get<double>());
+  EXPECT_GT(sparse["delta_bytes"].get<uint64_t>(), sparse_default["delta_bytes"].get<uint64_t>());
+  json lowrank = BlzJson({"pull", repo + ":v2", "--lossy", "lowrank", "--rank-energy", "0.5",
+                          "-o", work_ / "lowrank-50"});
+  EXPECT_NE(lowrank.value("params", "").find("rank_energy=0.5"), std::string::npos)
+      << lowrank.dump();
+
+  // Each lossy pull used the held base once; the approximations have no record.
+  EXPECT_EQ(UsesOf(work_ / "cache", d1), uses_before + 3);
+  EXPECT_EQ(UsesOf(work_ / "cache", d2), 0u);
+
+  // Options for a strategy that does not read them, or out of range: refused, nothing written.
+  const std::string out = work_ / "refused";
+  struct Case {
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  const Case cases[] = {
+      {{"--lossy", "bitdelta", "--sparsity", "0.5"}, "--sparsity applies to --lossy sparse only"},
+      {{"--lossy", "sparse", "--sparsity", "1"}, "--sparsity must be a number in [0, 1)"},
+      {{"--lossy", "sparse", "--rank-energy", "0.9"}, "--rank-energy applies to"},
+      {{"--lossy", "auto", "--rank-energy", "0"}, "--rank-energy must be a number in (0, 1]"},
+      {{"--sparsity", "0.5"}, "need --lossy STRATEGY"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"pull", repo + ":v2", "-o", out};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    ProcessResult r = Blz(args);
+    EXPECT_EQ(r.exit_code, 2) << c.says << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  EXPECT_EQ(UsesOf(work_ / "cache", d1), uses_before + 3);
+}
+
 TEST_F(LossyPullE2ETest, WithoutAHeldBaseFailsClearlyAndChangesNothing) {
   const std::string repo = server_.addr + "/org/demo";
   ASSERT_EQ(Blz({"push", models_ + "/base", repo + ":v1"}).exit_code, 0);
