@@ -188,6 +188,16 @@ Result<LocalStore> LocalStore::Open(const std::string& dir) {
     }
     store.stale_removed_ += RemoveTempFilesBelow(store.dir_ + "/blobs");
     store.stale_removed_ += RemoveTempFilesBelow(store.dir_ + "/repos");
+    // Top-level files written atomically (usage.json, client/usage.h) only while the store is
+    // open: a "<name>.tmp-*" here is from a writer that died.
+    std::error_code ec2;
+    for (fs::directory_iterator it(store.dir_, ec2), end; !ec2 && it != end; it.increment(ec2)) {
+      std::error_code type_ec;
+      if (IsTempName(it->path().filename().string()) && it->is_regular_file(type_ec)) {
+        std::error_code rm_ec;
+        if (fs::remove(it->path(), rm_ec)) ++store.stale_removed_;
+      }
+    }
   }
   // Downgrade (or take) the shared lock that marks the store as in use.
   while (::flock(store.lock_fd_, LOCK_SH) != 0) {

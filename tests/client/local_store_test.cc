@@ -143,9 +143,13 @@ TEST(LocalStoreTest, OpenRemovesStaleTempFiles) {
   blz::testing::WriteFileBytes(tmp / "s/tmp/op-abc123/archive.blz.tmp-0011", "partial");
   blz::testing::WriteFileBytes(tmp / "s/blobs/sha256/ab/abcd.tmp-99", "partial");
   blz::testing::WriteFileBytes(tmp / "s/repos/h:1/m/index.json.tmp-77", "{");
+  blz::testing::WriteFileBytes(tmp / "s/usage.json.tmp-5a5a5a", "{\"versions\"");
+  blz::testing::WriteFileBytes(tmp / "s/usage.json", "{\"versions\": {}}\n");
   Result<LocalStore> store = LocalStore::Open(tmp / "s");
   ASSERT_TRUE(store.ok());
-  EXPECT_EQ(store->stale_removed(), 3u);
+  EXPECT_EQ(store->stale_removed(), 4u);
+  EXPECT_FALSE(fs::exists(tmp / "s/usage.json.tmp-5a5a5a"));
+  EXPECT_TRUE(fs::exists(tmp / "s/usage.json"));  // the record itself is kept
   EXPECT_TRUE(fs::is_empty(tmp / "s/tmp"));
   EXPECT_FALSE(fs::exists(tmp / "s/blobs/sha256/ab/abcd.tmp-99"));
   EXPECT_FALSE(fs::exists(tmp / "s/repos/h:1/m/index.json.tmp-77"));
