@@ -158,16 +158,19 @@ struct Candidate {
 };
 
 // Encodes with `s`, decodes back and narrows to the target dtype, and measures.
+// `max_rank`: lowrank's cap (EncodeLowRank), kTooLarge past it.
 Result<Candidate> Try(Strategy s, const ValueTensor& t, const std::vector<float>& bf,
                       const std::vector<float>& tf, const std::vector<float>& d,
-                      const CreateOptions& o) {
+                      const CreateOptions& o, std::optional<uint64_t> max_rank = std::nullopt) {
   Result<WdeltaTensorOut> enc = InvalidArgument("no strategy");
   switch (s) {
     case Strategy::kSparse: enc = EncodeSparse(t.name, d, t.shape, o.sparsity); break;
     case Strategy::kQuantized: enc = EncodeQuantized(t.name, d, t.shape); break;
     case Strategy::kInt4: enc = EncodeInt4(t.name, d, t.shape, o.outlier_fraction, o.version); break;
     case Strategy::kBitDelta: enc = EncodeBitDelta(t.name, d, t.shape); break;
-    case Strategy::kLowRank: enc = EncodeLowRank(t.name, d, bf, t.shape, o.rank_energy); break;
+    case Strategy::kLowRank:
+      enc = EncodeLowRank(t.name, d, bf, t.shape, o.rank_energy, max_rank);
+      break;
     case Strategy::kAuto: break;
   }
   if (!enc.ok()) return enc.status();
@@ -217,9 +220,20 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
   ByteSpan base_bytes = (b != nullptr && b->data.size() == t.data.size()) ? b->data : ByteSpan{};
   BLZ_ASSIGN_OR_RETURN(r.lossless_bytes, LosslessBytes(base_bytes, t.data, t.dtype, elem));
 
+  // The exact encoding, made once: the fallback, and the size lossy results must beat.
+  std::optional<WdeltaTensorOut> exact_out;
+  auto exact_encoding = [&]() -> Result<const WdeltaTensorOut*> {
+    if (!exact_out) {
+      BLZ_ASSIGN_OR_RETURN(WdeltaTensorOut out,
+                           EncodeExact(t.name, base_bytes, t.data, t.dtype, elem, t.shape));
+      exact_out = std::move(out);
+    }
+    return &*exact_out;
+  };
   auto exact = [&](std::string note) -> Result<Encoded> {
-    BLZ_ASSIGN_OR_RETURN(WdeltaTensorOut out,
-                         EncodeExact(t.name, base_bytes, t.data, t.dtype, elem, t.shape));
+    BLZ_RETURN_IF_ERROR(exact_encoding().status());
+    WdeltaTensorOut out = std::move(*exact_out);
+    exact_out.reset();
     r.strategy = "exact";
     r.note = std::move(note);
     r.delta_bytes = TensorOutBytes(out);
@@ -265,16 +279,39 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
   if (!finite) return exact("the delta has NaN/Inf values: stored exact");
   if (t.elements == 0) return exact("no elements: stored exact");
 
+  // lowrank's factors cost 4 k (m + n) bytes: a rank at which they reach the exact encoding's
+  // size is never chosen (the check below), so the SVD search stops there (EncodeLowRank).
+  std::optional<uint64_t> max_rank;
+  if (matrix_strategy) {
+    BLZ_ASSIGN_OR_RETURN(const WdeltaTensorOut* ex, exact_encoding());
+    const uint64_t rows = t.shape[0];
+    const uint64_t cols = rows == 0 ? 0 : t.elements / rows;
+    if (rows + cols > 0) max_rank = TensorOutBytes(*ex) / (4 * (rows + cols));
+  }
+  auto too_large = [&]() {
+    return "lowrank needs a rank above " + std::to_string(max_rank.value_or(0)) +
+           ", more bytes than exact";
+  };
   std::optional<Candidate> chosen;
   if (o.strategy != Strategy::kAuto) {
-    BLZ_ASSIGN_OR_RETURN(Candidate c, Try(o.strategy, t, bf, tf, d, o));
-    chosen = std::move(c);
+    Result<Candidate> c = Try(o.strategy, t, bf, tf, d, o, max_rank);
+    if (!c.ok() && c.status().code() == Code::kTooLarge) {
+      return exact(too_large() + ": stored exact");
+    }
+    BLZ_RETURN_IF_ERROR(c.status());
+    chosen = std::move(*c);
   } else {
     BLZ_ASSIGN_OR_RETURN(Candidate bit, Try(Strategy::kBitDelta, t, bf, tf, d, o));
     if (bit.metrics.rel_l2 <= o.max_error) {
       chosen = std::move(bit);
     } else {
-      BLZ_ASSIGN_OR_RETURN(Candidate low, Try(Strategy::kLowRank, t, bf, tf, d, o));
+      Result<Candidate> lowrank = Try(Strategy::kLowRank, t, bf, tf, d, o, max_rank);
+      if (!lowrank.ok() && lowrank.status().code() == Code::kTooLarge) {
+        return exact("bitdelta rel_l2 " + Fmt(bit.metrics.rel_l2) + " > " + Fmt(o.max_error) +
+                     ", " + too_large() + ": stored exact");
+      }
+      BLZ_RETURN_IF_ERROR(lowrank.status());
+      Candidate low = std::move(*lowrank);
       if (low.metrics.rel_l2 <= o.max_error) {
         r.note = "bitdelta rel_l2 " + Fmt(bit.metrics.rel_l2) + " > " + Fmt(o.max_error) +
                  ": lowrank";
@@ -291,9 +328,8 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
     // high-rank delta, e.g. BF16 rounding noise, can need more bytes than the tensor). The
     // reference's three strategies are kept as asked, so their files stay loadable by it.
     const uint64_t lossy_bytes = TensorOutBytes(chosen->out);
-    BLZ_ASSIGN_OR_RETURN(WdeltaTensorOut ex,
-                         EncodeExact(t.name, base_bytes, t.data, t.dtype, elem, t.shape));
-    if (TensorOutBytes(ex) <= lossy_bytes) {
+    BLZ_ASSIGN_OR_RETURN(const WdeltaTensorOut* ex, exact_encoding());
+    if (TensorOutBytes(*ex) <= lossy_bytes) {
       return exact(MetaStrategy(chosen->out.meta) + " (" + std::to_string(lossy_bytes) +
                    " bytes) is no smaller than exact: stored exact");
     }

@@ -162,7 +162,8 @@ formats::WdeltaArray FloatArray(const RowMatF& m) {
 Result<formats::WdeltaTensorOut> EncodeLowRank(const std::string& name, std::span<const float> d,
                                                std::span<const float> base,
                                                const std::vector<uint64_t>& shape,
-                                               double energy) {
+                                               double energy,
+                                               std::optional<uint64_t> max_rank) {
   const std::string where = "lowrank: tensor '" + name + "'";
   if (shape.size() < 2) {
     return InvalidArgument(where + ": rank " + std::to_string(shape.size()) +
@@ -191,8 +192,18 @@ Result<formats::WdeltaTensorOut> EncodeLowRank(const std::string& name, std::spa
   // The error budget, the same for both candidates: ||reconstruction - target||^2 <=
   // (1 - energy) ||d||^2 (for "delta" that is "keep `energy` of d's squared norm").
   const double budget = (1.0 - energy) * d2;
-  std::optional<Factors> best = Truncate(dm, d2, budget, std::nullopt, true);
-  if (!best) return Internal(where + ": the SVD of the delta did not converge");
+  std::optional<Index> cap;
+  if (max_rank.has_value()) cap = Index(std::min<uint64_t>(*max_rank, uint64_t(std::min(m, n))));
+  // With a cap the search gives up once its subspace passes cap + kFirstSubspace, before any
+  // full SVD a small cap would not pay for (see the header).
+  std::optional<Factors> best = Truncate(dm, d2, budget, cap, true);
+  if (!best) {
+    if (cap.has_value()) {
+      return TooLarge(where + ": keeping " + std::to_string(energy) +
+                      " of the delta's energy needs a rank above " + std::to_string(*cap));
+    }
+    return Internal(where + ": the SVD of the delta did not converge");
+  }
   const char* of = "delta";
   if (best->k > 0) {
     std::vector<float> w(d.size());

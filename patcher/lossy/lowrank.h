@@ -34,6 +34,8 @@
 #ifndef BLZ_PATCHER_LOSSY_LOWRANK_H_
 #define BLZ_PATCHER_LOSSY_LOWRANK_H_
 
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,13 +48,20 @@ namespace blz::lossy {
 
 // `base` are the float32 base values (for the "target" candidate: W = base + d, in float32).
 // kInvalidArgument for rank < 2, energy outside (0, 1] (or NaN), d or base not of the
-// shape's element count, or NaN/Inf in d or base. Time (Release, one core): 0.1-0.25 s for a
+// shape's element count, or NaN/Inf in d or base.
+// `max_rank` (the rank past which the factors would cost more than the caller's alternative,
+// e.g. the exact encoding): kTooLarge as soon as the search shows the delta needs more. The
+// randomized search then gives up once its subspace would pass max_rank + 32, so a full-rank
+// delta with a small cap costs a few randomized rounds instead of a full SVD (which still
+// decides when the subspace reaches min(m, n) / 8 first); a delta whose optimal rank is just
+// below max_rank may be reported kTooLarge (a saving of a few percent missed). Time (Release, one core): 0.1-0.25 s for a
 // 1024^2..2048^2 delta of rank ~10-20; a full-rank (Gaussian) one ends in a full SVD: 1.2 s
 // at 1024^2, 8 s at 2048^2.
 Result<formats::WdeltaTensorOut> EncodeLowRank(const std::string& name, std::span<const float> d,
                                                std::span<const float> base,
                                                const std::vector<uint64_t>& shape,
-                                               double energy);
+                                               double energy,
+                                               std::optional<uint64_t> max_rank = std::nullopt);
 // kCorruption naming tensor and field when the meta or a record does not match the layout
 // above; kInvalidArgument when acc.size() is not the element count. acc is untouched on error.
 Status DecodeAddLowRank(const TensorPayload& p, std::span<float> acc);

@@ -445,5 +445,40 @@ TEST(LossyDelta, AutoPrefersExactWhenItIsSmaller) {
   EXPECT_GT(Find(*q, "w")->delta_bytes, Find(*r, "w")->delta_bytes);
 }
 
+// Full-rank noise: lowrank would need more bytes than exact, so the search stops at the
+// rank where its factors reach exact's size and the tensor is stored exact, saying so.
+TEST(LossyDelta, LowRankStopsWhereExactIsCheaper) {
+  testing::TempDir dir;
+  const std::vector<float> w = Gaussian(256 * 192, 0.05, 21);
+  const std::vector<float> noise = Gaussian(256 * 192, 0.001, 22);
+  std::vector<float> w2(w.size());
+  for (size_t i = 0; i < w.size(); ++i) w2[i] = w[i] + noise[i];
+  WriteModelFile(dir / "a/model.safetensors", {{"w", DType::kF32, {256, 192}, F32Bytes(w)}});
+  WriteModelFile(dir / "b/model.safetensors", {{"w", DType::kF32, {256, 192}, F32Bytes(w2)}});
+  auto base = ModelTensors::Open(dir / "a");
+  auto target = ModelTensors::Open(dir / "b");
+  ASSERT_TRUE(base.ok() && target.ok());
+  CreateOptions o;
+  o.strategy = Strategy::kLowRank;
+  auto r = CreateDelta(*base, *target, dir / "d.wdelta", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Find(*r, "w")->strategy, "exact");
+  EXPECT_THAT(Find(*r, "w")->note, HasSubstr("lowrank needs a rank above"));
+  EXPECT_FALSE(r->lossy);
+  o.strategy = Strategy::kAuto;
+  o.max_error = 1e-4;  // bitdelta misses it
+  auto a = CreateDelta(*base, *target, dir / "a.wdelta", o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(Find(*a, "w")->strategy, "exact");
+  EXPECT_THAT(Find(*a, "w")->note, HasSubstr("bitdelta rel_l2"));
+  EXPECT_THAT(Find(*a, "w")->note, HasSubstr("lowrank needs a rank above"));
+  // Exact is exact: apply gives the target's bytes.
+  auto applied = ApplyDelta(*base, dir / "a.wdelta", dir / "out", {});
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  auto rebuilt = ModelTensors::Open(dir / "out");
+  ASSERT_TRUE(rebuilt.ok());
+  EXPECT_EQ(TensorBytes(*rebuilt, "w"), TensorBytes(*target, "w"));
+}
+
 }  // namespace
 }  // namespace blz::lossy

@@ -118,6 +118,37 @@ TEST(LowRankTest, ExactLowRankDeltaIsRecoveredAtItsRank) {
   }
 }
 
+TEST(LowRankTest, MaxRankRefusesWhatWouldCostMoreAndKeepsWhatFits) {
+  // Rank 7 (randomized range: 300 x 270) and rank 5 (full SVD: 40 x 30) at energy 1: a cap at
+  // the rank is met with the uncapped result, a cap one below is kTooLarge.
+  struct Case {
+    uint64_t m, n, r;
+  };
+  for (const Case& c : {Case{300, 270, 7}, Case{40, 30, 5}}) {
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n));
+    const auto d = RankR(Eigen::Index(c.m), Eigen::Index(c.n), Eigen::Index(c.r), 5);
+    const auto base = testing::GaussianValues(c.m * c.n, 0.02, 3);
+    auto free = EncodeLowRank("w", d, base, {c.m, c.n}, 1.0);
+    auto capped = EncodeLowRank("w", d, base, {c.m, c.n}, 1.0, c.r);
+    ASSERT_TRUE(free.ok() && capped.ok()) << capped.status().ToString();
+    EXPECT_EQ(capped->meta.dump(), free->meta.dump());
+    EXPECT_EQ(capped->fields[0].second.bytes, free->fields[0].second.bytes);
+    auto refused = EncodeLowRank("w", d, base, {c.m, c.n}, 1.0, c.r - 1);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), Code::kTooLarge);
+    EXPECT_NE(refused.status().message().find("tensor 'w'"), std::string::npos);
+    EXPECT_NE(refused.status().message().find("rank above " + std::to_string(c.r - 1)),
+              std::string::npos)
+        << refused.status().ToString();
+  }
+  // A full-rank (Gaussian) delta under a small cap is refused by the randomized rounds alone.
+  const auto noise = testing::GaussianValues(512 * 384, 1.0, 17);
+  auto full = EncodeLowRank("w", noise, std::vector<float>(noise.size(), 0.0f), {512, 384}, 0.95,
+                            20);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().code(), Code::kTooLarge);
+}
+
 TEST(LowRankTest, EnergyPicksTheSmallestSufficientRank) {
   // sigma^2 = 64, 16, 4, 1, 0.25, 0.0625 (sum 85.3125): cumulative shares 0.75018, 0.93773,
   // 0.98462, 0.99634, 0.99927, 1.
