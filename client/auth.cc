@@ -132,4 +132,9 @@ Result<std::string> ResolveToken(const std::string& registry) {
   return LookupToken(*path, registry);
 }
 
+Result<std::string> TokenFor(const std::optional<std::string>& given, const std::string& registry) {
+  if (given.has_value()) return *given;
+  return ResolveToken(registry);
+}
+
 }  // namespace blz::client

@@ -8,6 +8,7 @@
 #ifndef BLZ_CLIENT_AUTH_H_
 #define BLZ_CLIENT_AUTH_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,6 +42,9 @@ Result<std::string> LookupToken(const std::string& auth_path, const std::string&
 // The token to send to `registry`: $BLZ_TOKEN if set and not empty, else the auth file's entry,
 // else "". An unreadable auth file is an error (it would otherwise silently drop credentials).
 Result<std::string> ResolveToken(const std::string& registry);
+
+// `given` when set (a token the caller passed explicitly), else ResolveToken(registry).
+Result<std::string> TokenFor(const std::optional<std::string>& given, const std::string& registry);
 
 }  // namespace blz::client
 

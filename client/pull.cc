@@ -283,6 +283,32 @@ Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
 
 }  // namespace
 
+Result<ModelManifest> FetchPullManifest(RegistryClient* client, const Reference& ref,
+                                        const RetryPolicy& retry, const RetryLogFn& on_retry,
+                                        const std::string& what, std::string* digest) {
+  auto get_manifest = [&](const std::string& which) {
+    return RetryTransient(retry, on_retry, "manifest",
+                          [&] { return client->GetManifest(ref.name, which); });
+  };
+  Result<ManifestResponse> fetched = get_manifest(ref.reference());
+  if (!fetched.ok() && fetched.status().code() == Code::kNotFound && ref.by_digest()) {
+    // @sha256: may name the model version (the archive digest push prints) rather than the
+    // manifest: the registry tells the manifest of that version.
+    Result<BaseAdvice> version = client->GetBases(ref.name, ref.digest, {});
+    if (version.ok()) fetched = get_manifest(version->to.manifest_digest);
+  }
+  BLZ_ASSIGN_OR_RETURN(ManifestResponse raw, std::move(fetched));
+  Result<ModelManifest> parsed = ParseManifest(raw.bytes);
+  if (!parsed.ok()) return parsed.status().WithContext(what + " " + ref.ToString());
+  if (ref.by_digest() && raw.digest != ref.digest && parsed->archive_digest != ref.digest) {
+    return DigestMismatch(what + " " + ref.ToString() + ": the registry's manifest " +
+                          raw.digest + " is of archive " + parsed->archive_digest + ", not " +
+                          ref.digest);
+  }
+  *digest = raw.digest;
+  return parsed;
+}
+
 Result<PullResult> Pull(const std::string& reference, const PullOptions& options) {
   BLZ_ASSIGN_OR_RETURN(Reference ref, ParseReference(reference));
   PullResult result;
@@ -302,37 +328,18 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   RegistryClientOptions client_options;
   client_options.http = options.http;
   const std::string registry = ref.registry.ToString();
-  if (options.token.has_value()) {
-    client_options.token = *options.token;
-  } else {
-    BLZ_ASSIGN_OR_RETURN(client_options.token, ResolveToken(registry));
-  }
+  BLZ_ASSIGN_OR_RETURN(client_options.token, TokenFor(options.token, registry));
   RegistryClient client(ref.registry, client_options);
 
-  auto get_manifest = [&](const std::string& which) {
-    return RetryTransient(options.retry, options.on_retry, "manifest",
-                          [&] { return client.GetManifest(ref.name, which); });
-  };
-  Result<ManifestResponse> fetched = get_manifest(ref.reference());
-  if (!fetched.ok() && fetched.status().code() == Code::kNotFound && ref.by_digest()) {
-    // @sha256: may name the model version (the archive digest push prints) rather than the
-    // manifest: the registry tells the manifest of that version.
-    Result<BaseAdvice> version = client.GetBases(ref.name, ref.digest, {});
-    if (version.ok()) fetched = get_manifest(version->to.manifest_digest);
-  }
-  BLZ_ASSIGN_OR_RETURN(ManifestResponse raw, std::move(fetched));
-  Result<ModelManifest> parsed = ParseManifest(raw.bytes);
-  if (!parsed.ok()) return parsed.status().WithContext("pull " + result.reference);
-  const ModelManifest manifest = std::move(parsed).value();
+  std::string manifest_digest;
+  BLZ_ASSIGN_OR_RETURN(const ModelManifest manifest,
+                       FetchPullManifest(&client, ref, options.retry, options.on_retry, "pull",
+                                         &manifest_digest));
   if (manifest.archive_size > kMaxArchiveBytes) {
     return TooLarge("pull " + result.reference + ": archive of " +
                     std::to_string(manifest.archive_size) + " bytes exceeds the 1 TiB limit");
   }
-  if (ref.by_digest() && raw.digest != ref.digest && manifest.archive_digest != ref.digest) {
-    return DigestMismatch("pull " + result.reference + ": the registry's manifest " + raw.digest +
-                          " is of archive " + manifest.archive_digest + ", not " + ref.digest);
-  }
-  result.manifest_digest = raw.digest;
+  result.manifest_digest = manifest_digest;
   result.digest = manifest.archive_digest;
   result.full_bytes = manifest.archive_size;
 

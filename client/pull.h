@@ -86,6 +86,20 @@ struct PullResult {
 
 Result<PullResult> Pull(const std::string& reference, const PullOptions& options);
 
+class RegistryClient;
+struct Reference;
+struct ModelManifest;
+
+// The manifest `ref` names, as every pull reads it: GET /v2/<name>/manifests/<tag|digest>,
+// retried per `retry`. A @sha256: that names the model version (the archive digest push
+// prints) rather than the manifest is resolved through /blz/bases. `*digest` is the manifest's
+// digest. Errors name `what` ("pull", "pull --lossy") and the reference: the registry's,
+// kCorruption (not a blz model manifest), kDigestMismatch (a by-digest reference that is
+// neither the manifest's nor its archive's digest).
+Result<ModelManifest> FetchPullManifest(RegistryClient* client, const Reference& ref,
+                                        const RetryPolicy& retry, const RetryLogFn& on_retry,
+                                        const std::string& what, std::string* digest);
+
 }  // namespace blz::client
 
 #endif  // BLZ_CLIENT_PULL_H_

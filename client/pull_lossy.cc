@@ -126,33 +126,14 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
   RegistryClientOptions client_options;
   client_options.http = po.http;
   const std::string registry = ref.registry.ToString();
-  if (po.token.has_value()) {
-    client_options.token = *po.token;
-  } else {
-    BLZ_ASSIGN_OR_RETURN(client_options.token, ResolveToken(registry));
-  }
+  BLZ_ASSIGN_OR_RETURN(client_options.token, TokenFor(po.token, registry));
   RegistryClient client(ref.registry, client_options);
 
-  // The manifest of REF (as Pull: @sha256: may name the archive rather than the manifest).
-  auto get_manifest = [&](const std::string& which) {
-    return RetryTransient(po.retry, po.on_retry, "manifest",
-                          [&] { return client.GetManifest(ref.name, which); });
-  };
-  Result<ManifestResponse> fetched = get_manifest(ref.reference());
-  if (!fetched.ok() && fetched.status().code() == Code::kNotFound && ref.by_digest()) {
-    Result<BaseAdvice> version = client.GetBases(ref.name, ref.digest, {});
-    if (version.ok()) fetched = get_manifest(version->to.manifest_digest);
-  }
-  BLZ_ASSIGN_OR_RETURN(ManifestResponse raw, std::move(fetched));
-  Result<ModelManifest> parsed = ParseManifest(raw.bytes);
-  if (!parsed.ok()) return parsed.status().WithContext("pull --lossy " + result.reference);
-  const ModelManifest manifest = std::move(parsed).value();
-  if (ref.by_digest() && raw.digest != ref.digest && manifest.archive_digest != ref.digest) {
-    return DigestMismatch("pull --lossy " + result.reference + ": the registry's manifest " +
-                          raw.digest + " is of archive " + manifest.archive_digest + ", not " +
-                          ref.digest);
-  }
-  result.manifest_digest = raw.digest;
+  std::string manifest_digest;
+  BLZ_ASSIGN_OR_RETURN(const ModelManifest manifest,
+                       FetchPullManifest(&client, ref, po.retry, po.on_retry, "pull --lossy",
+                                         &manifest_digest));
+  result.manifest_digest = manifest_digest;
   result.target_digest = manifest.archive_digest;
 
   // The base: chosen as for a lossless patch (client/base_choice.h).

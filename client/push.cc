@@ -223,11 +223,7 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
 
   RegistryClientOptions client_options;
   client_options.http = options.http;
-  if (options.token.has_value()) {
-    client_options.token = *options.token;
-  } else {
-    BLZ_ASSIGN_OR_RETURN(client_options.token, ResolveToken(ref.registry.ToString()));
-  }
+  BLZ_ASSIGN_OR_RETURN(client_options.token, TokenFor(options.token, ref.registry.ToString()));
   RegistryClient client(ref.registry, client_options);
 
   // Archive first, config second, manifest last.
