@@ -17,6 +17,7 @@
 #include "client/reference.h"
 #include "client/usage.h"
 #include "core/digest.h"
+#include "core/file_lock.h"
 #include "core/file_util.h"
 
 namespace blz::client {
@@ -52,29 +53,6 @@ uint64_t RemoveTempFilesBelow(const std::string& root) {
   }
   return removed;
 }
-
-// Holds an exclusive flock on a file for the scope.
-class ScopedFileLock {
- public:
-  ScopedFileLock() = default;
-  ~ScopedFileLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
-  }
-  ScopedFileLock(const ScopedFileLock&) = delete;
-  ScopedFileLock& operator=(const ScopedFileLock&) = delete;
-
-  Status Lock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) return IOError(path + ": cannot open lock file: " + std::strerror(errno));
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) return IOError(path + ": cannot lock: " + std::strerror(errno));
-    }
-    return Status::Ok();
-  }
-
- private:
-  int fd_ = -1;
-};
 
 Status ValidateRepo(std::string_view registry, std::string_view repository) {
   Result<RegistryAddress> addr = ParseRegistryAddress(registry);
@@ -311,8 +289,7 @@ Status LocalStore::RecordVersion(std::string_view registry, std::string_view rep
   std::string path = IndexPath(registry, repository);
   BLZ_RETURN_IF_ERROR(MakeDir(path.substr(0, path.rfind('/'))));
 
-  ScopedFileLock lock;
-  BLZ_RETURN_IF_ERROR(lock.Lock(dir_ + "/index.lock"));
+  BLZ_ASSIGN_OR_RETURN(FileLock lock, FileLock::Wait(dir_ + "/index.lock"));
   BLZ_ASSIGN_OR_RETURN(Index index, ReadIndex(path));
   uint64_t next_seq = 1;
   for (const HeldVersion& v : index.versions) next_seq = std::max(next_seq, v.seq + 1);
@@ -389,8 +366,7 @@ Result<std::vector<HeldVersion>> LocalStore::AllVersions() const {
 
 Result<uint64_t> LocalStore::ForgetVersion(std::string_view digest) {
   if (!ParseDigest(digest).ok()) return InvalidArgument("invalid digest " + std::string(digest));
-  ScopedFileLock lock;
-  BLZ_RETURN_IF_ERROR(lock.Lock(dir_ + "/index.lock"));
+  BLZ_ASSIGN_OR_RETURN(FileLock lock, FileLock::Wait(dir_ + "/index.lock"));
   std::error_code ec;
   std::vector<fs::path> indexes;
   for (fs::recursive_directory_iterator it(dir_ + "/repos", ec), end; !ec && it != end;

@@ -16,6 +16,7 @@
 #include "client/client_config.h"
 #include "client/pull.h"
 #include "core/digest.h"
+#include "core/file_lock.h"
 #include "core/file_util.h"
 
 namespace blz::client {
@@ -90,25 +91,6 @@ std::string SerializeUsage(const UsageMap& usage) {
   return doc.dump(1) + "\n";
 }
 
-// Holds an exclusive flock on <store>/usage.lock for the scope.
-class UsageLock {
- public:
-  ~UsageLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Status Lock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) return IOError(path + ": cannot open lock file: " + std::strerror(errno));
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) return IOError(path + ": cannot lock: " + std::strerror(errno));
-    }
-    return Status::Ok();
-  }
-
- private:
-  int fd_ = -1;
-};
-
 }  // namespace
 
 int64_t ClientNow() {
@@ -156,8 +138,7 @@ Result<UsageMap> ReadUsage(const std::string& store_dir, std::string* warning) {
 Status RecordUses(const std::string& store_dir, const std::vector<UseEvent>& events, int64_t at,
                   int64_t half_life, std::string* warning) {
   if (events.empty()) return Status::Ok();
-  UsageLock lock;
-  BLZ_RETURN_IF_ERROR(lock.Lock(store_dir + "/usage.lock"));
+  BLZ_ASSIGN_OR_RETURN(FileLock lock, FileLock::Wait(store_dir + "/usage.lock"));
   const std::string path = UsagePath(store_dir);
   std::string read_warning;
   BLZ_ASSIGN_OR_RETURN(UsageMap usage, ReadUsage(store_dir, &read_warning));

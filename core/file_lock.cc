@@ -69,4 +69,16 @@ Result<FileLock> FileLock::Acquire(const std::string& path) {
   return lock;
 }
 
+Result<FileLock> FileLock::Wait(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return IOError("cannot open lock file '" + path + "': " + Errno());
+  FileLock lock;
+  lock.fd_ = fd;
+  lock.path_ = path;
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) return IOError("cannot lock '" + path + "': " + Errno());
+  }
+  return lock;
+}
+
 }  // namespace blz

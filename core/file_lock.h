@@ -1,7 +1,8 @@
 // An exclusive advisory lock on a file (flock(2)), held for the lifetime of a FileLock.
 //
 // Used by `blz serve` to own its data directory (<data>/blz.lock, registry/run_server.cc): a
-// second server on the same directory is refused instead of silently sharing it. The lock
+// second server on the same directory is refused instead of silently sharing it; and, waiting
+// (Wait), around the client store's read-modify-write of its index and usage files. The lock
 // belongs to the open file description, so two FileLocks on one path conflict even inside one
 // process, and it is released by the kernel when the process dies (no stale locks after a
 // crash or SIGKILL). The holder's PID is written into the file for the error message of the
@@ -30,6 +31,11 @@ class FileLock {
   // <pid>", or "by another process" when the file names no PID); kIOError when the file
   // cannot be opened, locked or written.
   static Result<FileLock> Acquire(const std::string& path);
+
+  // Opens (creating, mode 0644) `path` and takes an exclusive lock, waiting for the holder to
+  // release it; writes nothing to the file. For short critical sections between cooperating
+  // processes (the client's store indexes and usage record). Errors: kIOError.
+  static Result<FileLock> Wait(const std::string& path);
 
   bool held() const { return fd_ >= 0; }
   const std::string& path() const { return path_; }

@@ -4,7 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "tests/test_util.h"
 
@@ -73,6 +76,29 @@ TEST(FileLockTest, LockHeldByAnotherProcessNamesItsPidAndDiesWithIt) {
   mine = FileLock::Acquire(path);
   ASSERT_TRUE(mine.ok()) << mine.status().ToString();
   EXPECT_EQ(blz::testing::ReadFileBytes(path), std::to_string(::getpid()) + "\n");
+}
+
+TEST(FileLockTest, WaitBlocksUntilTheHolderReleases) {
+  blz::testing::TempDir tmp;
+  const std::string path = tmp / "index.lock";
+  Result<FileLock> holder = FileLock::Wait(path);
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  EXPECT_TRUE(holder->held());
+  EXPECT_EQ(blz::testing::ReadFileBytes(path), "");  // Wait writes nothing
+  EXPECT_FALSE(FileLock::Acquire(path).ok());        // it excludes Acquire as well
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    Result<FileLock> second = FileLock::Wait(path);
+    EXPECT_TRUE(second.ok()) << second.status().ToString();
+    got = true;
+  });
+  // The waiter cannot have the lock while the holder has it (whenever it got to flock).
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(got.load());
+  holder->Release();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_EQ(FileLock::Wait(tmp / "no/such/dir/x.lock").status().code(), Code::kIOError);
 }
 
 TEST(FileLockTest, MissingDirectoryIsAnIOError) {
