@@ -53,11 +53,7 @@ Result<formats::WdeltaTensorOut> EncodeBitDelta(const std::string& name, std::sp
 
 Status DecodeAddBitDelta(const TensorPayload& p, std::span<float> acc) {
   BLZ_RETURN_IF_ERROR(CheckPayloadStrategy(p, "bitdelta"));
-  BLZ_ASSIGN_OR_RETURN(std::vector<uint64_t> shape, PayloadShape(p));
-  if (shape.size() < 2) {
-    return Corruption("tensor '" + p.name + "': bitdelta \"shape\" has rank " +
-                      std::to_string(shape.size()) + ", expected >= 2");
-  }
+  BLZ_ASSIGN_OR_RETURN(std::vector<uint64_t> shape, PayloadMatrixShape(p, "bitdelta"));
   const uint64_t n = *ShapeElements(shape);  // PayloadShape checked it fits
   BLZ_RETURN_IF_ERROR(CheckAccSize(p, acc.size(), n));
   BLZ_ASSIGN_OR_RETURN(formats::WdeltaArrayView signs,

@@ -22,6 +22,7 @@
 #include "patcher/lossy/layout.h"
 #include "patcher/lossy/lowrank.h"
 #include "patcher/lossy/payload.h"
+#include "patcher/lossy/payload_check.h"
 #include "patcher/lossy/wdelta_strategies.h"
 
 namespace blz::lossy {
@@ -535,7 +536,7 @@ Result<Produced> ProduceTensor(const ApplyContext& c, const LayoutTensor& lt) {
   r.name = lt.name;
   r.dtype = lt.dtype;
   r.shape = lt.shape;
-  BLZ_ASSIGN_OR_RETURN(r.elements, ElementCount(lt.shape));
+  BLZ_ASSIGN_OR_RETURN(r.elements, ShapeElements(lt.shape));
   BLZ_ASSIGN_OR_RETURN(DType dt, formats::ParseDType(lt.dtype));
   uint64_t bytes = 0;
   if (!CheckedMul(r.elements, formats::DTypeSize(dt), &bytes)) return InvalidArgument("too large");
@@ -639,6 +640,17 @@ Status VerifyParent(const formats::WdeltaReader& reader, const ModelTensors& bas
                         "): this delta was made from another model");
 }
 
+// The report's file-level fields, read from the header.
+DeltaReport ReportOfFile(const formats::WdeltaReader& reader, const std::string& wdelta_path) {
+  DeltaReport report;
+  report.path = wdelta_path;
+  report.version = reader.version();
+  report.strategy = reader.strategy();
+  report.parent_hash = reader.parent_hash();
+  report.file_bytes = reader.file_size();
+  return report;
+}
+
 }  // namespace
 
 Result<DeltaReport> ApplyDelta(const ModelTensors& base, const std::string& wdelta_path,
@@ -646,12 +658,7 @@ Result<DeltaReport> ApplyDelta(const ModelTensors& base, const std::string& wdel
   BLZ_ASSIGN_OR_RETURN(formats::WdeltaReader reader, formats::WdeltaReader::Open(wdelta_path));
   std::error_code ec;
   if (std::filesystem::exists(out_dir, ec)) return AlreadyExists(out_dir + ": already exists");
-  DeltaReport report;
-  report.path = wdelta_path;
-  report.version = reader.version();
-  report.strategy = reader.strategy();
-  report.parent_hash = reader.parent_hash();
-  report.file_bytes = reader.file_size();
+  DeltaReport report = ReportOfFile(reader, wdelta_path);
   if (options.verify_base) {
     BLZ_RETURN_IF_ERROR(VerifyParent(reader, base, wdelta_path));
     report.base_verified = true;
@@ -679,7 +686,7 @@ Result<DeltaReport> ApplyDelta(const ModelTensors& base, const std::string& wdel
   for (const LayoutFile& f : layout.files) {
     for (const LayoutTensor& t : f.tensors) {
       placed.insert(t.name);
-      auto n = ElementCount(t.shape);
+      auto n = ShapeElements(t.shape);
       if (n.ok()) total += *n;
     }
   }
@@ -781,12 +788,7 @@ Result<DeltaReport> ApplyDelta(const ModelTensors& base, const std::string& wdel
 
 Result<DeltaReport> DescribeDelta(const std::string& wdelta_path) {
   BLZ_ASSIGN_OR_RETURN(formats::WdeltaReader reader, formats::WdeltaReader::Open(wdelta_path));
-  DeltaReport report;
-  report.path = wdelta_path;
-  report.version = reader.version();
-  report.strategy = reader.strategy();
-  report.parent_hash = reader.parent_hash();
-  report.file_bytes = reader.file_size();
+  DeltaReport report = ReportOfFile(reader, wdelta_path);
   const nlohmann::ordered_json& header = reader.header();
   std::map<std::string, LayoutTensor> layout_tensors;
   nlohmann::ordered_json notes = nlohmann::ordered_json::object();
@@ -824,7 +826,7 @@ Result<DeltaReport> DescribeDelta(const std::string& wdelta_path) {
     r.dtype = lt != layout_tensors.end() ? lt->second.dtype
               : (meta->contains("dtype") && (*meta)["dtype"].is_string()) ? (*meta)["dtype"].get<std::string>()
                                                                          : "";
-    auto count = ElementCount(r.shape);
+    auto count = ShapeElements(r.shape);
     if (count.ok()) r.elements = *count;
     if (notes.contains(n) && notes[n].is_string()) r.note = notes[n];
     report.tensors.push_back(std::move(r));

@@ -235,11 +235,7 @@ Result<formats::WdeltaTensorOut> EncodeLowRank(const std::string& name, std::spa
 
 Status DecodeAddLowRank(const TensorPayload& p, std::span<float> acc) {
   BLZ_RETURN_IF_ERROR(CheckPayloadStrategy(p, "lowrank"));
-  BLZ_ASSIGN_OR_RETURN(std::vector<uint64_t> shape, PayloadShape(p));
-  if (shape.size() < 2) {
-    return Corruption("tensor '" + p.name + "': lowrank \"shape\" has rank " +
-                      std::to_string(shape.size()) + ", expected >= 2");
-  }
+  BLZ_ASSIGN_OR_RETURN(std::vector<uint64_t> shape, PayloadMatrixShape(p, "lowrank"));
   const uint64_t count = *ShapeElements(shape);  // PayloadShape checked it fits
   const uint64_t m = shape[0];
   const uint64_t n = m == 0 ? 0 : count / m;

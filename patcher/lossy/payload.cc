@@ -1,18 +1,7 @@
 #include "patcher/lossy/payload.h"
 
-#include "core/checked.h"
 
 namespace blz::lossy {
-
-Result<uint64_t> ElementCount(const std::vector<uint64_t>& shape) {
-  uint64_t n = 1;
-  for (uint64_t dim : shape) {
-    if (!CheckedMul(n, dim, &n)) {
-      return Status(Code::kInvalidArgument, "element count of the shape overflows 64 bits");
-    }
-  }
-  return n;
-}
 
 Result<TensorPayload> ReadPayload(const formats::WdeltaReader& reader, const std::string& name) {
   auto meta = reader.Meta(name);

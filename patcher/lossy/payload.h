@@ -34,9 +34,6 @@ struct TensorPayload {
 // Fills a TensorPayload for `name` from an open reader (every "_ref" field of its meta).
 Result<TensorPayload> ReadPayload(const formats::WdeltaReader& reader, const std::string& name);
 
-// Product of `shape` (1 for rank 0), kInvalidArgument on overflow.
-Result<uint64_t> ElementCount(const std::vector<uint64_t>& shape);
-
 }  // namespace blz::lossy
 
 #endif  // BLZ_PATCHER_LOSSY_PAYLOAD_H_

@@ -87,6 +87,17 @@ Result<std::vector<uint64_t>> PayloadShape(const TensorPayload& p) {
   return shape;
 }
 
+Result<std::vector<uint64_t>> PayloadMatrixShape(const TensorPayload& p,
+                                                 std::string_view strategy) {
+  BLZ_ASSIGN_OR_RETURN(std::vector<uint64_t> shape, PayloadShape(p));
+  if (shape.size() < 2) {
+    return Corruption("tensor '" + p.name + "': " + std::string(strategy) +
+                      " \"shape\" has rank " + std::to_string(shape.size()) +
+                      ", expected >= 2");
+  }
+  return shape;
+}
+
 Result<uint64_t> PayloadUint(const TensorPayload& p, std::string_view key) {
   auto it = p.meta->find(key);
   uint64_t v = 0;

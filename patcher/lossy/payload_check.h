@@ -17,9 +17,7 @@
 
 namespace blz::lossy {
 
-// Product of `shape` (1 for rank 0), kInvalidArgument on overflow: payload.h's ElementCount,
-// repeated here so that the codecs do not pull payload.cc (and with it the .wdelta reader)
-// into binaries that only encode and decode in memory.
+// Product of `shape` (1 for rank 0), kInvalidArgument on overflow.
 Result<uint64_t> ShapeElements(const std::vector<uint64_t>& shape);
 
 // The meta's "strategy" must be `strategy` (kCorruption otherwise, or if meta is null).
@@ -28,6 +26,9 @@ Status CheckPayloadStrategy(const TensorPayload& p, std::string_view strategy);
 // The meta's "shape": an array of unsigned integers whose product fits 64 bits
 // (kCorruption otherwise).
 Result<std::vector<uint64_t>> PayloadShape(const TensorPayload& p);
+// PayloadShape for a matrix strategy (bitdelta, lowrank): the rank must be >= 2 as well.
+Result<std::vector<uint64_t>> PayloadMatrixShape(const TensorPayload& p,
+                                                 std::string_view strategy);
 
 // An unsigned integer meta key (kCorruption when absent or of another type).
 Result<uint64_t> PayloadUint(const TensorPayload& p, std::string_view key);

@@ -14,6 +14,7 @@
 #include <numeric>
 
 #include "formats/float_convert.h"
+#include "patcher/lossy/payload_check.h"
 
 namespace blz::lossy {
 
@@ -122,7 +123,7 @@ ordered_json ShapeJson(const std::vector<uint64_t>& shape) {
 // Common input checks: element count matches the shape, not empty, every value finite.
 Result<uint64_t> CheckInput(const std::string& name, std::span<const float> d,
                             const std::vector<uint64_t>& shape) {
-  auto n = ElementCount(shape);
+  auto n = ShapeElements(shape);
   if (!n.ok()) return Status(Code::kInvalidArgument, "tensor '" + name + "': " + n.status().message());
   if (*n != d.size()) {
     return Status(Code::kInvalidArgument, "tensor '" + name + "': " + std::to_string(d.size()) +
@@ -362,7 +363,7 @@ class Decoder {
       if (!IsSize(v)) return Corrupt("\"shape\" holds a non-size");
       shape.push_back(v.get<uint64_t>());
     }
-    auto n = ElementCount(shape);
+    auto n = ShapeElements(shape);
     if (!n.ok()) return Corrupt("\"shape\" overflows");
     if (*n != acc_size) {
       return Status(Code::kInvalidArgument, "tensor '" + p_.name + "': " +
