@@ -259,15 +259,25 @@ ojson ParseReport(const std::string& text) {
 
 }  // namespace
 
+std::optional<Registry::CachedBlob> Registry::DeltaFor(const Route& route,
+                                                      const RequestHead& head, DeltaQuery* query,
+                                                      std::string* report, Response* error) {
+  if (!ParseDeltaQuery(route, head, query, error)) return std::nullopt;
+  bool compute_failed = false;
+  Result<CachedBlob> computed = CachedDelta(*query, report, &compute_failed);
+  if (!computed.ok()) {
+    *error = DeltaError(computed.status(), compute_failed, bool(options_.create_delta));
+    return std::nullopt;
+  }
+  return std::move(*computed);
+}
+
 Response Registry::GetDelta(const Route& route, const RequestHead& head) {
   DeltaQuery query;
-  if (Response error; !ParseDeltaQuery(route, head, &query, &error)) return error;
   std::string report;
-  bool compute_failed = false;
-  Result<CachedBlob> computed = CachedDelta(query, &report, &compute_failed);
-  if (!computed.ok()) {
-    return DeltaError(computed.status(), compute_failed, bool(options_.create_delta));
-  }
+  Response error;
+  const std::optional<CachedBlob> computed = DeltaFor(route, head, &query, &report, &error);
+  if (!computed) return error;
   metrics_.RecordComputed(Metrics::Computed::kLossyDelta, computed->hit);
   Response res = ServeFile(computed->blob.path, computed->blob.size, head, kBlzWdeltaMediaType);
   if (res.status < 300) {
@@ -281,13 +291,10 @@ Response Registry::GetDelta(const Route& route, const RequestHead& head) {
 
 Response Registry::GetDeltaReport(const Route& route, const RequestHead& head) {
   DeltaQuery query;
-  if (Response error; !ParseDeltaQuery(route, head, &query, &error)) return error;
   std::string report;
-  bool compute_failed = false;
-  Result<CachedBlob> computed = CachedDelta(query, &report, &compute_failed);
-  if (!computed.ok()) {
-    return DeltaError(computed.status(), compute_failed, bool(options_.create_delta));
-  }
+  Response error;
+  const std::optional<CachedBlob> computed = DeltaFor(route, head, &query, &report, &error);
+  if (!computed) return error;
   const ojson parsed = ParseReport(report);
   ojson doc = {{"digest", computed->blob.digest},
                {"size", computed->blob.size},

@@ -291,6 +291,10 @@ class Registry {
   // like patches (a damaged cached blob is computed again); *report: its report as JSON text.
   Result<CachedBlob> CachedDelta(const DeltaQuery& query, std::string* report,
                                  bool* compute_failed);
+  // ParseDeltaQuery, then CachedDelta (shared by GetDelta and GetDeltaReport): the delta, or
+  // nullopt with the error response in *error.
+  std::optional<CachedBlob> DeltaFor(const Route& route, const RequestHead& head,
+                                     DeltaQuery* query, std::string* report, Response* error);
   // A computed JSON document (value diff, statistics) served from its cached blob, with
   // Docker-Content-Digest and `cache_header`: hit|miss.
   static Response ServeComputedJson(const CachedBlob& computed, const RequestHead& head,
