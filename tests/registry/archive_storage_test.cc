@@ -24,6 +24,7 @@ namespace {
 using testing::BodyOf;
 using testing::ErrorCodeOf;
 using testing::Harness;
+using testing::PushVersion;
 namespace fs = std::filesystem;
 
 // The real patcher; compression only when asked (unless `background`); no grace period, so
@@ -53,13 +54,6 @@ std::string ModelArchive(uint64_t seed, double perturb = 0) {
   return blz::testing::ReadFileBytes(tmp / "model.blz");
 }
 
-std::string Push(Harness* h, const std::string& repo, const std::string& tag,
-                 const std::string& archive) {
-  Response r = h->PutManifest(repo, tag, h->ManifestFor(repo, archive));
-  EXPECT_EQ(r.status, 201) << r.body;
-  return MakeDigest(Sha256Hex(archive));
-}
-
 bool RawStored(Harness& h, const std::string& digest) {
   return h.registry().blobs().Contains(digest);
 }
@@ -85,7 +79,7 @@ std::string FullPatchTarget(const std::string& repo, const std::string& digest) 
 TEST(FullPatchEndpointTest, ComputedOnceVerifiedAndCached) {
   Harness h(StorageOptions());
   const std::string archive = ModelArchive(1);
-  const std::string d = Push(&h, "org/m", "v1", archive);
+  const std::string d = PushVersion(&h, "org/m", "v1", archive);
 
   Response miss = h.Call("GET", FullPatchTarget("org/m", d), "", {}, /*auth=*/false);
   ASSERT_EQ(miss.status, 200) << miss.body;
@@ -125,7 +119,7 @@ TEST(FullPatchEndpointTest, ComputedOnceVerifiedAndCached) {
 
 TEST(FullPatchEndpointTest, Errors) {
   Harness h(StorageOptions());
-  const std::string d = Push(&h, "org/m", "v1", ModelArchive(1));
+  const std::string d = PushVersion(&h, "org/m", "v1", ModelArchive(1));
   const std::string other = MakeDigest(std::string(64, 'a'));
   Response r = h.Call("GET", FullPatchTarget("org/m", other));
   EXPECT_EQ(r.status, 404);
@@ -142,7 +136,7 @@ TEST(FullPatchEndpointTest, Errors) {
 
   // A server without the patcher: 405, and archives stay raw.
   Harness plain;
-  const std::string d2 = Push(&plain, "org/m", "v1", testing::TinyArchive(1));
+  const std::string d2 = PushVersion(&plain, "org/m", "v1", testing::TinyArchive(1));
   r = plain.Call("GET", FullPatchTarget("org/m", d2));
   EXPECT_EQ(r.status, 405);
   EXPECT_EQ(ErrorCodeOf(r), "UNSUPPORTED");
@@ -154,7 +148,7 @@ TEST(FullPatchEndpointTest, Errors) {
 TEST(ArchiveStorageTest, CompressedArchiveIsServedRebuiltWithHeadAndRange) {
   Harness h(StorageOptions());
   const std::string archive = ModelArchive(3);
-  const std::string d = Push(&h, "org/m", "v1", archive);
+  const std::string d = PushVersion(&h, "org/m", "v1", archive);
   const uint64_t before = TreeBytes(h.data() + "/blobs");
 
   Status s = h.registry().storage().Compress(d);
@@ -206,8 +200,8 @@ TEST(ArchiveStorageTest, CompressedArchiveIsServedRebuiltWithHeadAndRange) {
 TEST(ArchiveStorageTest, PatchesBetweenCompressedVersionsAndRepushes) {
   Harness h(StorageOptions(/*background=*/true));
   const std::string a = ModelArchive(5), b = ModelArchive(5, 0.01);
-  const std::string da = Push(&h, "org/m", "v1", a);
-  const std::string db = Push(&h, "org/m", "v2", b);
+  const std::string da = PushVersion(&h, "org/m", "v1", a);
+  const std::string db = PushVersion(&h, "org/m", "v2", b);
   h.registry().storage().WaitIdle();
   EXPECT_FALSE(RawStored(h, da));
   EXPECT_FALSE(RawStored(h, db));
@@ -253,7 +247,7 @@ TEST(ArchiveStorageTest, VerificationFailureKeepsTheRawArchive) {
   };
   Harness h(o);
   const std::string archive = ModelArchive(7);
-  const std::string d = Push(&h, "org/m", "v1", archive);
+  const std::string d = PushVersion(&h, "org/m", "v1", archive);
   const size_t blobs = h.BlobCount();
   Status s = h.registry().storage().Compress(d);
   EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
@@ -277,7 +271,7 @@ TEST(ArchiveStorageTest, RawIsKeptWhenTheRecordedFullPatchWasDamaged) {
   RegistryOptions o = StorageOptions();
   o.storage.verify_on_read_bytes = 0;
   Harness h(o);
-  const std::string d = Push(&h, "org/m", "v1", ModelArchive(15));
+  const std::string d = PushVersion(&h, "org/m", "v1", ModelArchive(15));
   auto full = h.registry().storage().GetFullPatch(d);
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   // The disk damages the full patch after it was verified and recorded: the raw archive must
@@ -299,7 +293,7 @@ TEST(ArchiveStorageTest, RawIsKeptWhenTheRecordedFullPatchWasDamaged) {
 
 TEST(ArchiveStorageTest, DamagedFullPatchIsReplacedBeforeTheRawIsDropped) {
   Harness h(StorageOptions());  // verify on read: the damage is found when the patch is used
-  const std::string d = Push(&h, "org/m", "v1", ModelArchive(16));
+  const std::string d = PushVersion(&h, "org/m", "v1", ModelArchive(16));
   auto full = h.registry().storage().GetFullPatch(d);
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   const std::string good = blz::testing::ReadFileBytes(full->blob.path);
@@ -317,8 +311,8 @@ TEST(ArchiveStorageTest, DamagedFullPatchIsReplacedBeforeTheRawIsDropped) {
 TEST(ArchiveStorageTest, RebuildIsCheckedBeforeItIsPublished) {
   Harness h(StorageOptions());
   const std::string a = ModelArchive(8), b = ModelArchive(9);
-  const std::string da = Push(&h, "org/m", "v1", a);
-  const std::string db = Push(&h, "org/m", "v2", b);
+  const std::string da = PushVersion(&h, "org/m", "v1", a);
+  const std::string db = PushVersion(&h, "org/m", "v2", b);
   ASSERT_TRUE(h.registry().storage().Compress(da).ok());
   ASSERT_TRUE(h.registry().storage().Compress(db).ok());
   auto pa = h.registry().db().FindPatch("", da);
@@ -348,8 +342,8 @@ TEST(ArchiveStorageTest, RebuildIsCheckedBeforeItIsPublished) {
 TEST(ArchiveStorageTest, RestartFinishesInterruptedCompressionsAndCleansLeftovers) {
   Harness h(StorageOptions());
   const std::string a = ModelArchive(10), b = ModelArchive(11);
-  const std::string da = Push(&h, "org/m", "v1", a);
-  const std::string db = Push(&h, "org/m", "v2", b);
+  const std::string da = PushVersion(&h, "org/m", "v1", a);
+  const std::string db = PushVersion(&h, "org/m", "v2", b);
   // a: killed after its full patch was recorded, before the raw blob was deleted.
   ASSERT_TRUE(h.registry().storage().GetFullPatch(da).ok());
   // b: killed before anything was recorded. Leftovers of killed writes:
@@ -377,8 +371,8 @@ TEST(ArchiveStorageTest, RestartFinishesInterruptedCompressionsAndCleansLeftover
 TEST(ArchiveStorageTest, CacheIsBoundedAcrossRestarts) {
   Harness h(StorageOptions());
   const std::string a = ModelArchive(12), b = ModelArchive(13);
-  const std::string da = Push(&h, "org/m", "v1", a);
-  const std::string db = Push(&h, "org/m", "v2", b);
+  const std::string da = PushVersion(&h, "org/m", "v1", a);
+  const std::string db = PushVersion(&h, "org/m", "v2", b);
   ASSERT_TRUE(h.registry().storage().Compress(da).ok());
   ASSERT_TRUE(h.registry().storage().Compress(db).ok());
   ASSERT_EQ(h.Call("GET", "/v2/org/m/blobs/" + da).status, 200);
@@ -412,7 +406,7 @@ TEST(ArchiveStorageTest, CacheIsBoundedAcrossRestarts) {
 
 TEST(ArchiveStorageTest, StatusEndpoint) {
   Harness h(StorageOptions());
-  const std::string d = Push(&h, "org/m", "v1", ModelArchive(14));
+  const std::string d = PushVersion(&h, "org/m", "v1", ModelArchive(14));
   ASSERT_TRUE(h.registry().storage().Compress(d).ok());
   // The storage status is for the admin (registry/auth.h).
   EXPECT_EQ(h.Call("GET", "/v2/_blz/storage", "", {}, /*auth=*/false).status, 401);

@@ -21,6 +21,7 @@ using json = nlohmann::json;
 using testing::BodyOf;
 using testing::ErrorCodeOf;
 using testing::Harness;
+using testing::PushVersion;
 using testing::TinyArchive;
 
 std::string D(const std::string& bytes) { return MakeDigest(Sha256Hex(bytes)); }
@@ -37,13 +38,6 @@ RegistryOptions WithPatches(size_t pad = 0) {
     return WriteFileAtomic(out, "PATCH " + *b + " -> " + *t + std::string(pad, 'x'));
   };
   return o;
-}
-
-std::string Push(Harness* h, const std::string& repo, const std::string& tag,
-                 const std::string& archive) {
-  Response r = h->PutManifest(repo, tag, h->ManifestFor(repo, archive));
-  EXPECT_EQ(r.status, 201) << r.body;
-  return D(archive);
 }
 
 std::string Bases(const std::string& repo, const std::string& to,
@@ -75,10 +69,10 @@ class BaseEndpointTest : public ::testing::Test {
 
 TEST_F(BaseEndpointTest, RanksSameStructureThenSameRepository) {
   Harness h(WithPatches());
-  const std::string t = Push(&h, "org/b", "v2", target_);
-  const std::string here = Push(&h, "org/b", "v1", here_);
-  const std::string there = Push(&h, "org/a", "v1", there_);
-  const std::string other = Push(&h, "org/b", "wide", other_);
+  const std::string t = PushVersion(&h, "org/b", "v2", target_);
+  const std::string here = PushVersion(&h, "org/b", "v1", here_);
+  const std::string there = PushVersion(&h, "org/a", "v1", there_);
+  const std::string other = PushVersion(&h, "org/b", "wide", other_);
 
   Response r = h.Call("GET", Bases("org/b", t, {other, there, unknown_, here, t}), "", {}, false);
   ASSERT_EQ(r.status, 200) << r.body;
@@ -99,9 +93,9 @@ TEST_F(BaseEndpointTest, RanksSameStructureThenSameRepository) {
 
 TEST_F(BaseEndpointTest, AMeasuredPatchBeatsAGuess) {
   Harness h(WithPatches());
-  const std::string t = Push(&h, "org/b", "v2", target_);
-  const std::string here = Push(&h, "org/b", "v1", here_);
-  const std::string there = Push(&h, "org/a", "v1", there_);
+  const std::string t = PushVersion(&h, "org/b", "v2", target_);
+  const std::string here = PushVersion(&h, "org/b", "v1", here_);
+  const std::string there = PushVersion(&h, "org/a", "v1", there_);
   // A patch from the other repository's version is computed (and cached) first.
   Response p = h.Call("GET", "/v2/org/b/blz/patch?from=" + there + "&to=" + t, "", {}, false);
   ASSERT_EQ(p.status, 200) << p.body;
@@ -114,8 +108,8 @@ TEST_F(BaseEndpointTest, AMeasuredPatchBeatsAGuess) {
 
 TEST_F(BaseEndpointTest, PatchFromAVersionOfAnotherRepository) {
   Harness h(WithPatches());
-  const std::string t = Push(&h, "org/b", "v2", target_);
-  const std::string there = Push(&h, "org/a", "v1", there_);
+  const std::string t = PushVersion(&h, "org/b", "v2", target_);
+  const std::string there = PushVersion(&h, "org/a", "v1", there_);
   Response p = h.Call("GET", "/v2/org/b/blz/patch?from=" + there + "&to=" + t, "", {}, false);
   ASSERT_EQ(p.status, 200) << p.body;
   EXPECT_EQ(BodyOf(p), "PATCH " + Sha256Hex(there_) + " -> " + Sha256Hex(target_));
@@ -130,8 +124,8 @@ TEST_F(BaseEndpointTest, PrivateRegistryOffersOnlyReadableBases) {
   RegistryOptions o = WithPatches();
   o.private_mode = true;
   Harness h(o);
-  const std::string t = Push(&h, "org/b", "v2", target_);
-  const std::string there = Push(&h, "org/a", "v1", there_);
+  const std::string t = PushVersion(&h, "org/b", "v2", target_);
+  const std::string there = PushVersion(&h, "org/a", "v1", there_);
   auto token = h.registry().db().CreateToken("b-reader", "org/b:pull", std::nullopt);
   ASSERT_TRUE(token.ok()) << token.status().ToString();
   const Header reader{"Authorization", "Bearer " + *token};
@@ -163,7 +157,7 @@ TEST_F(BaseEndpointTest, PrivateRegistryOffersOnlyReadableBases) {
 
 TEST_F(BaseEndpointTest, RejectsBadQueries) {
   Harness h;
-  const std::string t = Push(&h, "org/b", "v2", target_);
+  const std::string t = PushVersion(&h, "org/b", "v2", target_);
   Response no_to = h.Call("GET", "/v2/org/b/blz/bases", "", {}, false);
   EXPECT_EQ(no_to.status, 400);
   EXPECT_EQ(ErrorCodeOf(no_to), "DIGEST_INVALID");

@@ -23,21 +23,9 @@ using nlohmann::json;
 using testing::BodyOf;
 using testing::ErrorCodeOf;
 using testing::Harness;
+using testing::PushVersion;
+using testing::Json;
 using testing::TinyArchive;
-
-// Pushes `archive` as `repo:tag`; returns its digest.
-std::string Push(Harness* h, const std::string& repo, const std::string& tag,
-                 const std::string& archive) {
-  Response r = h->PutManifest(repo, tag, h->ManifestFor(repo, archive));
-  EXPECT_EQ(r.status, 201) << r.body;
-  return MakeDigest(Sha256Hex(archive));
-}
-
-json Json(const Response& r) {
-  json j = json::parse(BodyOf(r), nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << BodyOf(r);
-  return j;
-}
 
 RegistryOptions WithPatcher() {
   RegistryOptions o;
@@ -61,10 +49,10 @@ Response PollUntilDone(Harness* h, const std::string& target) {
 
 TEST(BrowseRepositoriesTest, SummariesFilterAndPagination) {
   Harness h;
-  const std::string a1 = Push(&h, "a/one", "v1", TinyArchive(1));
-  const std::string a2 = Push(&h, "a/one", "latest", TinyArchive(2));
-  Push(&h, "b/two", "v1", TinyArchive(3));
-  Push(&h, "c/three", "v1", TinyArchive(4));
+  const std::string a1 = PushVersion(&h, "a/one", "v1", TinyArchive(1));
+  const std::string a2 = PushVersion(&h, "a/one", "latest", TinyArchive(2));
+  PushVersion(&h, "b/two", "v1", TinyArchive(3));
+  PushVersion(&h, "c/three", "v1", TinyArchive(4));
 
   Response all = h.Call("GET", "/v2/_blz/repositories");
   ASSERT_EQ(all.status, 200) << all.body;
@@ -109,7 +97,7 @@ TEST(BrowseRepositoriesTest, SummariesFilterAndPagination) {
 
 TEST(BrowseRepositoriesTest, BadPaginationArgumentsAre400) {
   Harness h;
-  Push(&h, "a/one", "v1", TinyArchive(1));
+  PushVersion(&h, "a/one", "v1", TinyArchive(1));
   Response r = h.Call("GET", "/v2/_blz/repositories?n=ten");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(ErrorCodeOf(r), "BAD_REQUEST");
@@ -126,8 +114,8 @@ TEST(BrowseRepositoriesTest, PrivateRegistryListsOnlyWhatTheCallerMayPull) {
   RegistryOptions o;
   o.private_mode = true;
   Harness h(o);
-  Push(&h, "a/one", "v1", TinyArchive(1));
-  Push(&h, "b/two", "v1", TinyArchive(2));
+  PushVersion(&h, "a/one", "v1", TinyArchive(1));
+  PushVersion(&h, "b/two", "v1", TinyArchive(2));
 
   Response anon = h.Call("GET", "/v2/_blz/repositories", "", {}, /*auth=*/false);
   EXPECT_EQ(anon.status, 401);
@@ -154,9 +142,9 @@ TEST(BrowseRepositoriesTest, PrivateRegistryListsOnlyWhatTheCallerMayPull) {
 
 TEST(BrowseVersionsTest, NewestFirstWithPreviousOfTheSameStructure) {
   Harness h(WithPatcher());
-  const std::string v1 = Push(&h, "org/m", "v1", TinyArchive(1, 1));
-  const std::string v2 = Push(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
-  const std::string v3 = Push(&h, "org/m", "v3", TinyArchive(1, 2));  // another structure
+  const std::string v1 = PushVersion(&h, "org/m", "v1", TinyArchive(1, 1));
+  const std::string v2 = PushVersion(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
+  const std::string v3 = PushVersion(&h, "org/m", "v3", TinyArchive(1, 2));  // another structure
   ASSERT_EQ(h.PutManifest("org/m", "stable", h.ManifestFor("org/m", TinyArchive(1, 1, 0.01),
                                                            /*push_blobs=*/false))
                 .status,
@@ -230,7 +218,7 @@ TEST(BrowseVersionsTest, UnknownRepositoryIs404) {
 
 TEST(BrowsePatchReportTest, ErrorPaths) {
   Harness h(WithPatcher());
-  const std::string v1 = Push(&h, "org/m", "v1", TinyArchive(1, 1));
+  const std::string v1 = PushVersion(&h, "org/m", "v1", TinyArchive(1, 1));
   const std::string other = MakeDigest(Sha256Hex(std::string("nothing")));
   Response missing = h.Call("GET", "/v2/org/m/blz/patch-report?to=" + v1);
   EXPECT_EQ(missing.status, 400);
@@ -245,8 +233,8 @@ TEST(BrowsePatchReportTest, ErrorPaths) {
 
 TEST(BrowsePatchReportTest, WithoutAPatcherIsUnsupported) {
   Harness h;  // no create_patch
-  const std::string v1 = Push(&h, "org/m", "v1", TinyArchive(1, 1));
-  const std::string v2 = Push(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
+  const std::string v1 = PushVersion(&h, "org/m", "v1", TinyArchive(1, 1));
+  const std::string v2 = PushVersion(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
   Response r = h.Call("GET", "/v2/org/m/blz/patch-report?from=" + v1 + "&to=" + v2);
   EXPECT_EQ(r.status, 405);
   EXPECT_EQ(ErrorCodeOf(r), "UNSUPPORTED");
@@ -259,8 +247,8 @@ TEST(BrowsePatchReportTest, TinyGpt2FromTheCorpus) {
   ASSERT_TRUE(formats::Pack(corpus + "/tiny-gpt2/base", tmp / "a.blz", &ps).ok());
   ASSERT_TRUE(formats::Pack(corpus + "/tiny-gpt2/ft-v1", tmp / "b.blz", &ps).ok());
   Harness h(WithPatcher());
-  const std::string a = Push(&h, "gpt2", "base", blz::testing::ReadFileBytes(tmp / "a.blz"));
-  const std::string b = Push(&h, "gpt2", "ft", blz::testing::ReadFileBytes(tmp / "b.blz"));
+  const std::string a = PushVersion(&h, "gpt2", "base", blz::testing::ReadFileBytes(tmp / "a.blz"));
+  const std::string b = PushVersion(&h, "gpt2", "ft", blz::testing::ReadFileBytes(tmp / "b.blz"));
   Response r = h.Call("GET", "/v2/gpt2/blz/patch-report?from=" + a + "&to=" + b);
   ASSERT_EQ(r.status, 200) << r.body;
   json rep = Json(r);
@@ -298,7 +286,7 @@ TEST(BrowseVersionTest, FilesTensorsAndMetadata) {
                    {"broken.json", "{not json"},
                    {"deep.json", deep},
                    {"README.md", "# hi"}});
-  const std::string d = Push(&h, "org/m", "v1", archive);
+  const std::string d = PushVersion(&h, "org/m", "v1", archive);
   Response r = h.Call("GET", "/v2/org/m/blz/version?digest=" + d);
   ASSERT_EQ(r.status, 200) << r.body;
   json j = Json(r);
@@ -335,7 +323,7 @@ TEST(BrowseVersionTest, FilesTensorsAndMetadata) {
 
 TEST(BrowseVersionTest, ErrorPaths) {
   Harness h;
-  const std::string d = Push(&h, "org/m", "v1", TinyArchive(1));
+  const std::string d = PushVersion(&h, "org/m", "v1", TinyArchive(1));
   Response none = h.Call("GET", "/v2/org/m/blz/version");
   EXPECT_EQ(none.status, 400);
   EXPECT_EQ(ErrorCodeOf(none), "DIGEST_INVALID");
@@ -356,7 +344,7 @@ TEST(BrowseVersionTest, GgufKeysFromTheCorpus) {
   formats::PackStats ps;
   ASSERT_TRUE(formats::Pack(corpus + "/gguf/ggml-vocab-gpt-2.gguf", tmp / "g.blz", &ps).ok());
   Harness h;
-  const std::string d = Push(&h, "vocab", "v1", blz::testing::ReadFileBytes(tmp / "g.blz"));
+  const std::string d = PushVersion(&h, "vocab", "v1", blz::testing::ReadFileBytes(tmp / "g.blz"));
   Response r = h.Call("GET", "/v2/vocab/blz/version?digest=" + d);
   ASSERT_EQ(r.status, 200) << r.body;
   json j = Json(r);
@@ -376,7 +364,7 @@ TEST(BrowseVersionTest, GgufKeysFromTheCorpus) {
 
 TEST(BrowseStatsTest, ComputedOnceAndCached) {
   Harness h;
-  const std::string d = Push(&h, "org/m", "v1", TinyArchive(1));
+  const std::string d = PushVersion(&h, "org/m", "v1", TinyArchive(1));
   Response miss = h.Call("GET", "/v2/org/m/blz/stats?digest=" + d);
   ASSERT_EQ(miss.status, 200) << BodyOf(miss);
   EXPECT_EQ(miss.Get("Blz-Stats-Cache"), "miss");
@@ -426,8 +414,8 @@ TEST(BrowseAsyncTest, AcceptedWhileComputingThenTheDocument) {
     std::atomic<bool>* flag;
     ~Release() { *flag = true; }
   } release_at_exit{&release};
-  const std::string v1 = Push(&h, "org/m", "v1", TinyArchive(1, 1));
-  const std::string v2 = Push(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
+  const std::string v1 = PushVersion(&h, "org/m", "v1", TinyArchive(1, 1));
+  const std::string v2 = PushVersion(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
   const std::string target =
       "/v2/org/m/blz/patch-report?from=" + v1 + "&to=" + v2 + "&async=1";
 
@@ -466,8 +454,8 @@ TEST(BrowseAsyncTest, ErrorsSurfaceOnceThenARetryComputesAgain) {
   };
   o.async_wait = std::chrono::milliseconds(0);
   Harness h(o);
-  const std::string v1 = Push(&h, "org/m", "v1", TinyArchive(1, 1));
-  const std::string v2 = Push(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
+  const std::string v1 = PushVersion(&h, "org/m", "v1", TinyArchive(1, 1));
+  const std::string v2 = PushVersion(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
   const std::string target =
       "/v2/org/m/blz/patch-report?from=" + v1 + "&to=" + v2 + "&async=1";
   Response failed = PollUntilDone(&h, target);
@@ -482,8 +470,8 @@ TEST(BrowseAsyncTest, ErrorsSurfaceOnceThenARetryComputesAgain) {
 
 TEST(BrowseAsyncTest, ValueDiffAndStatsAcceptAsync) {
   Harness h;  // default async_wait: small computations answer 200 at once
-  const std::string v1 = Push(&h, "org/m", "v1", TinyArchive(1, 1));
-  const std::string v2 = Push(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
+  const std::string v1 = PushVersion(&h, "org/m", "v1", TinyArchive(1, 1));
+  const std::string v2 = PushVersion(&h, "org/m", "v2", TinyArchive(1, 1, 0.01));
   Response diff = PollUntilDone(&h, "/v2/org/m/blz/diff?from=" + v1 + "&to=" + v2 + "&async=1");
   ASSERT_EQ(diff.status, 200) << BodyOf(diff);
   EXPECT_TRUE(Json(diff).contains("values"));

@@ -28,20 +28,9 @@ using nlohmann::json;
 using testing::BodyOf;
 using testing::ErrorCodeOf;
 using testing::Harness;
+using testing::PushVersion;
+using testing::Json;
 using testing::TinyArchive;
-
-std::string Push(Harness* h, const std::string& repo, const std::string& tag,
-                 const std::string& archive) {
-  Response r = h->PutManifest(repo, tag, h->ManifestFor(repo, archive));
-  EXPECT_EQ(r.status, 201) << r.body;
-  return MakeDigest(Sha256Hex(archive));
-}
-
-json Json(const Response& r) {
-  json j = json::parse(BodyOf(r), nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << BodyOf(r);
-  return j;
-}
 
 // A stand-in for CreateDelta: counts its calls, writes bytes that depend on the options and
 // returns a fixed report.
@@ -92,8 +81,8 @@ struct Fixture {
     o.create_delta = fake.Function();
     o.storage.background = false;
     h = std::make_unique<Harness>(std::move(o));
-    v1 = Push(h.get(), "org/m", "v1", TinyArchive(1, 1));
-    v2 = Push(h.get(), "org/m", "v2", TinyArchive(1, 1, 0.01));
+    v1 = PushVersion(h.get(), "org/m", "v1", TinyArchive(1, 1));
+    v2 = PushVersion(h.get(), "org/m", "v2", TinyArchive(1, 1, 0.01));
   }
   std::string Target(const std::string& query, const std::string& endpoint = "delta") const {
     return "/v2/org/m/blz/" + endpoint + "?from=" + v1 + "&to=" + v2 + query;
@@ -171,7 +160,7 @@ TEST(DeltaHandlersTest, UnknownVersionsAre404) {
   EXPECT_EQ(from.status, 404);
   EXPECT_EQ(ErrorCodeOf(from), "MANIFEST_UNKNOWN");
   // `to` must be a version of the repository asked.
-  Push(&h, "org/other", "v1", TinyArchive(7, 1));
+  PushVersion(&h, "org/other", "v1", TinyArchive(7, 1));
   Response elsewhere = h.Call("GET", "/v2/org/other/blz/delta?from=" + f.v1 + "&to=" + f.v2 +
                                          "&strategy=bitdelta");
   EXPECT_EQ(elsewhere.status, 404);
@@ -183,7 +172,7 @@ TEST(DeltaHandlersTest, PrivateRegistryNeedsReadAccessToBothVersions) {
   o.private_mode = true;
   Fixture f(o);
   Harness& h = *f.h;
-  const std::string secret = Push(&h, "hidden/m", "v1", TinyArchive(3, 1));
+  const std::string secret = PushVersion(&h, "hidden/m", "v1", TinyArchive(3, 1));
   Response anon = h.Call("GET", f.Target("&strategy=bitdelta"), "", {}, /*auth=*/false);
   EXPECT_EQ(anon.status, 401);
   auto token = h.registry().db().CreateToken("reader", "org/*:pull", std::nullopt);
@@ -332,8 +321,8 @@ TEST(DeltaHandlersTest, FailuresAreNotCachedAndNameNoServerPaths) {
 
   // A server without a DeltaFunction does not serve deltas.
   Harness plain;
-  const std::string a = Push(&plain, "org/m", "v1", TinyArchive(1, 1));
-  const std::string b = Push(&plain, "org/m", "v2", TinyArchive(1, 1, 0.01));
+  const std::string a = PushVersion(&plain, "org/m", "v1", TinyArchive(1, 1));
+  const std::string b = PushVersion(&plain, "org/m", "v2", TinyArchive(1, 1, 0.01));
   Response none = plain.Call("GET", "/v2/org/m/blz/delta?from=" + a + "&to=" + b +
                                         "&strategy=bitdelta");
   EXPECT_EQ(none.status, 405);

@@ -20,13 +20,7 @@ namespace {
 
 using testing::BodyOf;
 using testing::Harness;
-
-std::string Push(Harness* h, const std::string& repo, const std::string& tag,
-                 const std::string& archive) {
-  Response r = h->PutManifest(repo, tag, h->ManifestFor(repo, archive));
-  EXPECT_EQ(r.status, 201) << r.body;
-  return MakeDigest(Sha256Hex(archive));
-}
+using testing::PushVersion;
 
 // A model big enough for lossy coding (tensors of at least 4096 elements), packed.
 std::string ModelArchive(const blz::testing::TempDir& tmp, const std::string& name,
@@ -52,8 +46,8 @@ TEST(DeltaHandlersRealTest, BitDeltaAppliedToTheBaseHasTheReportedError) {
   blz::testing::TempDir tmp;
   const std::string base = ModelArchive(tmp, "base", 0);
   const std::string target = ModelArchive(tmp, "target", 0.01);
-  const std::string v1 = Push(&h, "org/real", "v1", base);
-  const std::string v2 = Push(&h, "org/real", "v2", target);
+  const std::string v1 = PushVersion(&h, "org/real", "v1", base);
+  const std::string v2 = PushVersion(&h, "org/real", "v2", target);
   Response delta = h.Call("GET", "/v2/org/real/blz/delta?from=" + v1 + "&to=" + v2 +
                                      "&strategy=bitdelta");
   ASSERT_EQ(delta.status, 200) << delta.body;

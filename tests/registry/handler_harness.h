@@ -179,6 +179,21 @@ inline std::string BodyOf(const Response& r) {
   return all.substr(size_t(r.file_offset), size_t(r.file_length));
 }
 
+// Pushes `archive` as `repo:tag` (its manifest PUT must answer 201); returns its digest.
+inline std::string PushVersion(Harness* h, const std::string& repo, const std::string& tag,
+                               const std::string& archive) {
+  Response r = h->PutManifest(repo, tag, h->ManifestFor(repo, archive));
+  EXPECT_EQ(r.status, 201) << r.body;
+  return MakeDigest(Sha256Hex(archive));
+}
+
+// The response body as JSON (a failed expectation, and a discarded value, when it is not).
+inline nlohmann::json Json(const Response& r) {
+  nlohmann::json j = nlohmann::json::parse(BodyOf(r), nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << BodyOf(r);
+  return j;
+}
+
 }  // namespace blz::registry::testing
 
 #endif  // BLZ_TESTS_REGISTRY_HANDLER_HARNESS_H_
