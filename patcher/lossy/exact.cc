@@ -142,22 +142,11 @@ Status DecodeExact(const TensorPayload& p, ByteSpan base, MutableByteSpan out) {
   return Status::Ok();
 }
 
-Result<uint64_t> LosslessBytes(ByteSpan base, ByteSpan target, const std::string& dtype,
-                               uint32_t elem_size) {
-  if (target.empty()) return uint64_t{0};
-  if (!base.empty() && base.size() != target.size()) base = {};
-  const patcher::CodecOptions options = OptionsFor(dtype);
-  auto choice = patcher::ChooseCodec(base, target, elem_size, options);
-  if (!choice.ok()) return choice.status();
-  uint64_t total = 0;
-  for (uint64_t at = 0; at < target.size(); at += patcher::kChunkBytes) {
-    const uint64_t len = std::min<uint64_t>(patcher::kChunkBytes, target.size() - at);
-    auto enc = patcher::EncodeChunkAs(*choice, base.empty() ? ByteSpan{} : base.subspan(at, len),
-                                      target.subspan(at, len), elem_size, options);
-    if (!enc.ok()) return enc.status();
-    total += enc->payload.size();
+uint64_t LosslessBytes(const formats::WdeltaTensorOut& exact) {
+  for (const auto& [field, array] : exact.fields) {
+    if (field == "payload") return array.bytes.size();
   }
-  return total;
+  return 0;
 }
 
 }  // namespace blz::lossy

@@ -35,10 +35,9 @@ Result<formats::WdeltaTensorOut> EncodeExact(const std::string& name, ByteSpan b
 // (ignored unless the meta says with_base). kCorruption naming the tensor and chunk.
 Status DecodeExact(const TensorPayload& p, ByteSpan base, MutableByteSpan out);
 
-// Bytes the lossless patch codec needs for this tensor (the sum of its chunks' payloads):
-// what a lossless blz patch would spend on it, for comparison in reports.
-Result<uint64_t> LosslessBytes(ByteSpan base, ByteSpan target, const std::string& dtype,
-                               uint32_t elem_size);
+// Bytes the lossless patch codec spent on an EncodeExact result (the sum of its chunks'
+// payloads): what a lossless blz patch would spend on the tensor, for comparison in reports.
+uint64_t LosslessBytes(const formats::WdeltaTensorOut& exact);
 
 }  // namespace blz::lossy
 

@@ -219,20 +219,18 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
   BLZ_ASSIGN_OR_RETURN(DType target_dtype, formats::ParseDType(t.dtype));
   const uint32_t elem = formats::DTypeSize(target_dtype);
   ByteSpan base_bytes = (b != nullptr && b->data.size() == t.data.size()) ? b->data : ByteSpan{};
-  BLZ_ASSIGN_OR_RETURN(r.lossless_bytes, LosslessBytes(base_bytes, t.data, t.dtype, elem));
-
-  // The exact encoding, made once: the fallback, and the size lossy results must beat.
+  // The exact encoding, made once: the lossless size in the report, the fallback, and the size
+  // lossy results must beat.
   std::optional<WdeltaTensorOut> exact_out;
-  auto exact_encoding = [&]() -> Result<const WdeltaTensorOut*> {
-    if (!exact_out) {
-      BLZ_ASSIGN_OR_RETURN(WdeltaTensorOut out,
-                           EncodeExact(t.name, base_bytes, t.data, t.dtype, elem, t.shape));
-      exact_out = std::move(out);
-    }
-    return &*exact_out;
-  };
+  {
+    BLZ_ASSIGN_OR_RETURN(WdeltaTensorOut out,
+                         EncodeExact(t.name, base_bytes, t.data, t.dtype, elem, t.shape));
+    r.lossless_bytes = LosslessBytes(out);
+    exact_out = std::move(out);
+  }
+  // Float copies of the target and the base, once made (the fallback below reuses them).
+  std::vector<float> tf, bf;
   auto exact = [&](std::string note) -> Result<Encoded> {
-    BLZ_RETURN_IF_ERROR(exact_encoding().status());
     WdeltaTensorOut out = std::move(*exact_out);
     exact_out.reset();
     r.strategy = "exact";
@@ -242,12 +240,17 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
     if (IsLossyDType(t.dtype)) {
       // Measured like apply measures it: against the base when it has the tensor, else the
       // delta norm is taken against the target itself.
-      BLZ_ASSIGN_OR_RETURN(std::vector<float> tf, ToF32(t));
-      std::vector<float> bf = tf;
-      if (b != nullptr && b->shape == t.shape && IsLossyDType(b->dtype)) {
-        BLZ_ASSIGN_OR_RETURN(bf, ToF32(*b));
+      if (tf.empty()) {
+        BLZ_ASSIGN_OR_RETURN(tf, ToF32(t));
       }
-      e.error.Add(bf, tf, tf);
+      if (b != nullptr && b->shape == t.shape && IsLossyDType(b->dtype)) {
+        if (bf.empty()) {
+          BLZ_ASSIGN_OR_RETURN(bf, ToF32(*b));
+        }
+        e.error.Add(bf, tf, tf);
+      } else {
+        e.error.Add(tf, tf, tf);
+      }
       e.measured = true;
       r.error = e.error.Finish();
     }
@@ -268,8 +271,8 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
                  std::to_string(o.min_lossy_elements) + " elements): stored exact");
   }
 
-  BLZ_ASSIGN_OR_RETURN(std::vector<float> bf, ToF32(*b));
-  BLZ_ASSIGN_OR_RETURN(std::vector<float> tf, ToF32(t));
+  BLZ_ASSIGN_OR_RETURN(bf, ToF32(*b));
+  BLZ_ASSIGN_OR_RETURN(tf, ToF32(t));
   std::vector<float> d(tf.size());
   bool finite = true;
   for (size_t i = 0; i < d.size(); ++i) {
@@ -284,10 +287,9 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
   // size is never chosen (the check below), so the SVD search stops there (EncodeLowRank).
   std::optional<uint64_t> max_rank;
   if (matrix_strategy) {
-    BLZ_ASSIGN_OR_RETURN(const WdeltaTensorOut* ex, exact_encoding());
     const uint64_t rows = t.shape[0];
     const uint64_t cols = rows == 0 ? 0 : t.elements / rows;
-    if (rows + cols > 0) max_rank = TensorOutBytes(*ex) / (4 * (rows + cols));
+    if (rows + cols > 0) max_rank = TensorOutBytes(*exact_out) / (4 * (rows + cols));
   }
   auto too_large = [&]() {
     return "lowrank needs a rank above " + std::to_string(max_rank.value_or(0)) +
@@ -329,8 +331,7 @@ Result<Encoded> EncodeTensor(const ValueTensor& t, const ValueTensor* b, const C
     // high-rank delta, e.g. BF16 rounding noise, can need more bytes than the tensor). The
     // reference's three strategies are kept as asked, so their files stay loadable by it.
     const uint64_t lossy_bytes = TensorOutBytes(chosen->out);
-    BLZ_ASSIGN_OR_RETURN(const WdeltaTensorOut* ex, exact_encoding());
-    if (TensorOutBytes(*ex) <= lossy_bytes) {
+    if (TensorOutBytes(*exact_out) <= lossy_bytes) {
       return exact(MetaStrategy(chosen->out.meta) + " (" + std::to_string(lossy_bytes) +
                    " bytes) is no smaller than exact: stored exact");
     }
@@ -503,10 +504,11 @@ Result<DeltaReport> CreateDelta(const ModelTensors& base, const ModelTensors& ta
   }
   blz["notes"] = std::move(notes);
   file.extra["blz"] = std::move(blz);
-  for (const LayoutFile& f : layout.files) {
+  for (LayoutFile& f : layout.files) {  // the layout is not used past this point
     if (f.kind != "file") continue;
+    const uint64_t size = f.bytes.size();
     file.extra_records.push_back(
-        {{kFileRecordTensor, f.path}, formats::WdeltaArray{"uint8", {f.bytes.size()}, f.bytes}});
+        {{kFileRecordTensor, f.path}, formats::WdeltaArray{"uint8", {size}, std::move(f.bytes)}});
   }
   BLZ_RETURN_IF_ERROR(formats::WriteWdelta(out_path, file));
   report.file_bytes = FileSize(out_path);
