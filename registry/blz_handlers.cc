@@ -80,12 +80,7 @@ Result<Registry::CachedBlob> Registry::CachedPatch(const Route& route, const std
         },
         compute_failed);
   };
-  Result<CachedBlob> computed = compute();
-  // A cached patch damaged on disk is quarantined (verify on read) and computed again.
-  if (computed.ok() && computed->hit &&
-      storage_->CheckStoredBlob(computed->blob).code() == Code::kCorruption) {
-    computed = compute();
-  }
+  Result<CachedBlob> computed = RecomputeIfDamaged(compute);
   if (computed.ok()) {
     if (!computed->hit) patches_computed_.fetch_add(1);
     metrics_.RecordComputed(Metrics::Computed::kPatch, computed->hit);
@@ -154,6 +149,16 @@ bool Registry::ArchiveFile(const std::string& digest, std::string* path, Respons
   }
   *path = blob->path;
   return true;
+}
+
+Result<Registry::CachedBlob> Registry::RecomputeIfDamaged(
+    const std::function<Result<CachedBlob>()>& compute) {
+  Result<CachedBlob> computed = compute();
+  if (computed.ok() && computed->hit &&
+      storage_->CheckStoredBlob(computed->blob).code() == Code::kCorruption) {
+    computed = compute();
+  }
+  return computed;
 }
 
 Result<Registry::CachedBlob> Registry::ComputeCached(

@@ -133,9 +133,11 @@ bool Registry::ParseDeltaQuery(const Route& route, const RequestHead& head, Delt
     }
   }
   const std::optional<std::string> strategy = route.Query("strategy");
-  bool valid = false;
-  for (std::string_view s : kDeltaStrategies) valid = valid || (strategy.has_value() && *strategy == s);
-  if (!valid) {
+  size_t index = std::size(kDeltaStrategies);
+  for (size_t i = 0; i < std::size(kDeltaStrategies); ++i) {
+    if (strategy.has_value() && *strategy == kDeltaStrategies[i]) index = i;
+  }
+  if (index == std::size(kDeltaStrategies)) {
     *error = ErrorResponse(
         OciError::kBadRequest,
         (strategy.has_value() ? "unknown strategy '" + *strategy + "'"
@@ -178,13 +180,10 @@ bool Registry::ParseDeltaQuery(const Route& route, const RequestHead& head, Delt
     }
     query->params += "&" + std::string(o.name) + "=" + NumberText(value);
   }
-  // The same ParseStrategy order as lossy::Strategy (kDeltaStrategies lists it).
-  static constexpr lossy::Strategy kStrategies[] = {
-      lossy::Strategy::kSparse,   lossy::Strategy::kQuantized, lossy::Strategy::kInt4,
-      lossy::Strategy::kBitDelta, lossy::Strategy::kLowRank,   lossy::Strategy::kAuto};
-  for (size_t i = 0; i < std::size(kDeltaStrategies); ++i) {
-    if (kDeltaStrategies[i] == *strategy) options.strategy = kStrategies[i];
-  }
+  // kDeltaStrategies lists the names in lossy::Strategy's order.
+  static_assert(size_t(lossy::Strategy::kSparse) == 0 && size_t(lossy::Strategy::kAuto) == 5 &&
+                std::size(kDeltaStrategies) == 6);
+  options.strategy = lossy::Strategy(index);
   const std::optional<std::string> from = route.Query("from");
   const std::optional<std::string> to = route.Query("to");
   if (!ResolveFromTo(route, head, from, to, kUsage, query->paths, error)) return false;
@@ -227,12 +226,7 @@ Result<Registry::CachedBlob> Registry::CachedDelta(const DeltaQuery& query, std:
         },
         compute_failed);
   };
-  Result<CachedBlob> computed = compute();
-  // A cached delta damaged on disk is quarantined (verify on read) and computed again.
-  if (computed.ok() && computed->hit &&
-      storage_->CheckStoredBlob(computed->blob).code() == Code::kCorruption) {
-    computed = compute();
-  }
+  Result<CachedBlob> computed = RecomputeIfDamaged(compute);
   if (computed.ok() && !computed->hit) deltas_computed_.fetch_add(1);
   return computed;
 }

@@ -285,6 +285,9 @@ class Registry {
   Result<CachedBlob> CachedPatch(const Route& route, const std::string& from,
                                  const std::string& to, const std::string paths[2],
                                  bool* compute_failed);
+  // compute() (a ComputeCached call); when it served a cached blob that is damaged on disk
+  // (CheckStoredBlob quarantines it: verify on read), compute() once more.
+  Result<CachedBlob> RecomputeIfDamaged(const std::function<Result<CachedBlob>()>& compute);
   // The error response for a failed CachedPatch (shared by GetPatch and GetPatchReport).
   Response CachedPatchError(const Status& status, bool compute_failed) const;
   // The lossy delta of `query` (registry/delta_handlers.cc), computed once per key and cached
