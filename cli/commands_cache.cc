@@ -1,7 +1,6 @@
 // The local store (client/local_store.h): `blz ls` (versions held, with their utility),
 // `blz cache prune` (by age, a least-recently-used byte limit, or a budget by utility:
 // client/cache_prune.h) and `blz cache rm` (one version); the automatic budget after a pull.
-#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -23,30 +22,6 @@
 namespace blz::cli {
 namespace {
 
-// "90s", "45m", "12h", "30d", "2w" (a bare number is seconds) -> seconds.
-Result<int64_t> ParseAge(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
-    ++digits;
-  }
-  const std::string unit = text.substr(digits);
-  if (digits == 0 || digits > 9 || unit.size() > 1) {
-    return InvalidArgument("--older-than '" + text + "': expected a number and a unit (s, m, h, "
-                           "d or w), e.g. 30d");
-  }
-  const int64_t n = std::stoll(text.substr(0, digits));
-  switch (unit.empty() ? 's' : unit[0]) {
-    case 's': return n;
-    case 'm': return n * 60;
-    case 'h': return n * 3600;
-    case 'd': return n * 86400;
-    case 'w': return n * 7 * 86400;
-    default:
-      return InvalidArgument("--older-than '" + text + "': unknown unit '" + unit +
-                             "' (s, m, h, d or w)");
-  }
-}
-
 nlohmann::json VersionJson(const client::CachedVersion& v) {
   return {{"digest", v.digest},
           {"size", v.size},
@@ -54,13 +29,16 @@ nlohmann::json VersionJson(const client::CachedVersion& v) {
           {"names", v.names}};
 }
 
+std::string NamesOf(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i > 0 ? " " : "") + names[i];
+  return out.empty() ? "(no name)" : out;
+}
+
 void PrintVersionLine(const client::CachedVersion& v) {
-  std::string names;
-  for (size_t i = 0; i < v.names.size(); ++i) names += (i > 0 ? " " : "") + v.names[i];
-  if (names.empty()) names = "(no name)";
   std::printf("%s  %10s  %s  %s\n", v.digest.substr(0, 19).c_str(),
               client::FormatBytes(v.size).c_str(), FormatRfc3339UtcSeconds(v.last_used).c_str(),
-              Esc(names).c_str());
+              Esc(NamesOf(v.names)).c_str());
 }
 
 Result<client::LocalStore> OpenStore(const std::string& flag_dir) {
@@ -106,12 +84,6 @@ nlohmann::json UtilityJson(const client::VersionUtility& v) {
                       {"base_held", v.base_held}};
   if (!v.reason.empty()) j["reason"] = v.reason;
   return j;
-}
-
-std::string NamesOf(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i) out += (i > 0 ? " " : "") + names[i];
-  return out.empty() ? "(no name)" : out;
 }
 
 // DIGEST SIZE USES SCORE GAIN UTILITY, shared by ls and prune --budget.
@@ -231,7 +203,7 @@ void AddCache(CLI::App& app, std::vector<Command>* commands) {
     client::BudgetRule budget_rule;
     client::PruneRule rule;
     if (!prune_args->older_than.empty()) {
-      BLZ_ASSIGN_OR_RETURN(rule.max_age, ParseAge(prune_args->older_than));
+      BLZ_ASSIGN_OR_RETURN(rule.max_age, client::ParseDuration(prune_args->older_than, "--older-than"));
       if (rule.max_age <= 0) return InvalidArgument("--older-than must be positive");
     }
     rule.max_bytes = prune_args->max_size;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client/manifest.h"
+#include "client/retry.h"
 #include "core/digest.h"
 #include "formats/json_strict.h"
 #include "core/file_util.h"
@@ -682,11 +683,13 @@ Result<nlohmann::json> RegistryClient::GetComputedJson(std::string_view target,
         return Unavailable(std::string(what) + ": the registry is still computing it after " +
                            std::to_string(max_wait.count()) + " s");
       }
-      int64_t after = 1;
-      if (const std::string ra = r.Header("Retry-After"); !ra.empty()) {
-        after = std::clamp<int64_t>(std::atoll(ra.c_str()), 1, 5);
+      // The registry's Retry-After (client/retry.h), kept within 1..5 s.
+      std::chrono::milliseconds after{1000};
+      if (auto ra = ParseRetryAfter(r.Header("Retry-After"), std::chrono::system_clock::now())) {
+        after = std::clamp<std::chrono::milliseconds>(*ra, std::chrono::seconds(1),
+                                                      std::chrono::seconds(5));
       }
-      std::this_thread::sleep_for(std::chrono::seconds(after));
+      std::this_thread::sleep_for(after);
       continue;
     }
     if (r.status != 200) return Fail(r, "pull", what);
