@@ -35,17 +35,6 @@ namespace {
 // Largest archive a manifest may announce (1 TiB).
 constexpr uint64_t kMaxArchiveBytes = 1ull << 40;
 
-class StagingGuard {
- public:
-  explicit StagingGuard(std::string dir) : dir_(std::move(dir)) {}
-  ~StagingGuard() { RemoveAll(dir_); }
-  StagingGuard(const StagingGuard&) = delete;
-  StagingGuard& operator=(const StagingGuard&) = delete;
-
- private:
-  std::string dir_;
-};
-
 std::string ParentOf(const std::string& path) {
   auto pos = path.rfind('/');
   if (pos == std::string::npos) return ".";
@@ -73,29 +62,16 @@ void RemoveStaleUnpackDirs(const std::string& dir) {
   for (const auto& p : stale) RemoveAll(p.string());
 }
 
-// Unpacks into a private temporary directory next to `out_dir`, then renames the result into
-// place, so `out_dir` appears complete or not at all, and a killed run's leftovers are
-// recognizable (".blz-pull-<pid>-*") and removed by the next pull into the same parent.
+// Unpacks into a new directory `out_dir` (BuildDirAtomically).
 Status UnpackAtomically(const std::string& archive_path, const std::string& out_dir,
                         ProgressMode progress) {
-  std::string dir = out_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  const std::string parent = ParentOf(dir);
-  RemoveStaleUnpackDirs(parent);
-  BLZ_ASSIGN_OR_RETURN(std::string tmp,
-                       MakeTempDir(parent, std::string(kUnpackPrefix) +
-                                               std::to_string(::getpid()) + "-"));
-  StagingGuard guard(tmp);
-  BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
-  ProgressMeter meter("unpacking", progress);
-  BLZ_RETURN_IF_ERROR(formats::Unpack(archive, tmp + "/model", meter.Callback()));
-  meter.Finish();
-  const std::string built = tmp + "/model";
-  if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) != 0) {
-    if (errno == EEXIST || errno == ENOTEMPTY) return AlreadyExists(out_dir + ": already exists");
-    return IOError(out_dir + ": cannot rename " + built + " into place: " + std::strerror(errno));
-  }
-  return SyncDir(parent);
+  return BuildDirAtomically(out_dir, [&](const std::string& built) -> Status {
+    BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
+    ProgressMeter meter("unpacking", progress);
+    BLZ_RETURN_IF_ERROR(formats::Unpack(archive, built, meter.Callback()));
+    meter.Finish();
+    return Status::Ok();
+  });
 }
 
 // Checks an archive's data completely, as `blz verify` does (every tensor's xxh3-64 and SHA-256,
@@ -134,17 +110,7 @@ Result<DownloadResult> Fetch(const FetchContext& ctx, DownloadRequest request,
                              const std::string& dest_path, const ProgressFn& progress,
                              PullResult* result) {
   if (!ctx.token.empty()) request.headers.push_back({"Authorization", "Bearer " + ctx.token});
-  DownloadOptions d;
-  d.host = ctx.ref->registry.host;
-  d.port = ctx.ref->registry.port;
-  d.http = ctx.options->http;
-  d.http.tls = ctx.ref->registry.tls;  // the scheme comes from the reference
-  d.registry = ctx.ref->registry.ToString();
-  d.retry = ctx.options->retry;
-  d.parallel = ctx.options->parallel;
-  d.min_part_bytes = ctx.options->min_part_bytes;
-  d.max_part_bytes = ctx.options->max_part_bytes;
-  d.on_retry = ctx.options->on_retry;
+  DownloadOptions d = PullDownloadOptions(*ctx.ref, *ctx.options);
   d.progress = progress;
   std::atomic<uint64_t> received{0};
   d.bytes_counter = &received;
@@ -186,7 +152,7 @@ Status PullViaPatch(const FetchContext& ctx, const ModelManifest& manifest,
   const Reference& ref = *ctx.ref;
   const PullOptions& options = *ctx.options;
   BLZ_ASSIGN_OR_RETURN(std::string staging, store->MakeStagingDir());
-  StagingGuard guard(staging);
+  ScopedRemoveAll guard(staging);
   const std::string patch_path = staging + "/patch.blzpatch";
   const std::string target_path = staging + "/target.blz";
 
@@ -243,7 +209,7 @@ Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
   const Reference& ref = *ctx.ref;
   const PullOptions& options = *ctx.options;
   BLZ_ASSIGN_OR_RETURN(std::string staging, store->MakeStagingDir());
-  StagingGuard guard(staging);
+  ScopedRemoveAll guard(staging);
   const std::string patch_path = staging + "/full.blzpatch";
   const std::string target_path = staging + "/target.blz";
 
@@ -282,6 +248,40 @@ Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
 }
 
 }  // namespace
+
+DownloadOptions PullDownloadOptions(const Reference& ref, const PullOptions& options) {
+  DownloadOptions d;
+  d.host = ref.registry.host;
+  d.port = ref.registry.port;
+  d.http = options.http;
+  d.http.tls = ref.registry.tls;  // the scheme comes from the reference
+  d.registry = ref.registry.ToString();
+  d.retry = options.retry;
+  d.parallel = options.parallel;
+  d.min_part_bytes = options.min_part_bytes;
+  d.max_part_bytes = options.max_part_bytes;
+  d.on_retry = options.on_retry;
+  return d;
+}
+
+Status BuildDirAtomically(const std::string& out_dir,
+                          const std::function<Status(const std::string& built)>& build) {
+  std::string dir = out_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string parent = ParentOf(dir);
+  RemoveStaleUnpackDirs(parent);
+  BLZ_ASSIGN_OR_RETURN(std::string tmp,
+                       MakeTempDir(parent, std::string(kUnpackPrefix) +
+                                               std::to_string(::getpid()) + "-"));
+  ScopedRemoveAll guard(tmp);
+  const std::string built = tmp + "/model";
+  BLZ_RETURN_IF_ERROR(build(built));
+  if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST || errno == ENOTEMPTY) return AlreadyExists(out_dir + ": already exists");
+    return IOError(out_dir + ": cannot rename " + built + " into place: " + std::strerror(errno));
+  }
+  return SyncDir(parent);
+}
 
 Result<ModelManifest> FetchPullManifest(RegistryClient* client, const Reference& ref,
                                         const RetryPolicy& retry, const RetryLogFn& on_retry,
@@ -401,7 +401,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   // 4. The whole archive.
   if (result.archive_path.empty()) {
     BLZ_ASSIGN_OR_RETURN(std::string staging, store.MakeStagingDir());
-    StagingGuard guard(staging);
+    ScopedRemoveAll guard(staging);
     const std::string staged = staging + "/archive.blz";
     ProgressMeter meter("pulling " + Label(ref), options.progress);
     DownloadRequest req;

@@ -34,6 +34,7 @@
 #define BLZ_CLIENT_PULL_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -99,6 +100,18 @@ struct ModelManifest;
 Result<ModelManifest> FetchPullManifest(RegistryClient* client, const Reference& ref,
                                         const RetryPolicy& retry, const RetryLogFn& on_retry,
                                         const std::string& what, std::string* digest);
+
+// The download settings every pull's downloads share: ref's host, port and scheme, and
+// `options`' http, retry, parallel parts and retry log (no progress or byte counter).
+DownloadOptions PullDownloadOptions(const Reference& ref, const PullOptions& options);
+
+// Writes a new directory `out_dir` the way pull -o does: `build` fills a private directory
+// (the path it is given does not exist yet) beside out_dir, which is then renamed into place
+// (RENAME_NOREPLACE) and the parent synced, so out_dir appears complete or not at all. The
+// private directory is ".blz-pull-<pid>-*" and removed on every return; ones left by a killed
+// process are removed first. Errors: build's, kAlreadyExists, kIOError.
+Status BuildDirAtomically(const std::string& out_dir,
+                          const std::function<Status(const std::string& built)>& build);
 
 }  // namespace blz::client
 

@@ -33,24 +33,6 @@ namespace {
 // How long the registry may compute a delta before the pull gives up asking.
 constexpr std::chrono::seconds kMaxComputeWait{6 * 3600};
 
-class DirGuard {
- public:
-  explicit DirGuard(std::string dir) : dir_(std::move(dir)) {}
-  ~DirGuard() { RemoveAll(dir_); }
-  DirGuard(const DirGuard&) = delete;
-  DirGuard& operator=(const DirGuard&) = delete;
-
- private:
-  std::string dir_;
-};
-
-std::string ParentOf(const std::string& path) {
-  auto pos = path.rfind('/');
-  if (pos == std::string::npos) return ".";
-  if (pos == 0) return "/";
-  return path.substr(0, pos);
-}
-
 std::optional<double> NumberAt(const nlohmann::json& doc, const char* key) {
   auto it = doc.find(key);
   if (it == doc.end() || !it->is_number()) return std::nullopt;
@@ -210,7 +192,7 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
   BLZ_ASSIGN_OR_RETURN(FetchLock lock,
                        FetchLock::Acquire(store.dir(), manifest.archive_digest, &waited));
   BLZ_ASSIGN_OR_RETURN(std::string staging, store.MakeStagingDir());
-  DirGuard staging_guard(staging);
+  ScopedRemoveAll staging_guard(staging);
   const std::string wdelta = staging + "/delta.wdelta";
   {
     DownloadRequest req;
@@ -228,17 +210,7 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
     req.expected_digest = result.delta_digest;
     req.expected_size = result.delta_bytes;
     req.max_bytes = result.delta_bytes;
-    DownloadOptions d;
-    d.host = ref.registry.host;
-    d.port = ref.registry.port;
-    d.http = po.http;
-    d.http.tls = ref.registry.tls;
-    d.registry = registry;
-    d.retry = po.retry;
-    d.parallel = po.parallel;
-    d.min_part_bytes = po.min_part_bytes;
-    d.max_part_bytes = po.max_part_bytes;
-    d.on_retry = po.on_retry;
+    DownloadOptions d = PullDownloadOptions(ref, po);
     std::atomic<uint64_t> received{0};
     d.bytes_counter = &received;
     ProgressMeter meter("pulling " + ref.name + " (lossy delta, " + result.strategy + ")",
@@ -255,56 +227,43 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
     }
   }
 
-  // Apply into a staging directory beside the output (same file system), label, rename.
-  const std::string parent = ParentOf(out_dir);
-  BLZ_ASSIGN_OR_RETURN(std::string tmp,
-                       MakeTempDir(parent, ".blz-pull-" + std::to_string(::getpid()) +
-                                               "-lossy-"));
-  DirGuard tmp_guard(tmp);
-  const std::string built = tmp + "/model";
-  {
+  // Apply into a private directory beside the output, label, rename into place.
+  auto opt = [](const std::optional<double>& v) {
+    return v.has_value() && std::isfinite(*v) ? nlohmann::ordered_json(*v)
+                                              : nlohmann::ordered_json(nullptr);
+  };
+  BLZ_RETURN_IF_ERROR(BuildDirAtomically(out_dir, [&](const std::string& built) -> Status {
     BLZ_ASSIGN_OR_RETURN(formats::ModelTensors base,
                          formats::ModelTensors::Open(store.BlobPath(result.base_digest)));
-    lossy::ApplyOptions apply;
-    Result<lossy::DeltaReport> applied = lossy::ApplyDelta(base, wdelta, built, apply);
+    Result<lossy::DeltaReport> applied = lossy::ApplyDelta(base, wdelta, built, {});
     if (!applied.ok()) {
       return applied.status().WithContext("pull --lossy: applying the delta to held base " +
                                           result.base_digest);
     }
     result.output_digest = applied->output_digest;
     result.base_verified = applied->base_verified;
-  }
-  if (result.output_digest == manifest.archive_digest) {
-    return Internal("a lossy reconstruction claims the target's digest");
-  }
-  auto opt = [](const std::optional<double>& v) {
-    return v.has_value() && std::isfinite(*v) ? nlohmann::ordered_json(*v)
-                                              : nlohmann::ordered_json(nullptr);
-  };
-  const nlohmann::ordered_json label = {
-      {"lossy", true},
-      {"warning", "LOSSY reconstruction: an approximation of " + manifest.archive_digest +
-                      ", not that model"},
-      {"reference", result.reference},
-      {"approximates", manifest.archive_digest},
-      {"base", result.base_digest},
-      {"strategy", result.strategy},
-      {"params", result.params},
-      {"delta_digest", result.delta_digest},
-      {"output_digest", result.output_digest},
-      {"error", {{"rel_l2", opt(result.rel_l2)},
-                 {"cosine", opt(result.cosine)},
-                 {"max_abs", opt(result.max_abs)}}},
-      {"delta_bytes", result.delta_bytes},
-      {"lossless_bytes", result.lossless_bytes},
-      {"full_bytes", result.full_bytes}};
-  BLZ_RETURN_IF_ERROR(WriteFileAtomic(built + "/" + kLossyLabelFile, label.dump(2) + "\n"));
-  if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, out_dir.c_str(), RENAME_NOREPLACE) != 0) {
-    if (errno == EEXIST || errno == ENOTEMPTY) return AlreadyExists(out_dir + ": already exists");
-    return IOError(out_dir + ": cannot rename " + built + " into place: " +
-                   std::strerror(errno));
-  }
-  BLZ_RETURN_IF_ERROR(SyncDir(parent));
+    if (result.output_digest == manifest.archive_digest) {
+      return Internal("a lossy reconstruction claims the target's digest");
+    }
+    const nlohmann::ordered_json label = {
+        {"lossy", true},
+        {"warning", "LOSSY reconstruction: an approximation of " + manifest.archive_digest +
+                        ", not that model"},
+        {"reference", result.reference},
+        {"approximates", manifest.archive_digest},
+        {"base", result.base_digest},
+        {"strategy", result.strategy},
+        {"params", result.params},
+        {"delta_digest", result.delta_digest},
+        {"output_digest", result.output_digest},
+        {"error", {{"rel_l2", opt(result.rel_l2)},
+                   {"cosine", opt(result.cosine)},
+                   {"max_abs", opt(result.max_abs)}}},
+        {"delta_bytes", result.delta_bytes},
+        {"lossless_bytes", result.lossless_bytes},
+        {"full_bytes", result.full_bytes}};
+    return WriteFileAtomic(built + "/" + kLossyLabelFile, label.dump(2) + "\n");
+  }));
   result.output = out_dir;
   // The base served this pull: one use of it (client/usage.h); the approximation has none.
   std::string usage_warning;

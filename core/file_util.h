@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <string_view>
 
 #include "core/bytes.h"
@@ -79,6 +80,23 @@ Result<std::string> MakeTempDir(const std::string& parent, std::string_view pref
 
 // Removes a file or directory tree; ignores a missing path.
 void RemoveAll(const std::string& path);
+
+// RemoveAll(path) when it goes out of scope, unless Release() was called first: for staging
+// files and directories that must not outlive a failed operation.
+class ScopedRemoveAll {
+ public:
+  explicit ScopedRemoveAll(std::string path) : path_(std::move(path)) {}
+  ~ScopedRemoveAll() {
+    if (!path_.empty()) RemoveAll(path_);
+  }
+  ScopedRemoveAll(const ScopedRemoveAll&) = delete;
+  ScopedRemoveAll& operator=(const ScopedRemoveAll&) = delete;
+  // Keeps the path (it was renamed into place, say).
+  void Release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
 
 // Is `rel` a safe relative path: not empty, not absolute, no "." / ".." / empty components,
 // no backslashes or NUL? Archive file names must pass this before being joined to a directory.

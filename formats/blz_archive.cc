@@ -1035,12 +1035,7 @@ Status Unpack(const BlzArchive& archive, const std::string& out_dir,
     return NotFound(out_dir + ": parent directory " + parent + " does not exist");
   }
   BLZ_ASSIGN_OR_RETURN(std::string tmp, MakeTempDir(parent, "." + BaseName(dir) + ".unpack-"));
-  struct Cleanup {
-    std::string path;
-    ~Cleanup() {
-      if (!path.empty()) RemoveAll(path);
-    }
-  } cleanup{tmp};
+  ScopedRemoveAll cleanup(tmp);
   if (::chmod(tmp.c_str(), 0755) != 0) {
     return IOError(tmp + ": cannot chmod: " + std::strerror(errno));
   }
@@ -1077,7 +1072,7 @@ Status Unpack(const BlzArchive& archive, const std::string& out_dir,
     if (errno == EEXIST || errno == ENOTEMPTY) return AlreadyExists(out_dir + ": already exists");
     return IOError(out_dir + ": cannot rename " + tmp + " into place: " + std::strerror(errno));
   }
-  cleanup.path.clear();
+  cleanup.Release();
   BLZ_RETURN_IF_ERROR(SyncDir(parent));
   if (progress) progress(work.total, work.total);
   return Status::Ok();

@@ -703,12 +703,7 @@ Result<DeltaReport> ApplyDelta(const ModelTensors& base, const std::string& wdel
   std::filesystem::path parent = out.parent_path().empty() ? "." : out.parent_path();
   BLZ_ASSIGN_OR_RETURN(std::string staging,
                        MakeTempDir(parent.string(), "." + out.filename().string() + ".tmp-"));
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      if (!dir.empty()) RemoveAll(dir);
-    }
-  } cleanup{staging};
+  ScopedRemoveAll cleanup(staging);
 
   ErrorAccumulator model_error;
   bool any_measured = false;
@@ -784,7 +779,7 @@ Result<DeltaReport> ApplyDelta(const ModelTensors& base, const std::string& wdel
   }
   std::filesystem::rename(staging, out, ec);
   if (ec) return IOError(out_dir + ": cannot move the reconstruction into place: " + ec.message());
-  cleanup.dir.clear();
+  cleanup.Release();
   return report;
 }
 
