@@ -23,6 +23,7 @@ using nlohmann::json;
 using testing::BodyOf;
 using testing::ErrorCodeOf;
 using testing::Harness;
+using testing::PollUntilDone;
 using testing::PushVersion;
 using testing::Json;
 using testing::TinyArchive;
@@ -31,18 +32,6 @@ RegistryOptions WithPatcher() {
   RegistryOptions o;
   o.create_patch = PatcherPatchFunction();
   return o;
-}
-
-// GETs `target` until it answers something else than 202 (bounded; no timing assertion).
-Response PollUntilDone(Harness* h, const std::string& target) {
-  Response r;
-  for (int i = 0; i < 6000; ++i) {
-    r = h->Call("GET", target);
-    if (r.status != 202) return r;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ADD_FAILURE() << "still 202 after 6000 polls: " << target;
-  return r;
 }
 
 // ---- /v2/_blz/repositories ----

@@ -28,6 +28,7 @@ using nlohmann::json;
 using testing::BodyOf;
 using testing::ErrorCodeOf;
 using testing::Harness;
+using testing::PollUntilDone;
 using testing::PushVersion;
 using testing::Json;
 using testing::TinyArchive;
@@ -88,18 +89,6 @@ struct Fixture {
     return "/v2/org/m/blz/" + endpoint + "?from=" + v1 + "&to=" + v2 + query;
   }
 };
-
-// GETs `target` until it answers something else than 202 (bounded; no timing assertion).
-Response PollUntilDone(Harness* h, const std::string& target) {
-  Response r;
-  for (int i = 0; i < 6000; ++i) {
-    r = h->Call("GET", target);
-    if (r.status != 202) return r;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ADD_FAILURE() << "still 202 after 6000 polls: " << target;
-  return r;
-}
 
 TEST(DeltaHandlersTest, BadParametersAre400BeforeAnyComputation) {
   Fixture f;

@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -177,6 +179,18 @@ inline std::string BodyOf(const Response& r) {
   std::string all = blz::testing::ReadFileBytes(r.file_path);
   if (r.file_offset > all.size()) return "<offset past end>";
   return all.substr(size_t(r.file_offset), size_t(r.file_length));
+}
+
+// GETs `target` until it answers something else than 202 (bounded; no timing assertion).
+inline Response PollUntilDone(Harness* h, const std::string& target) {
+  Response r;
+  for (int i = 0; i < 6000; ++i) {
+    r = h->Call("GET", target);
+    if (r.status != 202) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ADD_FAILURE() << "still 202 after 6000 polls: " << target;
+  return r;
 }
 
 // Pushes `archive` as `repo:tag` (its manifest PUT must answer 201); returns its digest.
