@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -52,8 +53,11 @@ Result<std::vector<float>> ToF32(const ValueTensor& t) {
   return formats::DecodeToFloat(*t.type, t.data, t.elements, kMaxTensorElements);
 }
 
+static_assert(std::endian::native == std::endian::little, "tensor bytes are little-endian");
+
 // float32 -> the output dtype's bytes, as the reference narrows: F16 and BF16 round to
-// nearest even; a NaN becomes BF16 0x7FC0 (the reference's canonical quiet NaN).
+// nearest even (formats/float_convert.h); a NaN becomes BF16 0x7FC0 (the reference's canonical
+// quiet NaN).
 Result<std::vector<uint8_t>> Narrow(std::span<const float> v, const std::string& dtype) {
   std::vector<uint8_t> out;
   if (dtype == "F32") {
@@ -61,37 +65,27 @@ Result<std::vector<uint8_t>> Narrow(std::span<const float> v, const std::string&
     std::memcpy(out.data(), v.data(), out.size());
     return out;
   }
-  out.resize(v.size() * 2);
-  for (size_t i = 0; i < v.size(); ++i) {
-    uint16_t h;
-    if (dtype == "F16") {
-      h = formats::F32ToF16(v[i]);
-    } else if (std::isnan(v[i])) {
-      h = 0x7FC0;
-    } else {
-      h = formats::F32ToBF16(v[i]);
-    }
-    std::memcpy(out.data() + 2 * i, &h, 2);
-  }
   if (dtype != "F16" && dtype != "BF16") return InvalidArgument("cannot narrow to " + dtype);
+  std::vector<uint16_t> h(v.size());
+  if (dtype == "F16") {
+    BLZ_RETURN_IF_ERROR(formats::ConvertF32ToF16(v, h));
+  } else {
+    BLZ_RETURN_IF_ERROR(formats::ConvertF32ToBF16(v, h));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (std::isnan(v[i])) h[i] = 0x7FC0;
+    }
+  }
+  out.resize(h.size() * 2);
+  std::memcpy(out.data(), h.data(), out.size());  // little-endian host (static_assert above)
   return out;
 }
 
 // The float32 values a narrowed tensor holds (what a reader of the output sees).
-std::vector<float> Widen(const std::vector<uint8_t>& bytes, const std::string& dtype) {
-  std::vector<float> out;
-  if (dtype == "F32") {
-    out.resize(bytes.size() / 4);
-    std::memcpy(out.data(), bytes.data(), bytes.size());
-    return out;
-  }
-  out.resize(bytes.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i) {
-    uint16_t h;
-    std::memcpy(&h, bytes.data() + 2 * i, 2);
-    out[i] = dtype == "F16" ? formats::F16ToF32(h) : formats::BF16ToF32(h);
-  }
-  return out;
+Result<std::vector<float>> Widen(const std::vector<uint8_t>& bytes, const std::string& dtype) {
+  BLZ_ASSIGN_OR_RETURN(DType dt, formats::ParseDType(dtype));
+  const uint32_t size = formats::DTypeSize(dt);
+  return formats::DecodeToFloat(formats::ValueTypeOf(dt), bytes, bytes.size() / size,
+                                kMaxTensorElements);
 }
 
 uint64_t RecordBytes(const std::string& tensor, const std::string& field,
@@ -182,7 +176,7 @@ Result<Candidate> Try(Strategy s, const ValueTensor& t, const std::vector<float>
   std::vector<float> acc = bf;
   BLZ_RETURN_IF_ERROR(DecodeAdd(p, acc));
   BLZ_ASSIGN_OR_RETURN(c.recon_bytes, Narrow(acc, t.dtype));
-  std::vector<float> recon = Widen(c.recon_bytes, t.dtype);
+  BLZ_ASSIGN_OR_RETURN(std::vector<float> recon, Widen(c.recon_bytes, t.dtype));
   c.error.Add(bf, tf, recon);
   c.metrics = c.error.Finish();
   return c;
@@ -593,7 +587,7 @@ Result<Produced> ProduceTensor(const ApplyContext& c, const LayoutTensor& lt) {
   if (tit != c.target.end() && IsLossyDType(lt.dtype) && IsLossyDType(tit->second->dtype) &&
       tit->second->shape == lt.shape) {
     BLZ_ASSIGN_OR_RETURN(std::vector<float> tf, ToF32(*tit->second));
-    std::vector<float> rv = Widen(out.bytes, lt.dtype);
+    BLZ_ASSIGN_OR_RETURN(std::vector<float> rv, Widen(out.bytes, lt.dtype));
     if (bf.empty()) {
       if (b != nullptr && b->shape == lt.shape && IsLossyDType(b->dtype)) {
         BLZ_ASSIGN_OR_RETURN(bf, ToF32(*b));
