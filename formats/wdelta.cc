@@ -9,6 +9,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/bytes.h"
 #include "core/checked.h"
 #include "core/digest.h"
 #include "core/file_util.h"
@@ -25,22 +26,6 @@ constexpr uint64_t kTrailer = 32;   // SHA-256
 bool IsKnownStrategy(std::string_view s) {
   return std::find(std::begin(kWdeltaStrategies), std::end(kWdeltaStrategies), s) !=
          std::end(kWdeltaStrategies);
-}
-
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-uint32_t GetU32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
-uint64_t GetU64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
 }
 
 // --- Python json.dumps(separators=(",", ":"), ensure_ascii=True) ------------------------------
@@ -253,15 +238,15 @@ Result<uint64_t> ArrayBytes(std::string_view dtype, const std::vector<uint64_t>&
 std::string RecordHead(const std::string& tensor, const std::string& field,
                        const WdeltaArray& a) {
   std::string h;
-  PutU32(&h, static_cast<uint32_t>(tensor.size()));
+  AppendLE32(&h, static_cast<uint32_t>(tensor.size()));
   h += tensor;
-  PutU32(&h, static_cast<uint32_t>(field.size()));
+  AppendLE32(&h, static_cast<uint32_t>(field.size()));
   h += field;
-  PutU32(&h, static_cast<uint32_t>(a.dtype.size()));
+  AppendLE32(&h, static_cast<uint32_t>(a.dtype.size()));
   h += a.dtype;
-  PutU32(&h, static_cast<uint32_t>(a.shape.size()));
-  for (uint64_t d : a.shape) PutU64(&h, d);
-  PutU64(&h, a.bytes.size());
+  AppendLE32(&h, static_cast<uint32_t>(a.shape.size()));
+  for (uint64_t d : a.shape) AppendLE64(&h, d);
+  AppendLE64(&h, a.bytes.size());
   return h;
 }
 
@@ -364,8 +349,8 @@ Status WriteWdelta(const std::string& path, const WdeltaFileOut& file) {
     return out->Append(b);
   };
   std::string pre(kWdeltaMagic);
-  PutU32(&pre, file.version);
-  PutU32(&pre, static_cast<uint32_t>(json.size()));
+  AppendLE32(&pre, file.version);
+  AppendLE32(&pre, static_cast<uint32_t>(json.size()));
   pre += json;
   if (Status s = append(AsBytes(std::string_view(pre))); !s.ok()) return s;
   auto write_record = [&](const std::string& tensor, const std::string& field,
@@ -428,7 +413,7 @@ Status ReadLenString(const std::string& path, const uint8_t* base, uint64_t* pos
     return Corrupt(path, *pos, std::string("record truncated: no room for the ") + what +
                                    " length");
   }
-  const uint32_t len = GetU32(base + *pos);
+  const uint32_t len = LoadLE32(base + *pos);
   if (len > cap) {
     return Corrupt(path, *pos, std::string("record ") + what + " length " + std::to_string(len) +
                                    " exceeds the cap of " + std::to_string(cap));
@@ -462,12 +447,12 @@ Result<WdeltaReader> WdeltaReader::Open(const std::string& path) {
   if (std::memcmp(base, kWdeltaMagic.data(), kWdeltaMagic.size()) != 0) {
     return Corrupt(path, 0, "bad magic (not a .wdelta file)");
   }
-  impl->version = GetU32(base + 7);
+  impl->version = LoadLE32(base + 7);
   if (impl->version < kWdeltaMinVersion || impl->version > kWdeltaMaxVersion) {
     return Status(Code::kUnsupported, path + ": byte 7: unsupported .wdelta version " +
                                           std::to_string(impl->version) + " (supported: 1, 2)");
   }
-  const uint64_t header_len = GetU32(base + 11);
+  const uint64_t header_len = LoadLE32(base + 11);
   const uint64_t content_end = size - kTrailer;
   if (header_len > kWdeltaMaxHeaderBytes) {
     return Corrupt(path, 11, "header length " + std::to_string(header_len) +
@@ -528,7 +513,7 @@ Result<WdeltaReader> WdeltaReader::Open(const std::string& path) {
       return s;
     }
     if (content_end - pos < 4) return Corrupt(path, pos, where + " truncated: no ndim");
-    const uint32_t ndim = GetU32(base + pos);
+    const uint32_t ndim = LoadLE32(base + pos);
     if (ndim > kWdeltaMaxNdim) {
       return Corrupt(path, pos, where + ": ndim " + std::to_string(ndim) + " exceeds " +
                                     std::to_string(kWdeltaMaxNdim));
@@ -537,9 +522,9 @@ Result<WdeltaReader> WdeltaReader::Open(const std::string& path) {
     if (content_end - pos < 8ull * ndim + 8) {
       return Corrupt(path, pos, where + " truncated: no room for its shape and byte count");
     }
-    for (uint32_t i = 0; i < ndim; ++i) rec.shape.push_back(GetU64(base + pos + 8ull * i));
+    for (uint32_t i = 0; i < ndim; ++i) rec.shape.push_back(LoadLE64(base + pos + 8ull * i));
     pos += 8ull * ndim;
-    rec.nbytes = GetU64(base + pos);
+    rec.nbytes = LoadLE64(base + pos);
     const uint64_t nbytes_at = pos;
     pos += 8;
     if (rec.nbytes > content_end - pos) {

@@ -20,13 +20,6 @@ Status Bad(const TensorPayload& p, const std::string& what) {
   return Status(Code::kCorruption, "tensor '" + p.name + "' (exact): " + what);
 }
 
-template <typename T>
-void PutLe(std::vector<uint8_t>* out, T v) {
-  uint8_t b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));  // the host is little-endian (static_assert in wdelta.cc)
-  out->insert(out->end(), b, b + sizeof(T));
-}
-
 }  // namespace
 
 Result<formats::WdeltaTensorOut> EncodeExact(const std::string& name, ByteSpan base,
@@ -53,7 +46,9 @@ Result<formats::WdeltaTensorOut> EncodeExact(const std::string& name, ByteSpan b
     auto enc = patcher::EncodeChunkAs(choice, b, target.subspan(at, len), elem_size, options);
     if (!enc.ok()) return enc.status();
     codecs.bytes.push_back(static_cast<uint8_t>(enc->codec));
-    PutLe<int64_t>(&sizes.bytes, static_cast<int64_t>(enc->payload.size()));
+    uint8_t size_le[8];
+    StoreLE64(size_le, enc->payload.size());  // int64, little-endian
+    sizes.bytes.insert(sizes.bytes.end(), size_le, size_le + 8);
     payload.bytes.insert(payload.bytes.end(), enc->payload.begin(), enc->payload.end());
   }
   codecs.shape = {codecs.bytes.size()};

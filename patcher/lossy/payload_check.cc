@@ -23,14 +23,6 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   return s + "]";
 }
 
-uint64_t ItemSize(std::string_view dtype) {
-  if (dtype == "uint8") return 1;
-  if (dtype == "float16") return 2;
-  if (dtype == "float32" || dtype == "int32") return 4;
-  if (dtype == "int64") return 8;
-  return 0;
-}
-
 // A JSON number that is a non-negative integer (parsed files give unsigned, values built in
 // memory may be signed).
 bool AsUint(const nlohmann::ordered_json& v, uint64_t* out) {
@@ -131,8 +123,9 @@ Result<formats::WdeltaArrayView> PayloadField(const TensorPayload& p, std::strin
                       ShapeText(shape));
   }
   auto count = ShapeElements(shape);
+  auto item = formats::WdeltaItemSize(dtype);
   uint64_t bytes = 0;
-  if (!count.ok() || !CheckedMul(*count, ItemSize(dtype), &bytes)) {
+  if (!count.ok() || !item.ok() || !CheckedMul(*count, *item, &bytes)) {
     return Corruption(where + ": byte count overflows 64 bits");
   }
   if (v.bytes.size() != bytes) {
