@@ -18,6 +18,7 @@
 #include "formats/wdelta.h"
 #include "fuzz/fuzz_util.h"
 #include "patcher/lossy/payload.h"
+#include "patcher/lossy/payload_check.h"
 #include "patcher/lossy/wdelta_strategies.h"
 
 namespace {
@@ -77,7 +78,7 @@ bool Exercise(const std::string& bytes) {
       if (!v.is_number_unsigned()) sizes = false;
       else shape.push_back(v.get<uint64_t>());
     }
-    auto count = lossy::ElementCount(shape);
+    auto count = lossy::ShapeElements(shape);
     if (!sizes || !count.ok() || *count > kMaxDecodeElements) continue;
     std::vector<float> acc(*count, 1.0f);
     const std::string strategy = meta["strategy"].get<std::string>();
