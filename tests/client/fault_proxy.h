@@ -6,7 +6,10 @@
 //     later connection at once: the network is gone);
 //   - stall: once `stall_after_total` bytes went downstream in total, forward nothing more
 //     (connections stay open) until Release() or `stall_for` has passed; the stall happens
-//     once.
+//     once. ReleaseByCutting() ends it by closing the stalled connection instead, dropping
+//     whatever the server had sent meanwhile (what a crashed server's peer sees; deterministic,
+//     where a Release() after the server died forwards an amount that depends on how much the
+//     kernel had buffered).
 // Counts the bytes read from the upstream (what the server sent), forwarded downstream and
 // forwarded upstream, and the connections. One thread per connection, poll() with short
 // timeouts; the destructor stops and joins everything.
@@ -85,6 +88,12 @@ class FaultProxy {
 
   // Ends a stall (and disarms it).
   void Release() { released_ = true; }
+  // Ends a stall by cutting the stalled connection (both sides) without forwarding anything
+  // more on it; later connections are forwarded normally.
+  void ReleaseByCutting() {
+    cut_on_release_ = true;
+    released_ = true;
+  }
   // Stops cutting connections from now on.
   void StopCutting() { cutting_disabled_ = true; }
 
@@ -149,6 +158,10 @@ class FaultProxy {
     }
     released_ = true;
     stalled_ = false;
+    if (cut_on_release_) {
+      ++cuts_;
+      return false;
+    }
     return !stop_;
   }
 
@@ -231,6 +244,7 @@ class FaultProxy {
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> released_{false};
+  std::atomic<bool> cut_on_release_{false};
   std::atomic<bool> stalled_{false};
   std::atomic<int64_t> stall_start_ns_{0};  // when the (one) stall began, steady clock ticks
   std::atomic<bool> cutting_disabled_{false};
