@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/, docs/fuzzing.md) with clang in build-fuzz, seeds their
-# corpora and runs each target in turn, then prints a table of target / executions / crashes.
+# corpora and runs the targets (BLZ_FUZZ_JOBS at a time, default one per core), then prints a
+# table of target / executions / crashes.
 # Exits non-zero if any target crashed (the reproducer is under build-fuzz/fuzz-artifacts/).
 #
 #   bash scripts/fuzz.sh short [SECONDS] [TARGET...]  # CI: BLZ_FUZZ_SECONDS (default 20) each
@@ -69,44 +70,71 @@ max_len() {
   esac
 }
 
-results=()
-failed=0
-for t in "${targets[@]}"; do
-  bin="$build/fuzz/fuzz_$t"
-  [ -x "$bin" ] || { echo "fuzz: no target $t" >&2; exit 2; }
-  seeds="$build/fuzz-seeds/$t"
-  corpus="$build/fuzz-corpus/$t"
-  artifacts="$build/fuzz-artifacts/$t"
-  log="$build/fuzz-logs/$t.log"
+# Runs target $1 and writes its table row to $build/fuzz-rows/$1 (and, on a crash, its report to
+# stderr); returns non-zero on a crash, leak, timeout or out-of-memory.
+run_target() {
+  local t=$1
+  local bin="$build/fuzz/fuzz_$t"
+  local seeds="$build/fuzz-seeds/$t"
+  local corpus="$build/fuzz-corpus/$t"
+  local artifacts="$build/fuzz-artifacts/$t"
+  local log="$build/fuzz-logs/$t.log"
   rm -rf "$seeds"
-  mkdir -p "$seeds" "$corpus" "$artifacts" "$(dirname "$log")"
+  mkdir -p "$seeds" "$corpus" "$artifacts" "$(dirname "$log")" "$build/fuzz-rows"
   BLZ_FUZZ_WRITE_SEEDS="$seeds" "$bin" >/dev/null 2>&1
+  local f name
   while IFS= read -r f; do
     [ -n "$f" ] || continue
     name=corpus_$(echo "${f#"$corpus_src"/}" | tr '/' '_')
     head -c 65536 "$f" > "$seeds/$name"
   done < <(corpus_files "$t")
-  dict=()
+  local dict=()
   [ -f "fuzz/$t.dict" ] && dict=("-dict=fuzz/$t.dict")
   echo "fuzz: $t for ${seconds} s ($(ls "$seeds" | wc -l) seeds, $(ls "$corpus" | wc -l) corpus entries)"
-  rc=0
+  local rc=0
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
   nice -n "$nice_level" "$bin" -max_total_time="$seconds" -max_len="$(max_len "$t")" \
     -timeout=30 -rss_limit_mb=2560 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "${dict[@]}" "$corpus" "$seeds" >"$log" 2>&1 || rc=$?
+  local execs crashes
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   crashes=$(find "$artifacts" -type f -newer "$seeds" \( -name 'crash-*' -o -name 'leak-*' \
     -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
   if [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ]; then crashes=1; fi
+  printf '%-18s %8s %12s %10s %8s\n' "fuzz_$t" "$seconds" "${execs:-0}" \
+    "$(ls "$corpus" | wc -l)" "$crashes" > "$build/fuzz-rows/$t"
   if [ "$crashes" -ne 0 ]; then
-    failed=1
     echo "fuzz: $t FAILED (exit $rc); log: $log; artifacts: $artifacts" >&2
     grep -m1 -A30 -E 'ERROR: |runtime error|fuzz property violated|fuzz setup failed' "$log" >&2 || tail -30 "$log" >&2
+    return 1
   fi
-  results+=("$(printf '%-18s %8s %12s %10s %8s' "fuzz_$t" "$seconds" "${execs:-0}" \
-    "$(ls "$corpus" | wc -l)" "$crashes")")
-done
+}
 
+for t in "${targets[@]}"; do
+  [ -x "$build/fuzz/fuzz_$t" ] || { echo "fuzz: no target $t" >&2; exit 2; }
+done
+rm -rf "$build/fuzz-rows"
+# BLZ_FUZZ_JOBS targets at a time (default: one per core), each on its own corpus; libFuzzer
+# itself runs one input at a time, so two targets on two cores take half the wall time.
+jobs=${BLZ_FUZZ_JOBS:-$(nproc)}
+failed=0
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  run_target "$t" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+results=()
+for t in "${targets[@]}"; do
+  results+=("$(cat "$build/fuzz-rows/$t" 2>/dev/null || printf '%-18s %8s %12s %10s %8s' "fuzz_$t" "$seconds" "-" "-" "no result")")
+done
 {
   printf '%-18s %8s %12s %10s %8s\n' target seconds executions corpus crashes
   printf '%s\n' "${results[@]}"
