@@ -438,17 +438,17 @@ TEST_F(CraftedDeltaTest, ExactEmptyShapeIsRefused) {
                                      "is not the tensor's shape [8]"));
 }
 
-// Header and layout agree on [2^40] (8 TiB of I64); the payload holds one 64-byte chunk. Refused
-// before the output is allocated (the old code zeroed the declared size first: under ASan that
-// request aborts the test binary).
+// Header and layout agree on [2^40] (4 TiB of F32) for new_head (exact, no base: 128 bytes of
+// payload). Refused before the output is allocated (the old code zeroed the declared size
+// first: under ASan that request aborts the test binary).
 TEST_F(CraftedDeltaTest, HugeDeclaredExactTensorIsRefusedBeforeAllocating) {
-  RewriteHeader(wd_, R"("position_ids":{"strategy":"exact","shape":[8])",
-                R"("position_ids":{"strategy":"exact","shape":[1099511627776])");
-  RewriteHeader(wd_, R"(["position_ids","I64",[8]])", R"(["position_ids","I64",[1099511627776]])");
+  RewriteHeader(wd_, R"("new_head":{"strategy":"exact","shape":[4,8])",
+                R"("new_head":{"strategy":"exact","shape":[1099511627776])");
+  RewriteHeader(wd_, R"(["new_head","F32",[4,8]])", R"(["new_head","F32",[1099511627776]])");
   Status s = Apply();
   EXPECT_EQ(s.code(), Code::kCorruption);
-  EXPECT_THAT(s.message(), HasSubstr("tensor 'position_ids' (exact): shape [1099511627776] is "
-                                     "8796093022208 bytes, 2097152 chunks of 4194304, but the "
+  EXPECT_THAT(s.message(), HasSubstr("tensor 'new_head' (exact): shape [1099511627776] is "
+                                     "4398046511104 bytes, 1048576 chunks of 4194304, but the "
                                      "file holds 1 chunks"));
 }
 
