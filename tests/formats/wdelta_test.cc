@@ -369,10 +369,7 @@ TEST_F(WdeltaTest, FiftyThousandTensorsRoundTrip) {
   }
   EXPECT_EQ(r->Meta("layers.0.w").status().code(), Code::kNotFound);
 
-  f.tensors.push_back(f.tensors[kTensors / 2]);
-  EXPECT_THAT(WriteWdelta(dir_ / "dup.wdelta", f).message(),
-              HasSubstr("tensor 'layers.25000.w' twice"));
-  // The same duplicate, hand-made: the reader refuses it.
+  // A duplicate among them: the reader refuses it.
   std::string text = blz::testing::ReadFileBytes(path);
   const std::string first = "\"layers.50000.w\"", other = "\"layers.49999.w\"";
   const size_t at = text.find(first);
