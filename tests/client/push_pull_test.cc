@@ -656,11 +656,11 @@ TEST_F(PushPullTest, ParallelPushesOfOneAndOfTwoModelsAllSucceed) {
     Result<PullResult> pulled = Pull(Ref(tag), PullOpts(tmp_ / ("out-" + tag)));
     ASSERT_TRUE(pulled.ok()) << tag << ": " << pulled.status().ToString();
     const std::string model = tag == "two-9" ? "v2" : "v1";
-    EXPECT_EQ(ReadFileBytes(tmp_ / ("out-" + tag) / "model.safetensors"),
-              ReadFileBytes(tmp_ / model / "model.safetensors"))
+    EXPECT_EQ(ReadFileBytes(tmp_ / ("out-" + tag + "/model.safetensors")),
+              ReadFileBytes(tmp_ / (model + "/model.safetensors")))
         << tag;
-    EXPECT_EQ(ReadFileBytes(tmp_ / ("out-" + tag) / "config.json"),
-              ReadFileBytes(tmp_ / model / "config.json"))
+    EXPECT_EQ(ReadFileBytes(tmp_ / ("out-" + tag + "/config.json")),
+              ReadFileBytes(tmp_ / (model + "/config.json")))
         << tag;
   }
   // Once the pushes are done, the next one that keeps an archive leaves only its own.
