@@ -643,11 +643,13 @@ TEST_F(PushPullTest, ParallelPushesOfOneAndOfTwoModelsAllSucceed) {
   // The same model, twice over (the second round may reuse a kept archive).
   for (int round = 0; round < 2; ++round) {
     push_all("same" + std::to_string(round) + "-", [](int) { return std::string("v1"); });
+    if (HasFatalFailure()) return;
   }
   const std::string v1_digest = results[0]->archive_digest;
   for (int i = 0; i < kPushes; ++i) EXPECT_EQ(results[i]->archive_digest, v1_digest);
   // Two models, interleaved.
   push_all("two-", [](int i) { return std::string(i % 2 == 0 ? "v1" : "v2"); });
+  if (HasFatalFailure()) return;
   for (int i = 0; i < kPushes; ++i) {
     EXPECT_EQ(results[i]->archive_digest == v1_digest, i % 2 == 0) << i;
   }
