@@ -74,52 +74,50 @@ Result<ByteSpan> PayloadReader::Bytes(uint64_t n, const char* what) {
   return s;
 }
 
-Status PayloadReader::Stream(MutableByteSpan out, const char* what) {
-  size_t at = pos_;
+Result<PayloadReader::StreamBytes> PayloadReader::NextStream(uint64_t len, const char* what) {
+  const size_t at = pos_;
   BLZ_ASSIGN_OR_RETURN(uint8_t mode, U8(what));
   switch (StreamMode(mode)) {
     case StreamMode::kZero:
-      if (!out.empty()) std::memset(out.data(), 0, out.size());
-      return Status::Ok();
+      return StreamBytes{StreamMode::kZero, {}, at};
     case StreamMode::kRaw: {
-      BLZ_ASSIGN_OR_RETURN(ByteSpan raw, Bytes(out.size(), what));
-      if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
-      return Status::Ok();
+      BLZ_ASSIGN_OR_RETURN(ByteSpan raw, Bytes(len, what));
+      return StreamBytes{StreamMode::kRaw, raw, at};
     }
     case StreamMode::kZstd: {
       BLZ_ASSIGN_OR_RETURN(uint32_t c, U32(what));
       BLZ_ASSIGN_OR_RETURN(ByteSpan frame, Bytes(c, what));
-      Status s = ZstdDecompressExact(frame, out);
-      if (!s.ok()) {
-        return s.WithContext(std::string(what) + " at payload offset " + std::to_string(at));
-      }
-      return Status::Ok();
+      return StreamBytes{StreamMode::kZstd, frame, at};
     }
   }
   return Corruption(std::string(what) + ": unknown stream mode " + std::to_string(mode) +
                     " at payload offset " + std::to_string(at));
 }
 
-Status PayloadReader::SkipStream(uint64_t len, const char* what) {
-  size_t at = pos_;
-  BLZ_ASSIGN_OR_RETURN(uint8_t mode, U8(what));
-  switch (StreamMode(mode)) {
+Status PayloadReader::Stream(MutableByteSpan out, const char* what) {
+  BLZ_ASSIGN_OR_RETURN(StreamBytes s, NextStream(out.size(), what));
+  switch (s.mode) {
     case StreamMode::kZero:
+      if (!out.empty()) std::memset(out.data(), 0, out.size());
       return Status::Ok();
     case StreamMode::kRaw:
-      return Bytes(len, what).status();
-    case StreamMode::kZstd: {
-      BLZ_ASSIGN_OR_RETURN(uint32_t c, U32(what));
-      BLZ_ASSIGN_OR_RETURN(ByteSpan frame, Bytes(c, what));
-      Status s = ZstdCheckFrame(frame, len);
-      if (!s.ok()) {
-        return s.WithContext(std::string(what) + " at payload offset " + std::to_string(at));
-      }
+      if (!s.bytes.empty()) std::memcpy(out.data(), s.bytes.data(), s.bytes.size());
       return Status::Ok();
+    case StreamMode::kZstd: {
+      Status st = ZstdDecompressExact(s.bytes, out);
+      if (st.ok()) return st;
+      return st.WithContext(std::string(what) + " at payload offset " + std::to_string(s.at));
     }
   }
-  return Corruption(std::string(what) + ": unknown stream mode " + std::to_string(mode) +
-                    " at payload offset " + std::to_string(at));
+  return Internal("unreachable stream mode");
+}
+
+Status PayloadReader::SkipStream(uint64_t len, const char* what) {
+  BLZ_ASSIGN_OR_RETURN(StreamBytes s, NextStream(len, what));
+  if (s.mode != StreamMode::kZstd) return Status::Ok();
+  Status st = ZstdCheckFrame(s.bytes, len);
+  if (st.ok()) return st;
+  return st.WithContext(std::string(what) + " at payload offset " + std::to_string(s.at));
 }
 
 Status PayloadReader::ExpectEnd(const char* codec) const {

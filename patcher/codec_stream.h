@@ -39,6 +39,14 @@ class PayloadReader {
   Status ExpectEnd(const char* codec) const;
 
  private:
+  // The next stream's mode and bytes (raw: its `len` bytes; zstd: its frame), the reader past
+  // it; `at` is where it started.
+  struct StreamBytes {
+    StreamMode mode;
+    ByteSpan bytes;
+    size_t at;
+  };
+  Result<StreamBytes> NextStream(uint64_t len, const char* what);
   Status Truncated(const char* what, uint64_t need) const;
   ByteSpan p_;
   size_t pos_ = 0;
