@@ -1,7 +1,7 @@
 // End-to-end: the client's local store is keyed by digest (client/base_choice.h). A base held
 // from one repository serves a pull from another repository and from another name of the same
 // registry; `@sha256:` takes the archive digest push prints; `blz ls`, `blz cache rm|prune` and
-// `blz catalog` work on what was pulled.
+// `blz catalog` work on what was pulled; many `blz push` processes share one store at once.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
