@@ -7,6 +7,7 @@
 //   <dir>/blobs/sha256/<first 2 hex>/<64 hex>   archives, named by the SHA-256 of their bytes
 //   <dir>/repos/<host:port>/<name>/index.json   versions held for that registry+repository
 //   <dir>/tmp/                                  staging area of running operations
+//   <dir>/packed/, <dir>/packed.lock            archives kept by push (client/pack_cache.h)
 //   <dir>/lock                                  flock: shared while a store is open
 //   <dir>/usage.json                            decayed use counts and how each version
 //                                               arrived (client/usage.h; cache prune --budget)

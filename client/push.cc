@@ -8,12 +8,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "client/auth.h"
 #include "client/local_store.h"
 #include "client/manifest.h"
+#include "client/pack_cache.h"
 #include "client/progress.h"
 #include "client/reference.h"
 #include "client/registry_client.h"
@@ -35,20 +35,6 @@ Result<bool> HasArchiveMagic(const std::string& path) {
   ::close(fd);
   return n == ssize_t(sizeof buf) && std::memcmp(buf, kArchiveMagic, sizeof buf) == 0;
 }
-
-// Removes a staging directory when the push ends, however it ends.
-class StagingGuard {
- public:
-  explicit StagingGuard(std::string dir) : dir_(std::move(dir)) {}
-  ~StagingGuard() {
-    if (!dir_.empty()) RemoveAll(dir_);
-  }
-  StagingGuard(const StagingGuard&) = delete;
-  StagingGuard& operator=(const StagingGuard&) = delete;
-
- private:
-  std::string dir_;
-};
 
 // The fingerprint of a pack input (see push.h): 64 hex.
 Result<std::string> InputFingerprint(const std::string& input) {
@@ -81,46 +67,6 @@ Result<std::string> InputFingerprint(const std::string& input) {
   std::string text = "blz-pack-v1\n";
   for (const auto& [rel, line] : entries) text += rel + '\0' + line + '\n';
   return Sha256Hex(text);
-}
-
-// A packed archive kept by an earlier push of the same input, re-hashed; "" when none.
-std::string KeptPack(const std::string& dir, const std::string& fingerprint,
-                     std::string* digest) {
-  const std::string archive = dir + "/" + fingerprint + ".blz";
-  Result<std::string> meta = ReadSmallFile(dir + "/" + fingerprint + ".json", 4096);
-  if (!meta.ok()) return "";
-  nlohmann::json j = nlohmann::json::parse(*meta, nullptr, false);
-  std::string want = j.is_object() ? j.value("digest", "") : "";
-  Result<std::string> hex = Sha256FileHex(archive);
-  if (!ParseDigest(want).ok() || !hex.ok() || MakeDigest(*hex) != want) {
-    RemoveAll(archive);
-    RemoveAll(dir + "/" + fingerprint + ".json");
-    return "";
-  }
-  *digest = want;
-  return archive;
-}
-
-// Moves a freshly packed archive into <store>/packed/ (dropping any other kept one). Returns
-// its new path, or `packed_path` unchanged when it cannot be kept.
-std::string KeepPack(const std::string& dir, const std::string& fingerprint,
-                     const std::string& packed_path, const std::string& digest) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return packed_path;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code rm;
-    std::filesystem::remove(it->path(), rm);
-  }
-  const std::string archive = dir + "/" + fingerprint + ".blz";
-  if (::rename(packed_path.c_str(), archive.c_str()) != 0) return packed_path;
-  if (!WriteFileAtomic(dir + "/" + fingerprint + ".json",
-                       nlohmann::json({{"digest", digest}}).dump() + "\n")
-           .ok()) {
-    RemoveAll(archive);
-    return packed_path;  // gone: the caller's path no longer exists either
-  }
-  return archive;
 }
 
 }  // namespace
@@ -162,12 +108,14 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
       store.emplace(std::move(opened).value());
     }
   }
-  StagingGuard guard(staging);
+  ScopedRemoveAll guard(staging);
+  KeptPack kept;  // held until the push ends (client/pack_cache.h)
   if (!is_archive) {
-    const std::string packed_dir = store->dir() + "/packed";
     BLZ_ASSIGN_OR_RETURN(std::string fingerprint, InputFingerprint(input));
-    archive_path = KeptPack(packed_dir, fingerprint, &result.archive_digest);
-    if (!archive_path.empty()) {
+    kept = FindKeptPack(store->dir(), fingerprint);
+    if (!kept.path().empty()) {
+      archive_path = kept.path();
+      result.archive_digest = kept.digest();
       result.reused_pack = true;
     } else {
       archive_path = staging + "/model.blz";
@@ -180,10 +128,8 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
       result.archive_digest = stats.digest;
       Result<std::string> after = InputFingerprint(input);
       if (after.ok() && *after == fingerprint) {
-        archive_path = KeepPack(packed_dir, fingerprint, archive_path, stats.digest);
-        if (!std::filesystem::exists(archive_path)) {
-          return IOError("push: could not keep the packed archive of " + input);
-        }
+        kept = KeepPack(store->dir(), fingerprint, archive_path, stats.digest);
+        archive_path = kept.path();
       }
     }
   }

@@ -19,7 +19,9 @@
 //   or touch of an input file changes it. It is computed before and after packing, and the
 //   archive is kept only when both agree (the input did not change while being packed). A
 //   kept archive is used only when its SHA-256 still equals the recorded digest (else it is
-//   deleted and the input packed again). One archive is kept at a time.
+//   deleted and the input packed again). Concurrent pushes from one machine (any inputs)
+//   share <store>/packed/ safely: an archive in use is never removed, and a new one replaces
+//   only those no running push uses (client/pack_cache.h).
 #ifndef BLZ_CLIENT_PUSH_H_
 #define BLZ_CLIENT_PUSH_H_
 

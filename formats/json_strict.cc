@@ -1,40 +1,46 @@
 #include "formats/json_strict.h"
 
 #include <string>
+#include <type_traits>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 namespace blz::formats {
 namespace {
 
-using json = nlohmann::json;
-
 // Builds the DOM from nlohmann's SAX events, rejecting duplicate keys and deep nesting as it
-// goes. Every event costs O(log width) at most (one map insertion), so a parse is linear in
-// the text up to that factor. (nlohmann's own callback parser re-scans the parent container at
-// every end of an object, which made a header with n tensors cost O(n^2).)
+// goes. Every event costs O(log width) at most (one map insertion, or for ordered_json one hash
+// set insertion and an append), so a parse is linear in the text up to that factor.
+// (nlohmann's own callback parser re-scans the parent container at every end of an object, and
+// its ordered_json parser looks every key up in the object's vector, linearly: a header with n
+// tensors cost O(n^2) either way.)
 //
-// Pointers on the stack stay valid: an object's members live in a std::map (stable nodes), and
-// an array only grows at its back while none of its elements is open.
+// Pointers on the stack stay valid: an object's members live in a std::map (stable nodes) or,
+// for ordered_json, a vector, which like an array only grows at its back while none of its
+// elements is open.
+template <typename Json>
 class StrictDomBuilder {
  public:
+  using json = Json;
+
   bool null() { return Put(json(nullptr)) != nullptr; }
   bool boolean(bool v) { return Put(json(v)) != nullptr; }
-  bool number_integer(json::number_integer_t v) { return Put(json(v)) != nullptr; }
-  bool number_unsigned(json::number_unsigned_t v) { return Put(json(v)) != nullptr; }
-  bool number_float(json::number_float_t v, const json::string_t& /*text*/) {
+  bool number_integer(typename json::number_integer_t v) { return Put(json(v)) != nullptr; }
+  bool number_unsigned(typename json::number_unsigned_t v) { return Put(json(v)) != nullptr; }
+  bool number_float(typename json::number_float_t v, const typename json::string_t& /*text*/) {
     return Put(json(v)) != nullptr;
   }
-  bool string(json::string_t& v) { return Put(json(std::move(v))) != nullptr; }
-  bool binary(json::binary_t& /*v*/) {
+  bool string(typename json::string_t& v) { return Put(json(std::move(v))) != nullptr; }
+  bool binary(typename json::binary_t& /*v*/) {
     error_ = "binary values are not JSON";
     return false;
   }
-  bool start_object(size_t /*elements*/) { return Open(json::value_t::object); }
-  bool start_array(size_t /*elements*/) { return Open(json::value_t::array); }
+  bool start_object(size_t /*elements*/) { return Open(nlohmann::detail::value_t::object); }
+  bool start_array(size_t /*elements*/) { return Open(nlohmann::detail::value_t::array); }
   bool end_object() { return Close(); }
   bool end_array() { return Close(); }
-  bool key(json::string_t& k) {
+  bool key(typename json::string_t& k) {
     key_ = std::move(k);
     return true;
   }
@@ -61,20 +67,29 @@ class StrictDomBuilder {
     }
     json* top = stack_.back();
     if (top->is_array()) {
-      auto& elements = top->get_ref<json::array_t&>();
+      auto& elements = top->template get_ref<typename json::array_t&>();
       elements.push_back(std::move(v));
       return &elements.back();
     }
-    auto& members = top->get_ref<json::object_t&>();
-    auto [it, inserted] = members.emplace(std::move(key_), std::move(v));
-    if (!inserted) {
-      error_ = "duplicate key \"" + it->first.substr(0, 200) + "\"";
-      return nullptr;
+    auto& members = top->template get_ref<typename json::object_t&>();
+    if constexpr (kOrdered) {
+      if (!keys_.back().insert(key_).second) {
+        error_ = "duplicate key \"" + key_.substr(0, 200) + "\"";
+        return nullptr;
+      }
+      AppendMember(top, std::move(key_), std::move(v));
+      return &members.back().second;
+    } else {
+      auto [it, inserted] = members.emplace(std::move(key_), std::move(v));
+      if (!inserted) {
+        error_ = "duplicate key \"" + it->first.substr(0, 200) + "\"";
+        return nullptr;
+      }
+      return &it->second;
     }
-    return &it->second;
   }
 
-  bool Open(json::value_t type) {
+  bool Open(nlohmann::detail::value_t type) {
     if (stack_.size() >= size_t(kMaxJsonDepth)) {
       error_ = "objects and arrays nest deeper than " + std::to_string(kMaxJsonDepth);
       return false;
@@ -82,16 +97,23 @@ class StrictDomBuilder {
     json* v = Put(json(type));
     if (v == nullptr) return false;
     stack_.push_back(v);
+    if constexpr (kOrdered) keys_.emplace_back();
     return true;
   }
 
   bool Close() {
     if (!stack_.empty()) stack_.pop_back();
+    if constexpr (kOrdered) {
+      if (!keys_.empty()) keys_.pop_back();
+    }
     return true;
   }
 
+  static constexpr bool kOrdered = std::is_same_v<Json, nlohmann::ordered_json>;
+
   json root_;
   std::vector<json*> stack_;
+  std::vector<std::unordered_set<std::string>> keys_;  // ordered_json: per open container
   std::string key_;
   std::string error_;
   bool syntax_error_ = false;
@@ -138,8 +160,10 @@ std::optional<size_t> FindInvalidUtf8(std::string_view text) {
   return std::nullopt;
 }
 
-Result<nlohmann::json> ParseJsonStrict(std::string_view text, std::string_view what,
-                                       uint64_t base_offset) {
+namespace {
+
+template <typename Json>
+Result<Json> ParseStrict(std::string_view text, std::string_view what, uint64_t base_offset) {
   const std::string w(what);
   if (auto bad = FindInvalidUtf8(text)) {
     return Corruption(w + ": not valid UTF-8 at byte offset " +
@@ -156,12 +180,11 @@ Result<nlohmann::json> ParseJsonStrict(std::string_view text, std::string_view w
     return Corruption(w + ": NUL byte at byte offset " + std::to_string(base_offset + nul) +
                       " (JSON text cannot contain one)");
   }
-  StrictDomBuilder builder;
+  StrictDomBuilder<Json> builder;
   bool ok = false;
   try {
-    ok = nlohmann::json::sax_parse(text.begin(), text.end(), &builder,
-                                   nlohmann::json::input_format_t::json, /*strict=*/true,
-                                   /*ignore_comments=*/false);
+    ok = Json::sax_parse(text.begin(), text.end(), &builder, nlohmann::json::input_format_t::json,
+                         /*strict=*/true, /*ignore_comments=*/false);
   } catch (const std::exception& e) {
     return Corruption(w + ": cannot parse JSON: " + e.what());
   }
@@ -174,6 +197,19 @@ Result<nlohmann::json> ParseJsonStrict(std::string_view text, std::string_view w
                       builder.error());
   }
   return Corruption(w + ": " + builder.error());
+}
+
+}  // namespace
+
+Result<nlohmann::json> ParseJsonStrict(std::string_view text, std::string_view what,
+                                       uint64_t base_offset) {
+  return ParseStrict<nlohmann::json>(text, what, base_offset);
+}
+
+Result<nlohmann::ordered_json> ParseJsonStrictOrdered(std::string_view text,
+                                                      std::string_view what,
+                                                      uint64_t base_offset) {
+  return ParseStrict<nlohmann::ordered_json>(text, what, base_offset);
 }
 
 }  // namespace blz::formats

@@ -14,6 +14,8 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
+#include <utility>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +36,22 @@ std::optional<size_t> FindInvalidUtf8(std::string_view text);
 // Errors: kCorruption.
 Result<nlohmann::json> ParseJsonStrict(std::string_view text, std::string_view what,
                                        uint64_t base_offset);
+// The same, keeping every object's keys in document order (nlohmann::ordered_json), still in
+// O(n log n): for headers whose key order matters (.wdelta, formats/wdelta.h).
+Result<nlohmann::ordered_json> ParseJsonStrictOrdered(std::string_view text,
+                                                      std::string_view what,
+                                                      uint64_t base_offset);
+
+// Appends `key`: `value` at the end of the ordered_json object *obj in O(1) (its operator[]
+// and emplace search the object's vector for the key first, O(size): building an object of n
+// keys with them costs O(n^2)). REQUIRES: obj is an object without `key` (the caller knows the
+// keys are distinct).
+inline void AppendMember(nlohmann::ordered_json* obj, std::string key,
+                         nlohmann::ordered_json value) {
+  auto& members = obj->get_ref<nlohmann::ordered_json::object_t&>();
+  static_cast<nlohmann::ordered_json::object_t::Container&>(members).emplace_back(
+      std::move(key), std::move(value));
+}
 
 }  // namespace blz::formats
 

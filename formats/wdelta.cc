@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/bytes.h"
 #include "core/checked.h"
@@ -289,10 +290,11 @@ Status WriteWdelta(const std::string& path, const WdeltaFileOut& file) {
   header["strategy"] = file.strategy;
   header["tensors"] = nlohmann::ordered_json::object();
   auto& tensors = header["tensors"];
+  std::unordered_set<std::string> names;  // tensors' lookups are linear: O(n^2) for n tensors
   std::unordered_map<std::string, int> seen_records;
   for (const auto& t : file.tensors) {
     const std::string where = "tensor '" + t.name + "'";
-    if (tensors.contains(t.name)) return Status(Code::kInvalidArgument, where + " twice");
+    if (!names.insert(t.name).second) return Status(Code::kInvalidArgument, where + " twice");
     if (!t.meta.is_object() || !t.meta.contains("strategy") || !t.meta.contains("shape") ||
         !t.meta.contains("dtype")) {
       return Status(Code::kInvalidArgument, where + ": meta lacks strategy, shape or dtype");
@@ -310,7 +312,7 @@ Status WriteWdelta(const std::string& path, const WdeltaFileOut& file) {
       obj[field] = nlohmann::ordered_json{{"_ref", field}};
       seen_records[std::to_string(t.name.size()) + ":" + t.name + field] = 1;
     }
-    tensors[t.name] = std::move(obj);
+    AppendMember(&tensors, t.name, std::move(obj));
   }
   for (const auto& [key, value] : file.extra.items()) {
     if (header.contains(key)) {
@@ -319,7 +321,7 @@ Status WriteWdelta(const std::string& path, const WdeltaFileOut& file) {
     header[key] = value;
   }
   for (const auto& [id, array] : file.extra_records) {
-    if (tensors.contains(id.first)) {
+    if (names.contains(id.first)) {
       return Status(Code::kInvalidArgument,
                     "extra record of tensor '" + id.first + "', which is in the header");
     }
@@ -390,6 +392,8 @@ struct WdeltaReader::Impl {
   std::vector<std::string> names;
   std::unordered_map<std::string, Record> records;       // RecordKey -> record
   std::unordered_map<std::string, uint64_t> tensor_bytes;  // tensor -> its records' bytes
+  // tensor -> its header object (ordered_json's own find is a linear scan)
+  std::unordered_map<std::string_view, const nlohmann::ordered_json*> metas;
 
   static std::string RecordKey(std::string_view tensor, std::string_view field) {
     std::string k = std::to_string(tensor.size());
@@ -465,12 +469,13 @@ Result<WdeltaReader> WdeltaReader::Open(const std::string& path) {
   }
   const std::string_view text(reinterpret_cast<const char*>(base + kPreamble), header_len);
   {
-    auto strict = ParseJsonStrict(text, path + ": header", kPreamble);
+    // Strict (no duplicate keys), in key order, in O(n log n): nlohmann's own ordered_json
+    // parse looks every key up linearly, O(n^2) in the tensor count.
+    auto strict = ParseJsonStrictOrdered(text, path + ": header", kPreamble);
     if (!strict.ok()) return strict.status();
+    impl->header = std::move(*strict);
   }
-  impl->header = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   const auto& h = impl->header;
-  if (h.is_discarded()) return Corrupt(path, kPreamble, "header is not JSON");
   if (!h.is_object()) return Corrupt(path, kPreamble, "header is not a JSON object");
   for (const char* key : {"parent_hash", "strategy"}) {
     if (!h.contains(key) || !h[key].is_string()) {
@@ -482,11 +487,14 @@ Result<WdeltaReader> WdeltaReader::Open(const std::string& path) {
   }
   impl->parent_hash = h["parent_hash"].get<std::string>();
   impl->strategy = h["strategy"].get<std::string>();
-  for (const auto& [name, meta] : h["tensors"].items()) {
+  impl->names.reserve(h["tensors"].size());
+  impl->metas.reserve(h["tensors"].size());
+  for (const auto& [name, meta] : h["tensors"].get_ref<const nlohmann::ordered_json::object_t&>()) {
     if (!meta.is_object()) {
       return Corrupt(path, kPreamble, "header tensor '" + name + "' is not an object");
     }
     impl->names.push_back(name);
+    impl->metas.emplace(name, &meta);  // the header is not modified after this
   }
 
   // Records.
@@ -566,7 +574,7 @@ Result<WdeltaReader> WdeltaReader::Open(const std::string& path) {
                   path + ": byte " + std::to_string(kPreamble) + ": unknown strategy '" +
                       impl->strategy + "'");
   }
-  for (const auto& [name, meta] : h["tensors"].items()) {
+  for (const auto& [name, meta] : h["tensors"].get_ref<const nlohmann::ordered_json::object_t&>()) {
     const std::string where = path + ": byte " + std::to_string(kPreamble) + ": tensor '" +
                               name + "'";
     if (!meta.contains("strategy") || !meta["strategy"].is_string()) {
@@ -614,12 +622,11 @@ const std::vector<std::string>& WdeltaReader::names() const { return impl_->name
 uint64_t WdeltaReader::file_size() const { return impl_->map.size(); }
 
 Result<const nlohmann::ordered_json*> WdeltaReader::Meta(std::string_view name) const {
-  const auto& tensors = impl_->header["tensors"];
-  auto it = tensors.find(std::string(name));
-  if (it == tensors.end()) {
+  auto it = impl_->metas.find(name);
+  if (it == impl_->metas.end()) {
     return Status(Code::kNotFound, impl_->path + ": no tensor '" + std::string(name) + "'");
   }
-  return &*it;
+  return it->second;
 }
 
 Result<WdeltaArrayView> WdeltaReader::Field(std::string_view tensor, std::string_view field) const {

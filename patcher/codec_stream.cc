@@ -74,30 +74,50 @@ Result<ByteSpan> PayloadReader::Bytes(uint64_t n, const char* what) {
   return s;
 }
 
-Status PayloadReader::Stream(MutableByteSpan out, const char* what) {
-  size_t at = pos_;
+Result<PayloadReader::StreamBytes> PayloadReader::NextStream(uint64_t len, const char* what) {
+  const size_t at = pos_;
   BLZ_ASSIGN_OR_RETURN(uint8_t mode, U8(what));
   switch (StreamMode(mode)) {
     case StreamMode::kZero:
-      if (!out.empty()) std::memset(out.data(), 0, out.size());
-      return Status::Ok();
+      return StreamBytes{StreamMode::kZero, {}, at};
     case StreamMode::kRaw: {
-      BLZ_ASSIGN_OR_RETURN(ByteSpan raw, Bytes(out.size(), what));
-      if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
-      return Status::Ok();
+      BLZ_ASSIGN_OR_RETURN(ByteSpan raw, Bytes(len, what));
+      return StreamBytes{StreamMode::kRaw, raw, at};
     }
     case StreamMode::kZstd: {
       BLZ_ASSIGN_OR_RETURN(uint32_t c, U32(what));
       BLZ_ASSIGN_OR_RETURN(ByteSpan frame, Bytes(c, what));
-      Status s = ZstdDecompressExact(frame, out);
-      if (!s.ok()) {
-        return s.WithContext(std::string(what) + " at payload offset " + std::to_string(at));
-      }
-      return Status::Ok();
+      return StreamBytes{StreamMode::kZstd, frame, at};
     }
   }
   return Corruption(std::string(what) + ": unknown stream mode " + std::to_string(mode) +
                     " at payload offset " + std::to_string(at));
+}
+
+Status PayloadReader::Stream(MutableByteSpan out, const char* what) {
+  BLZ_ASSIGN_OR_RETURN(StreamBytes s, NextStream(out.size(), what));
+  switch (s.mode) {
+    case StreamMode::kZero:
+      if (!out.empty()) std::memset(out.data(), 0, out.size());
+      return Status::Ok();
+    case StreamMode::kRaw:
+      if (!s.bytes.empty()) std::memcpy(out.data(), s.bytes.data(), s.bytes.size());
+      return Status::Ok();
+    case StreamMode::kZstd: {
+      Status st = ZstdDecompressExact(s.bytes, out);
+      if (st.ok()) return st;
+      return st.WithContext(std::string(what) + " at payload offset " + std::to_string(s.at));
+    }
+  }
+  return Internal("unreachable stream mode");
+}
+
+Status PayloadReader::SkipStream(uint64_t len, const char* what) {
+  BLZ_ASSIGN_OR_RETURN(StreamBytes s, NextStream(len, what));
+  if (s.mode != StreamMode::kZstd) return Status::Ok();
+  Status st = ZstdCheckFrame(s.bytes, len);
+  if (st.ok()) return st;
+  return st.WithContext(std::string(what) + " at payload offset " + std::to_string(s.at));
 }
 
 Status PayloadReader::ExpectEnd(const char* codec) const {
@@ -112,6 +132,46 @@ Status PayloadReader::Truncated(const char* what, uint64_t need) const {
   return Corruption(std::string(what) + ": payload truncated at offset " + std::to_string(pos_) +
                     " (need " + std::to_string(need) + " bytes, " + std::to_string(left()) +
                     " left)");
+}
+
+namespace {
+
+Status CheckElemByte(PayloadReader& r, uint32_t e, const char* codec) {
+  BLZ_ASSIGN_OR_RETURN(uint8_t stored, r.U8(codec));
+  if (stored != e) {
+    return Corruption(std::string(codec) + " payload element size " + std::to_string(stored) +
+                      " != expected " + std::to_string(e));
+  }
+  return Status::Ok();
+}
+
+Status CheckCount(PayloadReader& r, size_t n, const char* codec) {
+  BLZ_ASSIGN_OR_RETURN(uint32_t stored, r.U32(codec));
+  if (stored != n) {
+    return Corruption(std::string(codec) + " payload has " + std::to_string(stored) +
+                      " elements, the chunk " + std::to_string(n));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckBase(uint64_t base_size, uint64_t out_size, const char* codec) {
+  if (base_size != out_size) {
+    return Corruption(std::string(codec) + " chunk needs a base of " + std::to_string(out_size) +
+                      " bytes, got " + std::to_string(base_size));
+  }
+  return Status::Ok();
+}
+
+Result<size_t> ReadPayloadHeader(PayloadReader& r, const std::string& codec, bool needs_base,
+                                 bool has_count, uint64_t base_size, uint64_t out_size,
+                                 uint32_t e) {
+  if (needs_base) BLZ_RETURN_IF_ERROR(CheckBase(base_size, out_size, codec.c_str()));
+  BLZ_RETURN_IF_ERROR(CheckElemByte(r, e, (codec + " element size").c_str()));
+  const size_t n = out_size / e;
+  if (has_count) BLZ_RETURN_IF_ERROR(CheckCount(r, n, (codec + " element count").c_str()));
+  return n;
 }
 
 }  // namespace blz::patcher::internal

@@ -31,14 +31,38 @@ class PayloadReader {
   Result<ByteSpan> Bytes(uint64_t n, const char* what);
   // Decodes one stream of exactly out.size() bytes into `out`.
   Status Stream(MutableByteSpan out, const char* what);
+  // Steps over one stream of `len` decoded bytes, checking what it declares without decoding
+  // it: its mode, that a raw one holds `len` bytes, that a zstd one is one frame whose header
+  // records content size `len`.
+  Status SkipStream(uint64_t len, const char* what);
   // kCorruption if bytes are left.
   Status ExpectEnd(const char* codec) const;
 
  private:
+  // The next stream's mode and bytes (raw: its `len` bytes; zstd: its frame), the reader past
+  // it; `at` is where it started.
+  struct StreamBytes {
+    StreamMode mode;
+    ByteSpan bytes;
+    size_t at;
+  };
+  Result<StreamBytes> NextStream(uint64_t len, const char* what);
   Status Truncated(const char* what, uint64_t need) const;
   ByteSpan p_;
   size_t pos_ = 0;
 };
+
+// A codec that rebuilds a chunk from the base needs a base of exactly the chunk's size:
+// kCorruption naming `codec` otherwise.
+Status CheckBase(uint64_t base_size, uint64_t out_size, const char* codec);
+
+// The start of decoding codecs 2-5 (and of checking them, CheckChunkPayload): with
+// `needs_base`, the base must be as long as the chunk (out_size bytes); then the payload's
+// header (u8 E, and with `has_count` u32 n) must match the chunk. Returns n = out_size / E,
+// the number of whole elements, with `r` past the header. kCorruption naming `codec`.
+Result<size_t> ReadPayloadHeader(PayloadReader& r, const std::string& codec, bool needs_base,
+                                 bool has_count, uint64_t base_size, uint64_t out_size,
+                                 uint32_t e);
 
 // A per-thread scratch buffer of at least `n` bytes for slot `slot` (0..3). Kept between calls
 // (chunks are at most kChunkBytes, so it stays bounded); different slots never alias.

@@ -56,7 +56,7 @@ Result<uint64_t> ZstdCompressedSize(ByteSpan src, int level) {
   return uint64_t(n);
 }
 
-Status ZstdDecompressExact(ByteSpan frame, MutableByteSpan out) {
+Status ZstdCheckFrame(ByteSpan frame, uint64_t content_size) {
   size_t frame_size = ZSTD_findFrameCompressedSize(frame.data(), frame.size());
   if (ZSTD_isError(frame_size) || frame_size != frame.size()) {
     return Corruption("zstd stream of " + std::to_string(frame.size()) +
@@ -66,10 +66,15 @@ Status ZstdDecompressExact(ByteSpan frame, MutableByteSpan out) {
   if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR) {
     return Corruption("zstd frame header has no valid content size");
   }
-  if (content != out.size()) {
+  if (content != content_size) {
     return Corruption("zstd frame content size " + std::to_string(content) + " != expected " +
-                      std::to_string(out.size()));
+                      std::to_string(content_size));
   }
+  return Status::Ok();
+}
+
+Status ZstdDecompressExact(ByteSpan frame, MutableByteSpan out) {
+  BLZ_RETURN_IF_ERROR(ZstdCheckFrame(frame, out.size()));
   ZSTD_DCtx* dctx = ThreadDCtx();
   if (dctx == nullptr) return Internal("zstd: cannot create a decompression context");
   size_t n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), frame.data(), frame.size());

@@ -19,9 +19,13 @@ Status ZstdCompressAppend(ByteSpan src, int level, std::string* out);
 // Size of the zstd frame of `src` at `level`, without keeping it (for estimates).
 Result<uint64_t> ZstdCompressedSize(ByteSpan src, int level);
 
+// Checks, without decompressing, that `frame` is exactly one zstd frame (no trailing bytes)
+// whose header records content size `content_size`. kCorruption otherwise.
+Status ZstdCheckFrame(ByteSpan frame, uint64_t content_size);
+
 // Decodes `frame`, which must be exactly one zstd frame (no trailing bytes) whose header
 // records a content size equal to out.size(), into `out`. kCorruption otherwise; the content
-// size is checked before anything is decompressed.
+// size is checked before anything is decompressed (ZstdCheckFrame).
 Status ZstdDecompressExact(ByteSpan frame, MutableByteSpan out);
 
 }  // namespace blz::patcher::internal

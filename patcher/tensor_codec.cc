@@ -87,7 +87,9 @@ static_assert(std::endian::native == std::endian::little,
               "the codecs load little-endian elements with memcpy");
 
 using internal::AppendStream;
+using internal::CheckBase;
 using internal::PayloadReader;
+using internal::ReadPayloadHeader;
 using internal::Scratch;
 using internal::ZstdCompressAppend;
 using internal::ZstdDecompressExact;
@@ -184,50 +186,13 @@ Status ReadPlanes(PayloadReader& r, uint8_t* planes, size_t n, uint32_t e, const
   return Status::Ok();
 }
 
-Status CheckElemByte(PayloadReader& r, uint32_t e, const char* codec) {
-  BLZ_ASSIGN_OR_RETURN(uint8_t stored, r.U8(codec));
-  if (stored != e) {
-    return Corruption(std::string(codec) + " payload element size " + std::to_string(stored) +
-                      " != expected " + std::to_string(e));
-  }
-  return Status::Ok();
-}
-// Writes / checks the element count of codecs 3, 4, 5.
+// Writes the element count of codecs 3, 4, 5 (checked by ReadPayloadHeader).
 Status AppendCount(size_t n, const char* codec, std::string* out) {
   if (n > UINT32_MAX) {
     return InvalidArgument(std::string(codec) + ": chunk has more than 2^32 elements");
   }
   AppendLE32(out, uint32_t(n));
   return Status::Ok();
-}
-Status CheckCount(PayloadReader& r, size_t n, const char* codec) {
-  BLZ_ASSIGN_OR_RETURN(uint32_t stored, r.U32(codec));
-  if (stored != n) {
-    return Corruption(std::string(codec) + " payload has " + std::to_string(stored) +
-                      " elements, the chunk " + std::to_string(n));
-  }
-  return Status::Ok();
-}
-
-Status CheckBase(ByteSpan base, MutableByteSpan out, const char* codec) {
-  if (base.size() != out.size()) {
-    return Corruption(std::string(codec) + " chunk needs a base of " +
-                      std::to_string(out.size()) + " bytes, got " + std::to_string(base.size()));
-  }
-  return Status::Ok();
-}
-
-// The start of decoding codecs 2-5: with `needs_base`, the base must be as long as the chunk;
-// then the payload's header (u8 E, and with `has_count` u32 n) must match the chunk. Returns n,
-// the number of whole elements, with `r` past the header.
-Result<size_t> ReadPayloadHeader(PayloadReader& r, const std::string& codec, bool needs_base,
-                                 bool has_count, ByteSpan base, MutableByteSpan out,
-                                 uint32_t e) {
-  if (needs_base) BLZ_RETURN_IF_ERROR(CheckBase(base, out, codec.c_str()));
-  BLZ_RETURN_IF_ERROR(CheckElemByte(r, e, (codec + " element size").c_str()));
-  const size_t n = out.size() / e;
-  if (has_count) BLZ_RETURN_IF_ERROR(CheckCount(r, n, (codec + " element count").c_str()));
-  return n;
 }
 void AppendXorTail(ByteSpan base, ByteSpan target, size_t from, std::string* out) {
   for (size_t j = from; j < target.size(); ++j) out->push_back(char(base[j] ^ target[j]));
@@ -256,7 +221,7 @@ Result<std::string> EncodeXorPlanes(ByteSpan base, ByteSpan target, uint32_t e, 
 
 Status DecodeXorPlanes(ByteSpan base, ByteSpan payload, uint32_t e, MutableByteSpan out) {
   PayloadReader r(payload);
-  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "xor-planes", true, false, base, out, e));
+  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "xor-planes", true, false, base.size(), out.size(), e));
   uint8_t* planes = Scratch(0, n * e);
   BLZ_RETURN_IF_ERROR(ReadPlanes(r, planes, n, e, "xor-planes plane"));
   BLZ_RETURN_IF_ERROR(ReadXorTail(r, base, n * e, out, "xor-planes tail"));
@@ -460,7 +425,7 @@ Result<std::string> EncodeSubPlanes(ByteSpan base, ByteSpan target, uint32_t e, 
 
 Status DecodeSubPlanes(ByteSpan base, ByteSpan payload, uint32_t e, MutableByteSpan out) {
   PayloadReader r(payload);
-  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "sub-planes", true, true, base, out, e));
+  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "sub-planes", true, true, base.size(), out.size(), e));
   BLZ_ASSIGN_OR_RETURN(uint8_t shift, r.U8("sub-planes key shift"));
   BLZ_ASSIGN_OR_RETURN(uint8_t bits, r.U8("sub-planes key bits"));
   if (bits > kMaxKeyBits || uint32_t(shift) + bits > 8 * e) {
@@ -574,7 +539,7 @@ Result<std::string> EncodeSparse(ByteSpan base, ByteSpan target, uint32_t e, int
 
 Status DecodeSparse(ByteSpan base, ByteSpan payload, uint32_t e, MutableByteSpan out) {
   PayloadReader r(payload);
-  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "sparse", true, true, base, out, e));
+  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "sparse", true, true, base.size(), out.size(), e));
   BLZ_ASSIGN_OR_RETURN(uint32_t m, r.U32("sparse change count"));
   if (m == 0 || m > n) {
     return Corruption("sparse change count " + std::to_string(m) + " is not in 1.." +
@@ -622,7 +587,7 @@ Result<std::string> EncodePlanes(ByteSpan target, uint32_t e, int level) {
 
 Status DecodePlanes(ByteSpan payload, uint32_t e, MutableByteSpan out) {
   PayloadReader r(payload);
-  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "planes", false, true, {}, out, e));
+  BLZ_ASSIGN_OR_RETURN(size_t n, ReadPayloadHeader(r, "planes", false, true, 0, out.size(), e));
   uint8_t* planes = Scratch(0, n * e);
   BLZ_RETURN_IF_ERROR(ReadPlanes(r, planes, n, e, "planes plane"));
   BLZ_ASSIGN_OR_RETURN(ByteSpan tail, r.Bytes(out.size() - n * e, "planes tail"));
@@ -924,7 +889,7 @@ Status DecodeChunk(Codec codec, ByteSpan base, ByteSpan payload, uint32_t elem_s
                           " bytes");
       }
       if (out.empty()) return Status::Ok();
-      BLZ_RETURN_IF_ERROR(CheckBase(base, out, "identical"));
+      BLZ_RETURN_IF_ERROR(CheckBase(base.size(), out.size(), "identical"));
       if (base.data() != out.data()) std::memmove(out.data(), base.data(), out.size());
       return Status::Ok();
     case Codec::kZstd:

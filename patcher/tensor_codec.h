@@ -109,6 +109,19 @@ Result<EncodedChunk> EncodeChunkAs(const CodecChoice& choice, ByteSpan base, Byt
 Status DecodeChunk(Codec codec, ByteSpan base, ByteSpan payload, uint32_t elem_size,
                    MutableByteSpan out);
 
+// Checks what a chunk's payload declares against the chunk, without decoding anything or
+// allocating anything of the chunk's size (patcher/codec_check.cc): for a caller that must
+// know an untrusted payload is consistent before it allocates the output (the lossy "exact"
+// strategy, patcher/lossy/exact.h). elem_size is 1, 2, 4 or 8; a codec that needs the base gets
+// one of out_size bytes (kIdentical: also an empty chunk); the element-size byte and the
+// element count of codecs 2-5 match; kZstd is one frame whose header records content size
+// out_size; the streams of codecs 2, 4 and 5 (whose lengths the header gives) declare their
+// lengths (zero, raw with its bytes present, or a zstd frame of that content size) and the
+// payload ends where they do. Codec 3's streams are cut by the base's groups: only its header
+// is checked. DecodeChunk re-checks all of it while decoding. kCorruption naming the mismatch.
+Status CheckChunkPayload(Codec codec, uint64_t base_size, ByteSpan payload, uint32_t elem_size,
+                         uint64_t out_size);
+
 }  // namespace blz::patcher
 
 #endif  // BLZ_PATCHER_TENSOR_CODEC_H_

@@ -31,9 +31,24 @@ Result<formats::WdeltaTensorOut> EncodeExact(const std::string& name, ByteSpan b
                                              uint32_t elem_size,
                                              const std::vector<uint64_t>& shape);
 
-// The target bytes into `out` (exactly the tensor's size). `base`: the base tensor's bytes
-// (ignored unless the meta says with_base). kCorruption naming the tensor and chunk.
-Status DecodeExact(const TensorPayload& p, ByteSpan base, MutableByteSpan out);
+// Checks an "exact" payload against the output it must produce, `out_bytes` (the tensor's
+// declared shape x dtype), and the base tensor's size, WITHOUT decoding or allocating
+// anything of out_bytes' size: so a caller checks a file before it allocates the output (a
+// shape of [2^40] over a few bytes of payload is refused here). Checked: the meta ("strategy"
+// "exact", "shape" == `shape`, elem_size 1/2/4/8, 1 <= chunk_bytes <= patcher::kChunkBytes),
+// with_base only with a base of out_bytes bytes, the fields' dtypes, one codec and one size
+// per chunk of out_bytes, the sizes adding up to the payload exactly, and per chunk what its
+// payload declares (patcher::CheckChunkPayload: its decoded size, element size and count).
+// A payload that passes can still fail to decode (its compressed bytes are not inspected),
+// but it cannot declare more than out_bytes. kCorruption "tensor '<name>' (exact): ...".
+Status CheckExactPayload(const TensorPayload& p, const std::vector<uint64_t>& shape,
+                         uint64_t out_bytes, uint64_t base_bytes);
+
+// The target bytes into `out` (exactly the tensor's size, whose shape is `shape`). `base`: the
+// base tensor's bytes (ignored unless the meta says with_base). Runs CheckExactPayload first.
+// kCorruption naming the tensor and chunk.
+Status DecodeExact(const TensorPayload& p, const std::vector<uint64_t>& shape, ByteSpan base,
+                   MutableByteSpan out);
 
 // Bytes the lossless patch codec spent on an EncodeExact result (the sum of its chunks'
 // payloads): what a lossless blz patch would spend on the tensor, for comparison in reports.

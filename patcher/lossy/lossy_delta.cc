@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "core/checked.h"
 #include "core/digest.h"
@@ -16,6 +17,7 @@
 #include "core/ordered_pipeline.h"
 #include "formats/dtype.h"
 #include "formats/float_convert.h"
+#include "formats/json_strict.h"
 #include "formats/safetensors.h"
 #include "formats/wdelta.h"
 #include "patcher/lossy/bitdelta.h"
@@ -494,7 +496,7 @@ Result<DeltaReport> CreateDelta(const ModelTensors& base, const ModelTensors& ta
   blz["error"] = MetricsJson(report.error);
   nlohmann::ordered_json notes = nlohmann::ordered_json::object();
   for (const TensorReport& r : report.tensors) {
-    if (!r.note.empty() && r.strategy != "identical") notes[r.name] = r.note;
+    if (!r.note.empty() && r.strategy != "identical") formats::AppendMember(&notes, r.name, r.note);
   }
   blz["notes"] = std::move(notes);
   file.extra["blz"] = std::move(blz);
@@ -559,10 +561,20 @@ Result<Produced> ProduceTensor(const ApplyContext& c, const LayoutTensor& lt) {
     r.strategy = MetaStrategy(**meta);
     r.delta_bytes = c.reader->TensorBytes(lt.name);
     if (r.strategy == "exact") {
-      out.bytes.resize(bytes);
+      // Checked against the bytes present before the output is allocated: a shape the
+      // payload cannot fill is refused here, not after a gigabyte is zeroed.
       ByteSpan base_bytes = b != nullptr ? b->data : ByteSpan{};
-      BLZ_RETURN_IF_ERROR(DecodeExact(p, base_bytes, out.bytes));
+      BLZ_RETURN_IF_ERROR(CheckExactPayload(p, lt.shape, bytes, base_bytes.size()));
+      out.bytes.resize(bytes);
+      BLZ_RETURN_IF_ERROR(DecodeExact(p, lt.shape, base_bytes, out.bytes));
     } else {
+      // The header's shape must be the output's (the decoders check only element counts).
+      BLZ_ASSIGN_OR_RETURN(std::vector<uint64_t> declared, PayloadShape(p));
+      if (declared != lt.shape) {
+        return Corruption("tensor '" + lt.name + "' (" + r.strategy + "): the header's \"shape\" " +
+                          formats::stats_text::Shape(declared) + " is not the tensor's shape " +
+                          formats::stats_text::Shape(lt.shape));
+      }
       if (b == nullptr) {
         return InvalidArgument("tensor '" + lt.name + "' is in the delta but not in the base");
       }
@@ -782,7 +794,7 @@ Result<DeltaReport> DescribeDelta(const std::string& wdelta_path) {
   DeltaReport report = ReportOfFile(reader, wdelta_path);
   const nlohmann::ordered_json& header = reader.header();
   std::map<std::string, LayoutTensor> layout_tensors;
-  nlohmann::ordered_json notes = nlohmann::ordered_json::object();
+  std::unordered_map<std::string_view, const std::string*> notes;  // not ordered_json's linear find
   if (header.contains("blz") && header["blz"].is_object()) {
     const auto& blz = header["blz"];
     if (blz.contains("target")) {
@@ -798,7 +810,11 @@ Result<DeltaReport> DescribeDelta(const std::string& wdelta_path) {
       report.full_bytes = blz["full_bytes"];
     }
     if (blz.contains("error")) report.error = MetricsFromJson(blz["error"]);
-    if (blz.contains("notes") && blz["notes"].is_object()) notes = blz["notes"];
+    if (blz.contains("notes") && blz["notes"].is_object()) {
+      for (const auto& [n, note] : blz["notes"].get_ref<const nlohmann::ordered_json::object_t&>()) {
+        if (note.is_string()) notes.emplace(n, &note.get_ref<const std::string&>());
+      }
+    }
   }
   bool any_lossy = false;
   for (const std::string& n : reader.names()) {
@@ -819,7 +835,7 @@ Result<DeltaReport> DescribeDelta(const std::string& wdelta_path) {
                                                                          : "";
     auto count = ShapeElements(r.shape);
     if (count.ok()) r.elements = *count;
-    if (notes.contains(n) && notes[n].is_string()) r.note = notes[n];
+    if (auto note = notes.find(n); note != notes.end()) r.note = *note->second;
     report.tensors.push_back(std::move(r));
   }
   report.lossy = any_lossy;

@@ -3,6 +3,10 @@
 // (computed with patcher::CreatePatch like the real server).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -616,6 +620,91 @@ TEST_F(PushPullTest, ConcurrentPullsOfOneVersionDownloadItOnce) {
     EXPECT_EQ(ReadFileBytes(tmp_ / ("same-" + std::to_string(i) + "/model.safetensors")),
               ReadFileBytes(tmp_ / "v1/model.safetensors"));
   }
+}
+
+// Issue 23: many pushes at once from one machine, sharing one store (as CI runs them). Every
+// push used to empty <store>/packed/ when it kept its own archive, so pushes whose archive was
+// just deleted failed. Threads behave as processes here: flocks belong to open files.
+TEST_F(PushPullTest, ParallelPushesOfOneAndOfTwoModelsAllSucceed) {
+  constexpr int kPushes = 24;
+  std::vector<Result<PushResult>> results(kPushes, Internal("not run"));
+  auto push_all = [&](const std::string& prefix, auto model_of) {
+    std::vector<std::thread> pushes;
+    for (int i = 0; i < kPushes; ++i) {
+      pushes.emplace_back([&, i] {
+        results[i] = Push(tmp_ / model_of(i), Ref(prefix + std::to_string(i)), PushOpts());
+      });
+    }
+    for (std::thread& t : pushes) t.join();
+    for (int i = 0; i < kPushes; ++i) {
+      ASSERT_TRUE(results[i].ok()) << prefix << i << ": " << results[i].status().ToString();
+    }
+  };
+  // The same model, twice over (the second round may reuse a kept archive).
+  for (int round = 0; round < 2; ++round) {
+    push_all("same" + std::to_string(round) + "-", [](int) { return std::string("v1"); });
+    if (HasFatalFailure()) return;
+  }
+  const std::string v1_digest = results[0]->archive_digest;
+  for (int i = 0; i < kPushes; ++i) EXPECT_EQ(results[i]->archive_digest, v1_digest);
+  // Two models, interleaved.
+  push_all("two-", [](int i) { return std::string(i % 2 == 0 ? "v1" : "v2"); });
+  if (HasFatalFailure()) return;
+  for (int i = 0; i < kPushes; ++i) {
+    EXPECT_EQ(results[i]->archive_digest == v1_digest, i % 2 == 0) << i;
+  }
+  // What was pushed pulls back byte for byte.
+  for (const std::string tag : {"same0-7", "same1-3", "two-4", "two-9"}) {
+    Result<PullResult> pulled = Pull(Ref(tag), PullOpts(tmp_ / ("out-" + tag)));
+    ASSERT_TRUE(pulled.ok()) << tag << ": " << pulled.status().ToString();
+    const std::string model = tag == "two-9" ? "v2" : "v1";
+    EXPECT_EQ(ReadFileBytes(tmp_ / ("out-" + tag + "/model.safetensors")),
+              ReadFileBytes(tmp_ / (model + "/model.safetensors")))
+        << tag;
+    EXPECT_EQ(ReadFileBytes(tmp_ / ("out-" + tag + "/config.json")),
+              ReadFileBytes(tmp_ / (model + "/config.json")))
+        << tag;
+  }
+  // Once the pushes are done, the next one that keeps an archive leaves only its own.
+  MakeModel(tmp_ / "v3", 3);
+  ASSERT_TRUE(Push(tmp_ / "v3", Ref("v3"), PushOpts()).ok());
+  size_t kept = 0;
+  for (const auto& e : fs::directory_iterator(tmp_ / "push-cache/packed")) {
+    kept += e.path().extension() == ".blz" ? 1 : 0;
+  }
+  EXPECT_EQ(kept, 1u);
+  EXPECT_TRUE(fs::is_empty(tmp_ / "push-cache/tmp"));
+}
+
+// A killed push's kept archive (nobody holds it) is removed by the next push that keeps one;
+// an archive a running push holds is not.
+TEST_F(PushPullTest, PushRemovesUnheldPacksButNotHeldOnes) {
+  const std::string packed = tmp_ / "push-cache/packed";
+  fs::create_directories(packed);
+  const std::string stale(64, 'a'), held(64, 'b');
+  for (const std::string& fp : {stale, held}) {
+    WriteFileBytes(packed + "/" + fp + ".blz", "leftover");
+    WriteFileBytes(packed + "/" + fp + ".json", "{\"digest\":\"sha256:" + fp + "\"}\n");
+  }
+  WriteFileBytes(packed + "/" + stale + ".json.tmp-123456", "half");
+  const int fd = ::open((packed + "/" + held + ".blz").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_SH), 0);  // as a running push holds the archive it uses
+
+  Result<PushResult> pushed = Push(tmp_ / "v1", Ref("v1"), PushOpts());
+  ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+  EXPECT_FALSE(fs::exists(packed + "/" + stale + ".blz"));
+  EXPECT_FALSE(fs::exists(packed + "/" + stale + ".json"));
+  EXPECT_FALSE(fs::exists(packed + "/" + stale + ".json.tmp-123456"));
+  EXPECT_EQ(ReadFileBytes(packed + "/" + held + ".blz"), "leftover");
+  EXPECT_TRUE(fs::exists(packed + "/" + held + ".json"));
+  ::close(fd);
+  // Released, it goes with the next keep; the archive just kept is reused meanwhile.
+  Result<PushResult> again = Push(tmp_ / "v1", Ref("v1b"), PushOpts());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->reused_pack);
+  ASSERT_TRUE(Push(tmp_ / "v2", Ref("v2"), PushOpts()).ok());
+  EXPECT_FALSE(fs::exists(packed + "/" + held + ".blz"));
 }
 
 TEST_F(PushPullTest, RealFineTuneArrivesAsPatch) {

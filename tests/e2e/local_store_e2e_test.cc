@@ -1,13 +1,14 @@
 // End-to-end: the client's local store is keyed by digest (client/base_choice.h). A base held
 // from one repository serves a pull from another repository and from another name of the same
 // registry; `@sha256:` takes the archive digest push prints; `blz ls`, `blz cache rm|prune` and
-// `blz catalog` work on what was pulled.
+// `blz catalog` work on what was pulled; many `blz push` processes share one store at once.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <filesystem>
 #include <map>
@@ -269,6 +270,58 @@ TEST_F(LocalStoreE2ETest, BudgetedPruneByUtility) {
   ProcessResult with_bad_config = Blz({"pull", addr_ + "/org/a:ft"});
   EXPECT_EQ(with_bad_config.exit_code, 0) << with_bad_config.err;
   EXPECT_NE(with_bad_config.err.find("client.json"), std::string::npos) << with_bad_config.err;
+}
+
+}  // namespace
+}  // namespace blz::testing
+
+namespace blz::testing {
+namespace {
+
+// A one-tensor safetensors model directory (F32 [n], values from `seed`).
+void WriteTinyModel(const std::string& dir, int seed) {
+  const int n = 4096;
+  std::string data(size_t(n) * 4, '\0');
+  for (int i = 0; i < n; ++i) {
+    const float v = float((i * 31 + seed * 7) % 101) * 0.01f;
+    std::memcpy(data.data() + size_t(i) * 4, &v, 4);
+  }
+  std::string header = "{\"w\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(n) +
+                       "],\"data_offsets\":[0," + std::to_string(data.size()) + "]}}";
+  while (header.size() % 8 != 0) header += ' ';
+  std::string file(8, '\0');
+  const uint64_t len = header.size();
+  std::memcpy(file.data(), &len, 8);  // little-endian host
+  WriteFileBytes(dir + "/model.safetensors", file + header + data);
+  WriteFileBytes(dir + "/config.json", "{\"seed\":" + std::to_string(seed) + "}\n");
+}
+
+// Issue 23: `blz push` processes run at once from one machine (one store), of one model and of
+// two, against a real `blz serve`: every one succeeds and the pulls are byte-identical.
+TEST_F(LocalStoreE2ETest, ParallelPushProcessesAllSucceed) {
+  WriteTinyModel(work_ / "m1", 1);
+  WriteTinyModel(work_ / "m2", 2);
+  constexpr int kPushes = 12;
+  std::vector<ProcessResult> results(kPushes);
+  std::vector<std::thread> pushes;
+  for (int i = 0; i < kPushes; ++i) {
+    // The first half all push m1; the second half alternate m1 and m2.
+    const std::string model = i < kPushes / 2 || i % 2 == 0 ? "m1" : "m2";
+    pushes.emplace_back([&, i, model] {
+      results[i] = Blz({"push", work_ / model, addr_ + "/org/p:t" + std::to_string(i)});
+    });
+  }
+  for (std::thread& t : pushes) t.join();
+  for (int i = 0; i < kPushes; ++i) {
+    EXPECT_EQ(results[i].exit_code, 0) << "push " << i << ": " << results[i].out << results[i].err;
+  }
+  for (int i : {0, 7, 8, 11}) {
+    const std::string model = i < kPushes / 2 || i % 2 == 0 ? "m1" : "m2";
+    const std::string out = work_ / ("out" + std::to_string(i));
+    ProcessResult r = Blz({"pull", addr_ + "/org/p:t" + std::to_string(i), "-o", out});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(TreeOf(out), TreeOf(work_ / model)) << i;
+  }
 }
 
 }  // namespace

@@ -32,6 +32,31 @@ TEST(JsonStrictTest, RejectsDuplicateKeysAtAnyDepth) {
   EXPECT_TRUE(ParseJsonStrict(R"([{"a": 1}, {"a": 2}])", "doc", 0).ok());
 }
 
+TEST(JsonStrictTest, OrderedKeepsDocumentOrderAndRejectsDuplicates) {
+  auto j = ParseJsonStrictOrdered(R"({"z": 1, "a": {"y": [true, {"c": 2, "b": 3}], "x": null}})",
+                                  "doc", 0);
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->dump(), R"({"z":1,"a":{"y":[true,{"c":2,"b":3}],"x":null}})");
+  for (const char* text : {R"({"a": 1, "a": 2})", R"({"x": [{"b": 1, "c": 2, "b": 3}]})"}) {
+    auto d = ParseJsonStrictOrdered(text, "doc", 10);
+    ASSERT_FALSE(d.ok()) << text;
+    EXPECT_EQ(d.status().code(), Code::kCorruption);
+    EXPECT_THAT(d.status().message(), HasSubstr("doc: duplicate key \""));
+  }
+  EXPECT_TRUE(ParseJsonStrictOrdered(R"([{"a": 1}, {"a": 2}])", "doc", 0).ok());
+  auto bad = ParseJsonStrictOrdered("{\"a\": }", "doc", 100);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("doc: not valid JSON at byte offset 10"));
+}
+
+TEST(JsonStrictTest, AppendMemberAddsAtTheEnd) {
+  nlohmann::ordered_json o = nlohmann::ordered_json::object();
+  AppendMember(&o, "b", 1);
+  AppendMember(&o, "a", {{"k", "v"}});
+  EXPECT_EQ(o.dump(), R"({"b":1,"a":{"k":"v"}})");
+  EXPECT_EQ(o["a"]["k"], "v");
+}
+
 TEST(JsonStrictTest, RejectsDeepNesting) {
   std::string ok_text(size_t(kMaxJsonDepth), '[');
   ok_text += std::string(size_t(kMaxJsonDepth), ']');

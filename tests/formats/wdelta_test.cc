@@ -341,6 +341,44 @@ TEST_F(WdeltaTest, KeepsRecordsOfTensorsNotInTheHeader) {
   EXPECT_TRUE(r->Field("other", "x").ok());
 }
 
+// Issue 23: 50k header tensors (the parse and the lookups were quadratic; timings are in
+// bench/wdelta_header_bench.cc and docs/benchmarks.md). Written, read back in order, each
+// found by name, and a duplicate among them still refused.
+TEST_F(WdeltaTest, FiftyThousandTensorsRoundTrip) {
+  constexpr int kTensors = 50000;
+  WdeltaFileOut f = SmallFile();
+  f.tensors.clear();
+  for (int i = 0; i < kTensors; ++i) {
+    WdeltaTensorOut t = SmallFile().tensors[0];
+    t.name = "layers." + std::to_string(kTensors - i) + ".w";  // not in sorted order
+    t.meta["sparsity"] = double(i) / kTensors;
+    f.tensors.push_back(std::move(t));
+  }
+  const std::string path = dir_ / "many.wdelta";
+  ASSERT_TRUE(WriteWdelta(path, f).ok());
+  auto r = WdeltaReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->names().size(), size_t(kTensors));
+  for (int i = 0; i < kTensors; ++i) {
+    const std::string& name = f.tensors[i].name;
+    ASSERT_EQ(r->names()[i], name);
+    auto meta = r->Meta(name);
+    ASSERT_TRUE(meta.ok()) << name;
+    ASSERT_EQ((**meta)["sparsity"].get<double>(), double(i) / kTensors) << name;
+    ASSERT_TRUE(r->Field(name, "values").ok()) << name;
+  }
+  EXPECT_EQ(r->Meta("layers.0.w").status().code(), Code::kNotFound);
+
+  // A duplicate among them: the reader refuses it.
+  std::string text = blz::testing::ReadFileBytes(path);
+  const std::string first = "\"layers.50000.w\"", other = "\"layers.49999.w\"";
+  const size_t at = text.find(first);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, first.size(), other);
+  text.resize(text.size() - 32);
+  ExpectError(text + OpenSslSha256(text), Code::kCorruption, "duplicate key \"layers.49999.w\"");
+}
+
 // --- parent_hash ------------------------------------------------------------------------------
 
 TEST_F(WdeltaTest, ParentHashAndOrders) {

@@ -1,5 +1,6 @@
 #include "patcher/tensor_codec.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -385,6 +386,44 @@ TEST(TensorCodecTest, WrongSizesAreCorruption) {
                 Code::kCorruption);
     }
   }
+}
+
+// CheckChunkPayload judges a payload by what it declares, without decoding: it accepts what
+// DecodeChunk decodes, and refuses other chunk sizes, element sizes, a missing base, and (but
+// for sub-planes, whose streams are cut by the base) truncated or over-long payloads.
+TEST(TensorCodecTest, CheckChunkPayloadAgreesWithDecoding) {
+  for (const auto& s : CorruptionSamples()) {
+    SCOPED_TRACE(std::string(CodecName(s.codec)));
+    const uint64_t n = s.target.size();
+    const uint64_t base = s.base.size();
+    EXPECT_TRUE(CheckChunkPayload(s.codec, base, s.payload, s.e, n).ok());
+    for (uint64_t other : {n - s.e, n + s.e}) {
+      Status st = CheckChunkPayload(s.codec, other, s.payload, s.e, other);
+      EXPECT_EQ(st.code(), Code::kCorruption) << other;
+    }
+    EXPECT_THAT(CheckChunkPayload(s.codec, base, s.payload, 3, n).message(),
+                ::testing::HasSubstr("element size 3 is not 1, 2, 4 or 8"));
+    if (s.codec != Codec::kZstd) {
+      EXPECT_EQ(CheckChunkPayload(s.codec, base, s.payload, s.e == 4 ? 2 : 4, n).code(),
+                Code::kCorruption);
+    }
+    if (NeedsBase(s.codec)) {
+      EXPECT_THAT(CheckChunkPayload(s.codec, 0, s.payload, s.e, n).message(),
+                  ::testing::HasSubstr("needs a base of " + std::to_string(n) + " bytes, got 0"));
+    }
+    if (s.codec == Codec::kSubPlanes) continue;
+    Bytes longer = s.payload;
+    longer.push_back(0);
+    EXPECT_EQ(CheckChunkPayload(s.codec, base, longer, s.e, n).code(), Code::kCorruption);
+    const size_t step = std::max<size_t>(1, s.payload.size() / 200);
+    for (size_t len = 0; len < s.payload.size(); len += step) {
+      EXPECT_EQ(CheckChunkPayload(s.codec, base, ByteSpan(s.payload.data(), len), s.e, n).code(),
+                Code::kCorruption)
+          << "prefix " << len;
+    }
+  }
+  EXPECT_THAT(CheckChunkPayload(Codec::kZstd, 0, {}, 4, kChunkBytes + 4).message(),
+              ::testing::HasSubstr("exceeds the 4194304-byte chunk size"));
 }
 
 TEST(TensorCodecTest, IdenticalRejectsPayloadAndWrongBase) {

@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 
+#include "core/bytes.h"
+#include "core/digest.h"
 #include "formats/float_convert.h"
 #include "formats/safetensors.h"
 #include "formats/wdelta.h"
@@ -374,6 +377,100 @@ TEST(LossyDelta, BadOptionsAreRefusedBeforeWriting) {
             Code::kInvalidArgument);
   EXPECT_FALSE(std::filesystem::exists(p.dir / "d.wdelta"));
   EXPECT_THAT(ParseStrategy("bogus").status().message(), HasSubstr("bitdelta"));
+}
+
+// Replaces `from` (which must occur) by `to` in the JSON header of the .wdelta at `path`,
+// fixing the header length and the trailing SHA-256: a crafted file the reader accepts.
+void RewriteHeader(const std::string& path, const std::string& from, const std::string& to) {
+  std::string f = testing::ReadFileBytes(path);
+  const uint32_t len = LoadLE32(reinterpret_cast<const uint8_t*>(f.data()) + 11);
+  std::string header = f.substr(15, len);
+  const size_t at = header.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << header;
+  header.replace(at, from.size(), to);
+  std::string out = f.substr(0, 11);
+  AppendLE32(&out, uint32_t(header.size()));
+  out += header;
+  out += f.substr(15 + len, f.size() - 15 - len - 32);
+  const Sha256Bytes sum = Sha256Of(AsBytes(std::string_view(out)));
+  out.append(reinterpret_cast<const char*>(sum.data()), sum.size());
+  testing::WriteFileBytes(path, out);
+}
+
+// Issue 23: a tensor's header "shape" that contradicts its payload or the output is refused,
+// naming the tensor; nothing is allocated at a declared size before the payload is checked.
+class CraftedDeltaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MakePair(&p_);
+    base_.emplace(*ModelTensors::Open(p_.base));
+    auto target = ModelTensors::Open(p_.target);
+    ASSERT_TRUE(target.ok());
+    CreateOptions o;
+    o.strategy = Strategy::kSparse;
+    ASSERT_TRUE(CreateDelta(*base_, *target, wd_, o).ok());
+    ASSERT_TRUE(ApplyDelta(*base_, wd_, p_.dir / "untouched", {}).ok());  // valid as made
+  }
+  Status Apply() { return ApplyDelta(*base_, wd_, p_.dir / "out", {}).status(); }
+
+  Pair p_;
+  std::optional<ModelTensors> base_;
+  const std::string wd_ = p_.dir / "d.wdelta";
+};
+
+TEST_F(CraftedDeltaTest, ExactShapeThatContradictsTheOutputIsRefused) {
+  // position_ids is I64 [8] in the target, stored exact.
+  RewriteHeader(wd_, R"("position_ids":{"strategy":"exact","shape":[8])",
+                R"("position_ids":{"strategy":"exact","shape":[1099511627776])");
+  Status s = Apply();
+  EXPECT_EQ(s.code(), Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("tensor 'position_ids' (exact): the header's \"shape\" "
+                                     "[1099511627776] is not the tensor's shape [8]"));
+  EXPECT_FALSE(std::filesystem::exists(p_.dir / "out"));
+}
+
+TEST_F(CraftedDeltaTest, ExactEmptyShapeIsRefused) {
+  RewriteHeader(wd_, R"("position_ids":{"strategy":"exact","shape":[8])",
+                R"("position_ids":{"strategy":"exact","shape":[])");
+  Status s = Apply();
+  EXPECT_EQ(s.code(), Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("tensor 'position_ids' (exact): the header's \"shape\" [] "
+                                     "is not the tensor's shape [8]"));
+}
+
+// Header and layout agree on [2^40] (4 TiB of F32) for new_head (exact, no base: 128 bytes of
+// payload). Refused before the output is allocated (the old code zeroed the declared size
+// first: under ASan that request aborts the test binary).
+TEST_F(CraftedDeltaTest, HugeDeclaredExactTensorIsRefusedBeforeAllocating) {
+  RewriteHeader(wd_, R"("new_head":{"strategy":"exact","shape":[4,8])",
+                R"("new_head":{"strategy":"exact","shape":[1099511627776])");
+  RewriteHeader(wd_, R"(["new_head","F32",[4,8]])", R"(["new_head","F32",[1099511627776]])");
+  Status s = Apply();
+  EXPECT_EQ(s.code(), Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("tensor 'new_head' (exact): shape [1099511627776] is "
+                                     "4398046511104 bytes, 1048576 chunks of 4194304, but the "
+                                     "file holds 1 chunks"));
+}
+
+TEST_F(CraftedDeltaTest, ExactShapeOfAnotherSizeIsRefusedByItsChunk) {
+  // Layout and header say [4] (32 bytes); the chunk was coded against the 64-byte base.
+  RewriteHeader(wd_, R"("position_ids":{"strategy":"exact","shape":[8])",
+                R"("position_ids":{"strategy":"exact","shape":[4])");
+  RewriteHeader(wd_, R"(["position_ids","I64",[8]])", R"(["position_ids","I64",[4]])");
+  Status s = Apply();
+  EXPECT_EQ(s.code(), Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("tensor 'position_ids' (exact): the base tensor has 64 "
+                                     "bytes, the target 32"));
+}
+
+TEST_F(CraftedDeltaTest, LossyShapeThatContradictsTheOutputIsRefused) {
+  // Same element count, other shape: the decoders alone would have applied it.
+  RewriteHeader(wd_, R"("layers.0.w1":{"strategy":"sparse","shape":[64,96])",
+                R"("layers.0.w1":{"strategy":"sparse","shape":[96,64])");
+  Status s = Apply();
+  EXPECT_EQ(s.code(), Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("tensor 'layers.0.w1' (sparse): the header's \"shape\" "
+                                     "[96, 64] is not the tensor's shape [64, 96]"));
 }
 
 // A file as the reference writes it (no "blz" object): applied with the base's layout.
