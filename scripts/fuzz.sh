@@ -44,8 +44,13 @@ bash scripts/setup.sh
 start_build=$(date +%s)
 # -O1 with line tables only: what libFuzzer's docs use, and a third quicker to build than -O2 -g
 # (the fuzz build is a second full build in CI).
+# ccache when the machine has it (as scripts/test.sh).
+launcher=()
+if command -v ccache > /dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" "${launcher[@]}" \
   -DBLZ_FUZZ=ON -DBLZ_BUILD_TESTS=OFF -DBLZ_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target blz_fuzzers
 echo "fuzz: build took $(( $(date +%s) - start_build )) s"
