@@ -41,12 +41,13 @@ uint64_t RateLimiter::Take(const std::string& key, std::chrono::steady_clock::ti
   }
   Bucket& b = it->second;
   Refill(&b, now);
-  if (b.tokens >= 1) {
-    b.tokens -= 1;
+  constexpr double kEpsilon = 1e-9;  // refills add up in floating point
+  if (b.tokens >= 1 - kEpsilon) {
+    b.tokens = std::max(0.0, b.tokens - 1);
     return 0;
   }
   const double seconds = (1 - b.tokens) * 60 / per_minute_;
-  return std::max<uint64_t>(1, uint64_t(std::ceil(seconds)));
+  return std::max<uint64_t>(1, uint64_t(std::ceil(seconds - kEpsilon)));
 }
 
 std::string ClientKey(const Principal& who, const RequestHead& head) {

@@ -42,7 +42,8 @@ Status MetadataDb::RecordLossyDelta(const LossyDeltaRecord& delta) {
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("INSERT INTO lossy_deltas (from_digest, to_digest, params, delta_digest, "
-                  "delta_size, report, created, last_used) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) "
+                  "delta_size, report, created, last_used) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                  "(SELECT COALESCE(MAX(last_used), 0) + 1 FROM lossy_deltas)) "
                   "ON CONFLICT (from_digest, to_digest, params) DO UPDATE SET "
                   "delta_digest = excluded.delta_digest, delta_size = excluded.delta_size, "
                   "report = excluded.report, last_used = excluded.last_used"));
@@ -60,12 +61,12 @@ Status MetadataDb::TouchLossyDelta(std::string_view from_digest, std::string_vie
                                    std::string_view params) {
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("UPDATE lossy_deltas SET last_used = ?4 WHERE from_digest = ?1 "
-                                   "AND to_digest = ?2 AND params = ?3"));
+                       db_.Prepare("UPDATE lossy_deltas SET last_used = (SELECT "
+                                   "COALESCE(MAX(last_used), 0) + 1 FROM lossy_deltas) WHERE "
+                                   "from_digest = ?1 AND to_digest = ?2 AND params = ?3"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, from_digest));
   BLZ_RETURN_IF_ERROR(st.Bind(2, to_digest));
   BLZ_RETURN_IF_ERROR(st.Bind(3, params));
-  BLZ_RETURN_IF_ERROR(st.Bind(4, int64_t(std::time(nullptr))));
   return st.Run();
 }
 
@@ -85,7 +86,7 @@ Result<std::vector<LossyDeltaRecord>> MetadataDb::EvictLossyDeltas(uint64_t max_
     BLZ_ASSIGN_OR_RETURN(
         Statement oldest,
         db_.Prepare("SELECT from_digest, to_digest, params, delta_digest, delta_size "
-                    "FROM lossy_deltas ORDER BY last_used, created, rowid"));
+                    "FROM lossy_deltas ORDER BY last_used, rowid"));
     while (bytes > max_bytes) {
       BLZ_ASSIGN_OR_RETURN(bool more, oldest.Step());
       if (!more) break;
