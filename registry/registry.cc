@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <ctime>
 #include <exception>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -152,10 +152,10 @@ Status Registry::PurgeStaleUploads(bool orphans) {
                        db_->ListUploadsStartedBy(now - int64_t(options_.upload_max_age.count())));
   // Idle: no byte received for options_.upload_idle_timeout (every chunk rewrites the
   // session's file, so its modification time is the last activity).
-  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> open,
+  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> sessions,
                        db_->ListUploadsStartedBy(std::numeric_limits<int64_t>::max()));
   const auto idle_cutoff = std::chrono::system_clock::now() - options_.upload_idle_timeout;
-  for (std::string& uuid : open) {
+  for (std::string& uuid : sessions) {
     Result<std::chrono::system_clock::time_point> mtime = FileModifiedTime(SessionPath(uuid));
     if (mtime.ok() && *mtime <= idle_cutoff) stale.push_back(std::move(uuid));
   }
