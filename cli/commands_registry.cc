@@ -117,6 +117,32 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
                   "a reverse proxy (IP address or CIDR block, repeatable) whose "
                   "X-Forwarded-For/-Proto/-Host are honoured (access log client, auth realm); "
                   "from other peers they are ignored");
+  // Quotas and limits (docs/registry-api.md, "Quotas and limits").
+  sub->add_option("--max-uploads-per-token", options->max_uploads_per_token,
+                  "open blob upload sessions per token (0 = no cap); over it: 429")
+      ->capture_default_str();
+  sub->add_option("--max-uploads-per-repository", options->max_uploads_per_repository,
+                  "open blob upload sessions per repository (0 = no cap); over it: 429")
+      ->capture_default_str();
+  sub->add_option("--upload-idle-timeout", options->upload_idle_timeout,
+                  "delete upload sessions that received no byte for this long, e.g. 6h, 1d")
+      ->transform(CLI::AsNumberWithUnit(time_units, CLI::AsNumberWithUnit::CASE_INSENSITIVE))
+      ->default_str("24h");
+  sub->add_option("--delta-cache-size", options->delta_cache_bytes,
+                  "bytes of cached lossy deltas kept; past it the least recently used are "
+                  "evicted and their blobs removed (0 = no bound)")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true))
+      ->default_str("8GiB");
+  sub->add_option("--computations-per-minute", options->computations_per_minute,
+                  "new patches, value diffs, statistics and lossy deltas (not cached yet) per "
+                  "client (token, else address) and minute; admin tokens are exempt (0 = no "
+                  "limit); over it: 429 with Retry-After")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--computation-burst", options->computation_burst,
+                  "new computations a client may start at once before --computations-per-minute "
+                  "applies (0 = no limit)")
+      ->capture_default_str();
   auto log_format = std::make_shared<std::string>("text");
   sub->add_option("--log-format", *log_format,
                   "access log on stderr, one line per request: text (space-separated fields) "

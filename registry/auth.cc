@@ -424,6 +424,14 @@ std::string Authenticator::Challenge(const RequestHead& head, const AccessNeed& 
 
 std::optional<Response> Authenticator::Check(const RequestHead& head, const AccessNeed& need,
                                              std::string* principal) const {
+  Principal who;
+  std::optional<Response> denied = CheckAs(head, need, &who);
+  if (!denied.has_value() && principal != nullptr) *principal = who.Describe();
+  return denied;
+}
+
+std::optional<Response> Authenticator::CheckAs(const RequestHead& head, const AccessNeed& need,
+                                               Principal* principal) const {
   if (need.kind == AccessNeed::Kind::kNone) return std::nullopt;
   Result<Principal> who = Authenticate(head, Now());
   if (!who.ok()) {
@@ -434,7 +442,7 @@ std::optional<Response> Authenticator::Check(const RequestHead& head, const Acce
   }
   switch (Decide(*who, need, options_.private_mode)) {
     case Decision::kAllow:
-      if (principal != nullptr) *principal = who->Describe();
+      if (principal != nullptr) *principal = std::move(*who);
       return std::nullopt;
     case Decision::kChallenge:
       return Unauthorized401(

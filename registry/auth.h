@@ -140,6 +140,11 @@ class Authenticator {
   // failures).
   std::optional<Response> Check(const RequestHead& head, const AccessNeed& need,
                                 std::string* principal = nullptr) const;
+  // Check, giving the caller's whole Principal in *who (when not null) when allowed, so that
+  // handlers decide what else it may read without authenticating again (registry/registry.cc
+  // keeps it in Route::caller).
+  std::optional<Response> CheckAs(const RequestHead& head, const AccessNeed& need,
+                                  Principal* who) const;
 
   // GET /v2/_blz/token (see the file comment). `target` is the raw request target (several
   // scope= parameters are read). 400 BAD_REQUEST for a malformed scope; 401 (with

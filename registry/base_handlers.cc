@@ -88,7 +88,7 @@ json VersionJson(const store::VersionRecord& v) {
 
 }  // namespace
 
-Response Registry::GetBases(const Route& route, const RequestHead& head) {
+Response Registry::GetBases(const Route& route, const RequestHead& /*head*/) {
   std::optional<std::string> to = route.Query("to");
   if (!to.has_value() || !ParseDigest(*to).ok()) {
     return ErrorResponse(OciError::kDigestInvalid,
@@ -109,7 +109,7 @@ Response Registry::GetBases(const Route& route, const RequestHead& head) {
   std::vector<Candidate> candidates;
   for (const std::string& digest : *have) {
     if (digest == *to) continue;
-    Result<store::VersionRecord> v = ReadableVersionOf(route, head, digest);
+    Result<store::VersionRecord> v = ReadableVersionOf(route, digest);
     if (!v.ok()) {
       if (v.status().code() == Code::kNotFound) continue;  // unknown here, or not readable
       return ErrorResponse(v.status(), ErrorContext::kGeneral);

@@ -2,6 +2,8 @@
 // value diffs (GET /v2/<name>/blz/diff), structure listings (GET /v2/_blz/structures/<hash>) and
 // the storage status (GET /v2/_blz/storage), with the cache of computed blobs they share.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "registry/auth.h"
 #include "registry/background_jobs.h"
 #include "registry/errors.h"
+#include "registry/rate_limiter.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
@@ -48,10 +51,31 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
     return res;
   };
 
+  if (std::optional<Response> throttled =
+          ThrottleComputation(route, db_->FindPatch(*from, *to).ok())) {
+    return std::move(*throttled);
+  }
   bool compute_failed = false;
   Result<CachedBlob> computed = CachedPatch(route, *from, *to, paths, &compute_failed);
   if (!computed.ok()) return CachedPatchError(computed.status(), compute_failed);
   return serve(computed->blob, computed->hit);
+}
+
+std::optional<Response> Registry::ThrottleComputation(const Route& route, bool cached) {
+  if (cached || route.caller.grants.IsAdmin()) return std::nullopt;
+  const uint64_t wait = computations_->Take(route.client, std::chrono::steady_clock::now());
+  if (wait == 0) return std::nullopt;
+  char per_minute[32];
+  std::snprintf(per_minute, sizeof(per_minute), "%g", options_.computations_per_minute);
+  Response res = ErrorResponse(
+      OciError::kTooManyRequests,
+      "too many new computations (patches, diffs, statistics, lossy deltas not cached yet) "
+      "from this client: at most " + std::to_string(options_.computation_burst) +
+          " at once and " + per_minute +
+          " per minute; retry in " + std::to_string(wait) + " s",
+      json{{"retry_after", wait}});
+  res.Set("Retry-After", std::to_string(wait));
+  return res;
 }
 
 Response Registry::CachedPatchError(const Status& status, bool compute_failed) const {
@@ -90,7 +114,7 @@ Result<Registry::CachedBlob> Registry::CachedPatch(const Route& route, const std
 
 // ---- blz structures and value diffs (docs/registry-api.md) ----
 
-bool Registry::ResolveFromTo(const Route& route, const RequestHead& head,
+bool Registry::ResolveFromTo(const Route& route, const RequestHead& /*head*/,
                              const std::optional<std::string>& from,
                              const std::optional<std::string>& to, std::string_view usage,
                              std::string paths[2], Response* error) {
@@ -102,7 +126,7 @@ bool Registry::ResolveFromTo(const Route& route, const RequestHead& head,
       return false;
     }
   }
-  Result<store::VersionRecord> base = ReadableVersionOf(route, head, *from);
+  Result<store::VersionRecord> base = ReadableVersionOf(route, *from);
   if (!base.ok()) {
     *error = ErrorResponse(OciErrorFor(base.status(), ErrorContext::kPatch),
                            base.status().message(), json{{"digest", *from}});
@@ -113,19 +137,22 @@ bool Registry::ResolveFromTo(const Route& route, const RequestHead& head,
 }
 
 Result<store::VersionRecord> Registry::ReadableVersionOf(const Route& route,
-                                                         const RequestHead& head,
                                                          const std::string& archive_digest) {
   Result<store::VersionRecord> here = db_->FindVersion(route.name, archive_digest);
   if (here.ok() || here.status().code() != Code::kNotFound) return here;
   BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> elsewhere,
                        db_->ListVersionsOfArchive(archive_digest));
-  for (store::VersionRecord& v : elsewhere) {
-    AccessNeed need;
-    need.kind = AccessNeed::Kind::kRepository;
-    need.repository = v.repository;
-    need.actions = kActionPull;
-    if (!auth_->Check(head, need, nullptr).has_value()) return std::move(v);
+  // Decided from the caller Prepare authenticated, with no per-repository lookups: a version
+  // held only by repositories the caller may not read costs what an unknown digest costs (the
+  // answers are the same, and so must their timing be: docs/benchmarks.md).
+  std::optional<size_t> readable;
+  for (size_t i = 0; i < elsewhere.size(); ++i) {
+    const bool pull =
+        (HeldActions(route.caller, elsewhere[i].repository, options_.private_mode) &
+         kActionPull) != 0;
+    if (pull && !readable.has_value()) readable = i;
   }
+  if (readable.has_value()) return std::move(elsewhere[*readable]);
   return here.status();
 }
 
@@ -199,6 +226,10 @@ Response Registry::GetValueDiff(const Route& route, const RequestHead& head) {
                                      "value diff needs ?from=<archive digest>&to=<archive digest>",
                                      paths, &error)) {
     return error;
+  }
+  if (std::optional<Response> throttled =
+          ThrottleComputation(route, db_->FindValueDiff(*from, *to).ok())) {
+    return std::move(*throttled);
   }
   bool compute_failed = false;
   Result<CachedBlob> computed = ComputeCached(
@@ -280,8 +311,16 @@ Response Registry::ListStructure(const Route& route) {
     }
   }
   const std::string structure(hash);
-  Result<store::StructurePage> page = db_->ListStructureVersions(structure, limit, after);
+  // Only versions of repositories the caller may pull: read the rest of the listing, keep
+  // those, then cut the page (a token of org-a/* sees no tag or digest of org-b).
+  Result<store::StructurePage> page =
+      db_->ListStructureVersions(structure, std::nullopt, after);
   if (!page.ok()) return ErrorResponse(page.status(), ErrorContext::kGeneral);
+  std::erase_if(page->items, [&](const store::StructureVersion& v) {
+    return !internal::MayPull(route, v.repository, options_.private_mode);
+  });
+  page->more = limit.has_value() && page->items.size() > *limit;
+  if (page->more) page->items.resize(size_t(*limit));
   nlohmann::ordered_json versions = nlohmann::ordered_json::array();
   for (const store::StructureVersion& v : page->items) {
     versions.push_back({{"repository", v.repository},

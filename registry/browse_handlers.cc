@@ -215,7 +215,7 @@ uint64_t PayloadBytes(const std::vector<patcher::internal::PatchChunk>& chunks) 
 
 // ---- GET /v2/_blz/repositories ----
 
-Response Registry::ListRepositorySummaries(const Route& route, const RequestHead& head) {
+Response Registry::ListRepositorySummaries(const Route& route, const RequestHead& /*head*/) {
   auto page_args = ParsePagination(route);
   if (!page_args.ok()) return ErrorResponse(page_args.status(), ErrorContext::kGeneral);
   const uint64_t limit = page_args->first.value_or(kDefaultRepositoryPage);
@@ -229,16 +229,10 @@ Response Registry::ListRepositorySummaries(const Route& route, const RequestHead
                              " bytes");
   }
   // Prepare let the caller in (pull somewhere); list only what it may pull.
-  Result<Principal> who = auth_->Authenticate(head, int64_t(std::time(nullptr)));
-  if (!who.ok()) return ErrorResponse(who.status(), ErrorContext::kGeneral);
   Result<std::vector<std::string>> names = db_->ListRepositoryNames(q);
   if (!names.ok()) return ErrorResponse(names.status(), ErrorContext::kGeneral);
-  std::vector<std::string> readable;
-  for (std::string& name : *names) {
-    if ((HeldActions(*who, name, options_.private_mode) & kActionPull) != 0) {
-      readable.push_back(std::move(name));
-    }
-  }
+  const std::vector<std::string> readable =
+      internal::PullableNames(route, std::move(*names), options_.private_mode);
   auto begin = std::upper_bound(readable.begin(), readable.end(), last);
   if (last.empty()) begin = readable.begin();
   const size_t available = size_t(readable.end() - begin);
@@ -440,6 +434,10 @@ Response Registry::GetVersionStats(const Route& route, const RequestHead& head) 
   }
   std::string path;
   if (Response error; !ResolveVersionArchive(route, *digest, &path, &error)) return error;
+  if (std::optional<Response> throttled =
+          ThrottleComputation(route, db_->FindVersionStats(*digest).ok())) {
+    return std::move(*throttled);
+  }
   bool compute_failed = false;
   Result<CachedBlob> computed = ComputeCached(
       &stats_locks_, *digest, "stats",
@@ -491,6 +489,10 @@ Response Registry::GetPatchReport(const Route& route, const RequestHead& head) {
                                      "digest>",
                                      paths, &error)) {
     return error;
+  }
+  if (std::optional<Response> throttled =
+          ThrottleComputation(route, db_->FindPatch(*from, *to).ok())) {
+    return std::move(*throttled);
   }
   bool compute_failed = false;
   Result<CachedBlob> computed = CachedPatch(route, *from, *to, paths, &compute_failed);

@@ -7,10 +7,15 @@
 //     its report (lossy::DeltaReportJson + the delta's digest), the same numbers as the headers.
 // Both take ?async=1 (Registry::Async). A lossy reconstruction is a different model from `to`:
 // every answer says so (X-Blz-Lossy, "lossy") and nothing here records it as `to`.
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <iterator>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -60,6 +65,13 @@ std::string ValidStrategies() {
   return out;
 }
 
+// The values the registry computes and caches (docs/registry-api.md, "Lossy deltas"): each
+// (from, to) pair has a bounded set of deltas, so that no caller can fill the disk by asking
+// for new values. Each list holds lossy::CreateOptions' default.
+constexpr double kMaxErrors[] = {0.001, 0.005, 0.01, 0.02, 0.05, 0.1};
+constexpr double kSparsities[] = {0.5, 0.75, 0.9, 0.95, 0.99};
+constexpr double kRankEnergies[] = {0.5, 0.8, 0.9, 0.95, 0.99};
+
 // The options each strategy reads (besides the strategy itself).
 struct OptionSpec {
   const char* name;
@@ -69,12 +81,22 @@ struct OptionSpec {
   bool min_open;  // min excluded
   bool max_open;  // max excluded
   const char* strategies[2];  // the strategies that read it
+  std::span<const double> allowed;  // the canonical values (a value in range but not here: 400)
 };
 constexpr OptionSpec kOptions[] = {
-    {"max_error", &lossy::CreateOptions::max_error, 0, 1, true, false, {"auto", nullptr}},
-    {"sparsity", &lossy::CreateOptions::sparsity, 0, 1, false, true, {"sparse", nullptr}},
-    {"rank_energy", &lossy::CreateOptions::rank_energy, 0, 1, true, false, {"lowrank", "auto"}},
+    {"max_error", &lossy::CreateOptions::max_error, 0, 1, true, false, {"auto", nullptr},
+     kMaxErrors},
+    {"sparsity", &lossy::CreateOptions::sparsity, 0, 1, false, true, {"sparse", nullptr},
+     kSparsities},
+    {"rank_energy", &lossy::CreateOptions::rank_energy, 0, 1, true, false, {"lowrank", "auto"},
+     kRankEnergies},
 };
+
+std::string AllowedText(const OptionSpec& o) {
+  std::string out;
+  for (double v : o.allowed) out += (out.empty() ? "" : ", ") + NumberText(v);
+  return out;
+}
 
 bool ReadBy(const OptionSpec& o, std::string_view strategy) {
   for (const char* s : o.strategies) {
@@ -176,6 +198,17 @@ bool Registry::ParseDeltaQuery(const Route& route, const RequestHead& head, Delt
                                json{{"parameter", o.name}, {"value", *text}});
         return false;
       }
+      if (std::find(o.allowed.begin(), o.allowed.end(), value) == o.allowed.end()) {
+        *error = ErrorResponse(OciError::kBadRequest,
+                               std::string(o.name) + " must be one of " + AllowedText(o) +
+                                   " (the values this registry computes and caches), not '" +
+                                   *text + "'",
+                               json{{"parameter", o.name},
+                                    {"value", *text},
+                                    {"allowed", std::vector<double>(o.allowed.begin(),
+                                                                    o.allowed.end())}});
+        return false;
+      }
       options.*o.field = value;
     }
     query->params += "&" + std::string(o.name) + "=" + NumberText(value);
@@ -227,8 +260,34 @@ Result<Registry::CachedBlob> Registry::CachedDelta(const DeltaQuery& query, std:
         compute_failed);
   };
   Result<CachedBlob> computed = RecomputeIfDamaged(compute);
-  if (computed.ok() && !computed->hit) deltas_computed_.fetch_add(1);
+  if (computed.ok()) {
+    if (computed->hit) {
+      (void)db_->TouchLossyDelta(query.from, query.to, query.params);  // LRU order only
+    } else {
+      deltas_computed_.fetch_add(1);
+      EvictLossyDeltas(store::LossyDeltaRecord{query.from, query.to, query.params, "", 0, ""});
+    }
+  }
   return computed;
+}
+
+void Registry::EvictLossyDeltas(const store::LossyDeltaRecord& keep) {
+  if (options_.delta_cache_bytes == 0) return;
+  Result<std::vector<store::LossyDeltaRecord>> evicted =
+      db_->EvictLossyDeltas(options_.delta_cache_bytes, keep.from_digest, keep.to_digest,
+                            keep.params);
+  if (!evicted.ok()) return;  // over budget until the next computation
+  for (const store::LossyDeltaRecord& row : *evicted) {
+    // As garbage collection does (registry/garbage_collector.h), under the blob's lock; no
+    // grace period: the blob is a cached computation, nothing is being pushed.
+    KeyedMutex::Lock lock(&blob_locks_, row.delta_digest);
+    const int64_t now = int64_t(std::time(nullptr));
+    Result<bool> referenced = db_->BlobReferenced(row.delta_digest, now);
+    if (!referenced.ok() || *referenced) continue;
+    Result<uint64_t> freed = blobs_.RemoveIfOlder(
+        row.delta_digest, std::chrono::system_clock::now() + std::chrono::hours(1));
+    if (freed.ok()) (void)db_->ForgetBlob(row.delta_digest);
+  }
 }
 
 namespace {
@@ -257,6 +316,11 @@ std::optional<Registry::CachedBlob> Registry::DeltaFor(const Route& route,
                                                       const RequestHead& head, DeltaQuery* query,
                                                       std::string* report, Response* error) {
   if (!ParseDeltaQuery(route, head, query, error)) return std::nullopt;
+  if (std::optional<Response> throttled = ThrottleComputation(
+          route, db_->FindLossyDelta(query->from, query->to, query->params).ok())) {
+    *error = std::move(*throttled);
+    return std::nullopt;
+  }
   bool compute_failed = false;
   Result<CachedBlob> computed = CachedDelta(*query, report, &compute_failed);
   if (!computed.ok()) {

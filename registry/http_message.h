@@ -34,6 +34,10 @@ struct RequestHead {
   // registry/forwarded.h). Used to build absolute URLs (the auth challenge's realm).
   std::string scheme = "http";
   std::string forwarded_host;  // "" = the Host header
+  // The client as the access log names it (registry/forwarded.h ForwardedInfo::client: the
+  // peer's "ip:port", or the address a trusted proxy forwarded); "" when unknown. Rate limits
+  // key anonymous callers by its address part.
+  std::string client_address;
 
   std::optional<std::string> Get(std::string_view name) const { return FindHeader(headers, name); }
   // Does a body follow the header?

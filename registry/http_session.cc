@@ -188,6 +188,7 @@ void HttpSession::OnHeader(beast::error_code ec) {
     if (peer_.port() != 0) client_ = fwd.client;
     head_.scheme = fwd.scheme;
     head_.forwarded_host = fwd.forwarded_host;
+    head_.client_address = client_;
   }
   if (auto cl = head_parser_->content_length(); cl.has_value()) head_.content_length = *cl;
   head_.chunked = head_parser_->chunked();

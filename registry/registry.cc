@@ -2,9 +2,11 @@
 // of no resource (ping, catalog). The handlers of each resource are in registry/*_handlers.cc.
 #include "registry/registry.h"
 
+#include <algorithm>
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "registry/auth.h"
 #include "registry/background_jobs.h"
 #include "registry/errors.h"
+#include "registry/rate_limiter.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
 
@@ -91,7 +94,9 @@ bool MethodAllowed(Kind kind, std::string_view method) {
 Registry::Registry(std::string data_dir, RegistryOptions options, store::BlobStore blobs,
                    std::unique_ptr<store::MetadataDb> db)
     : data_dir_(std::move(data_dir)), options_(std::move(options)), blobs_(std::move(blobs)),
-      db_(std::move(db)) {}
+      db_(std::move(db)),
+      computations_(std::make_unique<RateLimiter>(options_.computations_per_minute,
+                                                   options_.computation_burst)) {}
 
 Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                                                  RegistryOptions options) {
@@ -145,8 +150,25 @@ Status Registry::PurgeStaleUploads(bool orphans) {
   last_upload_purge_.store(now);
   BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stale,
                        db_->ListUploadsStartedBy(now - int64_t(options_.upload_max_age.count())));
+  // Idle: no byte received for options_.upload_idle_timeout (every chunk rewrites the
+  // session's file, so its modification time is the last activity).
+  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> sessions,
+                       db_->ListUploadsStartedBy(std::numeric_limits<int64_t>::max()));
+  const auto idle_cutoff = std::chrono::system_clock::now() - options_.upload_idle_timeout;
+  for (std::string& uuid : sessions) {
+    Result<std::chrono::system_clock::time_point> mtime = FileModifiedTime(SessionPath(uuid));
+    if (mtime.ok() && *mtime <= idle_cutoff) stale.push_back(std::move(uuid));
+  }
   for (const std::string& uuid : stale) {
     KeyedMutex::Lock lock(&upload_locks_, uuid);
+    // Judged again under the lock: a chunk may have arrived meanwhile.
+    Result<std::chrono::system_clock::time_point> mtime = FileModifiedTime(SessionPath(uuid));
+    Result<store::UploadRecord> up = db_->GetUpload(uuid);
+    if (!up.ok()) continue;  // finished or cancelled meanwhile
+    if (up->started > now - int64_t(options_.upload_max_age.count()) && mtime.ok() &&
+        *mtime > idle_cutoff) {
+      continue;
+    }
     BLZ_RETURN_IF_ERROR(db_->DeleteUpload(uuid));
     RemoveAll(SessionPath(uuid));
   }
@@ -284,11 +306,13 @@ std::optional<Registry::Route> Registry::Prepare(const RequestHead& head, Respon
   }
 
   // Credentials and scopes (registry/auth.h): 401 with a challenge, or 403 DENIED.
-  if (std::optional<Response> denied = auth_->Check(head, AccessNeedFor(route),
-                                                    &route.principal)) {
+  if (std::optional<Response> denied = auth_->CheckAs(head, AccessNeedFor(route),
+                                                      &route.caller)) {
     *error = std::move(*denied);
     return std::nullopt;
   }
+  route.principal = route.caller.Describe();
+  route.client = ClientKey(route.caller, head);
   if (route.kind == Kind::kUploadStart) {
     if (std::optional<std::string> from = route.Query("from");
         from.has_value() && ValidateRepositoryName(*from).ok()) {
@@ -458,6 +482,8 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
 
 Result<GcReport> Registry::CollectGarbage(bool dry_run) {
   std::lock_guard lock(gc_mu_);
+  // The lossy-delta cache's budget too (it may have been lowered since the last computation).
+  if (!dry_run) EvictLossyDeltas(store::LossyDeltaRecord{});
   GcOptions o;
   o.grace = options_.gc_grace;
   o.dry_run = dry_run;
@@ -479,14 +505,22 @@ Response Registry::Catalog(const Route& route) {
   auto page_args = ParsePagination(route);
   if (!page_args.ok()) return ErrorResponse(page_args.status(), ErrorContext::kGeneral);
   auto [limit, last] = *page_args;
-  Result<store::Page> page = db_->ListRepositories(limit, last);
-  if (!page.ok()) return ErrorResponse(page.status(), ErrorContext::kGeneral);
+  // Only the repositories the caller may pull (a token of org-a/* sees nothing of org-b).
+  Result<std::vector<std::string>> names = db_->ListRepositoryNames("");
+  if (!names.ok()) return ErrorResponse(names.status(), ErrorContext::kGeneral);
+  std::vector<std::string> readable =
+      internal::PullableNames(route, std::move(*names), options_.private_mode);
+  auto begin = last.empty() ? readable.begin()
+                            : std::upper_bound(readable.begin(), readable.end(), last);
+  const size_t available = size_t(readable.end() - begin);
+  const size_t count = limit.has_value() ? size_t(std::min<uint64_t>(*limit, available)) : available;
+  std::vector<std::string> items(begin, begin + ptrdiff_t(count));
   Response res;
-  res.body = json{{"repositories", page->items}}.dump();
+  res.body = json{{"repositories", items}}.dump();
   res.Set("Content-Type", "application/json");
-  if (page->more && !page->items.empty()) {
-    res.Set("Link", "</v2/_catalog?n=" + std::to_string(*limit) + "&last=" +
-                        page->items.back() + ">; rel=\"next\"");
+  if (count < available && !items.empty()) {
+    res.Set("Link", "</v2/_catalog?n=" + std::to_string(*limit) + "&last=" + items.back() +
+                        ">; rel=\"next\"");
   }
   return res;
 }

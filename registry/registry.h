@@ -62,6 +62,9 @@ inline constexpr uint64_t kMaxBlobBytes = 64ull << 30;       // 64 GiB per blob
 inline constexpr uint64_t kMaxManifestBytes = 4ull << 20;    // 4 MiB per manifest
 inline constexpr uint64_t kMaxIgnoredBodyBytes = 64 << 10;   // bodies of GET & co are discarded
 inline constexpr uint64_t kMaxPageSize = 10000;              // cap on ?n=
+inline constexpr uint64_t kDefaultMaxUploadsPerToken = 100;
+inline constexpr uint64_t kDefaultMaxUploadsPerRepository = 1000;
+inline constexpr uint64_t kDefaultDeltaCacheBytes = 8ull << 30;  // 8 GiB
 
 // Slow request bodies (registry/http_session.cc): a body must arrive at an average of at least
 // kMinBodyBytesPerSecond over every kBodyRateWindow (the first window starts with the body),
@@ -114,10 +117,26 @@ struct RegistryOptions {
   // for its computation before answering 202, and how many computations run at once.
   std::chrono::milliseconds async_wait{1000};
   unsigned background_workers = 2;
+  // Quotas and limits (docs/registry-api.md, "Quotas and limits"; `blz serve` flags):
+  // open upload sessions per token and per repository (0 = no cap): over it, 429
+  // TOOMANYREQUESTS; sessions without a byte for upload_idle_timeout are deleted.
+  uint64_t max_uploads_per_token = kDefaultMaxUploadsPerToken;
+  uint64_t max_uploads_per_repository = kDefaultMaxUploadsPerRepository;
+  std::chrono::seconds upload_idle_timeout{24 * 3600};
+  // Bytes of cached lossy deltas kept; past it, the least recently used are evicted (their
+  // blobs removed). 0 = no bound.
+  uint64_t delta_cache_bytes = kDefaultDeltaCacheBytes;
+  // New derived computations (patches, value diffs, statistics, lossy deltas not cached yet)
+  // per client (registry/rate_limiter.h): `computation_burst` at once, refilled at
+  // `computations_per_minute`; over it, 429 with Retry-After. Admin tokens are not limited.
+  // 0 (either) = no limit.
+  double computations_per_minute = 10;
+  uint64_t computation_burst = 10;
 };
 
 class Authenticator;   // registry/auth.h
 class BackgroundJobs;  // registry/background_jobs.h
+class RateLimiter;     // registry/rate_limiter.h
 
 class Registry {
  public:
@@ -152,7 +171,8 @@ class Registry {
   Result<std::optional<std::string>> EnsureAdminToken();
 
   // Runs one garbage collection (registry/garbage_collector.h) with options_.gc_grace; one at a
-  // time (a second call waits for the first). Also POST /v2/_blz/gc.
+  // time (a second call waits for the first). Also POST /v2/_blz/gc. Unless `dry_run`, first
+  // evicts cached lossy deltas beyond options_.delta_cache_bytes (EvictLossyDeltas).
   Result<GcReport> CollectGarbage(bool dry_run);
 
   const std::string& data_dir() const { return data_dir_; }
@@ -288,6 +308,13 @@ class Registry {
   // compute() (a ComputeCached call); when it served a cached blob that is damaged on disk
   // (CheckStoredBlob quarantines it: verify on read), compute() once more.
   Result<CachedBlob> RecomputeIfDamaged(const std::function<Result<CachedBlob>()>& compute);
+  // Charges route.client for a new derived computation unless `cached` (registry/rate_limiter.h):
+  // nullopt = go ahead; else 429 TOOMANYREQUESTS with Retry-After. Admin tokens are not charged.
+  std::optional<Response> ThrottleComputation(const Route& route, bool cached);
+  // Evicts the least recently used cached lossy deltas beyond options_.delta_cache_bytes (never
+  // `keep`, the (from, to, params) just served) and removes their blobs unless something else
+  // references them. Best effort: failures leave the rows or blobs to garbage collection.
+  void EvictLossyDeltas(const store::LossyDeltaRecord& keep);
   // The error response for a failed CachedPatch (shared by GetPatch and GetPatchReport).
   Response CachedPatchError(const Status& status, bool compute_failed) const;
   // The lossy delta of `query` (registry/delta_handlers.cc), computed once per key and cached
@@ -319,11 +346,11 @@ class Registry {
   // The file of a version's archive (rebuilt when stored as a full patch): *path, or *error
   // (404 BLOB_UNKNOWN when its blob is gone).
   bool ArchiveFile(const std::string& digest, std::string* path, Response* error);
-  // The repository, readable by the caller of `head`, in which `archive_digest` is a version:
+  // The repository, readable by route.caller, in which `archive_digest` is a version:
   // route.name when it is one there, else the first other such repository by name. kNotFound
   // when none (also when it is a version only of repositories the caller may not read: the
-  // answer must not tell those apart).
-  Result<store::VersionRecord> ReadableVersionOf(const Route& route, const RequestHead& head,
+  // answer must not tell those apart, neither by content nor by the work done).
+  Result<store::VersionRecord> ReadableVersionOf(const Route& route,
                                                  const std::string& archive_digest);
 
   std::string SessionPath(const std::string& uuid) const;
@@ -350,6 +377,7 @@ class Registry {
   std::atomic<uint64_t> stats_computed_{0};
   KeyedMutex delta_locks_;
   std::atomic<uint64_t> deltas_computed_{0};
+  std::unique_ptr<RateLimiter> computations_;  // options_.computations_per_minute
   std::mutex gc_mu_;
   // One lock per blob digest, held by whatever makes a blob referenced (manifest PUT, upload,
   // mount) and by garbage collection while it decides on the blob (registry/garbage_collector.h).

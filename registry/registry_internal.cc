@@ -17,6 +17,23 @@ namespace blz::registry::internal {
 
 using json = nlohmann::json;
 
+bool MayPull(const Registry::Route& route, std::string_view repository, bool private_mode) {
+  const Principal& who = route.caller;
+  if ((HeldActions(who, repository, private_mode) & kActionPull) != 0) return true;
+  // An access token granted registry:catalog:* lists what its API token may pull (its own
+  // grants name only the repositories it was requested for).
+  return who.catalog && (who.token_scope.ActionsOn(repository) & kActionPull) != 0;
+}
+
+std::vector<std::string> PullableNames(const Registry::Route& route,
+                                       std::vector<std::string> names, bool private_mode) {
+  std::vector<std::string> out;
+  for (std::string& name : names) {
+    if (MayPull(route, name, private_mode)) out.push_back(std::move(name));
+  }
+  return out;
+}
+
 bool IsUuid(std::string_view s) {
   if (s.size() != 36) return false;
   for (size_t i = 0; i < s.size(); ++i) {

@@ -9,8 +9,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
+#include "registry/auth.h"
 #include "registry/http_message.h"
 #include "registry/registry.h"
 #include "registry/wire.h"
@@ -54,6 +56,12 @@ struct Registry::Route {
                     // structural hash
   Target target;
   std::string principal;  // who is asking (registry/auth.h Principal::Describe), for logs
+  // Who is asking, as Prepare authenticated it (anonymous for the token endpoint): handlers
+  // decide what else the caller may read from this, without authenticating again.
+  Principal caller;
+  // Whom rate limits charge (registry/rate_limiter.h): "token:<name>" for a token, else
+  // "addr:<client address>" (RequestHead::client_address).
+  std::string client;
   // A blob upload with ?mount=&from=<repository>: may the caller pull from <repository>?
   // (Registry::Prepare; else the mount falls back to an upload.)
   bool mount_source_readable = false;
@@ -72,6 +80,15 @@ inline bool IsAsync(const Registry::Route& route) {
   const std::optional<std::string> a = route.Query("async");
   return a.has_value() && (*a == "1" || *a == "true");
 }
+
+// May route.caller list `repository`: does it hold pull there (registry/auth.h HeldActions: its
+// grants, or any repository of a public registry), or is it an access token with the catalog
+// claim whose API token may pull there? Every listing that names repositories (catalog,
+// structure listings, browsing) shows only those.
+bool MayPull(const Registry::Route& route, std::string_view repository, bool private_mode);
+// `names` without those route.caller may not pull (MayPull), in their order.
+std::vector<std::string> PullableNames(const Registry::Route& route,
+                                       std::vector<std::string> names, bool private_mode);
 
 // Is `s` an upload session id as NewUuid makes them (8-4-4-4-12 lower-case hex digits)?
 bool IsUuid(std::string_view s);

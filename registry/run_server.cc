@@ -103,6 +103,12 @@ Status RunServer(const ServerOptions& options) {
   // Archives are stored as verified full patches, compressed in the background after a push.
   ropts.full_patch = PatcherFullPatchFunctions();
   ropts.create_delta = LossyDeltaFunction();
+  ropts.max_uploads_per_token = options.max_uploads_per_token;
+  ropts.max_uploads_per_repository = options.max_uploads_per_repository;
+  ropts.upload_idle_timeout = std::chrono::seconds(options.upload_idle_timeout);
+  ropts.delta_cache_bytes = options.delta_cache_bytes;
+  ropts.computations_per_minute = options.computations_per_minute;
+  ropts.computation_burst = options.computation_burst;
   ropts.storage.cache_bytes = options.cache_bytes;
   ropts.storage.drop_raw_archives = !options.keep_raw_archives;
   ropts.storage.log = [](const std::string& line) {

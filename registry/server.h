@@ -69,6 +69,13 @@ struct ServerOptions {
   // Reverse proxies whose X-Forwarded-For/-Proto/-Host are honoured (IP addresses or CIDR
   // blocks; registry/forwarded.h). Empty: those headers are ignored.
   std::vector<std::string> trusted_proxies;
+  // Quotas and limits (RegistryOptions; docs/registry-api.md, "Quotas and limits").
+  uint64_t max_uploads_per_token = kDefaultMaxUploadsPerToken;
+  uint64_t max_uploads_per_repository = kDefaultMaxUploadsPerRepository;
+  uint64_t upload_idle_timeout = 24 * 3600;  // seconds
+  uint64_t delta_cache_bytes = kDefaultDeltaCacheBytes;
+  double computations_per_minute = 10;
+  uint64_t computation_burst = 10;
 };
 
 // A TLS server context from a PEM certificate chain file and a PEM private key file (TLS 1.2

@@ -158,10 +158,27 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
       (void)PurgeStaleUploads(/*orphans=*/false);  // best effort: a failure must not block uploads
     }
     const std::string uuid = NewUuid();
+    auto create = [&] {
+      return db_->CreateUpload(uuid, route.name, route.client, options_.max_uploads_per_token,
+                               options_.max_uploads_per_repository);
+    };
     Status s = WriteFileAtomic(SessionPath(uuid), "");
-    if (s.ok()) s = db_->CreateUpload(uuid, route.name);
+    if (s.ok()) s = create();
+    if (s.code() == Code::kTooLarge &&
+        int64_t(std::time(nullptr)) - last_upload_purge_.load() >= 60) {
+      // At a cap: first drop the idle sessions (at most once a minute), then try again.
+      (void)PurgeStaleUploads(/*orphans=*/false);
+      s = create();
+    }
     if (!s.ok()) {
       RemoveAll(SessionPath(uuid));
+      if (s.code() == Code::kTooLarge) {
+        // Too many open sessions (docs/registry-api.md, "Quotas and limits").
+        Response res = ErrorResponse(OciError::kTooManyRequests, s.message(),
+                                     json{{"repository", route.name}});
+        res.Set("Retry-After", "60");
+        return res;
+      }
       return ErrorResponse(s, ErrorContext::kUpload);
     }
     Response res = Empty(202);

@@ -532,14 +532,40 @@ Status MetadataDb::RevokeToken(std::string_view name) {
   return Status::Ok();
 }
 
-Status MetadataDb::CreateUpload(std::string_view uuid, std::string_view repository) {
+Status MetadataDb::CreateUpload(std::string_view uuid, std::string_view repository,
+                                std::string_view owner, uint64_t max_per_owner,
+                                uint64_t max_per_repository) {
   std::lock_guard lock(mu_);
+  auto count = [&](const char* sql, std::string_view key) -> Result<uint64_t> {
+    BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, key));
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    return row ? uint64_t(st.ColumnInt(0)) : 0;
+  };
+  if (max_per_owner > 0 && !owner.empty()) {
+    BLZ_ASSIGN_OR_RETURN(uint64_t n, count("SELECT COUNT(*) FROM uploads WHERE owner = ?1", owner));
+    if (n >= max_per_owner) {
+      return TooLarge(std::to_string(n) + " upload sessions are open for " + std::string(owner) +
+                      ", the most allowed per token (" + std::to_string(max_per_owner) +
+                      "): finish or cancel some first");
+    }
+  }
+  if (max_per_repository > 0) {
+    BLZ_ASSIGN_OR_RETURN(uint64_t n, count("SELECT COUNT(*) FROM uploads WHERE repository = ?1",
+                                           repository));
+    if (n >= max_per_repository) {
+      return TooLarge(std::to_string(n) + " upload sessions are open in repository '" +
+                      std::string(repository) + "', the most allowed per repository (" +
+                      std::to_string(max_per_repository) + "): finish or cancel some first");
+    }
+  }
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("INSERT INTO uploads (uuid, repository, started) "
-                                   "VALUES (?1, ?2, ?3)"));
+                       db_.Prepare("INSERT INTO uploads (uuid, repository, started, owner) "
+                                   "VALUES (?1, ?2, ?3, ?4)"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
   BLZ_RETURN_IF_ERROR(st.Bind(2, repository));
   BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
+  BLZ_RETURN_IF_ERROR(st.Bind(4, owner));
   return st.Run();
 }
 

@@ -265,8 +265,18 @@ class MetadataDb {
   // kNotFound when no delta from -> to with `params` was recorded.
   Result<LossyDeltaRecord> FindLossyDelta(std::string_view from_digest,
                                           std::string_view to_digest, std::string_view params);
-  // Records (or replaces) the delta (from, to, params).
+  // Records (or replaces) the delta (from, to, params); it counts as used now.
   Status RecordLossyDelta(const LossyDeltaRecord& delta);
+  // Marks the delta (from, to, params) used now (eviction is least recently used first).
+  Status TouchLossyDelta(std::string_view from_digest, std::string_view to_digest,
+                         std::string_view params);
+  // While the cached deltas' delta_size sum exceeds `max_bytes`, forgets the least recently
+  // used one (never (keep_from, keep_to, keep_params)), in one transaction. Returns the rows
+  // forgotten (their blobs may now be unreferenced).
+  Result<std::vector<LossyDeltaRecord>> EvictLossyDeltas(uint64_t max_bytes,
+                                                         std::string_view keep_from,
+                                                         std::string_view keep_to,
+                                                         std::string_view keep_params);
 
   // -- OCI content: blob links, referrers, deletes (store/metadata_db_content.cc) --
   // Links a blob into a repository (idempotent): it becomes readable there.
@@ -326,7 +336,13 @@ class MetadataDb {
   Status RevokeToken(std::string_view name);
 
   // -- upload sessions --
-  Status CreateUpload(std::string_view uuid, std::string_view repository);
+  // Records a session of `repository` opened by `owner` ("" = unknown) unless `owner` already
+  // has `max_per_owner` open sessions or `repository` has `max_per_repository` (0 = no cap):
+  // then kTooLarge naming the cap that was reached, and nothing is recorded. The count and the
+  // insert are one step (the connection's mutex), so concurrent calls never exceed a cap.
+  Status CreateUpload(std::string_view uuid, std::string_view repository,
+                      std::string_view owner = "", uint64_t max_per_owner = 0,
+                      uint64_t max_per_repository = 0);
   // kNotFound when there is no such session.
   Result<UploadRecord> GetUpload(std::string_view uuid);
   Status DeleteUpload(std::string_view uuid);

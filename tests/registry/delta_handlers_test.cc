@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -387,6 +388,88 @@ TEST(DeltaHandlersTest, GarbageCollectionKeepsDeltasOfLiveVersionsAndForgetsTheO
             Code::kNotFound);
   EXPECT_FALSE(h.registry().blobs().Stat(digest).ok());
   EXPECT_EQ(h.Call("GET", f.Target("&strategy=bitdelta")).status, 404);
+}
+
+// Issue 23: any reader could ask for a new sparsity (max_error, rank_energy) value per request,
+// and each was computed and kept. Only the canonical values are served (and so cached).
+TEST(DeltaHandlersTest, NonCanonicalValuesAre400NamingTheAllowedOnes) {
+  Fixture f;
+  Harness& h = *f.h;
+  const size_t blobs = h.BlobCount();
+  struct Case {
+    std::string query;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"&strategy=sparse&sparsity=0.93",
+            "sparsity must be one of 0.5, 0.75, 0.9, 0.95, 0.99 (the values this registry "
+            "computes and caches), not '0.93'"},
+           {"&strategy=sparse&sparsity=0.900001", "not '0.900001'"},
+           {"&strategy=auto&max_error=0.03",
+            "max_error must be one of 0.001, 0.005, 0.01, 0.02, 0.05, 0.1"},
+           {"&strategy=lowrank&rank_energy=0.7",
+            "rank_energy must be one of 0.5, 0.8, 0.9, 0.95, 0.99"}}) {
+    for (const char* endpoint : {"delta", "delta-report"}) {
+      Response r = h.Call("GET", f.Target(c.query, endpoint));
+      EXPECT_EQ(r.status, 400) << c.query << ": " << r.body;
+      EXPECT_EQ(ErrorCodeOf(r), "BAD_REQUEST") << c.query;
+      EXPECT_NE(r.body.find(c.says), std::string::npos) << c.query << ": " << r.body;
+    }
+  }
+  EXPECT_EQ(f.fake.calls.load(), 0);
+  EXPECT_EQ(h.BlobCount(), blobs);
+  // Canonical values, spelled any way that reads back as the same number, are served.
+  EXPECT_EQ(h.Call("GET", f.Target("&strategy=sparse&sparsity=0.950")).status, 200);
+  EXPECT_EQ(h.Call("GET", f.Target("&strategy=auto&max_error=1e-3")).status, 200);
+  EXPECT_EQ(f.fake.calls.load(), 2);
+}
+
+TEST(DeltaHandlersTest, CacheBudgetEvictsTheLeastRecentlyUsedAndRemovesTheirBlobs) {
+  // The stand-in writes 40-byte deltas: two fit in 100 bytes, a third does not.
+  RegistryOptions o;
+  o.delta_cache_bytes = 100;
+  Fixture f(std::move(o));
+  Harness& h = *f.h;
+  auto get = [&](const std::string& sparsity) {
+    return h.Call("GET", f.Target("&strategy=sparse&sparsity=" + sparsity));
+  };
+  const std::string a_params = "strategy=sparse&sparsity=0.5";
+  const std::string b_params = "strategy=sparse&sparsity=0.75";
+  Response a = get("0.5");
+  Response b = get("0.75");
+  ASSERT_EQ(a.status, 200);
+  ASSERT_EQ(b.status, 200);
+  ASSERT_EQ(BodyOf(a).size(), 40u);
+  const std::string b_digest = b.Get("Docker-Content-Digest").value_or("");
+  EXPECT_EQ(get("0.5").Get("Blz-Delta-Cache"), "hit");  // a is now the most recently used
+  Response c = get("0.9");
+  ASSERT_EQ(c.status, 200);
+  EXPECT_EQ(c.Get("Blz-Delta-Cache"), "miss");
+
+  // b, the least recently used, is gone: its row and its blob.
+  store::MetadataDb& db = h.registry().db();
+  EXPECT_EQ(db.FindLossyDelta(f.v1, f.v2, b_params).status().code(), Code::kNotFound);
+  EXPECT_FALSE(h.registry().blobs().Contains(b_digest));
+  EXPECT_TRUE(db.FindLossyDelta(f.v1, f.v2, a_params).ok());
+  EXPECT_TRUE(db.FindLossyDelta(f.v1, f.v2, "strategy=sparse&sparsity=0.9").ok());
+  EXPECT_EQ(get("0.5").Get("Blz-Delta-Cache"), "hit");
+  // Asked again, b is computed again (and evicts the next least recently used: c).
+  EXPECT_EQ(get("0.75").Get("Blz-Delta-Cache"), "miss");
+  EXPECT_EQ(f.fake.calls.load(), 4);
+  EXPECT_EQ(db.FindLossyDelta(f.v1, f.v2, "strategy=sparse&sparsity=0.9").status().code(),
+            Code::kNotFound);
+
+  // A budget lowered later is applied by the next garbage collection.
+  h.Reopen([&] {
+    RegistryOptions lower;
+    lower.create_delta = f.fake.Function();
+    lower.delta_cache_bytes = 50;
+    return lower;
+  }());
+  ASSERT_TRUE(h.registry().CollectGarbage(/*dry_run=*/false).ok());
+  store::MetadataDb& reopened = h.registry().db();
+  EXPECT_EQ(reopened.FindLossyDelta(f.v1, f.v2, a_params).status().code(), Code::kNotFound);
+  EXPECT_TRUE(reopened.FindLossyDelta(f.v1, f.v2, b_params).ok());
 }
 
 }  // namespace
