@@ -131,7 +131,7 @@ struct RegistryOptions {
   // `computations_per_minute`; over it, 429 with Retry-After. Admin tokens are not limited.
   // 0 (either) = no limit.
   double computations_per_minute = 10;
-  uint64_t computation_burst = 10;
+  uint64_t computation_burst = 30;
 };
 
 class Authenticator;   // registry/auth.h

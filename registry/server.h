@@ -75,7 +75,7 @@ struct ServerOptions {
   uint64_t upload_idle_timeout = 24 * 3600;  // seconds
   uint64_t delta_cache_bytes = kDefaultDeltaCacheBytes;
   double computations_per_minute = 10;
-  uint64_t computation_burst = 10;
+  uint64_t computation_burst = 30;
 };
 
 // A TLS server context from a PEM certificate chain file and a PEM private key file (TLS 1.2

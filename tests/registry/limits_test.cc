@@ -184,6 +184,7 @@ TEST(UploadLimitsTest, IdleSessionsExpireLongBeforeAWeek) {
 
 TEST(ComputationLimitsTest, NewPatchesPerClientAreRateLimited) {
   RegistryOptions o;
+  o.computation_burst = 10;  // (the default is 30)
   int calls = 0;
   o.create_patch = [&calls](const std::string&, const std::string&, const std::string&,
                             const std::string& to, const std::string& out) -> Status {
