@@ -67,6 +67,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Handshake();
   void ReadHeader();
   void OnHeader(beast::error_code ec);
+  // The request's framing headers (CheckRequestFraming, registry/wire.h): an error means the
+  // body's length is unknown, so the session answers (400, or 501 for an unknown transfer
+  // coding) and closes the connection.
+  Status CheckFraming() const;
   void StartBody();
   template <class Parser>
   void ReadBodySome(Parser& parser);
