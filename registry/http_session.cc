@@ -265,7 +265,9 @@ Status HttpSession::CheckFraming() const {
   const auto& req = head_parser_->get();
   std::vector<std::string_view> transfer_encodings;
   for (const auto& field : req) {
-    if (field.name() == http::field::transfer_encoding) transfer_encodings.push_back(field.value());
+    if (field.name() == http::field::transfer_encoding) {
+      transfer_encodings.emplace_back(field.value().data(), field.value().size());
+    }
   }
   BLZ_RETURN_IF_ERROR(CheckRequestFraming(transfer_encodings,
                                           req.find(http::field::content_length) != req.end(),
