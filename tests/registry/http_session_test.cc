@@ -16,7 +16,7 @@
 #include "registry/net.h"
 #include "registry/registry.h"
 #include "registry/server.h"
-#include "tests/test_util.h"
+#include "tests/registry/live_registry.h"
 
 namespace blz::registry {
 namespace {
@@ -77,29 +77,9 @@ Exchange Raw(uint16_t port, const std::string& bytes) {
   return out;
 }
 
-class HttpSessionTest : public ::testing::Test {
+class HttpSessionTest : public testing::LiveRegistryTest {
  protected:
-  void SetUp() override {
-    auto r = Registry::Open(tmp_ / "data", RegistryOptions());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    registry_ = std::move(*r);
-    auto token = registry_->EnsureAdminToken();
-    ASSERT_TRUE(token.ok() && token->has_value());
-    token_ = **token;
-    SessionOptions session;
-    session.log = [](const std::string&) {};
-    auto s = Server::Start(registry_.get(), "127.0.0.1:0", 2, session);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
-  }
-  void TearDown() override {
-    if (server_) server_->Stop();
-  }
-
-  blz::testing::TempDir tmp_;
-  std::unique_ptr<Registry> registry_;
-  std::unique_ptr<Server> server_;
-  std::string token_;
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start()); }
 };
 
 // A request whose body is a second, complete request: a server that misreads the framing

@@ -23,7 +23,7 @@
 #include "registry/net.h"
 #include "registry/registry.h"
 #include "registry/server.h"
-#include "tests/test_util.h"
+#include "tests/registry/live_registry.h"
 
 namespace blz::registry {
 namespace {
@@ -118,30 +118,19 @@ TlsResult Connect(uint16_t port, bool tls12, const std::string& suites = "") {
   return out;
 }
 
-class ServerTlsTest : public ::testing::TestWithParam<bool> {  // true: an RSA certificate
+// The parameter: true for an RSA certificate, false for ECDSA.
+class ServerTlsTest : public testing::LiveRegistryTest,
+                      public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     const std::string base = tmp_ / "srv";
     ASSERT_TRUE(MakeSelfSigned(base, GetParam()));
     auto tls = LoadServerTlsContext(base + ".pem", base + ".key");
     ASSERT_TRUE(tls.ok()) << tls.status().ToString();
-    auto r = Registry::Open(tmp_ / "data", RegistryOptions());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    registry_ = std::move(*r);
     SessionOptions session;
-    session.log = [](const std::string&) {};
     session.tls = *tls;
-    auto s = Server::Start(registry_.get(), "127.0.0.1:0", 2, session);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
+    ASSERT_NO_FATAL_FAILURE(Start({}, session));
   }
-  void TearDown() override {
-    if (server_) server_->Stop();
-  }
-
-  blz::testing::TempDir tmp_;
-  std::unique_ptr<Registry> registry_;
-  std::unique_ptr<Server> server_;
 };
 
 TEST_P(ServerTlsTest, WeakTls12SuitesAreRefused) {
@@ -184,8 +173,9 @@ TEST_P(ServerTlsTest, IntermediateSuitesAndTls13WorkWithHsts) {
 }
 
 TEST_P(ServerTlsTest, TheClientsPreferenceWins) {
-  const std::string a = GetParam() ? "ECDHE-RSA-AES256-GCM-SHA384" : "ECDHE-ECDSA-AES256-GCM-SHA384";
-  const std::string b = GetParam() ? "ECDHE-RSA-CHACHA20-POLY1305" : "ECDHE-ECDSA-CHACHA20-POLY1305";
+  const std::string kx = GetParam() ? "ECDHE-RSA-" : "ECDHE-ECDSA-";
+  const std::string a = kx + "AES256-GCM-SHA384";
+  const std::string b = kx + "CHACHA20-POLY1305";
   EXPECT_EQ(Connect(server_->port(), true, a + ":" + b).cipher, a);
   EXPECT_EQ(Connect(server_->port(), true, b + ":" + a).cipher, b);
 }
