@@ -181,8 +181,8 @@ TEST_P(ServerTlsTest, TheClientsPreferenceWins) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KeyTypes, ServerTlsTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? std::string("Rsa") : std::string("Ecdsa");
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? std::string("Rsa") : std::string("Ecdsa");
                          });
 
 }  // namespace
