@@ -168,7 +168,7 @@ TEST_F(HttpSessionTest, EveryResponseSaysNosniff) {
     const std::string head = x.FirstHead();
     const size_t at = head.find("\r\nX-Content-Type-Options: nosniff\r\n");
     EXPECT_NE(at, std::string::npos) << head;
-    EXPECT_EQ(head.find("X-Content-Type-Options", at + 2), std::string::npos) << head;
+    EXPECT_EQ(head.find("X-Content-Type-Options", at + 3), std::string::npos) << head;
     EXPECT_EQ(head.find("Strict-Transport-Security"), std::string::npos) << head;
   }
 }
