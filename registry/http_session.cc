@@ -5,7 +5,9 @@
 #include <limits>
 #include <sstream>
 #include <tuple>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/file_util.h"
 #include "registry/errors.h"
@@ -30,12 +32,19 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 // Statuses that never carry a body (RFC 9110 §6.4.1).
 bool NoBodyStatus(int status) { return (status >= 100 && status < 200) || status == 204 || status == 304; }
 
+// HSTS for two years (RFC 6797), on every response over TLS.
+constexpr char kStrictTransportSecurity[] = "max-age=63072000";
+
+// The one place every response's head is finished: the handler's headers, then those the
+// session adds to all responses (replacing any a handler set).
 template <class Message>
-void FillHeaders(Message& msg, const Response& res, bool close) {
+void FillHeaders(Message& msg, const Response& res, bool close, bool tls) {
   msg.version(11);
   msg.result(static_cast<unsigned>(res.status));
-  msg.set(http::field::server, "blz");
   for (const Header& h : res.headers) msg.insert(h.name, h.value);
+  msg.set(http::field::server, "blz");
+  msg.set("X-Content-Type-Options", "nosniff");
+  if (tls) msg.set("Strict-Transport-Security", kStrictTransportSecurity);
   msg.keep_alive(!close);
 }
 
@@ -104,6 +113,7 @@ void HttpSession::Handshake() {
           // Plain HTTP on the TLS port: say so in plain HTTP, then close.
           static const std::string kAnswer =
               "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+              "X-Content-Type-Options: nosniff\r\n"
               "Content-Length: 48\r\n\r\nclient sent an HTTP request to an HTTPS server\r\n";
           self->stream_.expires_after(kIoTimeout);
           net::async_write(self->stream_.lowest_layer(), net::buffer(kAnswer),
@@ -193,6 +203,16 @@ void HttpSession::OnHeader(beast::error_code ec) {
   if (auto cl = head_parser_->content_length(); cl.has_value()) head_.content_length = *cl;
   head_.chunked = head_parser_->chunked();
   keep_alive_ = req.keep_alive();
+  if (Status framing = CheckFraming(); !framing.ok()) {
+    // The body's length is unknown: never read what follows as another request.
+    Response bad = ErrorResponse(framing, ErrorContext::kGeneral);
+    if (framing.code() == Code::kUnsupported) bad.status = 501;  // Not Implemented
+    bad.close = true;
+    keep_alive_ = false;
+    log_note_ = framing.message();
+    SendResponse(std::move(bad));
+    return;
+  }
 
   metrics_request_ = options_->metrics && IsMetricsTarget(head_.target);
   web_request_ = false;
@@ -240,6 +260,24 @@ void HttpSession::OnHeader(beast::error_code ec) {
     return;
   }
   StartBody();
+}
+
+Status HttpSession::CheckFraming() const {
+  const auto& req = head_parser_->get();
+  std::vector<std::string_view> transfer_encodings;
+  for (const auto& field : req) {
+    if (field.name() == http::field::transfer_encoding) {
+      transfer_encodings.emplace_back(field.value().data(), field.value().size());
+    }
+  }
+  BLZ_RETURN_IF_ERROR(CheckRequestFraming(transfer_encodings,
+                                          req.find(http::field::content_length) != req.end(),
+                                          req.version() < 11));
+  // Beast must frame the body the same way: chunked exactly when a Transfer-Encoding passed.
+  if (head_parser_->chunked() != !transfer_encodings.empty()) {
+    return InvalidArgument("Transfer-Encoding is not a single final chunked coding");
+  }
+  return Status::Ok();
 }
 
 void HttpSession::StartBody() {
@@ -376,7 +414,7 @@ void HttpSession::SendResponse(Response res) {
 
   if (res.head_only || NoBodyStatus(res.status)) {
     auto msg = std::make_shared<http::response<http::empty_body>>();
-    FillHeaders(*msg, res, close);
+    FillHeaders(*msg, res, close, stream_.is_tls());
     if (!NoBodyStatus(res.status)) msg->content_length(res.BodySize());
     auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*msg);
     WriteSome(msg, sr);
@@ -395,14 +433,14 @@ void HttpSession::SendResponse(Response res) {
     body.length = res.file_length;
     auto msg = std::make_shared<http::response<FileRangeBody>>(
         std::piecewise_construct, std::make_tuple(std::move(body)));
-    FillHeaders(*msg, res, close);
+    FillHeaders(*msg, res, close, stream_.is_tls());
     msg->content_length(res.file_length);
     auto sr = std::make_shared<http::response_serializer<FileRangeBody>>(*msg);
     WriteSome(msg, sr);
     return;
   }
   auto msg = std::make_shared<http::response<http::string_body>>();
-  FillHeaders(*msg, res, close);
+  FillHeaders(*msg, res, close, stream_.is_tls());
   msg->body() = std::move(res.body);
   msg->prepare_payload();
   auto sr = std::make_shared<http::response_serializer<http::string_body>>(*msg);

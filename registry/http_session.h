@@ -10,6 +10,11 @@
 // or patch computation, and slow requests never starve cheap ones), then write the response (string, file range, or
 // headers only), and loop while keep-alive.
 //
+// A request whose framing is in doubt (CheckRequestFraming, registry/wire.h: a transfer coding
+// other than a single chunked, Transfer-Encoding with Content-Length or on HTTP/1.0) gets 400 or
+// 501 and the connection is closed unread. Every response head is finished in one place
+// (FillHeaders): X-Content-Type-Options: nosniff always, Strict-Transport-Security over TLS.
+//
 // Every read and every write step has a 30 s inactivity timeout (re-armed for each chunk, so
 // large bodies are bounded by stalls, not by total time). Request bodies must also keep a
 // minimum average rate (RegistryOptions::body_rate, registry/registry.h kMinBodyBytesPerSecond
@@ -67,6 +72,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Handshake();
   void ReadHeader();
   void OnHeader(beast::error_code ec);
+  // The request's framing headers (CheckRequestFraming, registry/wire.h): an error means the
+  // body's length is unknown, so the session answers (400, or 501 for an unknown transfer
+  // coding) and closes the connection.
+  Status CheckFraming() const;
   void StartBody();
   template <class Parser>
   void ReadBodySome(Parser& parser);

@@ -187,6 +187,17 @@ bool Registry::CheckReferences(const Route& route, const OciManifest& manifest,
     return false;
   }
   for (const OciDescriptor& layer : manifest.layers) {
+    if (IsNonDistributableLayer(layer.media_type)) {
+      // A foreign layer is usually not pushed (clients fetch it from its urls): then the manifest
+      // does not link it, and nothing that walks manifest blobs (garbage collection) sees it.
+      // When it was pushed, it is checked and linked like any layer.
+      Result<bool> linked = db_->BlobLinked(route.name, layer.digest);
+      if (!linked.ok()) {
+        *error = ErrorResponse(linked.status(), ErrorContext::kManifest);
+        return false;
+      }
+      if (!*linked) continue;
+    }
     if (!CheckManifestBlob(route.name, layer.digest, layer.size, put, error)) return false;
   }
   for (const OciDescriptor& child : manifest.manifests) {

@@ -51,6 +51,13 @@ Status ParseDescriptorArray(const json& m, const char* key, std::vector<OciDescr
 
 }  // namespace
 
+bool IsNonDistributableLayer(std::string_view media_type) {
+  return media_type == "application/vnd.oci.image.layer.nondistributable.v1.tar" ||
+         media_type == "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip" ||
+         media_type == "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd" ||
+         media_type == "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip";
+}
+
 std::string MediaTypeOf(std::string_view content_type) {
   std::string_view t = content_type.substr(0, content_type.find(';'));
   while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);

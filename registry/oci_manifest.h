@@ -51,6 +51,13 @@ struct OciManifest {
   bool has_artifact_type_field = false;  // `artifactType` was present
 };
 
+// Is `media_type` a non-distributable ("foreign") layer: application/vnd.oci.image.layer.
+// nondistributable.v1.tar, +gzip, +zstd (image-spec layer.md) or Docker's
+// application/vnd.docker.image.rootfs.foreign.diff.tar.gzip? Such layers are fetched from their
+// descriptor's `urls`, are never uploaded, and a registry may accept a manifest without them
+// (distribution-spec "Pushing Manifests").
+bool IsNonDistributableLayer(std::string_view media_type);
+
 // The media type part of a Content-Type header value ("type/subtype", parameters and spaces
 // removed).
 std::string MediaTypeOf(std::string_view content_type);

@@ -223,7 +223,8 @@ class Registry {
   // MANIFEST_INVALID).
   bool CheckManifestBlob(const std::string& repository, const std::string& digest, uint64_t size,
                          store::ManifestPut* put, Response* error);
-  // Any OCI manifest: its config and layers (CheckManifestBlob), an index's manifests (in the
+  // Any OCI manifest: its config and layers (CheckManifestBlob; a non-distributable layer that
+  // was not pushed is skipped: IsNonDistributableLayer), an index's manifests (in the
   // repository, of the stated size).
   bool CheckReferences(const Route& route, const OciManifest& manifest, store::ManifestPut* put,
                        Response* error);

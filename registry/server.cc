@@ -93,7 +93,17 @@ Result<std::shared_ptr<net::ssl::context>> LoadServerTlsContext(const std::strin
     auto ctx = std::make_shared<net::ssl::context>(net::ssl::context::tls_server);
     ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
                      net::ssl::context::no_sslv3 | net::ssl::context::single_dh_use);
-    SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+    SSL_CTX* native = ctx->native_handle();
+    SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
+    // Mozilla's "intermediate" configuration: TLS 1.2 only with forward-secret AEAD suites,
+    // TLS 1.3 with OpenSSL's default suites, the client's preference order.
+    if (SSL_CTX_set_cipher_list(native, kTls12CipherSuites) != 1 ||
+        SSL_CTX_set_ciphersuites(native, kTls13CipherSuites) != 1) {
+      return InvalidArgument("cannot set up TLS: this OpenSSL lacks the cipher suites " +
+                             std::string(kTls12CipherSuites));
+    }
+    SSL_CTX_clear_options(native, SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_dh_auto(native, 1);  // DHE-RSA: RFC 7919 ffdhe groups sized to the key
     beast::error_code ec;
     ctx->use_certificate_chain_file(cert_file, ec);
     if (ec) {

@@ -78,8 +78,21 @@ struct ServerOptions {
   uint64_t computation_burst = 30;
 };
 
+// The TLS versions and cipher suites offered: Mozilla's "intermediate" server configuration
+// (https://ssl-config.mozilla.org, guideline 5.x): TLS 1.2 with only these ECDHE/DHE AEAD suites
+// (no RSA key exchange, no CBC, no SHA-1), TLS 1.3 with these (OpenSSL's default) suites; the
+// client's order of preference wins.
+inline constexpr char kTls12CipherSuites[] =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305";
+inline constexpr char kTls13CipherSuites[] =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+
 // A TLS server context from a PEM certificate chain file and a PEM private key file (TLS 1.2
-// minimum). Errors: kInvalidArgument naming the file and the reason (unreadable, not PEM, key
+// minimum, kTls12CipherSuites / kTls13CipherSuites). Every response over TLS carries
+// Strict-Transport-Security (registry/http_session.cc). Errors: kInvalidArgument naming the file and the reason (unreadable, not PEM, key
 // does not match the certificate).
 Result<std::shared_ptr<boost::asio::ssl::context>> LoadServerTlsContext(
     const std::string& cert_file, const std::string& key_file);

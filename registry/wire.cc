@@ -35,6 +35,10 @@ int HexValue(char c) {
   return -1;
 }
 
+// RFC 9110 §5.6.2 tchar.
+constexpr std::string_view kTokenChars =
+    "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -195,6 +199,56 @@ std::string RedactTarget(std::string_view target) {
   }
   out.append(fragment);
   return out;
+}
+
+Status CheckRequestFraming(const std::vector<std::string_view>& transfer_encodings,
+                           bool has_content_length, bool http10) {
+  if (transfer_encodings.empty()) return Status::Ok();
+  std::string all;  // the field values as one list, for messages
+  for (std::string_view v : transfer_encodings) {
+    if (!all.empty()) all += ", ";
+    all += v;
+  }
+  const std::string field = "Transfer-Encoding '" + all + "'";
+  if (http10) return InvalidArgument(field + " in an HTTP/1.0 request");
+  // transfer-coding = token *( OWS ";" OWS transfer-parameter ); only the token matters here.
+  std::vector<std::string> codings;
+  for (std::string_view value : transfer_encodings) {
+    size_t start = 0;
+    while (start <= value.size()) {
+      size_t end = value.find(',', start);
+      if (end == std::string_view::npos) end = value.size();
+      std::string_view element = Trim(value.substr(start, end - start));
+      std::string_view name = Trim(element.substr(0, element.find(';')));
+      if (name.empty() || name.find_first_not_of(kTokenChars) != std::string_view::npos) {
+        return InvalidArgument(field + " is not a list of transfer codings");
+      }
+      std::string lower(name);
+      for (char& c : lower) {
+        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+      }
+      if (lower == "chunked" && name.size() != element.size()) {
+        return InvalidArgument(field + ": chunked takes no parameters");
+      }
+      codings.push_back(std::move(lower));
+      start = end + 1;
+    }
+  }
+  for (size_t i = 0; i < codings.size(); ++i) {
+    if (codings[i] == "chunked" && i + 1 != codings.size()) {
+      return InvalidArgument(field + ": chunked must be the final coding, applied once");
+    }
+  }
+  for (const std::string& c : codings) {
+    if (c != "chunked") {
+      return Unsupported(field + ": transfer coding '" + c +
+                         "' is not implemented (blz accepts only chunked)");
+    }
+  }
+  if (has_content_length) {
+    return InvalidArgument(field + " together with Content-Length");
+  }
+  return Status::Ok();
 }
 
 std::optional<uint64_t> ParseUint(std::string_view s) {

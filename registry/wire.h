@@ -81,6 +81,18 @@ RangeRequest ParseRangeHeader(std::optional<std::string_view> header, uint64_t s
 // "bytes <first>-<last>/<total or *>". nullopt when malformed or first > last.
 std::optional<ByteRange> ParseChunkRange(std::string_view header);
 
+// Checks a request's message framing headers (RFC 9112 §6.1, §6.3), against request smuggling:
+// `transfer_encodings` are the values of its Transfer-Encoding fields in order,
+// `has_content_length` whether it has a Content-Length field, `http10` whether it is HTTP/1.0.
+// The only transfer coding blz accepts is a single "chunked" (any case). Ok when there is no
+// Transfer-Encoding, or exactly "chunked" without Content-Length on HTTP/1.1.
+// Errors, each naming the field value (the session answers them and closes the connection):
+//   kInvalidArgument (400): Transfer-Encoding on HTTP/1.0; an empty or malformed coding list;
+//     "chunked" not the final coding or applied twice; Transfer-Encoding with Content-Length.
+//   kUnsupported (501 Not Implemented): any other coding ("gzip", "identity", "xchunked").
+Status CheckRequestFraming(const std::vector<std::string_view>& transfer_encodings,
+                           bool has_content_length, bool http10);
+
 // Parses a decimal uint64 (digits only, no sign, no overflow).
 std::optional<uint64_t> ParseUint(std::string_view s);
 

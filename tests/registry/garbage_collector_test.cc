@@ -104,6 +104,34 @@ TEST(GarbageCollectorTest, RemovesUnreferencedOldBlobsOnly) {
   EXPECT_EQ(h.Call("POST", "/v2/_blz/gc?dry_run=maybe").status, 400);
 }
 
+// A manifest may name non-distributable layers that were never pushed: collection walks it
+// without error, keeps its present blobs, and a pushed foreign layer it references stays.
+TEST(GarbageCollectorTest, ForeignLayersNeverPushedAreTolerated) {
+  Harness h(Grace(std::chrono::milliseconds(0)));
+  std::vector<std::string> digests;
+  json m = json::parse(PushImage(&h, "org/app", "v1", "base", &digests));
+  const std::string foreign_type = "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip";
+  const std::string absent = "foreign, never pushed";
+  const std::string pushed = "foreign, pushed anyway";
+  digests.push_back(h.PushBlob("org/app", pushed));
+  for (const std::string& bytes : {absent, pushed}) {
+    m["layers"].push_back({{"mediaType", foreign_type},
+                           {"digest", MakeDigest(Sha256Hex(bytes))},
+                           {"size", bytes.size()},
+                           {"urls", json::array({"https://example.com/l"})}});
+  }
+  m["mediaType"] = "application/vnd.docker.distribution.manifest.v2+json";
+  Response put = h.Call("PUT", "/v2/org/app/manifests/foreign", m.dump(),
+                        {{"Content-Type", "application/vnd.docker.distribution.manifest.v2+json"}});
+  ASSERT_EQ(put.status, 201) << put.body;
+  auto report = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->errors.empty());
+  EXPECT_TRUE(report->removed.empty());
+  for (const std::string& d : digests) EXPECT_TRUE(Stored(&h, d)) << d;
+  EXPECT_EQ(h.Call("GET", "/v2/org/app/manifests/foreign").status, 200);
+}
+
 TEST(GarbageCollectorTest, OldLinksWithoutAManifestAreCollectedWithTheirLinks) {
   Harness h(Grace(std::chrono::milliseconds(0)));
   const std::string abandoned = h.PushBlob("org/app", "uploaded, never referenced");

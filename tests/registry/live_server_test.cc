@@ -23,6 +23,7 @@
 #include "registry/net.h"
 #include "registry/registry.h"
 #include "tests/registry/handler_harness.h"
+#include "tests/registry/live_registry.h"
 #include "tests/test_util.h"
 
 namespace blz::registry {
@@ -167,7 +168,7 @@ std::string Bytes(size_t n) {
   return s;
 }
 
-class LiveServerTest : public ::testing::Test {
+class LiveServerTest : public testing::LiveRegistryTest {
  protected:
   void SetUp() override {
     RegistryOptions options;
@@ -175,26 +176,9 @@ class LiveServerTest : public ::testing::Test {
                               const std::string&, const std::string& out) -> Status {
       return WriteFileAtomic(out, "stand-in patch");
     };
-    auto r = Registry::Open(tmp_ / "data", options);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    registry_ = std::move(*r);
-    auto token = registry_->EnsureAdminToken();
-    ASSERT_TRUE(token.ok() && token->has_value());
-    token_ = **token;
-    auto s = Server::Start(registry_.get(), "127.0.0.1:0", 2);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(*s);
-    ASSERT_NE(server_->port(), 0);
+    ASSERT_NO_FATAL_FAILURE(Start(std::move(options), SessionOptions{}));
     EXPECT_EQ(server_->url(), "http://127.0.0.1:" + std::to_string(server_->port()));
   }
-  void TearDown() override {
-    if (server_) server_->Stop();
-  }
-
-  blz::testing::TempDir tmp_;
-  std::unique_ptr<Registry> registry_;
-  std::unique_ptr<Server> server_;
-  std::string token_;
 };
 
 TEST_F(LiveServerTest, PushAndPullOverOneConnection) {

@@ -162,6 +162,53 @@ TEST(OciContentTest, BlobsOfAnotherRepositoryAreNotReferencedNorReadable) {
   EXPECT_EQ(other.status, 404);
 }
 
+// Non-distributable ("foreign") layers are fetched from their urls and usually never pushed:
+// a manifest whose foreign layers are absent is accepted (distribution-spec "Pushing
+// Manifests"), one whose foreign layer was pushed has it checked like any layer, and an absent
+// ordinary layer is still MANIFEST_BLOB_UNKNOWN.
+TEST(OciContentTest, ForeignLayersNeedNotBePushed) {
+  Harness h;
+  json m = json::parse(ImageManifest(&h, "org/app", "foreign"));
+  for (const char* type : {"application/vnd.oci.image.layer.nondistributable.v1.tar",
+                           "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
+                           "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
+                           "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"}) {
+    json layer = Descriptor(type, std::string("never pushed ") + type);
+    layer["urls"] = json::array({"https://example.com/layer.tar"});
+    m["layers"].push_back(std::move(layer));
+  }
+  const std::string body = m.dump();
+  Response put = Put(&h, "org/app", "foreign", body, testing::kManifestType);
+  ASSERT_EQ(put.status, 201) << put.body;
+  Response get = h.Call("GET", "/v2/org/app/manifests/foreign");
+  ASSERT_EQ(get.status, 200);
+  EXPECT_EQ(get.body, body);
+  // The foreign layer is not a blob of the repository.
+  const std::string absent = m["layers"][1]["digest"];
+  EXPECT_EQ(h.Call("HEAD", "/v2/org/app/blobs/" + absent).status, 404);
+
+  // Pushed: checked like any layer (here its size is wrong).
+  const std::string pushed = "a foreign layer pushed anyway";
+  h.PushBlob("org/app", pushed);
+  json wrong = json::parse(ImageManifest(&h, "org/app", "foreign"));
+  json d = Descriptor("application/vnd.oci.image.layer.nondistributable.v1.tar", pushed);
+  d["size"] = pushed.size() + 1;
+  wrong["layers"].push_back(d);
+  Response bad = Put(&h, "org/app", "wrong", wrong.dump(), testing::kManifestType);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(ErrorCodeOf(bad), "MANIFEST_INVALID") << bad.body;
+  EXPECT_NE(bad.body.find("has " + std::to_string(pushed.size() + 1) + " bytes"),
+            std::string::npos)
+      << bad.body;
+
+  // An ordinary layer type is still required.
+  json plain = json::parse(ImageManifest(&h, "org/app", "foreign"));
+  plain["layers"].push_back(Descriptor(kLayerType, "an ordinary layer never pushed"));
+  Response missing = Put(&h, "org/app", "plain", plain.dump(), testing::kManifestType);
+  EXPECT_EQ(missing.status, 400) << missing.body;
+  EXPECT_EQ(ErrorCodeOf(missing), "MANIFEST_BLOB_UNKNOWN") << missing.body;
+}
+
 TEST(OciContentTest, IndexArtifactsAndReferrers) {
   Harness h;
   const std::string subject = ImageManifest(&h, "org/app", "subject");

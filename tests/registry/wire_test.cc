@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace blz::registry {
 namespace {
@@ -136,6 +138,50 @@ TEST(WireTest, RedactTargetHidesSecretQueryValues) {
   EXPECT_FALSE(IsSecretParameter("digest"));
   EXPECT_FALSE(IsSecretParameter("n"));
   EXPECT_FALSE(IsSecretParameter("last"));
+}
+
+// RFC 9112 §6.1/§6.3 framing: only a single "chunked" coding, never with Content-Length, never
+// on HTTP/1.0; malformed lists are 400 (kInvalidArgument), unknown codings 501 (kUnsupported).
+TEST(WireTest, RequestFraming) {
+  using V = std::vector<std::string_view>;
+  EXPECT_TRUE(CheckRequestFraming({}, false, false).ok());
+  EXPECT_TRUE(CheckRequestFraming({}, true, true).ok());
+  EXPECT_TRUE(CheckRequestFraming(V{"chunked"}, false, false).ok());
+  EXPECT_TRUE(CheckRequestFraming(V{" Chunked\t"}, false, false).ok());
+  struct Case {
+    V values;
+    bool content_length;
+    bool http10;
+    Code code;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"xchunked"}, false, false, Code::kUnsupported,
+       "Transfer-Encoding 'xchunked': transfer coding 'xchunked' is not implemented"},
+      {{"identity"}, false, false, Code::kUnsupported, "transfer coding 'identity'"},
+      {{"gzip, chunked"}, false, false, Code::kUnsupported, "transfer coding 'gzip'"},
+      {{"gzip", "chunked"}, false, false, Code::kUnsupported,
+       "Transfer-Encoding 'gzip, chunked': transfer coding 'gzip'"},
+      {{"chunked, identity"}, false, false, Code::kInvalidArgument,
+       "chunked must be the final coding"},
+      {{"chunked", "chunked"}, false, false, Code::kInvalidArgument,
+       "chunked must be the final coding"},
+      {{"chunked;x=1"}, false, false, Code::kInvalidArgument, "chunked takes no parameters"},
+      {{""}, false, false, Code::kInvalidArgument, "is not a list of transfer codings"},
+      {{"chunked,"}, false, false, Code::kInvalidArgument, "is not a list of transfer codings"},
+      {{"chu nked"}, false, false, Code::kInvalidArgument, "is not a list of transfer codings"},
+      {{"chunked"}, true, false, Code::kInvalidArgument,
+       "Transfer-Encoding 'chunked' together with Content-Length"},
+      {{"xchunked"}, true, false, Code::kUnsupported, "transfer coding 'xchunked'"},
+      {{"chunked"}, false, true, Code::kInvalidArgument,
+       "Transfer-Encoding 'chunked' in an HTTP/1.0 request"},
+  };
+  for (const Case& c : cases) {
+    Status s = CheckRequestFraming(c.values, c.content_length, c.http10);
+    const std::string what = c.values.empty() ? "" : std::string(c.values[0]);
+    EXPECT_EQ(s.code(), c.code) << what << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << what << ": " << s.ToString();
+  }
 }
 
 }  // namespace
