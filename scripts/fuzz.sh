@@ -7,6 +7,9 @@
 #   bash scripts/fuzz.sh short [SECONDS] [TARGET...]  # CI: BLZ_FUZZ_SECONDS (default 20) each
 #   bash scripts/fuzz.sh long SECONDS [TARGET...]   # the campaign: SECONDS each, nice -n 10
 #
+# BLZ_FUZZ_RUNS=N stops each target after N executions (or SECONDS, whichever comes first):
+# the campaign's goal is 10 M executions per target, and fast targets need not use all the time.
+#
 # Corpora grow in build-fuzz/fuzz-corpus/<target> and are kept between runs. Seeds are made
 # fresh each run: the targets' own crafted inputs (BLZ_FUZZ_WRITE_SEEDS, see fuzz/fuzz_util.h)
 # plus the real files of ../shared/corpus when present (read there; larger files are cut to
@@ -95,12 +98,14 @@ run_target() {
   done < <(corpus_files "$t")
   local dict=()
   [ -f "fuzz/$t.dict" ] && dict=("-dict=fuzz/$t.dict")
+  local runs=()
+  [ -n "${BLZ_FUZZ_RUNS:-}" ] && runs=("-runs=$BLZ_FUZZ_RUNS")
   echo "fuzz: $t for ${seconds} s ($(ls "$seeds" | wc -l) seeds, $(ls "$corpus" | wc -l) corpus entries)"
   local rc=0
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
   nice -n "$nice_level" "$bin" -max_total_time="$seconds" -max_len="$(max_len "$t")" \
     -timeout=30 -rss_limit_mb=2560 -print_final_stats=1 \
-    -artifact_prefix="$artifacts/" "${dict[@]}" "$corpus" "$seeds" >"$log" 2>&1 || rc=$?
+    -artifact_prefix="$artifacts/" "${dict[@]}" "${runs[@]}" "$corpus" "$seeds" >"$log" 2>&1 || rc=$?
   local execs crashes
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   crashes=$(find "$artifacts" -type f -newer "$seeds" \( -name 'crash-*' -o -name 'leak-*' \
