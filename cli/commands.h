@@ -17,6 +17,10 @@
 #include "client/registry_client.h"
 #include "core/status.h"
 
+namespace blz::formats {
+struct ModelStats;
+}  // namespace blz::formats
+
 namespace blz::cli {
 
 struct Command {
@@ -178,6 +182,11 @@ class ScopedTempDir {
 Result<std::string> EnsureArchive(const std::string& input, const std::string& name,
                                   const std::string& near_path, ScopedTempDir* tmp,
                                   bool* packed);
+
+// The tensors of `stats` that hold NaN or Inf values, as one line for a message:
+// "<k> tensors hold NaN/Inf: <name> (all <n> values), <name> (<m> of <n> values), ..." (at
+// most 5 names, then "and <r> more"); "" when there are none. cli/cli_util.cc.
+std::string NonFiniteSummary(const formats::ModelStats& stats);
 
 // Does `path` exist (any kind, without following a final symlink)?
 bool PathExists(const std::string& path);
