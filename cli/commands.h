@@ -26,8 +26,8 @@ namespace blz::cli {
 struct Command {
   CLI::App* app = nullptr;
   std::function<Status()> run;
-  // When set and `run` returned ok, the process exits with *exit_code (e.g. 1 for
-  // `blz diff --fail-on-diff` when the structures differ); otherwise with 0.
+  // When set and `run` returned ok, the process exits with *exit_code (kExitDiffers = 1 when
+  // `blz diff` finds a difference or a --fail-on-nan gate fails); otherwise with 0.
   std::shared_ptr<int> exit_code;
 };
 
