@@ -2,7 +2,9 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <future>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -16,6 +18,7 @@
 #include "client/push.h"
 #include "client/reference.h"
 #include "client/registry_client.h"
+#include "core/progress_fn.h"
 #include "formats/tensor_stats.h"
 #include "registry/server.h"
 #include "web/web_handler.h"
@@ -213,7 +216,20 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
   commands->push_back({sub, [args, exit_code]() -> Status {
     BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
     {  // NaN/Inf check: streams every tensor from the memory-mapped input.
-      BLZ_ASSIGN_OR_RETURN(formats::ModelStats stats, formats::ComputeModelStats(args->input));
+      ProgressCounters counters;
+      formats::StatsOptions stats_options;
+      stats_options.counters = &counters;
+      client::ProgressMeter meter(
+          "checking values of " + args->input,
+          client::WorkMeterOptions(ProgressModeOf(args->progress)));
+      std::future<Result<formats::ModelStats>> computing = std::async(
+          std::launch::async,
+          [&] { return formats::ComputeModelStats(args->input, stats_options); });
+      while (computing.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+        meter.Update(counters.done.load(), counters.total.load());
+      }
+      meter.Finish();
+      BLZ_ASSIGN_OR_RETURN(formats::ModelStats stats, computing.get());
       const std::string bad = NonFiniteSummary(stats);
       if (!bad.empty() && args->fail_on_nan) {
         std::fprintf(stderr, "blz: push --fail-on-nan: not pushed: %s: %s\n",
