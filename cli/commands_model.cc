@@ -1,4 +1,5 @@
 // Offline model commands: pack, unpack, verify, inspect, diff, apply.
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -259,7 +260,9 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
 // when the structures differ. Otherwise the verdict on everything (structure, tensor values,
 // non-tensor files; formats/content_diff.h) comes first, exit 1 when anything differs; with
 // `values` the value statistics follow.
-Status ReportDiff(const std::string& a, const std::string& b, bool json, bool verbose,
+// `labels`: how A and B were named on the command line (paths, or references pulled to a and b).
+Status ReportDiff(const std::string& a, const std::string& b,
+                  const std::array<std::string, 2>& labels, bool json, bool verbose,
                   bool values, bool structure_only, unsigned threads, int* exit_code) {
   BLZ_ASSIGN_OR_RETURN(formats::StructuralInput sa, formats::StructuralInputFromPath(a));
   BLZ_ASSIGN_OR_RETURN(formats::StructuralInput sb, formats::StructuralInputFromPath(b));
@@ -282,6 +285,8 @@ Status ReportDiff(const std::string& a, const std::string& b, bool json, bool ve
     formats::DiffOptions options;
     options.threads = threads;
     BLZ_ASSIGN_OR_RETURN(value_diff, formats::DiffModels(a, b, options));
+    value_diff->a_path = labels[0];  // a registry reference rather than its store path
+    value_diff->b_path = labels[1];
   }
   if (json) {
     // {"schema", verdict keys, "structure", "content", and with --values "values"}: the
@@ -384,13 +389,14 @@ void AddDiff(CLI::App& app, std::vector<Command>* commands) {
       "temporary archives (next to the output) first.");
   commands->push_back({sub, [args, exit_code]() -> Status {
     // Registry references: pulled into the local store (as `blz pull`), compared from there.
+    const std::array<std::string, 2> labels = {args->base, args->target};
     for (std::string* side : {&args->base, &args->target}) {
       if (!IsModelReference(*side, args->source.conn)) continue;
       BLZ_ASSIGN_OR_RETURN(*side, PullModelSource(*side, args->source,
                                                   ProgressModeOf(ProgressArgs{})));
     }
     if (args->output.empty()) {
-      return ReportDiff(args->base, args->target, args->json, args->verbose, args->values,
+      return ReportDiff(args->base, args->target, labels, args->json, args->verbose, args->values,
                         args->structure_only, static_cast<unsigned>(args->threads),
                         exit_code.get());
     }

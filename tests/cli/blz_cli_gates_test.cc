@@ -116,7 +116,8 @@ TEST(BlzDiffVerdictTest, ChangedValuesMakeModelsDifferentWithExit1) {
 
   BlzRun same = Blz("diff " + a + " " + a, tmp);
   EXPECT_EQ(same.code, 0) << same.err;
-  EXPECT_EQ(FirstLine(same.out), "IDENTICAL: same structure, tensor values (2 tensors) and files (0)")
+  EXPECT_EQ(FirstLine(same.out),
+            "IDENTICAL: same structure, tensor values (2 tensors) and files (0)")
       << same.out;
   BlzRun usage = Blz("diff " + a + " " + b + " --structure-only --values", tmp);
   EXPECT_EQ(usage.code, 2) << usage.err;

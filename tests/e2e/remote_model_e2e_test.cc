@@ -90,6 +90,13 @@ TEST_F(RemoteModelE2ETest, InspectAndDiffTakeRegistryReferences) {
   EXPECT_EQ(d.exit_code, 1) << d.out << d.err;
   EXPECT_EQ(d.out.rfind("DIFFERENT: structure (1 tensor added), values of ", 0), 0u) << d.out;
   EXPECT_NE(d.out.find(", file config.json\n"), std::string::npos) << d.out;
+  ProcessResult values = Blz({"diff", "--values", "--json", repo + ":base", repo + ":ft"},
+                             "differ");
+  EXPECT_EQ(values.exit_code, 1) << values.err;
+  const json v = json::parse(values.out);
+  EXPECT_EQ(v["identical"], false);
+  EXPECT_EQ(v["values"]["inputs"]["a"]["path"], repo + ":base");
+  EXPECT_GT(v["values"]["model"]["changed"].get<uint64_t>(), 0u);
   ProcessResult same = Blz({"diff", models_ + "/base", repo + ":base"}, "differ");
   EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
   EXPECT_EQ(same.out.rfind("IDENTICAL", 0), 0u) << same.out;
