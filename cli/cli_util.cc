@@ -13,6 +13,7 @@
 #include "core/file_util.h"
 #include "core/text.h"
 #include "formats/blz_archive.h"
+#include "formats/tensor_stats.h"
 
 namespace blz::cli {
 namespace {
@@ -43,6 +44,29 @@ void PrintJson(const nlohmann::json& j) {
 
 void PrintOrderedJson(const nlohmann::ordered_json& j) {
   std::cout << j.dump(2) << std::endl;
+}
+
+std::string NonFiniteSummary(const formats::ModelStats& stats) {
+  constexpr size_t kShown = 5;
+  std::vector<std::string> named;
+  size_t count = 0;
+  for (const formats::TensorStatsEntry& t : stats.tensors) {
+    const formats::TensorStats& s = t.stats;
+    const uint64_t bad = s.nan + s.pos_inf + s.neg_inf;
+    if (!t.supported || bad == 0) continue;
+    ++count;
+    if (named.size() == kShown) continue;
+    named.push_back(t.name + (s.all_non_finite
+                                  ? " (all " + std::to_string(s.count) + " values)"
+                                  : " (" + std::to_string(bad) + " of " +
+                                        std::to_string(s.count) + " values)"));
+  }
+  if (count == 0) return "";
+  std::string out = std::to_string(count) + (count == 1 ? " tensor holds" : " tensors hold") +
+                    " NaN/Inf: ";
+  for (size_t i = 0; i < named.size(); ++i) out += (i == 0 ? "" : ", ") + named[i];
+  if (count > named.size()) out += " and " + std::to_string(count - named.size()) + " more";
+  return out;
 }
 
 void Note(const std::string& text) {

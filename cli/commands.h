@@ -17,13 +17,17 @@
 #include "client/registry_client.h"
 #include "core/status.h"
 
+namespace blz::formats {
+struct ModelStats;
+}  // namespace blz::formats
+
 namespace blz::cli {
 
 struct Command {
   CLI::App* app = nullptr;
   std::function<Status()> run;
-  // When set and `run` returned ok, the process exits with *exit_code (e.g. 1 for
-  // `blz diff --fail-on-diff` when the structures differ); otherwise with 0.
+  // When set and `run` returned ok, the process exits with *exit_code (kExitDiffers = 1 when
+  // `blz diff` finds a difference or a --fail-on-nan gate fails); otherwise with 0.
   std::shared_ptr<int> exit_code;
 };
 
@@ -178,6 +182,11 @@ class ScopedTempDir {
 Result<std::string> EnsureArchive(const std::string& input, const std::string& name,
                                   const std::string& near_path, ScopedTempDir* tmp,
                                   bool* packed);
+
+// The tensors of `stats` that hold NaN or Inf values, as one line for a message:
+// "<k> tensors hold NaN/Inf: <name> (all <n> values), <name> (<m> of <n> values), ..." (at
+// most 5 names, then "and <r> more"); "" when there are none. cli/cli_util.cc.
+std::string NonFiniteSummary(const formats::ModelStats& stats);
 
 // Does `path` exist (any kind, without following a final symlink)?
 bool PathExists(const std::string& path);

@@ -56,11 +56,17 @@ Status RunExport(const std::string& source, const std::string& output, const Exp
     PrintOrderedJson(j);
     return Status::Ok();
   }
-  size_t lossy = 0;
+  // A tensor counts as cast with loss only when some value actually changed (a lossy type
+  // reproduces values it can represent exactly); the others were cast exactly.
+  size_t lossy = 0, exact = 0;
   double worst = 0;
   std::string worst_name;
   for (const exporter::ExportTensorReport& t : report->tensors) {
     if (!t.lossy) continue;
+    if (t.error.max_abs == 0 && t.error.sum_sq_err == 0) {
+      ++exact;
+      continue;
+    }
     ++lossy;
     double e = t.error.RelativeL2();
     if (e >= worst) worst = e, worst_name = t.name;
@@ -71,6 +77,10 @@ Status RunExport(const std::string& source, const std::string& output, const Exp
   if (lossy > 0) {
     std::fprintf(stderr, "  %zu tensors cast with loss; largest relative L2 error %.3g (%s)\n",
                  lossy, worst, Esc(worst_name).c_str());
+  }
+  if (exact > 0) {
+    std::fprintf(stderr, "  %zu %s cast exactly (every value representable, none changed)\n",
+                 exact, exact == 1 ? "tensor" : "tensors");
   }
   std::printf("%s\n", Esc(output).c_str());
   return Status::Ok();

@@ -1,11 +1,16 @@
 // Offline model commands: pack, unpack, verify, inspect, diff, apply.
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/model_source.h"
 #include "client/progress.h"
 #include "formats/blz_archive.h"
+#include "formats/content_diff.h"
 #include "formats/export/squizd.h"
 #include "formats/identify.h"
 #include "formats/inspect.h"
@@ -20,12 +25,21 @@ namespace {
 
 using client::FormatBytes;
 
-// `blz diff --fail-on-diff`: the structures differ.
-constexpr int kExitDiffers = 1;
-
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(),
                                                 suffix) == 0;
+}
+
+// Every line of `text` (which ends with a newline) indented by two spaces.
+std::string Indent(const std::string& text) {
+  std::string out;
+  bool line_start = true;
+  for (char c : text) {
+    if (line_start && c != '\n') out += "  ";
+    out += c;
+    line_start = c == '\n';
+  }
+  return out;
 }
 
 std::string Percent(uint64_t part, uint64_t whole) {
@@ -150,34 +164,58 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
     std::string input;
     bool json = false;
     bool stats = false;
+    bool fail_on_nan = false;
     unsigned threads = 0;
+    ModelSourceArgs source;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "inspect",
       "Describe a model directory, .safetensors or GGUF file, .blz archive or .wdelta delta");
   sub->add_option("path", args->input,
-                  "model directory, .safetensors or GGUF file, or .blz archive")
+                  "model directory, .safetensors or GGUF file, .blz archive, or a registry\n"
+                  "reference [https://]HOST[:PORT]/NAME[:TAG|@sha256:...]")
       ->required();
+  AddModelSourceOptions(sub, &args->source);
   sub->add_flag("--json", args->json, "print the description as JSON on stdout");
   sub->add_flag("--stats", args->stats,
                 "also read every tensor: min/max/mean/std, NaN/Inf and zero counts per tensor,\n"
                 "with a warning for each tensor that is all (or partly) NaN/Inf");
+  sub->add_flag("--fail-on-nan", args->fail_on_nan,
+                "a gate (implies --stats): exit 1 when any tensor holds a NaN or Inf value,\n"
+                "naming the tensors on stderr");
   sub->add_option("--threads", args->threads, "worker threads for --stats (0 = all cores)");
   sub->footer("With --stats --json the statistics are under the key \"stats\".");
-  commands->push_back({sub, [args]() -> Status {
-    if (FileHasWdeltaMagic(args->input)) {
-      if (args->stats) return Unsupported("inspect --stats: not available for .wdelta files");
-      return InspectWdelta(args->input, args->json);
+  auto exit_code = std::make_shared<int>(0);
+  commands->push_back({sub, [args, exit_code]() -> Status {
+    if (args->fail_on_nan) args->stats = true;
+    // A registry reference: its manifest and archive headers (--stats: the whole version,
+    // pulled into the local store).
+    std::string path = args->input;
+    ScopedTempDir fetched;
+    if (IsModelReference(args->input, args->source.conn)) {
+      if (args->stats) {
+        BLZ_ASSIGN_OR_RETURN(path, PullModelSource(args->input, args->source,
+                                                   ProgressModeOf(ProgressArgs{})));
+      } else {
+        std::string digest;
+        BLZ_ASSIGN_OR_RETURN(path,
+                             FetchArchiveHeaders(args->input, args->source, &fetched, &digest));
+      }
     }
-    if (exporter::FileHasSquizdMagic(args->input)) {  // SQUIZD: formats/export/squizd.h
+    if (FileHasWdeltaMagic(path)) {
+      if (args->stats) return Unsupported("inspect --stats: not available for .wdelta files");
+      return InspectWdelta(path, args->json);
+    }
+    if (exporter::FileHasSquizdMagic(path)) {  // SQUIZD: formats/export/squizd.h
       if (args->stats) return Unsupported("inspect --stats: not available for SQUIZD files");
-      BLZ_ASSIGN_OR_RETURN(exporter::SquizdFile f, exporter::OpenSquizd(args->input));
+      BLZ_ASSIGN_OR_RETURN(exporter::SquizdFile f, exporter::OpenSquizd(path));
       if (args->json) PrintOrderedJson(exporter::SquizdSummaryJson(f));
       else PrintText(exporter::SquizdSummaryText(f));
       return Status::Ok();
     }
-    BLZ_ASSIGN_OR_RETURN(formats::ModelSummary summary, formats::Describe(args->input));
+    BLZ_ASSIGN_OR_RETURN(formats::ModelSummary summary, formats::Describe(path));
+    summary.path = args->input;
     if (!args->stats) {
       if (args->json) {
         PrintJson(formats::SummaryJson(summary));
@@ -189,7 +227,8 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
     formats::StatsOptions options;
     options.threads = args->threads;
     BLZ_ASSIGN_OR_RETURN(formats::ModelStats stats,
-                         formats::ComputeModelStats(args->input, options));
+                         formats::ComputeModelStats(path, options));
+    stats.path = args->input;
     if (args->json) {
       nlohmann::ordered_json out;
       try {
@@ -204,18 +243,32 @@ void AddInspect(CLI::App& app, std::vector<Command>* commands) {
       std::fputs("\n", stdout);
       PrintText(formats::ModelStatsText(stats));
     }
+    if (args->fail_on_nan) {
+      const std::string bad = NonFiniteSummary(stats);
+      if (!bad.empty()) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "blz: inspect --fail-on-nan: %s: %s\n", Esc(args->input).c_str(),
+                     Esc(bad).c_str());
+        *exit_code = kExitDiffers;
+      }
+    }
     return Status::Ok();
-  }});
+  }, exit_code});
 }
 
-// `blz diff A B` without -o: the structural diff (and with --values the value diff).
-Status ReportDiff(const std::string& a, const std::string& b, bool json, bool verbose,
-                  bool values, bool fail_on_diff, unsigned threads, int* exit_code) {
+// `blz diff A B` without -o. `structure_only`: weight-inspect's structural diff alone, exit 1
+// when the structures differ. Otherwise the verdict on everything (structure, tensor values,
+// non-tensor files; formats/content_diff.h) comes first, exit 1 when anything differs; with
+// `values` the value statistics follow.
+// `labels`: how A and B were named on the command line (paths, or references pulled to a and b).
+Status ReportDiff(const std::string& a, const std::string& b,
+                  const std::array<std::string, 2>& labels, bool json, bool verbose,
+                  bool values, bool structure_only, unsigned threads, int* exit_code) {
   BLZ_ASSIGN_OR_RETURN(formats::StructuralInput sa, formats::StructuralInputFromPath(a));
   BLZ_ASSIGN_OR_RETURN(formats::StructuralInput sb, formats::StructuralInputFromPath(b));
   const formats::StructuralDiff structure = formats::DiffStructures(sa, sb);
-  if (fail_on_diff && !structure.identical()) *exit_code = kExitDiffers;
-  if (!values) {
+  if (structure_only) {
+    if (!structure.identical()) *exit_code = kExitDiffers;
     if (json) {
       std::fputs(formats::DiffJson(structure).c_str(), stdout);
     } else {
@@ -223,17 +276,49 @@ Status ReportDiff(const std::string& a, const std::string& b, bool json, bool ve
     }
     return Status::Ok();
   }
-  formats::DiffOptions options;
-  options.threads = threads;
-  BLZ_ASSIGN_OR_RETURN(formats::ModelDiff value_diff, formats::DiffModels(a, b, options));
+  BLZ_ASSIGN_OR_RETURN(
+      formats::ContentDiff content,
+      formats::DiffContent(a, b, formats::StructurallyChangedTensors(structure)));
+  if (!structure.identical() || !content.identical()) *exit_code = kExitDiffers;
+  std::optional<formats::ModelDiff> value_diff;
+  if (values) {
+    formats::DiffOptions options;
+    options.threads = threads;
+    BLZ_ASSIGN_OR_RETURN(value_diff, formats::DiffModels(a, b, options));
+    value_diff->a_path = labels[0];  // a registry reference rather than its store path
+    value_diff->b_path = labels[1];
+  }
   if (json) {
-    // The same document the registry serves (formats/value_diff_json.h).
-    BLZ_ASSIGN_OR_RETURN(std::string text, formats::ValueDiffJson(structure, value_diff));
-    std::fputs(text.c_str(), stdout);
-  } else {
-    PrintText(formats::DiffText(structure, verbose));
+    // {"schema", verdict keys, "structure", "content", and with --values "values"}: the
+    // registry's value diff document (formats/value_diff_json.h) plus the verdict.
+    nlohmann::ordered_json out;
+    out["schema"] = 1;
+    formats::AddDiffVerdictJson(structure, content, &out);
+    try {
+      out["structure"] = nlohmann::ordered_json::parse(formats::DiffJson(structure));
+    } catch (const std::exception& e) {
+      return Internal(std::string("diff: structural JSON: ") + e.what());
+    }
+    out["content"] = formats::ContentDiffJson(content);
+    if (value_diff) out["values"] = formats::ModelDiffJson(*value_diff);
+    try {
+      std::fputs((out.dump(2, ' ', /*ensure_ascii=*/false,
+                           nlohmann::ordered_json::error_handler_t::replace) +
+                  "\n")
+                     .c_str(),
+                 stdout);
+    } catch (const std::exception& e) {
+      return Internal(std::string("diff: serializing JSON: ") + e.what());
+    }
+    return Status::Ok();
+  }
+  std::string text = formats::DiffVerdictLine(structure, content) + "\n\nStructure:\n";
+  text += Indent(formats::DiffText(structure, verbose));
+  text += "\n" + formats::ContentDiffText(content, verbose);
+  PrintText(text);
+  if (value_diff) {
     std::fputs("\n", stdout);
-    PrintText(formats::ModelDiffText(value_diff));
+    PrintText(formats::ModelDiffText(*value_diff));
   }
   return Status::Ok();
 }
@@ -244,21 +329,27 @@ void AddDiff(CLI::App& app, std::vector<Command>* commands) {
     bool json = false;
     bool verbose = false;
     bool values = false;
-    bool fail_on_diff = false;
+    bool fail_on_diff = false;  // the default now; accepted for old scripts
+    bool structure_only = false;
     int level = 9;
     int threads = 0;
+    ModelSourceArgs source;
   };
   auto args = std::make_shared<Args>();
   auto exit_code = std::make_shared<int>(0);
   CLI::App* sub = app.add_subcommand(
       "diff",
-      "Compare two models (structure, optionally values), or with -o write a patch A -> B");
+      "Did anything change between two models (structure, tensor values, files; exit 1 when\n"
+      "so)? With --values: how much each tensor changed. With -o: write a patch A -> B");
   sub->add_option("A", args->base,
-                  "base: .safetensors or GGUF file, .blz archive or model directory")
+                  "base: .safetensors or GGUF file, .blz archive, model directory or registry\n"
+                  "reference (pulled into the local store first)")
       ->required();
   sub->add_option("B", args->target,
-                  "target: .safetensors or GGUF file, .blz archive or model directory")
+                  "target: .safetensors or GGUF file, .blz archive, model directory or registry\n"
+                  "reference")
       ->required();
+  AddModelSourceOptions(sub, &args->source);
   CLI::Option* output = sub->add_option(
       "-o,--output", args->output,
       "write a patch that turns A into B to this file (.blzpatch) instead of comparing");
@@ -269,25 +360,44 @@ void AddDiff(CLI::App& app, std::vector<Command>* commands) {
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--json", args->json, "print the result as JSON on stdout");
   sub->add_flag("-v,--verbose", args->verbose,
-                "structural diff: list every changed tensor and metadata key")
+                "list every changed tensor, metadata key and file")
       ->excludes(output);
-  sub->add_flag("--values", args->values,
-                "also compare tensor values (changed elements, relative L2, cosine per tensor\n"
-                "and layer); JSON: {\"schema\": 1, \"structure\": {...}, \"values\": {...}}")
+  CLI::Option* values = sub->add_flag(
+      "--values", args->values,
+      "also measure how much the values changed (changed elements, relative L2, cosine per\n"
+      "tensor and layer; reads every tensor); JSON: adds \"values\": {...}")
       ->excludes(output);
   sub->add_flag("--fail-on-diff", args->fail_on_diff,
-                "exit with code 1 when the structures (structural hashes) of A and B differ")
+                "accepted for compatibility: exiting 1 when A and B differ is now the default")
       ->excludes(output);
+  sub->add_flag("--structure-only", args->structure_only,
+                "compare only the structures (weight-inspect's diff of headers: tensor names,\n"
+                "dtypes, shapes, metadata); exit 1 only when the structures differ")
+      ->excludes(output)
+      ->excludes(values);
   sub->footer(
-      "Without -o: prints the structural diff (weight-inspect compatible: IDENTICAL or\n"
-      "DIFFERENT, tensor and metadata changes; --json gives {\"schema\": 1, ...}). Exit code 0\n"
-      "whether or not the models differ, unless --fail-on-diff: then 1 when they differ.\n"
+      "Without -o: answers \"did anything change?\" like cmp or `git diff --exit-code`. The\n"
+      "first line is the verdict: IDENTICAL, or DIFFERENT: and what differs (structure, values\n"
+      "of N tensors, files ...); then the structural diff (weight-inspect compatible), the\n"
+      "changed tensors and the changed non-tensor files (config, tokenizer, ...). Tensor values\n"
+      "of two .blz archives are compared by the digests in their headers; other inputs byte\n"
+      "for byte, one tensor at a time. --json: {\"schema\": 1, \"identical\", \"verdict\",\n"
+      "\"differences\", \"structure\", \"content\", and with --values \"values\"}.\n"
+      "Exit code: 0 identical in everything, 1 something differs (with --structure-only: the\n"
+      "structures differ), other codes for trouble (see blz --help).\n"
       "With -o: A and B must be .blz archives or model directories; directories are packed to\n"
       "temporary archives (next to the output) first.");
   commands->push_back({sub, [args, exit_code]() -> Status {
+    // Registry references: pulled into the local store (as `blz pull`), compared from there.
+    const std::array<std::string, 2> labels = {args->base, args->target};
+    for (std::string* side : {&args->base, &args->target}) {
+      if (!IsModelReference(*side, args->source.conn)) continue;
+      BLZ_ASSIGN_OR_RETURN(*side, PullModelSource(*side, args->source,
+                                                  ProgressModeOf(ProgressArgs{})));
+    }
     if (args->output.empty()) {
-      return ReportDiff(args->base, args->target, args->json, args->verbose, args->values,
-                        args->fail_on_diff, static_cast<unsigned>(args->threads),
+      return ReportDiff(args->base, args->target, labels, args->json, args->verbose, args->values,
+                        args->structure_only, static_cast<unsigned>(args->threads),
                         exit_code.get());
     }
     if (PathExists(args->output)) return AlreadyExists(args->output + ": already exists");

@@ -2,19 +2,24 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <future>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/exit_codes.h"
 #include "client/auth.h"
 #include "client/progress.h"
 #include "client/pull.h"
 #include "client/push.h"
 #include "client/reference.h"
 #include "client/registry_client.h"
+#include "core/progress_fn.h"
+#include "formats/tensor_stats.h"
 #include "registry/server.h"
 #include "web/web_handler.h"
 
@@ -175,10 +180,12 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     bool json = false;
     ProgressArgs progress;
     uint64_t chunk_size = client::kDefaultChunkBytes;
+    bool fail_on_nan = false;
     TransferArgs transfer;
     RegistryConnectionArgs conn;
   };
   auto args = std::make_shared<Args>();
+  auto exit_code = std::make_shared<int>(0);
   CLI::App* sub = app.add_subcommand("push", "Upload a model version to a registry");
   sub->add_option("input", args->input,
                   "model directory, .safetensors file, GGUF file or .blz archive")
@@ -196,12 +203,45 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
                   "chunks (PATCH), smaller ones in one request")
       ->check(CLI::Range(uint64_t{64 * 1024}, uint64_t{1} << 40))
       ->capture_default_str();
+  sub->add_flag("--fail-on-nan", args->fail_on_nan,
+                "refuse to push (exit 1, nothing sent) when a tensor holds NaN or Inf values; "
+                "without it such tensors are named in a warning and the push proceeds");
   sub->footer(
+      "Every tensor is read once before the upload: tensors holding NaN/Inf values are named\n"
+      "in a warning on stderr (--fail-on-nan refuses the push instead).\n"
       "Only the blobs the registry lacks are uploaded; the tag is set last.\n"
       "An interrupted push continues where it stopped when run again: the packed archive\n"
       "and the upload session are kept in the local store.\n"
       "Token: $BLZ_TOKEN, else the one stored by `blz login HOST:PORT`.");
-  commands->push_back({sub, [args]() -> Status {
+  commands->push_back({sub, [args, exit_code]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
+    {  // NaN/Inf check: streams every tensor from the memory-mapped input.
+      ProgressCounters counters;
+      formats::StatsOptions stats_options;
+      stats_options.counters = &counters;
+      client::ProgressMeter meter(
+          "checking values of " + args->input,
+          client::WorkMeterOptions(ProgressModeOf(args->progress)));
+      std::future<Result<formats::ModelStats>> computing = std::async(
+          std::launch::async,
+          [&] { return formats::ComputeModelStats(args->input, stats_options); });
+      while (computing.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+        meter.Update(counters.done.load(), counters.total.load());
+      }
+      meter.Finish();
+      BLZ_ASSIGN_OR_RETURN(formats::ModelStats stats, computing.get());
+      const std::string bad = NonFiniteSummary(stats);
+      if (!bad.empty() && args->fail_on_nan) {
+        std::fprintf(stderr, "blz: push --fail-on-nan: not pushed: %s: %s\n",
+                     Esc(args->input).c_str(), Esc(bad).c_str());
+        *exit_code = kExitDiffers;
+        return Status::Ok();
+      }
+      if (!bad.empty()) {
+        std::fprintf(stderr, "blz: warning: %s: %s (pushing anyway; --fail-on-nan refuses)\n",
+                     Esc(args->input).c_str(), Esc(bad).c_str());
+      }
+    }
     client::PushOptions options;
     options.cache_dir = args->cache;
     options.progress = ProgressModeOf(args->progress);
@@ -209,7 +249,6 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     options.retry = RetryPolicyFrom(args->transfer);
     options.on_retry = RetryLog(args->transfer);
     options.chunk_bytes = args->chunk_size;
-    BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
     BLZ_ASSIGN_OR_RETURN(client::PushResult r, client::Push(args->input, ref.ToUrl(), options));
     if (args->transfer.verbose && r.reused_pack) Note("reused the archive packed by an earlier push");
     if (args->transfer.verbose && r.bytes_resumed > 0) {
@@ -232,7 +271,7 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
                   r.blobs_uploaded, r.blobs_skipped);
     }
     return Status::Ok();
-  }});
+  }, exit_code});
 }
 
 void AddPull(CLI::App& app, std::vector<Command>* commands) {

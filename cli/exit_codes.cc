@@ -27,7 +27,9 @@ int ExitCodeFor(Code code) {
 std::string ExitCodeHelp() {
   return "Exit codes:\n"
          "  0  ok\n"
-         "  1  internal error; for diff --fail-on-diff: the structures differ\n"
+         "  1  the check found a difference: diff (A and B differ; --structure-only: the\n"
+         "     structures differ), --fail-on-nan (a tensor holds NaN/Inf); else an\n"
+         "     internal error\n"
          "  2  usage error, invalid argument or unsupported input\n"
          "  3  not found (file, tag, blob, version)\n"
          "  4  corrupt data (corruption, digest mismatch, length over its cap)\n"

@@ -1,7 +1,10 @@
 // Process exit codes of the `blz` binary: the ONE place where Status codes become exit codes.
 //
 //   0 ok
-//   1 internal error (a bug) or anything unclassified
+//   1 the check found a difference: `blz diff` (A and B differ; --structure-only: their
+//     structures differ) and the gates (`inspect --stats --fail-on-nan`, `push --fail-on-nan`:
+//     a tensor holds NaN/Inf), as cmp and `git diff --exit-code` do; otherwise an internal
+//     error (a bug) or anything unclassified
 //   2 usage: bad command line, invalid argument, unsupported input
 //   3 not found (file, tag, blob, version)
 //   4 corrupt data: corruption, digest mismatch, a length over its cap
@@ -22,6 +25,7 @@ namespace blz::cli {
 enum ExitCode : int {
   kExitOk = 0,
   kExitInternal = 1,
+  kExitDiffers = 1,  // a check found a difference (diff, --fail-on-nan): not an error
   kExitUsage = 2,
   kExitNotFound = 3,
   kExitCorrupt = 4,

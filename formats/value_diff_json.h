@@ -1,7 +1,8 @@
 // The JSON document of `blz diff A B --values --json`, which the registry's
 // GET /v2/<name>/blz/diff also serves (docs/registry-api.md): both call the functions below, so
 // the two documents are the same (only "values"."inputs" differ: the CLI names the paths it was
-// given, the registry the archive digests).
+// given, the registry the archive digests; and the CLI adds its verdict keys "identical",
+// "verdict", "differences" and "content", formats/content_diff.h).
 //
 // The document, keys in this order:
 //   {"schema": 1,

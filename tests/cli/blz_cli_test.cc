@@ -376,7 +376,12 @@ TEST(BlzCliTest, DiffOfAFileWithItselfIsIdentical) {
   ASSERT_EQ(j.code, 0) << j.err;
   nlohmann::json parsed = nlohmann::json::parse(j.out);
   EXPECT_EQ(parsed["schema"], 1);
-  EXPECT_EQ(parsed["hash_equal"], true);
+  EXPECT_EQ(parsed["identical"], true);
+  EXPECT_EQ(parsed["structure"]["hash_equal"], true);
+  // --structure-only --json: weight-inspect's document.
+  BlzRun s = Blz("diff --json --structure-only " + f + " " + f, tmp);
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(nlohmann::json::parse(s.out)["hash_equal"], true);
 }
 
 TEST(BlzCliTest, DiffBaseVsFineTuneStructureAndValues) {
@@ -384,12 +389,16 @@ TEST(BlzCliTest, DiffBaseVsFineTuneStructureAndValues) {
   TempDir tmp;
   const std::string base = corpus + "/tiny-gpt2/base", ft = corpus + "/tiny-gpt2/ft-v1";
   // A fine-tune keeps the architecture: same structure, different values.
-  BlzRun s = Blz("diff " + base + " " + ft + " --verbose --fail-on-diff", tmp);
+  BlzRun s = Blz("diff " + base + " " + ft + " --verbose --structure-only", tmp);
   ASSERT_EQ(s.code, 0) << s.err;
   EXPECT_NE(s.out.find("IDENTICAL"), std::string::npos) << s.out;
+  // ... so the models differ (issue 24: this was IDENTICAL with exit 0).
+  BlzRun d = Blz("diff " + base + " " + ft + " --fail-on-diff", tmp);
+  EXPECT_EQ(d.code, 1) << d.err;
+  EXPECT_EQ(d.out.rfind("DIFFERENT: values of ", 0), 0u) << d.out;
 
   BlzRun j = Blz("diff " + base + " " + ft + " --values --json", tmp);
-  ASSERT_EQ(j.code, 0) << j.err;
+  ASSERT_EQ(j.code, 1) << j.err;
   nlohmann::json parsed = nlohmann::json::parse(j.out);
   EXPECT_EQ(parsed["schema"], 1);
   ASSERT_TRUE(parsed.contains("structure")) << j.out;
@@ -402,18 +411,21 @@ TEST(BlzCliTest, DiffBaseVsFineTuneStructureAndValues) {
   EXPECT_FALSE(parsed["values"]["tensors"].empty());
 
   BlzRun t = Blz("diff " + base + "/model.safetensors " + ft + "/model.safetensors --values", tmp);
-  ASSERT_EQ(t.code, 0) << t.err;
+  ASSERT_EQ(t.code, 1) << t.err;
+  EXPECT_EQ(t.out.rfind("DIFFERENT: values of ", 0), 0u) << t.out;
   EXPECT_NE(t.out.find("REL_L2"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("CHANGED%"), std::string::npos) << t.out;
 }
 
-TEST(BlzCliTest, DiffFailOnDiffExits1ForDifferentStructures) {
+TEST(BlzCliTest, DiffExits1ForDifferentStructures) {
   BLZ_REQUIRE_CORPUS(corpus);
   TempDir tmp;
   const std::string st = corpus + "/tiny-gpt2/base/model.safetensors";
   const std::string gguf = corpus + "/gguf/llama-2-tiny-random.gguf";
   BlzRun plain = Blz("diff " + st + " " + gguf, tmp);
-  EXPECT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(plain.code, 1) << plain.err;
+  EXPECT_EQ(plain.out.rfind("DIFFERENT: structure (format safetensors -> gguf", 0), 0u)
+      << plain.out;
   EXPECT_NE(plain.out.find("DIFFERENT"), std::string::npos) << plain.out;
   BlzRun fail = Blz("diff " + st + " " + gguf + " --fail-on-diff", tmp);
   EXPECT_EQ(fail.code, 1) << fail.err;
