@@ -446,19 +446,20 @@ void AddTag(CLI::App& app, std::vector<Command>* commands) {
   commands->push_back({sub, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(client::Reference dst, ResolveReference(args->target, args->conn));
     BLZ_ASSIGN_OR_RETURN(client::LocalStore store, OpenStore(args->cache));
-    client::LooseReference src;
+    client::HeldVersion v;
     const std::string bare = client::AsDigestPrefix(args->source);
     if (!bare.empty() && args->source.find('/') == std::string::npos) {
-      BLZ_ASSIGN_OR_RETURN(client::HeldVersion held,
-                           client::FindHeldByPrefix(store, dst, bare));
-      src.ref = dst;
-      src.ref.tag.clear();
-      src.ref.digest = held.digest;
+      // A digest (as `blz ls` prints it), whatever name the version is held under.
+      if (dst.by_digest()) return InvalidArgument("tag: the new name needs a tag (NAME:TAG)");
+      BLZ_ASSIGN_OR_RETURN(v, client::FindHeldByPrefix(store, dst, bare));
+      BLZ_RETURN_IF_ERROR(store.RecordVersion(dst.registry.ToString(), dst.name, v.digest, v.size,
+                                              dst.tag, v.manifest_digest));
     } else {
-      BLZ_ASSIGN_OR_RETURN(src, client::ParseLooseReference(args->source,
-                                                            AddressDefaultsFor(args->conn)));
+      BLZ_ASSIGN_OR_RETURN(client::LooseReference src,
+                           client::ParseLooseReference(args->source,
+                                                       AddressDefaultsFor(args->conn)));
+      BLZ_ASSIGN_OR_RETURN(v, client::TagLocally(&store, src, dst));
     }
-    BLZ_ASSIGN_OR_RETURN(client::HeldVersion v, client::TagLocally(&store, src, dst));
     std::printf("tagged %s as %s\n", Esc(v.digest).c_str(), Esc(dst.ToString()).c_str());
     return Status::Ok();
   }});

@@ -155,20 +155,12 @@ Result<Reference> ResolveDigestPrefix(const LocalStore& store, const LooseRefere
 
 Result<std::optional<HeldVersion>> FindHeld(const LocalStore& store, const Reference& ref) {
   const std::string registry = ref.registry.ToString();
-  if (ref.by_digest()) {
-    BLZ_ASSIGN_OR_RETURN(std::vector<HeldVersion> all, store.AllVersions());
-    std::optional<HeldVersion> best;
-    for (const HeldVersion& v : all) {
-      if (v.digest != ref.digest && v.manifest_digest != ref.digest) continue;
-      const bool mine = v.registry == registry && v.repository == ref.name;
-      if (!best.has_value() || mine) best = v;
-      if (mine) break;
-    }
-    return best;
-  }
   BLZ_ASSIGN_OR_RETURN(std::vector<HeldVersion> held, store.Versions(registry, ref.name));
   for (HeldVersion& v : held) {
-    if (std::find(v.tags.begin(), v.tags.end(), ref.tag) != v.tags.end()) {
+    const bool match = ref.by_digest()
+                           ? v.digest == ref.digest || v.manifest_digest == ref.digest
+                           : std::find(v.tags.begin(), v.tags.end(), ref.tag) != v.tags.end();
+    if (match) {
       v.registry = registry;
       v.repository = ref.name;
       return std::optional<HeldVersion>(std::move(v));

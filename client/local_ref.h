@@ -6,9 +6,9 @@
 //   versions the store holds first, else (online) among the versions the registry's tags of
 //   NAME point at. Two or more matches are an error listing them.
 // - Offline (`--offline`, BLZ_OFFLINE=1): NAME:TAG resolves to the version the store last
-//   recorded under that tag (by a pull, a push or `blz tag`) and NAME@sha256:... to a held
-//   version; the registry is never contacted. A digest already held is served that way even
-//   online (pull.h).
+//   recorded under that tag (by a pull, a push or `blz tag`) and NAME@sha256:... to a version
+//   held under that name; the registry is never contacted. A digest already held under that
+//   name is served that way even online (pull.h).
 // - Local tags (`blz tag SRC DST`, like `docker tag`): DST is recorded in the store as a name
 //   of SRC's version; nothing is sent to a registry.
 #ifndef BLZ_CLIENT_LOCAL_REF_H_
@@ -60,9 +60,10 @@ Result<HeldVersion> FindHeldByPrefix(const LocalStore& store, const Reference& r
 Result<Reference> ResolveDigestPrefix(const LocalStore& store, const LooseReference& loose,
                                       RegistryClient* client);
 
-// The held version `ref` names without asking a registry: by digest (archive or manifest
-// digest, any registry name), or by tag as recorded for ref.registry/ref.name. nullopt when
-// the store does not hold it.
+// The held version `ref` names without asking a registry, as recorded for ref.registry and
+// ref.name (by a pull, push or `blz tag`): by digest (archive or manifest digest) or by tag.
+// nullopt when the store holds no such version under that name (a digest held under another
+// name only does not count: that registry name or repository may not have it).
 Result<std::optional<HeldVersion>> FindHeld(const LocalStore& store, const Reference& ref);
 
 // `blz tag SRC DST`: records dst (a tag reference) as a name of the version `src` names,

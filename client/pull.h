@@ -17,7 +17,8 @@
 // 5. Else download the archive blob, hashing it as it streams.
 // allow_patch = false (`--no-patch`) skips steps 3 and 4.
 // Before step 1, without asking the registry (client/local_ref.h): a reference by digest
-// (archive or manifest digest) that the store holds is served from the store; with `offline`
+// (archive or manifest digest) that the store holds under that registry name and repository
+// is served from the store; with `offline`
 // a tag is resolved from what the store last recorded for it, and a version not held is
 // kNotFound naming the reference (the registry is never contacted, no token is needed).
 // Every download (patch, full patch, archive) goes through DownloadResumable
