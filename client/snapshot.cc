@@ -65,8 +65,8 @@ Status WriteArchiveFile(const formats::BlzArchive& archive, const formats::Archi
                         uint64_t total) {
   Sha256 sha;
   for (const formats::ArchivePiece& p : f.pieces) {
-    const ByteSpan data = p.kind == formats::ArchivePiece::Kind::kRaw ? archive.RawData(p.index)
-                                                                       : archive.TensorData(p.index);
+    const bool raw = p.kind == formats::ArchivePiece::Kind::kRaw;
+    const ByteSpan data = raw ? archive.RawData(p.index) : archive.TensorData(p.index);
     for (size_t done = 0; done < data.size(); done += kCopyChunk) {
       const ByteSpan chunk = data.subspan(done, std::min(kCopyChunk, data.size() - done));
       sha.Update(chunk);
@@ -95,7 +95,9 @@ Result<std::string> EnsureFileEntry(const std::string& store_dir,
                                     const formats::BlzArchive& archive,
                                     const formats::ArchiveFile& f, uint64_t* written,
                                     const ProgressCallback& progress, uint64_t total) {
-  if (f.sha256.size() != 64) return Corruption(archive.path() + ": file '" + f.path + "': bad SHA-256");
+  if (f.sha256.size() != 64) {
+    return Corruption(archive.path() + ": file '" + f.path + "': bad SHA-256");
+  }
   const std::string path = FilesPath(store_dir, f.sha256);
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) == f.size) {
@@ -221,7 +223,8 @@ Status UnpackFiltered(const formats::BlzArchive& archive, const std::string& out
   for (size_t i : kept) {
     const formats::ArchiveFile& f = archive.header().files[i];
     if (!IsSafeRelativePath(f.path)) {
-      return Corruption(archive.path() + ": file path '" + f.path + "' is not a safe relative path");
+      return Corruption(archive.path() + ": file path '" + f.path +
+                        "' is not a safe relative path");
     }
     const std::string dest = out_dir + "/" + f.path;
     BLZ_RETURN_IF_ERROR(MakeParentDirs(dest));
@@ -281,7 +284,8 @@ Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view re
   BLZ_RETURN_IF_ERROR(MakeParentDirs(result.path));
   RemoveStaleBuilds(parent);
   BLZ_ASSIGN_OR_RETURN(std::string build,
-                       MakeTempDir(parent, std::string(kBuildPrefix) + std::to_string(::getpid()) + "-"));
+                       MakeTempDir(parent, std::string(kBuildPrefix) +
+                                               std::to_string(::getpid()) + "-"));
   ScopedRemoveAll guard(build);
   const std::string built = build + "/model";
   std::error_code ec;
@@ -293,7 +297,8 @@ Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view re
   for (size_t i : kept) {
     const formats::ArchiveFile& f = archive.header().files[i];
     if (!IsSafeRelativePath(f.path)) {
-      return Corruption(archive.path() + ": file path '" + f.path + "' is not a safe relative path");
+      return Corruption(archive.path() + ": file path '" + f.path +
+                        "' is not a safe relative path");
     }
     BLZ_ASSIGN_OR_RETURN(std::string entry,
                          EnsureFileEntry(store_dir, archive, f, &result.bytes_written,
@@ -309,7 +314,8 @@ Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view re
     }
   } else if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, result.path.c_str(),
                          RENAME_NOREPLACE) != 0) {
-    return IOError(result.path + ": cannot rename " + built + " into place: " + std::strerror(errno));
+    return IOError(result.path + ": cannot rename " + built + " into place: " +
+                   std::strerror(errno));
   }
   BLZ_RETURN_IF_ERROR(WriteFileAtomic(marker, want + "\n"));
   BLZ_RETURN_IF_ERROR(SyncDir(parent));
@@ -330,7 +336,8 @@ Result<uint64_t> RemoveSnapshotsOf(const std::string& store_dir, std::string_vie
   return CollectUnlinkedFiles(store_dir);
 }
 
-std::vector<std::string> SnapshotsOf(const std::string& store_dir, std::string_view archive_digest) {
+std::vector<std::string> SnapshotsOf(const std::string& store_dir,
+                                     std::string_view archive_digest) {
   std::vector<std::string> out;
   for (const auto& [marker, digest] : Markers(store_dir)) {
     if (digest == archive_digest) out.push_back(SnapshotOfMarker(marker));
