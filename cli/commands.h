@@ -114,6 +114,14 @@ Result<client::Reference> ResolveReference(const std::string& text,
 Result<client::RegistryAddress> ResolveRegistry(const std::string& text,
                                                 const RegistryConnectionArgs& args);
 
+// A reference as `blz pull` and `blz tag` take it (cli/commands_cache.cc): ResolveReference,
+// also accepting NAME@sha256:<12+ hex> (client/local_ref.h), completed from the local store
+// `cache_flag` names, else (unless `offline`) from the registry's tags of NAME.
+Result<client::Reference> ResolveLocalReference(const std::string& text,
+                                                const RegistryConnectionArgs& conn,
+                                                const std::string& cache_flag, bool offline,
+                                                int timeout_seconds);
+
 // A registry client for `registry` with its stored (or $BLZ_TOKEN) token and
 // `timeout_seconds` per single read or write. With `require_token`, having none is
 // kUnauthorized, telling to run `blz login` (for commands that need a token: rm, gc, token).

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "client/cache_prune.h"
 #include "client/client_config.h"
+#include "client/local_ref.h"
 #include "client/local_store.h"
 #include "client/partial_download.h"
 #include "client/progress.h"
@@ -320,16 +321,37 @@ void AddCache(CLI::App& app, std::vector<Command>* commands) {
   auto rm_args = std::make_shared<RmArgs>();
   CLI::App* rm = cache->add_subcommand("rm", "Remove versions from the local store by digest");
   rm->add_option("--cache", rm_args->cache, "local store");
-  rm->add_option("digest", rm_args->digests, "archive digest(s), sha256:<hex> (see `blz ls`)")
+  rm->footer("The version's snapshot directories (`blz pull` without -o) go with it, and the\n"
+             "unpacked files no other snapshot shares.");
+  rm->add_option("digest", rm_args->digests,
+                 "archive digest(s), sha256:<hex>; a unique prefix of 12+ hex digits will do, as "
+                 "`blz ls` prints it")
       ->required();
   commands->push_back({rm, [rm_args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(client::LocalStore store, OpenStore(rm_args->cache));
+    // Full digests, or short ones as `blz ls` prints them (a unique prefix of 12+ hex digits).
+    std::vector<std::string> digests;
     for (const std::string& d : rm_args->digests) {
-      if (!ParseDigest(d).ok()) {
-        return InvalidArgument("cache rm: '" + d + "' is not a digest (sha256:<64 hex>)");
+      const std::string prefix = client::AsDigestPrefix(d);
+      if (prefix.empty()) {
+        return InvalidArgument("cache rm: '" + d + "' is not a digest (sha256:<hex>, at least 12 "
+                               "hex digits, as `blz ls` prints it)");
       }
+      if (ParseDigest(prefix).ok()) {
+        digests.push_back(prefix);
+        continue;
+      }
+      Result<client::HeldVersion> held =
+          client::FindHeldByPrefix(store, client::Reference{}, prefix);
+      if (!held.ok()) {
+        if (held.status().code() == Code::kNotFound) {
+          return NotFound("cache rm: " + d + " is not held (see `blz ls`)");
+        }
+        return held.status().WithContext("cache rm");
+      }
+      digests.push_back(held->digest);
     }
-    for (const std::string& d : rm_args->digests) {
+    for (const std::string& d : digests) {
       if (!store.HasBlob(d)) return NotFound("cache rm: " + d + " is not held (see `blz ls`)");
       BLZ_ASSIGN_OR_RETURN(uint64_t freed, store.ForgetVersion(d));
       std::printf("removed %s (%s)\n", d.c_str(), client::FormatBytes(freed).c_str());
@@ -384,9 +406,71 @@ std::vector<std::string> AutoPruneAfterPull(const std::string& cache_flag,
   return evicted;
 }
 
+Result<client::Reference> ResolveLocalReference(const std::string& text,
+                                                const RegistryConnectionArgs& conn,
+                                                const std::string& cache_flag, bool offline,
+                                                int timeout_seconds) {
+  BLZ_ASSIGN_OR_RETURN(client::LooseReference loose,
+                       client::ParseLooseReference(text, AddressDefaultsFor(conn)));
+  if (loose.digest_prefix.empty()) return loose.ref;
+  BLZ_ASSIGN_OR_RETURN(client::LocalStore store, OpenStore(cache_flag));
+  std::unique_ptr<client::RegistryClient> registry;
+  if (!offline) {
+    BLZ_ASSIGN_OR_RETURN(registry, RegistryClientFor(loose.ref.registry, conn, timeout_seconds,
+                                                     /*require_token=*/false));
+  }
+  return client::ResolveDigestPrefix(store, loose, registry.get());
+}
+
+namespace {
+
+void AddTag(CLI::App& app, std::vector<Command>* commands) {
+  struct Args {
+    std::string source, target, cache;
+    RegistryConnectionArgs conn;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "tag", "Give a version held in the local store another name (like `docker tag`)");
+  sub->add_option("source", args->source,
+                  "a held version: [HOST[:PORT]/]NAME[:TAG], NAME@sha256:<hex>, or a digest "
+                  "(sha256:<12+ hex>) as `blz ls` prints it")
+      ->required();
+  sub->add_option("target", args->target, "the new name, [HOST[:PORT]/]NAME[:TAG]")->required();
+  sub->add_option("--cache", args->cache, "local store");
+  AddRegistryConnectionOptions(sub, &args->conn);
+  sub->footer(
+      "Local only: nothing is sent to a registry (push the version to publish the name).\n"
+      "The new name can then be pulled (from the store: `blz pull --offline TARGET`), used\n"
+      "as a base, and is listed by `blz ls`. A tag already on another version moves.");
+  commands->push_back({sub, [args]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(client::Reference dst, ResolveReference(args->target, args->conn));
+    BLZ_ASSIGN_OR_RETURN(client::LocalStore store, OpenStore(args->cache));
+    client::HeldVersion v;
+    const std::string bare = client::AsDigestPrefix(args->source);
+    if (!bare.empty() && args->source.find('/') == std::string::npos) {
+      // A digest (as `blz ls` prints it), whatever name the version is held under.
+      if (dst.by_digest()) return InvalidArgument("tag: the new name needs a tag (NAME:TAG)");
+      BLZ_ASSIGN_OR_RETURN(v, client::FindHeldByPrefix(store, dst, bare));
+      BLZ_RETURN_IF_ERROR(store.RecordVersion(dst.registry.ToString(), dst.name, v.digest, v.size,
+                                              dst.tag, v.manifest_digest));
+    } else {
+      BLZ_ASSIGN_OR_RETURN(client::LooseReference src,
+                           client::ParseLooseReference(args->source,
+                                                       AddressDefaultsFor(args->conn)));
+      BLZ_ASSIGN_OR_RETURN(v, client::TagLocally(&store, src, dst));
+    }
+    std::printf("tagged %s as %s\n", Esc(v.digest).c_str(), Esc(dst.ToString()).c_str());
+    return Status::Ok();
+  }});
+}
+
+}  // namespace
+
 void AddCacheCommands(CLI::App& app, std::vector<Command>* commands) {
   AddLs(app, commands);
   AddCache(app, commands);
+  AddTag(app, commands);
 }
 
 }  // namespace blz::cli

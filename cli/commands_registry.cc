@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "client/auth.h"
+#include "client/local_ref.h"
 #include "client/progress.h"
 #include "client/pull.h"
 #include "client/push.h"
@@ -250,6 +251,7 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     options.on_retry = RetryLog(args->transfer);
     options.chunk_bytes = args->chunk_size;
     BLZ_ASSIGN_OR_RETURN(client::PushResult r, client::Push(args->input, ref.ToUrl(), options));
+    for (const std::string& note : r.notes) Note(note);
     if (args->transfer.verbose && r.reused_pack) Note("reused the archive packed by an earlier push");
     if (args->transfer.verbose && r.bytes_resumed > 0) {
       Note("continued an interrupted upload at byte " + std::to_string(r.bytes_resumed));
@@ -261,7 +263,7 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
                  {"total_bytes", r.total_bytes}, {"blobs_uploaded", r.blobs_uploaded},
                  {"blobs_skipped", r.blobs_skipped}, {"packed", r.packed},
                  {"reused_pack", r.reused_pack}, {"bytes_resumed", r.bytes_resumed},
-                 {"retries", r.retries}});
+                 {"retries", r.retries}, {"kept", r.kept}});
     } else {
       std::printf("pushed %s\n  model %s (%s)\n  manifest %s\n  uploaded %s of %s (%d blobs "
                   "sent, %d already present)\n",
@@ -278,6 +280,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   struct Args {
     std::string reference, output, cache;
     bool json = false, no_patch = false;
+    bool offline = false, archive_only = false;      // docs/client.md, "Loadable directories"
+    std::vector<std::string> include, exclude;
     std::string lossy;                 // pull --lossy (cli/commands_pull_lossy.cc)
     std::optional<double> max_error;
     std::optional<double> sparsity;
@@ -297,7 +301,18 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
       ->required();
   AddRegistryConnectionOptions(sub, &args->conn);
   sub->add_option("-o,--output", args->output,
-                  "unpack into this new directory (with --export: the export's output)");
+                  "unpack into this new directory (with --export: the export's output); "
+                  "default: the version's snapshot directory in the local store");
+  sub->add_flag("--offline", args->offline,
+                "never contact the registry: NAME:TAG is the version the local store last "
+                "recorded for it (also BLZ_OFFLINE=1)");
+  sub->add_flag("--archive-only", args->archive_only,
+                "keep the .blz archive in the local store only and print its path (no snapshot "
+                "directory)");
+  sub->add_option("--include", args->include,
+                  "only files matching this glob (repeatable; '*' matches '/' too), as `hf "
+                  "download`");
+  sub->add_option("--exclude", args->exclude, "no files matching this glob (repeatable)");
   AddExportOptions(sub, &args->exp, /*format_required=*/false);
   sub->add_option("--cache", args->cache,
                   "local store (default $BLZ_CACHE_DIR, $XDG_CACHE_HOME/blz, ~/.cache/blz)");
@@ -328,8 +343,12 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
       ->check(CLI::Range(1, client::kMaxParallel))
       ->capture_default_str();
   sub->footer(
-      "Without -o the archive stays in the local store and its path is printed on stdout;\n"
-      "with -o the new directory's path is printed. Every digest is verified before anything\n"
+      "Without -o the model's files are given in a loadable snapshot directory in the local\n"
+      "store (<store>/snapshots/HOST:PORT/NAME:TAG, files hard-linked and shared between\n"
+      "versions); the directory (or -o's, or with --archive-only the .blz) is the last line\n"
+      "on stdout: dir=$(blz pull REF | tail -1). @sha256:<12+ hex> takes a short digest.\n"
+      "A digest already held is served without contacting the registry; --offline does the\n"
+      "same for tags. Every digest is verified before anything\n"
       "is written to the output. With --export FORMAT the pulled version is exported to -o\n"
       "(as `blz export`, same --cast options) instead of unpacked.\n"
       "An interrupted pull (Ctrl-C, kill, a dropped connection) keeps what it downloaded in\n"
@@ -340,6 +359,18 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
          args->rank_energy.has_value()) &&
         args->lossy.empty()) {
       return InvalidArgument("--max-error, --sparsity and --rank-energy need --lossy STRATEGY");
+    }
+    const bool offline = args->offline || client::OfflineFromEnv();
+    if (!args->lossy.empty() && offline) {
+      return InvalidArgument("pull --lossy needs the registry: not with --offline (BLZ_OFFLINE)");
+    }
+    if ((!args->include.empty() || !args->exclude.empty()) &&
+        (exporting || args->archive_only || !args->lossy.empty())) {
+      return InvalidArgument("--include/--exclude choose the files written to a directory: not "
+                             "with --export, --archive-only or --lossy");
+    }
+    if (args->archive_only && !args->output.empty()) {
+      return InvalidArgument("--archive-only keeps the archive only: not with -o");
     }
     if (!args->lossy.empty()) {
       if (exporting || args->no_patch) {
@@ -372,7 +403,13 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     options.retry = RetryPolicyFrom(args->transfer);
     options.on_retry = RetryLog(args->transfer);
     options.parallel = args->parallel;
-    BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
+    options.offline = offline;
+    options.snapshot = !exporting && args->output.empty() && !args->archive_only;
+    options.filter.include = args->include;
+    options.filter.exclude = args->exclude;
+    BLZ_ASSIGN_OR_RETURN(client::Reference ref,
+                         ResolveLocalReference(args->reference, args->conn, args->cache, offline,
+                                               args->transfer.stall_timeout));
     BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(ref.ToUrl(), options));
     for (const std::string& note : r.notes) Note(note);
     // client.json's automatic budget (notes on stderr; never fails the pull).
@@ -402,10 +439,12 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                  {"used_patch", r.used_patch}, {"patch_from", NullIfEmpty(r.patch_from)},
                  {"used_full_patch", r.used_full_patch}, {"cache_hit", r.cache_hit},
                  {"bytes_resumed", r.bytes_resumed}, {"retries", r.retries},
-                 {"auto_pruned", auto_pruned}});
+                 {"auto_pruned", auto_pruned}, {"snapshot", r.snapshot},
+                 {"offline", r.offline}});
       return Status::Ok();
     }
-    std::string how = r.cache_hit         ? "already held locally"
+    std::string how = r.offline           ? "held locally; registry not contacted"
+                      : r.cache_hit         ? "already held locally"
                       : r.used_patch      ? "as a patch from " + r.patch_from
                       : r.used_full_patch ? "as a full patch (the archive compressed, no base)"
                                           : "full archive";

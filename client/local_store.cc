@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client/reference.h"
+#include "client/snapshot.h"
 #include "client/usage.h"
 #include "core/digest.h"
 #include "core/file_lock.h"
@@ -89,6 +90,10 @@ Result<Index> ReadIndex(const std::string& path) {
       hv.seq = v.at("seq").get<uint64_t>();
       hv.pulled_at = v.value("pulled_at", int64_t{0});
       if (v.contains("tags")) hv.tags = v.at("tags").get<std::vector<std::string>>();
+      hv.manifest_digest = v.value("manifest", std::string());
+      if (!hv.manifest_digest.empty() && !ParseDigest(hv.manifest_digest).ok()) {
+        hv.manifest_digest.clear();
+      }
       index.versions.push_back(std::move(hv));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -110,6 +115,7 @@ Status WriteIndex(const std::string& path, std::string_view registry,
     e["tags"] = v.tags;
     e["seq"] = v.seq;
     e["pulled_at"] = v.pulled_at;
+    if (!v.manifest_digest.empty()) e["manifest"] = v.manifest_digest;
     doc["versions"].push_back(std::move(e));
   }
   return WriteFileAtomic(path, doc.dump(1) + "\n");
@@ -166,6 +172,7 @@ Result<LocalStore> LocalStore::Open(const std::string& dir) {
     }
     store.stale_removed_ += RemoveTempFilesBelow(store.dir_ + "/blobs");
     store.stale_removed_ += RemoveTempFilesBelow(store.dir_ + "/repos");
+    store.stale_removed_ += RemoveTempFilesBelow(store.dir_ + "/files");
     // Top-level files written atomically (usage.json, client/usage.h) only while the store is
     // open: a "<name>.tmp-*" here is from a writer that died.
     std::error_code ec2;
@@ -263,6 +270,22 @@ Result<std::string> LocalStore::PublishBlob(const std::string& staged_path,
   return path;
 }
 
+Result<std::string> LocalStore::AdoptBlob(const std::string& path, std::string_view digest,
+                                          bool may_link) {
+  if (!ParseDigest(digest).ok()) return InvalidArgument("invalid digest " + std::string(digest));
+  if (HasBlob(digest)) return BlobPath(digest);
+  BLZ_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir());
+  ScopedRemoveAll guard(staging);
+  const std::string staged = staging + "/adopted.blz";
+  bool linked = may_link && ::link(path.c_str(), staged.c_str()) == 0;
+  if (!linked) {
+    std::error_code ec;
+    fs::copy_file(path, staged, ec);
+    if (ec) return IOError("cannot copy " + path + " into the local store: " + ec.message());
+  }
+  return PublishBlob(staged, digest);
+}
+
 std::string LocalStore::IndexPath(std::string_view registry, std::string_view repository) const {
   return dir_ + "/repos/" + std::string(registry) + "/" + std::string(repository) +
          "/index.json";
@@ -282,7 +305,8 @@ Result<std::vector<HeldVersion>> LocalStore::Versions(std::string_view registry,
 }
 
 Status LocalStore::RecordVersion(std::string_view registry, std::string_view repository,
-                                 std::string_view digest, uint64_t size, std::string_view tag) {
+                                 std::string_view digest, uint64_t size, std::string_view tag,
+                                 std::string_view manifest_digest) {
   BLZ_RETURN_IF_ERROR(ValidateRepo(registry, repository));
   if (!ParseDigest(digest).ok()) return InvalidArgument("invalid digest " + std::string(digest));
   if (!tag.empty() && !IsValidTag(tag)) return InvalidArgument("invalid tag " + std::string(tag));
@@ -314,6 +338,9 @@ Status LocalStore::RecordVersion(std::string_view registry, std::string_view rep
   mine->size = size;
   mine->seq = next_seq;
   mine->pulled_at = ClientNow();  // $BLZ_NOW in tests (client/usage.h)
+  if (!manifest_digest.empty() && ParseDigest(manifest_digest).ok()) {
+    mine->manifest_digest = std::string(manifest_digest);
+  }
   if (!tag.empty() &&
       std::find(mine->tags.begin(), mine->tags.end(), tag) == mine->tags.end()) {
     mine->tags.emplace_back(tag);
@@ -393,7 +420,9 @@ Result<uint64_t> LocalStore::ForgetVersion(std::string_view digest) {
     if (size_ec) freed = 0;
   }
   BLZ_RETURN_IF_ERROR(RemoveBlob(digest));
-  return freed;
+  // Its loadable directories go with it (client/snapshot.h), and the files only they used.
+  BLZ_ASSIGN_OR_RETURN(uint64_t files_freed, RemoveSnapshotsOf(dir_, digest));
+  return freed + files_freed;
 }
 
 }  // namespace blz::client

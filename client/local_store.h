@@ -11,10 +11,16 @@
 //   <dir>/lock                                  flock: shared while a store is open
 //   <dir>/usage.json                            decayed use counts and how each version
 //                                               arrived (client/usage.h; cache prune --budget)
+//   <dir>/files/, <dir>/snapshots/              unpacked model files and the loadable
+//                                               directories of `blz pull` (client/snapshot.h)
 //
 // index.json: {"registry":"127.0.0.1:5000","repository":"org/model","versions":[
-//   {"digest":"sha256:...","size":N,"tags":["v1"],"seq":3,"pulled_at":1700000000}, ...]}
+//   {"digest":"sha256:...","size":N,"tags":["v1"],"seq":3,"pulled_at":1700000000,
+//    "manifest":"sha256:..."}, ...]}
 // "seq" grows with every pull that touches a version: the highest is the most recently pulled.
+// "manifest" (optional) is the digest of the version's registry manifest, when known: a
+// reference by manifest digest is then served from the store without asking the registry.
+// A version pushed by this client, or tagged with `blz tag`, is recorded the same way.
 //
 // Everything is written to a temporary file and renamed into place, so a reader never sees a
 // half-written blob or index. Downloads and patch results are staged under tmp/ and published
@@ -42,6 +48,7 @@ struct HeldVersion {
   int64_t pulled_at = 0;   // unix seconds
   std::string registry;    // "host:port" it was pulled from ("" for a blob no index names)
   std::string repository;  // repository it was pulled from ("" likewise)
+  std::string manifest_digest;  // its manifest's digest when recorded ("" = unknown)
 };
 
 class LocalStore {
@@ -83,21 +90,29 @@ class LocalStore {
   // simply removed. Returns the blob path.
   Result<std::string> PublishBlob(const std::string& staged_path, std::string_view digest);
 
+  // Puts a copy of `path` (an archive the caller has verified completely, whose SHA-256 is
+  // `digest`: one `blz push` packed or verified) into the store: hard-linked when `path` is on
+  // the store's file system and `may_link` (the file must then never change in place), else
+  // copied through tmp/. Nothing happens when the blob is held already. Returns the blob path.
+  Result<std::string> AdoptBlob(const std::string& path, std::string_view digest, bool may_link);
+
   // Versions held for registry+repository whose blob is present, most recently pulled first.
   Result<std::vector<HeldVersion>> Versions(std::string_view registry,
                                             std::string_view repository) const;
   // Records (or refreshes) `digest` as held for registry+repository: it becomes the most
   // recently pulled; `tag`, when not empty, is added to its tags (and removed from any other
-  // version's tags).
+  // version's tags); `manifest_digest`, when not empty, is recorded as its manifest's.
   Status RecordVersion(std::string_view registry, std::string_view repository,
-                       std::string_view digest, uint64_t size, std::string_view tag);
+                       std::string_view digest, uint64_t size, std::string_view tag,
+                       std::string_view manifest_digest = {});
 
   // Every version held, whatever registry alias or repository it came from: one entry per
   // (registry, repository, digest) whose blob is present, then one per held blob that no index
   // names (registry and repository ""; pulled_at = the blob's modification time). Most
   // recently pulled first. Indexes that cannot be read are skipped (their blobs still appear).
   Result<std::vector<HeldVersion>> AllVersions() const;
-  // Removes `digest` from every index and deletes its blob. Returns the bytes freed.
+  // Removes `digest` from every index and deletes its blob, its snapshot directories and the
+  // unpacked files no other snapshot uses (client/snapshot.h). Returns the bytes freed.
   Result<uint64_t> ForgetVersion(std::string_view digest);
 
  private:

@@ -11,18 +11,21 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "client/auth.h"
 #include "client/base_choice.h"
 #include "client/blob_download.h"
+#include "client/local_ref.h"
 #include "client/local_store.h"
 #include "client/manifest.h"
 #include "client/partial_download.h"
 #include "client/progress.h"
 #include "client/reference.h"
 #include "client/registry_client.h"
+#include "client/snapshot.h"
 #include "client/usage.h"
 #include "core/digest.h"
 #include "core/file_util.h"
@@ -247,6 +250,49 @@ Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
   return Status::Ok();
 }
 
+// Writes what the pull gives besides the archive in the store: the output directory (-o), or
+// else, with options.snapshot, the snapshot directory (client/snapshot.h).
+Status WriteOutput(const Reference& ref, const LocalStore& store, const PullOptions& options,
+                   PullResult* result) {
+  if (!options.output_dir.empty()) {
+    if (options.filter.empty()) {
+      BLZ_RETURN_IF_ERROR(UnpackAtomically(result->archive_path, options.output_dir,
+                                           options.progress)
+                              .WithContext("pull: unpacking to " + options.output_dir));
+    } else {
+      BLZ_RETURN_IF_ERROR(
+          BuildDirAtomically(options.output_dir, [&](const std::string& built) -> Status {
+            BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive,
+                                 formats::BlzArchive::Open(result->archive_path));
+            return UnpackFiltered(archive, built, options.filter, options.progress);
+          }).WithContext("pull " + result->reference + ": unpacking to " + options.output_dir));
+    }
+    result->output = options.output_dir;
+  } else if (options.snapshot) {
+    BLZ_ASSIGN_OR_RETURN(SnapshotResult snap,
+                         MakeSnapshot(store, ref.registry.ToString(), ref.name, ref.tag,
+                                      result->digest, result->reference, options.filter,
+                                      options.progress));
+    result->output = snap.path;
+    result->snapshot = true;
+    result->snapshot_reused = snap.reused;
+  }
+  return Status::Ok();
+}
+
+// The tags of registry/name the store has recorded, for the offline error.
+std::string KnownTags(const LocalStore& store, const std::string& registry,
+                      const std::string& name) {
+  Result<std::vector<HeldVersion>> held = store.Versions(registry, name);
+  std::string tags;
+  if (held.ok()) {
+    for (const HeldVersion& v : *held) {
+      for (const std::string& t : v.tags) tags += (tags.empty() ? "" : ", ") + t;
+    }
+  }
+  return tags.empty() ? "none" : tags;
+}
+
 }  // namespace
 
 DownloadOptions PullDownloadOptions(const Reference& ref, const PullOptions& options) {
@@ -322,12 +368,57 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     }
   }
 
+  if (options.snapshot && !options.output_dir.empty()) {
+    return InvalidArgument("pull: a snapshot directory and -o exclude each other");
+  }
+
   BLZ_ASSIGN_OR_RETURN(std::string cache_dir, LocalStore::ResolveDir(options.cache_dir));
   BLZ_ASSIGN_OR_RETURN(LocalStore store, LocalStore::Open(cache_dir));
+  const std::string registry = ref.registry.ToString();
+
+  // 0. Held already, by digest (or by tag, offline)? Served without asking the registry.
+  if (ref.by_digest() || options.offline) {
+    BLZ_ASSIGN_OR_RETURN(std::optional<HeldVersion> held, FindHeld(store, ref));
+    if (!held.has_value() && options.offline) {
+      return NotFound(
+          "pull --offline " + result.reference + ": " +
+          (ref.by_digest() ? ref.digest + " is not held in the local store " + store.dir()
+                           : "tag '" + ref.tag + "' of " + registry + "/" + ref.name +
+                                 " was never pulled, pushed or tagged into the local store " +
+                                 store.dir() + " (tags it knows: " +
+                                 KnownTags(store, registry, ref.name) + ")") +
+          "; drop --offline (and BLZ_OFFLINE) to ask the registry");
+    }
+    if (held.has_value()) {
+      Status sound = store.VerifyBlob(held->digest);
+      if (sound.ok()) {
+        result.digest = held->digest;
+        result.manifest_digest = held->manifest_digest;
+        result.full_bytes = held->size;
+        result.archive_path = store.BlobPath(held->digest);
+        result.transfer = "local";
+        result.cache_hit = true;
+        result.offline = true;
+        BLZ_RETURN_IF_ERROR(store.RecordVersion(registry, ref.name, held->digest, held->size,
+                                                ref.tag, held->manifest_digest));
+        std::string usage_warning;
+        if (Status s = RecordPullUse(store.dir(), result, &usage_warning); !s.ok()) {
+          result.notes.push_back("use not recorded: " + s.ToString());
+        }
+        if (!usage_warning.empty()) result.notes.push_back(usage_warning);
+        BLZ_RETURN_IF_ERROR(WriteOutput(ref, store, options, &result));
+        return result;
+      }
+      if (options.offline) {
+        return sound.WithContext("pull --offline " + result.reference +
+                                 ": the local copy is damaged and the registry may not be asked");
+      }
+      // Online: the steps below find it damaged again, drop it and fetch it.
+    }
+  }
 
   RegistryClientOptions client_options;
   client_options.http = options.http;
-  const std::string registry = ref.registry.ToString();
   BLZ_ASSIGN_OR_RETURN(client_options.token, TokenFor(options.token, registry));
   RegistryClient client(ref.registry, client_options);
 
@@ -424,7 +515,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   }
 
   BLZ_RETURN_IF_ERROR(store.RecordVersion(registry, ref.name, manifest.archive_digest,
-                                          manifest.archive_size, ref.tag));
+                                          manifest.archive_size, ref.tag, manifest_digest));
   // The use (and how the version arrived) for `blz cache prune --budget` (client/usage.h).
   // Never fails the pull: the archive is already held and indexed.
   std::string usage_warning;
@@ -436,11 +527,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   // earlier, before a base arrived) are of no further use.
   (void)PartialStore(store.dir()).RemoveFor(manifest.archive_digest);
 
-  if (!options.output_dir.empty()) {
-    BLZ_RETURN_IF_ERROR(UnpackAtomically(result.archive_path, options.output_dir, options.progress)
-                            .WithContext("pull: unpacking to " + options.output_dir));
-    result.output = options.output_dir;
-  }
+  BLZ_RETURN_IF_ERROR(WriteOutput(ref, store, options, &result));
   return result;
 }
 

@@ -16,6 +16,11 @@
 //    falls back with a note.
 // 5. Else download the archive blob, hashing it as it streams.
 // allow_patch = false (`--no-patch`) skips steps 3 and 4.
+// Before step 1, without asking the registry (client/local_ref.h): a reference by digest
+// (archive or manifest digest) that the store holds under that registry name and repository
+// is served from the store; with `offline`
+// a tag is resolved from what the store last recorded for it, and a version not held is
+// kNotFound naming the reference (the registry is never contacted, no token is needed).
 // Every download (patch, full patch, archive) goes through DownloadResumable
 // (client/blob_download.h): it is kept in the store's partial/ directory while it runs, retried
 // per PullOptions::retry (each retry reported to on_retry), fetched in up to `parallel` Range
@@ -28,7 +33,9 @@
 // Downloads are published by rename only after their digest is verified; nothing is written
 // to the output before that. With an output directory the
 // archive is then unpacked (formats::Unpack: temp directory + rename; an existing directory is
-// refused before any download). A pull killed midway leaves only staged temp files, removed
+// refused before any download). Without one, `snapshot` makes the version's loadable
+// directory in the store (client/snapshot.h). `filter` (--include/--exclude) chooses the files
+// written to either. A pull killed midway leaves only staged temp files, removed
 // by the next run and partial downloads that the rerun continues.
 #ifndef BLZ_CLIENT_PULL_H_
 #define BLZ_CLIENT_PULL_H_
@@ -43,6 +50,7 @@
 #include "client/http_client.h"
 #include "client/progress.h"
 #include "client/retry.h"
+#include "client/snapshot.h"
 #include "core/status.h"
 
 namespace blz::client {
@@ -62,6 +70,9 @@ struct PullOptions {
   uint64_t min_part_bytes = kDefaultMinPartBytes;
   uint64_t max_part_bytes = kDefaultMaxPartBytes;
   RetryLogFn on_retry;
+  bool offline = false;    // never contact the registry (--offline, BLZ_OFFLINE=1)
+  bool snapshot = false;   // without output_dir: make the snapshot directory (client/snapshot.h)
+  FileFilter filter;       // files written to output_dir or the snapshot
 };
 
 struct PullResult {
@@ -69,16 +80,19 @@ struct PullResult {
   std::string manifest_digest;
   std::string digest;           // the archive's "sha256:..." (the model version)
   std::string archive_path;     // the archive in the local store
-  std::string output;           // the unpacked directory; "" without an output directory
+  std::string output;           // the unpacked directory (output_dir or the snapshot); "" if none
+  bool snapshot = false;        // output is the snapshot directory in the store
+  bool snapshot_reused = false;  // ... which held this version (and filters) already
   uint64_t bytes_downloaded = 0;  // blob / patch bytes received (manifest excluded)
   uint64_t full_bytes = 0;        // size of the archive
   bool used_patch = false;        // rebuilt from a held base + a patch
   std::string patch_from;       // base archive digest when a patch was used
   bool used_full_patch = false;   // rebuilt from the archive's full patch (no base)
   // How the archive arrived: "local" (already held), "patch", "full-patch" or "archive" (the
-  // raw blob).
+  // raw blob). Served from the store without asking the registry: "local" and `offline`.
   std::string transfer;
   bool cache_hit = false;       // the store already held the archive
+  bool offline = false;         // served from the store without contacting the registry
   std::vector<std::string> notes;  // fallbacks and repairs worth telling the user
   uint64_t bytes_resumed = 0;     // bytes kept from an interrupted earlier download
   int retries = 0;                // transfer retries (all downloads of this pull)

@@ -241,6 +241,27 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
   BLZ_ASSIGN_OR_RETURN(result.manifest_digest, retried("manifest", [&] {
                          return client.PutManifest(ref.name, ref.tag, manifest_json);
                        }));
+  if (options.keep) {
+    // The pushed version becomes a local one (push.h): a base for later pulls and pushes.
+    Status kept_status = [&]() -> Status {
+      if (!store.has_value()) {
+        BLZ_ASSIGN_OR_RETURN(std::string cache_dir, LocalStore::ResolveDir(options.cache_dir));
+        BLZ_ASSIGN_OR_RETURN(LocalStore opened, LocalStore::Open(cache_dir));
+        store.emplace(std::move(opened));
+      }
+      // A packed archive lives in the store and never changes: linked. A .blz given is the
+      // user's file, which may change later: copied.
+      BLZ_RETURN_IF_ERROR(
+          store->AdoptBlob(archive_path, result.archive_digest, /*may_link=*/!is_archive)
+              .status());
+      return store->RecordVersion(ref.registry.ToString(), ref.name, result.archive_digest,
+                                  result.archive_size, ref.tag, result.manifest_digest);
+    }();
+    result.kept = kept_status.ok();
+    if (!kept_status.ok()) {
+      result.notes.push_back("not kept in the local store: " + kept_status.ToString());
+    }
+  }
   return result;
 }
 

@@ -22,12 +22,19 @@
 //   deleted and the input packed again). Concurrent pushes from one machine (any inputs)
 //   share <store>/packed/ safely: an archive in use is never removed, and a new one replaces
 //   only those no running push uses (client/pack_cache.h).
+//
+// Kept as a local version (as docker keeps what it pushes): once the tag is set, the archive
+// enters the local store (hard-linked from packed/, or copied from a .blz given) and is
+// recorded under the reference and tag pushed, with its manifest digest, as a pull would
+// record it: later pulls patch from it, a pull of the same reference finds it held, and it is
+// available offline. A failure to keep it does not fail the push (a note says why).
 #ifndef BLZ_CLIENT_PUSH_H_
 #define BLZ_CLIENT_PUSH_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "client/blob_upload.h"
 #include "client/http_client.h"
@@ -45,6 +52,7 @@ struct PushOptions {
   RetryPolicy retry;                      // chunked uploads (see above)
   uint64_t chunk_bytes = kDefaultChunkBytes;
   RetryLogFn on_retry;
+  bool keep = true;  // keep the version in the local store (see above)
 };
 
 struct PushResult {
@@ -61,6 +69,8 @@ struct PushResult {
   bool reused_pack = false;     // ... or its packed archive was kept from an earlier run
   uint64_t bytes_resumed = 0;   // archive bytes the registry held from an interrupted push
   int retries = 0;
+  bool kept = false;            // the version is held in the local store
+  std::vector<std::string> notes;  // why it was not kept, when it was not
 };
 
 // Errors: kInvalidArgument (bad reference, a digest reference), kNotFound (input), the

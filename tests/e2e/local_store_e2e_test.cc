@@ -4,6 +4,7 @@
 // `blz catalog` work on what was pulled; many `blz push` processes share one store at once.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -50,11 +51,13 @@ class LocalStoreE2ETest : public ::testing::Test {
   }
   void TearDown() override { StopServe(&server_); }
 
-  ProcessResult Blz(std::vector<std::string> args) {
+  ProcessResult Blz(std::vector<std::string> args,
+                    const std::map<std::string, std::string>& extra_env = {}) {
     args.insert(args.begin(), BLZ_BINARY);
     std::map<std::string, std::string> env = {{"BLZ_CONFIG_DIR", work_ / "config"},
                                               {"BLZ_CACHE_DIR", work_ / "cache"},
                                               {"BLZ_TOKEN", token_}};
+    for (const auto& [k, v] : extra_env) env[k] = v;
     if (now_ > 0) env["BLZ_NOW"] = std::to_string(now_);
     return RunProcess(args, env, work_.path());
   }
@@ -64,6 +67,12 @@ class LocalStoreE2ETest : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     json j = json::parse(r.out, nullptr, false);
     return j.is_discarded() ? json::object() : j;
+  }
+
+  // A push from another store (as from another machine): the pulls into "cache" then download.
+  // (A push keeps the version in its own store: issue 24 item 10.)
+  json PushElsewhere(const std::string& input, const std::string& ref) {
+    return BlzJson({"push", "--cache", work_ / "push-cache", input, ref});
   }
 
   TempDir work_;
@@ -77,8 +86,8 @@ class LocalStoreE2ETest : public ::testing::Test {
 TEST_F(LocalStoreE2ETest, AHeldBaseServesOtherRepositoriesAndRegistryAliases) {
   BLZ_REQUIRE_CORPUS(corpus);
   const std::string base = corpus + "/tiny-gpt2/base", ft = corpus + "/tiny-gpt2/ft-v1";
-  json pushed_base = BlzJson({"push", base, addr_ + "/org/a:base"});
-  json pushed_ft = BlzJson({"push", ft, addr_ + "/org/team/tg:ft"});
+  json pushed_base = PushElsewhere(base, addr_ + "/org/a:base");
+  json pushed_ft = PushElsewhere(ft, addr_ + "/org/team/tg:ft");
   const std::string base_digest = pushed_base.value("digest", "");
   const std::string ft_digest = pushed_ft.value("digest", "");
   ASSERT_FALSE(base_digest.empty()) << pushed_base.dump();
@@ -153,11 +162,11 @@ TEST_F(LocalStoreE2ETest, AHeldBaseServesOtherRepositoriesAndRegistryAliases) {
 TEST_F(LocalStoreE2ETest, BudgetedPruneByUtility) {
   BLZ_REQUIRE_CORPUS(corpus);
   const std::string base_digest =
-      BlzJson({"push", corpus + "/tiny-gpt2/base", addr_ + "/org/a:base"}).value("digest", "");
+      PushElsewhere(corpus + "/tiny-gpt2/base", addr_ + "/org/a:base").value("digest", "");
   const std::string ft_digest =
-      BlzJson({"push", corpus + "/tiny-gpt2/ft-v1", addr_ + "/org/a:ft"}).value("digest", "");
+      PushElsewhere(corpus + "/tiny-gpt2/ft-v1", addr_ + "/org/a:ft").value("digest", "");
   const std::string llama_digest =
-      BlzJson({"push", corpus + "/llama-tiny-random", addr_ + "/org/l:v1"}).value("digest", "");
+      PushElsewhere(corpus + "/llama-tiny-random", addr_ + "/org/l:v1").value("digest", "");
   ASSERT_FALSE(llama_digest.empty());
 
   const int64_t day = 86400, t0 = 1'800'000'000;
@@ -322,6 +331,162 @@ TEST_F(LocalStoreE2ETest, ParallelPushProcessesAllSucceed) {
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_EQ(TreeOf(out), TreeOf(work_ / model)) << i;
   }
+}
+
+
+// The last line of a command's stdout.
+std::string LastLine(const std::string& out) {
+  std::string s = out;
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s.substr(s.rfind('\n') == std::string::npos ? 0 : s.rfind('\n') + 1);
+}
+
+ino_t InodeOf(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// Issue 24 item 8: `blz pull REF` without -o gives a loadable directory (the model's files),
+// printed as the last line of stdout, deduplicated against the store; --archive-only keeps the
+// old answer; cache rm takes the directory with the version; --include/--exclude filter files.
+TEST_F(LocalStoreE2ETest, PullWithoutOutputGivesALoadableSnapshotDirectory) {
+  WriteTinyModel(work_ / "m1", 1);
+  WriteTinyModel(work_ / "m2", 2);
+  WriteFileBytes(work_ / "m2/config.json", ReadFileBytes(work_ / "m1/config.json"));
+  const std::string d1 = PushElsewhere(work_ / "m1", addr_ + "/org/s:v1").value("digest", "");
+  const std::string d2 = PushElsewhere(work_ / "m2", addr_ + "/org/s:v2").value("digest", "");
+  ASSERT_FALSE(d2.empty());
+
+  ProcessResult r1 = Blz({"pull", addr_ + "/org/s:v1"});
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  const std::string dir1 = LastLine(r1.out);
+  EXPECT_EQ(dir1, work_ / ("cache/snapshots/" + addr_ + "/org/s:v1"));
+  EXPECT_EQ(TreeOf(dir1), TreeOf(work_ / "m1"));
+  const ino_t weights = InodeOf(dir1 + "/model.safetensors");
+
+  // Again: the same directory, the same files (nothing rewritten).
+  ProcessResult again = Blz({"pull", addr_ + "/org/s:v1", "--json"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  json j = json::parse(again.out, nullptr, false);
+  EXPECT_EQ(j.value("output", ""), dir1);
+  EXPECT_EQ(j.value("snapshot", false), true);
+  EXPECT_EQ(InodeOf(dir1 + "/model.safetensors"), weights);
+
+  // Another version: its identical config.json is the same file on disk.
+  ProcessResult r2 = Blz({"pull", addr_ + "/org/s:v2"});
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  const std::string dir2 = LastLine(r2.out);
+  EXPECT_EQ(TreeOf(dir2), TreeOf(work_ / "m2"));
+  EXPECT_EQ(InodeOf(dir2 + "/config.json"), InodeOf(dir1 + "/config.json"));
+  EXPECT_NE(InodeOf(dir2 + "/model.safetensors"), weights);
+
+  // --archive-only: the .blz in the store, as before.
+  ProcessResult archive = Blz({"pull", addr_ + "/org/s:v2", "--archive-only"});
+  ASSERT_EQ(archive.exit_code, 0) << archive.err;
+  EXPECT_EQ(LastLine(archive.out),
+            work_ / ("cache/blobs/sha256/" + d2.substr(7, 2) + "/" + d2.substr(7)));
+
+  // Filters choose whole files, for -o and for the snapshot.
+  ProcessResult only_json =
+      Blz({"pull", addr_ + "/org/s:v2", "--include", "*.json", "-o", work_ / "only-json"});
+  ASSERT_EQ(only_json.exit_code, 0) << only_json.err;
+  EXPECT_EQ(TreeOf(work_ / "only-json"),
+            (std::map<std::string, std::string>{
+                {"config.json", ReadFileBytes(work_ / "m2/config.json")}}));
+  ProcessResult no_json = Blz({"pull", addr_ + "/org/s:v1", "--exclude", "*.json"});
+  ASSERT_EQ(no_json.exit_code, 0) << no_json.err;
+  EXPECT_EQ(TreeOf(LastLine(no_json.out)).size(), 1u);
+
+  // Removing a version removes its directory; the other one stays whole.
+  ASSERT_EQ(Blz({"cache", "rm", d2}).exit_code, 0);
+  EXPECT_FALSE(fs::exists(dir2));
+  EXPECT_EQ(TreeOf(dir1).count("model.safetensors"), 1u);
+  (void)d1;
+}
+
+// Issue 24 item 10: a pushed version is kept in the pusher's store, recorded under the
+// reference pushed: a pull of it downloads nothing, a later version patches from it.
+TEST_F(LocalStoreE2ETest, PushedVersionIsKeptAsALocalBase) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  json pushed = BlzJson({"push", corpus + "/tiny-gpt2/base", addr_ + "/org/k:base"});
+  const std::string base = pushed.value("digest", "");
+  ASSERT_FALSE(base.empty());
+  EXPECT_EQ(pushed.value("kept", false), true);
+  json ls = BlzJson({"ls"});
+  ASSERT_EQ(ls["versions"].size(), 1u) << ls.dump();
+  EXPECT_EQ(ls["versions"][0]["digest"], base);
+  EXPECT_EQ(ls["versions"][0]["names"], json::array({addr_ + "/org/k:base"}));
+
+  json pulled = BlzJson({"pull", addr_ + "/org/k:base"});
+  EXPECT_EQ(pulled.value("transfer", ""), "local");
+  EXPECT_EQ(pulled.value("bytes_downloaded", uint64_t(1)), 0u);
+
+  PushElsewhere(corpus + "/tiny-gpt2/ft-v1", addr_ + "/org/k:ft");
+  json ft = BlzJson({"pull", addr_ + "/org/k:ft"});
+  EXPECT_EQ(ft.value("transfer", ""), "patch") << ft.dump();
+  EXPECT_EQ(ft.value("patch_from", ""), base);
+}
+
+// Issue 24 item 9: with the registry stopped, versions held locally are pulled by tag with
+// --offline or BLZ_OFFLINE=1, and by digest without either; an unknown tag is exit 3 naming it.
+TEST_F(LocalStoreE2ETest, OfflinePullServesHeldVersionsWithTheRegistryStopped) {
+  WriteTinyModel(work_ / "m1", 1);
+  PushElsewhere(work_ / "m1", addr_ + "/org/o:v1");
+  json first = BlzJson({"pull", addr_ + "/org/o:v1"});
+  const std::string digest = first.value("digest", "");
+  const std::string manifest = first.value("manifest_digest", "");
+  ASSERT_FALSE(manifest.empty()) << first.dump();
+  StopServe(&server_);
+
+  ProcessResult offline = Blz({"pull", "--offline", addr_ + "/org/o:v1"});
+  ASSERT_EQ(offline.exit_code, 0) << offline.err;
+  EXPECT_EQ(TreeOf(LastLine(offline.out)), TreeOf(work_ / "m1"));
+  EXPECT_NE(offline.err.find("registry not contacted"), std::string::npos) << offline.err;
+
+  ProcessResult by_env = Blz({"pull", addr_ + "/org/o:v1", "-o", work_ / "env-out"},
+                             {{"BLZ_OFFLINE", "1"}});
+  ASSERT_EQ(by_env.exit_code, 0) << by_env.err;
+  EXPECT_EQ(TreeOf(work_ / "env-out"), TreeOf(work_ / "m1"));
+
+  // By digest (the archive's, or the manifest's): served locally without any flag.
+  for (const std::string& d : {digest, manifest}) {
+    ProcessResult r = Blz({"pull", addr_ + "/org/o@" + d, "--retries", "0"});
+    ASSERT_EQ(r.exit_code, 0) << d << ": " << r.err;
+    EXPECT_EQ(TreeOf(LastLine(r.out)), TreeOf(work_ / "m1"));
+  }
+
+  ProcessResult unknown = Blz({"pull", "--offline", addr_ + "/org/o:v9"});
+  EXPECT_EQ(unknown.exit_code, 3) << unknown.err;
+  EXPECT_NE(unknown.err.find("'v9'"), std::string::npos) << unknown.err;
+}
+
+// Issue 24 item 11: short digests (as `blz ls` prints them) in pull and cache rm; local retag.
+TEST_F(LocalStoreE2ETest, ShortDigestsAndLocalTag) {
+  WriteTinyModel(work_ / "m1", 1);
+  WriteTinyModel(work_ / "m2", 2);
+  const std::string d1 = PushElsewhere(work_ / "m1", addr_ + "/org/d:v1").value("digest", "");
+  const std::string d2 = PushElsewhere(work_ / "m2", addr_ + "/org/d:v2").value("digest", "");
+  ASSERT_FALSE(d2.empty());
+
+  // Not held: resolved against the registry's tags of org/d.
+  json by_short = BlzJson({"pull", addr_ + "/org/d@" + d1.substr(0, 19)});
+  EXPECT_EQ(by_short.value("digest", ""), d1) << by_short.dump();
+  // Held: resolved locally.
+  json held = BlzJson({"pull", addr_ + "/org/d@" + d1.substr(0, 19), "--offline"});
+  EXPECT_EQ(held.value("digest", ""), d1);
+  EXPECT_NE(Blz({"pull", addr_ + "/org/d@sha256:abc"}).exit_code, 0);
+
+  // blz tag: another name for the held version, pullable offline.
+  ProcessResult tag = Blz({"tag", addr_ + "/org/d@" + d1.substr(0, 19), addr_ + "/org/copy:mine"});
+  ASSERT_EQ(tag.exit_code, 0) << tag.err;
+  json copy = BlzJson({"pull", "--offline", addr_ + "/org/copy:mine"});
+  EXPECT_EQ(copy.value("digest", ""), d1);
+  EXPECT_NE(Blz({"tag", addr_ + "/org/d:v2", addr_ + "/org/copy:x"}).exit_code, 0);  // not held
+
+  // cache rm by short digest.
+  ProcessResult rm = Blz({"cache", "rm", d1.substr(0, 19)});
+  ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_TRUE(BlzJson({"ls"})["versions"].empty());
 }
 
 }  // namespace

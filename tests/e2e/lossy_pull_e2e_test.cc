@@ -119,8 +119,8 @@ class LossyPullE2ETest : public ::testing::Test {
 
 TEST_F(LossyPullE2ETest, BitDeltaFromAHeldBaseIsLabelledAndNeverStoredAsTheTarget) {
   const std::string repo = server_.addr + "/org/demo";
-  json v1 = BlzJson({"push", models_ + "/base", repo + ":v1"});
-  json v2 = BlzJson({"push", models_ + "/ft", repo + ":v2"});
+  json v1 = BlzJson({"push", models_ + "/base", repo + ":v1"}, "push-cache");
+  json v2 = BlzJson({"push", models_ + "/ft", repo + ":v2"}, "push-cache");
   const std::string d1 = v1.value("digest", ""), d2 = v2.value("digest", "");
   ASSERT_FALSE(d1.empty());
   ASSERT_FALSE(d2.empty());
@@ -205,8 +205,8 @@ uint64_t UsesOf(const fs::path& cache, const std::string& digest) {
 
 TEST_F(LossyPullE2ETest, OptionsReachTheRegistryAndTheBaseUseIsCounted) {
   const std::string repo = server_.addr + "/org/demo";
-  json v1 = BlzJson({"push", models_ + "/base", repo + ":v1"});
-  json v2 = BlzJson({"push", models_ + "/ft", repo + ":v2"});
+  json v1 = BlzJson({"push", models_ + "/base", repo + ":v1"}, "push-cache");
+  json v2 = BlzJson({"push", models_ + "/ft", repo + ":v2"}, "push-cache");
   const std::string d1 = v1.value("digest", ""), d2 = v2.value("digest", "");
   ASSERT_FALSE(d1.empty());
   ASSERT_EQ(Blz({"pull", repo + ":v1"}).exit_code, 0);
@@ -261,8 +261,8 @@ TEST_F(LossyPullE2ETest, OptionsReachTheRegistryAndTheBaseUseIsCounted) {
 
 TEST_F(LossyPullE2ETest, WithoutAHeldBaseFailsClearlyAndChangesNothing) {
   const std::string repo = server_.addr + "/org/demo";
-  ASSERT_EQ(Blz({"push", models_ + "/base", repo + ":v1"}).exit_code, 0);
-  ASSERT_EQ(Blz({"push", models_ + "/ft", repo + ":v2"}).exit_code, 0);
+  ASSERT_EQ(Blz({"push", models_ + "/base", repo + ":v1"}, "push-cache").exit_code, 0);
+  ASSERT_EQ(Blz({"push", models_ + "/ft", repo + ":v2"}, "push-cache").exit_code, 0);
   const std::string out = work_ / "nothing";
   ProcessResult r = Blz({"pull", repo + ":v2", "--lossy", "bitdelta", "-o", out}, "empty-cache");
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;  // not found: no base

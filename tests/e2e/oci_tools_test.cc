@@ -174,7 +174,9 @@ TEST_F(OciToolsTest, RmRemovesAVersionAndGcFreesOnlyItsBytes) {
   // The base still pulls byte-identical after a collection.
   ProcessResult gc = Blz({"gc", addr_, "--json"});
   ASSERT_EQ(gc.exit_code, 0) << gc.err;
-  ProcessResult pull = Blz({"pull", addr_ + "/org/m:base", "-o", work_ / "pulled"});
+  // (Into another store: the pusher's holds the version, pushes being kept locally.)
+  ProcessResult pull = Blz({"pull", addr_ + "/org/m:base", "-o", work_ / "pulled", "--cache",
+                            work_ / "pull-cache"});
   ASSERT_EQ(pull.exit_code, 0) << pull.err;
   for (const auto& e : fs::recursive_directory_iterator(models + "/base")) {
     if (!e.is_regular_file()) continue;
