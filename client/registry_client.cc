@@ -202,10 +202,13 @@ Status StatusFromResponse(const HttpResponse& response, std::string_view action,
   if (st == 401) {
     if (have_token) {
       const bool revoked = msg.find("revoked") != std::string::npos;
-      msg += "; " + TokenSourceFor(std::string(registry)) +
-             (revoked ? " was revoked: log in again with a current token (`blz login " +
-                            std::string(registry) + "`)"
-                      : " was rejected");
+      const std::string source = TokenSourceFor(std::string(registry));
+      const bool from_env = source.find("BLZ_TOKEN") != std::string::npos;
+      msg += "; " + source +
+             (!revoked ? " was rejected"
+              : from_env ? " was revoked: set BLZ_TOKEN to a current token"
+                         : " was revoked: log in again with a current token (`blz login " +
+                               std::string(registry) + "`)");
     } else {
       msg += "; no token for " + std::string(registry) + ": run `blz login " +
              std::string(registry) + "` or set BLZ_TOKEN";

@@ -324,6 +324,10 @@ Response Registry::ListTags(const Route& route) {
   auto [limit, last] = *page_args;
   Result<store::Page> page = db_->ListTags(route.name, limit, last);
   if (!page.ok()) {
+    if (page.status().code() == Code::kNotFound) {
+      return ErrorResponse(OciError::kNameUnknown, "no repository '" + route.name + "'",
+                           json{{"name", route.name}});
+    }
     return ErrorResponse(OciErrorFor(page.status(), ErrorContext::kName), page.status().message(),
                          json{{"name", route.name}});
   }

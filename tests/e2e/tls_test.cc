@@ -213,10 +213,8 @@ TEST_F(TlsE2ETest, WithoutTheCaThePullFailsClearlyAndWritesNothing) {
   EXPECT_EQ(r.exit_code, 6) << r.err;
   EXPECT_EQ(r.err.find("retry"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("TLS handshake with 127.0.0.1"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("certificate verify failed (self-signed certificate in certificate "
-                       "chain) against the system trust store"),
-            std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("certificate verify failed ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(") against the system trust store"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--ca-cert"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("token"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
