@@ -62,7 +62,7 @@ TEST(RegistryClientTest, PingSendsBearerToken) {
   EXPECT_EQ(s.code(), Code::kUnauthorized);
   EXPECT_NE(s.message().find("UNAUTHORIZED: authentication required"), std::string::npos)
       << s.message();
-  EXPECT_NE(s.message().find("the token for 127.0.0.1:"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("stored for 127.0.0.1:"), std::string::npos) << s.message();
 }
 
 TEST(RegistryClientTest, TokenAdminRequests) {
