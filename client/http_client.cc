@@ -410,7 +410,8 @@ struct HttpClient::Impl {
     std::string why = Describe(ec, options.connect_timeout);
     const long verify = SSL_get_verify_result(native);
     // An untrusted certificate, or a peer that does not speak TLS, will not change on a retry:
-    // those are not kUnavailable (client/retry.h retries that).
+    // the first is marked (kCertificateVerifyFailed, not retried by client/retry.h), the
+    // second is kUnsupported.
     if (!options.insecure && verify != X509_V_OK) {
       // kUnavailable (the registry cannot be trusted: exit code 6), marked so that it is not
       // retried (client/retry.h IsRetryableFailure).
