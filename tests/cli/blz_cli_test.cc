@@ -252,6 +252,24 @@ TEST(BlzCliTest, MissingCaBundleIsNoSuchFile) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "out"));
 }
 
+// "already exists" says how to replace the output where the command has --force (issue 24):
+// single-file outputs (squizd, gguf) as well as directories. (A guard: export already said so;
+// the CLI now adds it to any kAlreadyExists of an export that does not.)
+TEST(BlzCliTest, ExportOntoAnExistingOutputMentionsForce) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  for (const char* format : {"squizd", "gguf", "safetensors"}) {
+    const std::string out = tmp / (std::string("existing.") + format);
+    blz::testing::WriteFileBytes(out, "keep me");
+    BlzRun r = Blz("export " + corpus + "/tiny-gpt2/base --format " + format + " -o " + out, tmp);
+    EXPECT_EQ(r.code, 7) << format << ": " << r.err;
+    EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("use --force to replace it"), std::string::npos) << format << ": "
+                                                                          << r.err;
+    EXPECT_EQ(ReadFileBytes(out), "keep me");
+  }
+}
+
 // `blz login` checks the token against the registry first (tests/e2e has the successful
 // logins against a real server): an unreachable registry stores nothing.
 TEST(BlzCliTest, LoginToAnUnreachableRegistryStoresNothing) {
