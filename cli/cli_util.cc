@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 
 #include "cli/commands.h"
 #include "client/auth.h"
+#include "client/client_config.h"
 #include "core/file_util.h"
 #include "core/text.h"
 #include "formats/blz_archive.h"
@@ -209,29 +211,64 @@ Result<std::string> EnsureArchive(const std::string& input, const std::string& n
 void AddRegistryConnectionOptions(CLI::App* sub, RegistryConnectionArgs* args) {
   sub->add_option("--ca-cert", args->ca_cert,
                   "PEM file of CA certificates to trust for https:// registries instead of the "
-                  "system store")
-      ->envname("BLZ_CA_BUNDLE");
+                  "system store (default: $BLZ_CA_BUNDLE, else the CA `blz login --ca-cert` "
+                  "remembered for the registry)");
   sub->add_flag("--insecure", args->insecure,
                 "https:// without verifying the registry's certificate or host name (the "
                 "connection is encrypted but not authenticated)");
   sub->add_flag("--plain-http", args->plain_http,
-                "plain HTTP for registries written without a scheme (default: https, except "
-                "localhost and 127.0.0.0/8)");
+                "plain HTTP for registries written without a scheme (default: the scheme `blz "
+                "login` remembered, else https, except localhost and 127.0.0.0/8)");
 }
 
 client::AddressDefaults AddressDefaultsFor(const RegistryConnectionArgs& args) {
   client::AddressDefaults d;
   d.plain_http = args.plain_http;
   if (const char* env = std::getenv("BLZ_REGISTRY"); env != nullptr) d.registry = env;
+  // The schemes `blz login` remembered (best effort: a damaged client.json is reported by the
+  // commands that read its other settings).
+  if (Result<std::string> path = client::ClientConfigPath(); path.ok()) {
+    Result<std::map<std::string, bool>> schemes = client::LoadRememberedSchemes(*path);
+    if (schemes.ok()) d.remembered_tls = std::move(schemes).value();
+  }
   return d;
 }
 
-client::HttpClientOptions HttpOptionsFor(const RegistryConnectionArgs& args,
-                                         int timeout_seconds) {
+Result<ExplicitCa> ExplicitCaFor(const RegistryConnectionArgs& args) {
+  ExplicitCa ca;
+  if (!args.ca_cert.empty()) {
+    ca.file = args.ca_cert;
+    ca.origin = "--ca-cert";
+  } else if (const char* env = std::getenv("BLZ_CA_BUNDLE"); env != nullptr && *env != '\0') {
+    ca.file = env;
+    ca.origin = "BLZ_CA_BUNDLE";
+  }
+  if (!ca.file.empty() && !PathExists(ca.file)) {
+    return NotFound("no such file: " + ca.file + " (the CA bundle given by " + ca.origin + ")");
+  }
+  return ca;
+}
+
+Result<client::HttpClientOptions> HttpOptionsFor(const RegistryConnectionArgs& args,
+                                                 int timeout_seconds,
+                                                 const client::RegistryAddress& registry) {
   client::HttpClientOptions o;
   o.io_timeout = std::chrono::seconds(timeout_seconds);
-  o.ca_file = args.ca_cert;
   o.insecure = args.insecure;
+  BLZ_ASSIGN_OR_RETURN(ExplicitCa ca, ExplicitCaFor(args));
+  if (!ca.file.empty()) {
+    o.ca_file = ca.file;
+    o.ca_origin = ca.origin;
+  } else if (registry.tls) {
+    if (Result<std::string> dir = client::ClientConfigDir(); dir.ok()) {
+      o.ca_file = client::RememberedCaFile(*dir, registry.ToString(), registry.host,
+                                           registry.port);
+      if (!o.ca_file.empty()) {
+        o.ca_origin = "remembered by `blz login`";
+        o.ca_adds_to_system = true;
+      }
+    }
+  }
   return o;
 }
 
@@ -256,7 +293,7 @@ Result<std::unique_ptr<client::RegistryClient>> RegistryClientFor(
     const client::RegistryAddress& addr, const RegistryConnectionArgs& conn, int timeout_seconds,
     bool require_token) {
   client::RegistryClientOptions options;
-  options.http = HttpOptionsFor(conn, timeout_seconds);
+  BLZ_ASSIGN_OR_RETURN(options.http, HttpOptionsFor(conn, timeout_seconds, addr));
   BLZ_ASSIGN_OR_RETURN(options.token, client::ResolveToken(addr.ToString()));
   if (require_token && options.token.empty()) {
     return Unauthorized("no token for " + addr.ToString() + ": run `blz login " +

@@ -80,6 +80,7 @@ struct ExportArgs {
   uint64_t max_shard_bytes = 5'000'000'000ull;
   bool force = false;
   std::string name;    // GGUF general.name ("" = the source's name)
+  bool quiet = false;  // -q: no summary on stderr (errors only)
 };
 // Adds --format (or, for pull, --export), --cast, --threads, --max-shard-size, --force.
 void AddExportOptions(CLI::App* sub, ExportArgs* args, bool format_required);
@@ -95,7 +96,8 @@ std::string RepositoryBaseName(const std::string& reference);
 // Helpers shared by the command groups (cli/cli_util.cc).
 
 // The connection options of every command that talks to a registry: --ca-cert FILE (default
-// $BLZ_CA_BUNDLE), --insecure, --plain-http (client/http_client.h, client/reference.h).
+// $BLZ_CA_BUNDLE, else the CA `blz login` remembered for the registry), --insecure,
+// --plain-http (client/http_client.h, client/reference.h, client/client_config.h).
 struct RegistryConnectionArgs {
   std::string ca_cert;
   bool insecure = false;
@@ -103,11 +105,26 @@ struct RegistryConnectionArgs {
 };
 // Registers --ca-cert, --insecure and --plain-http on `sub`.
 void AddRegistryConnectionOptions(CLI::App* sub, RegistryConnectionArgs* args);
-// What references leave out: --plain-http and $BLZ_REGISTRY (the default registry host).
+// What references leave out: --plain-http, $BLZ_REGISTRY (the default registry host) and the
+// schemes `blz login` remembered (client.json).
 client::AddressDefaults AddressDefaultsFor(const RegistryConnectionArgs& args);
-// HTTP options: TLS trust from `args`, `timeout_seconds` per single read or write (the scheme,
-// and so options.tls, comes from the registry address: RegistryClient sets it).
-client::HttpClientOptions HttpOptionsFor(const RegistryConnectionArgs& args, int timeout_seconds);
+// The CA bundle the user named: --ca-cert, else $BLZ_CA_BUNDLE (when set and not empty);
+// file "" when neither. kNotFound "no such file: FILE (the CA bundle given by ...)" when it
+// does not exist.
+struct ExplicitCa {
+  std::string file;
+  std::string origin;  // "--ca-cert" or "BLZ_CA_BUNDLE"
+};
+Result<ExplicitCa> ExplicitCaFor(const RegistryConnectionArgs& args);
+// HTTP options for talking to `registry`: `timeout_seconds` per single read or write, and the
+// TLS trust: ExplicitCaFor(args), else (https) the CA `blz login` remembered for the registry
+// (config dir certs.d/HOST:PORT/ca.crt, trusted with the system store), else the system store.
+// Every command that contacts a registry takes its trust from here. (The scheme, and so
+// options.tls, comes from the registry address: RegistryClient, Push and Pull set it.)
+// Errors: kNotFound for a CA file that does not exist.
+Result<client::HttpClientOptions> HttpOptionsFor(const RegistryConnectionArgs& args,
+                                                 int timeout_seconds,
+                                                 const client::RegistryAddress& registry);
 // ParseReference / ParseRegistryAddress with AddressDefaultsFor(args).
 Result<client::Reference> ResolveReference(const std::string& text,
                                            const RegistryConnectionArgs& args);

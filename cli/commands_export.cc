@@ -46,6 +46,10 @@ Status RunExport(const std::string& source, const std::string& output, const Exp
   options.progress = [&meter](uint64_t done, uint64_t total) { meter.Update(done, total); };
   Result<exporter::ExportReport> report = exporter::ExportModel(source, output, options);
   meter.Finish();
+  if (report.status().code() == Code::kAlreadyExists &&
+      report.status().message().find("--force") == std::string::npos) {
+    return AlreadyExists(report.status().message() + " (use --force to replace it)");
+  }
   if (!report.ok()) return report.status();
   for (const exporter::ExportTensorReport& t : report->tensors) {
     if (!t.note.empty()) Note(t.name + ": " + t.note);
@@ -70,6 +74,10 @@ Status RunExport(const std::string& source, const std::string& output, const Exp
     ++lossy;
     double e = t.error.RelativeL2();
     if (e >= worst) worst = e, worst_name = t.name;
+  }
+  if (args.quiet) {
+    std::printf("%s\n", Esc(output).c_str());
+    return Status::Ok();
   }
   std::fprintf(stderr, "exported %zu tensors as %s%s%s (%s)\n", report->tensors.size(),
                report->format.c_str(), report->cast.empty() ? "" : ", cast ",
@@ -96,9 +104,9 @@ std::string RepositoryBaseName(const std::string& reference) {
 namespace {
 
 // SRC as a registry reference when it is not a path and parses as one.
-bool IsRegistryReference(const std::string& src) {
+bool IsRegistryReference(const std::string& src, const RegistryConnectionArgs& conn) {
   return !PathExists(src) && src.find('/') != std::string::npos &&
-         client::ParseReference(src).ok();
+         ResolveReference(src, conn).ok();
 }
 
 void AddExport(CLI::App& app, std::vector<Command>* commands) {
@@ -107,6 +115,7 @@ void AddExport(CLI::App& app, std::vector<Command>* commands) {
     ExportArgs exp;
     bool json = false;
     ProgressArgs progress;
+    RegistryConnectionArgs conn;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -118,6 +127,7 @@ void AddExport(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("-o,--output", args->output, "output file or directory")->required();
   AddExportOptions(sub, &args->exp, /*format_required=*/true);
   sub->add_option("--cache", args->cache, "local store for a pulled reference");
+  AddRegistryConnectionOptions(sub, &args->conn);
   sub->add_flag("--json", args->json,
                 "print the report (per tensor: source and output dtype, bytes, cast error)");
   AddProgressOptions(sub, &args->progress);
@@ -127,11 +137,14 @@ void AddExport(CLI::App& app, std::vector<Command>* commands) {
       "other files (config, tokenizer); OUT ending in .safetensors / .bin is a single file.");
   commands->push_back({sub, [args]() -> Status {
     std::string source = args->source;
-    if (IsRegistryReference(source)) {
+    args->exp.quiet = args->progress.quiet;
+    if (IsRegistryReference(source, args->conn)) {
+      BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(source, args->conn));
       client::PullOptions po;
       po.cache_dir = args->cache;
       po.progress = ProgressModeOf(args->progress);
-      BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(source, po));
+      BLZ_ASSIGN_OR_RETURN(po.http, HttpOptionsFor(args->conn, 60, ref.registry));
+      BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(ref.ToUrl(), po));
       for (const std::string& note : r.notes) Note(note);
       (void)AutoPruneAfterPull(args->cache, r.digest, r.patch_from);
       source = r.archive_path;

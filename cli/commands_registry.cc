@@ -2,6 +2,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -13,6 +14,8 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "client/auth.h"
+#include "client/client_config.h"
+#include "client/http_client.h"
 #include "client/local_ref.h"
 #include "client/progress.h"
 #include "client/pull.h"
@@ -61,10 +64,20 @@ client::RetryPolicy RetryPolicyFrom(const TransferArgs& args) {
   return p;
 }
 
-client::RetryLogFn RetryLog(const TransferArgs& args) {
-  if (!args.verbose) return nullptr;
-  return [](const client::RetryEvent& e) {
-    std::fprintf(stderr, "blz: %s\n", Esc(client::FormatRetryEvent(e)).c_str());
+// --verbose: every retry on stderr. Otherwise (unless -q) the first retry only, so that a
+// dead registry is not minutes of silence: "blz: cannot connect to ...; retrying 1/5 ...".
+client::RetryLogFn RetryLog(const TransferArgs& args, const ProgressArgs& progress) {
+  if (args.verbose) {
+    return [](const client::RetryEvent& e) {
+      std::fprintf(stderr, "blz: %s\n", Esc(client::FormatRetryEvent(e)).c_str());
+    };
+  }
+  if (progress.quiet) return nullptr;
+  auto told = std::make_shared<std::atomic<bool>>(false);  // parts may retry in parallel
+  return [told](const client::RetryEvent& e) {
+    if (told->exchange(true)) return;
+    std::fprintf(stderr, "blz: %s; retrying %d/%d (--verbose shows every retry)\n",
+                 Esc(e.reason).c_str(), e.retry, e.max_retries);
   };
 }
 
@@ -246,18 +259,24 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     client::PushOptions options;
     options.cache_dir = args->cache;
     options.progress = ProgressModeOf(args->progress);
-    options.http = HttpOptionsFor(args->conn, args->transfer.stall_timeout);
     options.retry = RetryPolicyFrom(args->transfer);
-    options.on_retry = RetryLog(args->transfer);
+    options.on_retry = RetryLog(args->transfer, args->progress);
     options.chunk_bytes = args->chunk_size;
+    BLZ_ASSIGN_OR_RETURN(options.http, HttpOptionsFor(args->conn, args->transfer.stall_timeout,
+                                                      ref.registry));
     BLZ_ASSIGN_OR_RETURN(client::PushResult r, client::Push(args->input, ref.ToUrl(), options));
     for (const std::string& note : r.notes) Note(note);
+    // References as pull takes them back whatever its defaults: with the scheme.
+    client::Reference by_digest = ref;
+    by_digest.tag.clear();
+    by_digest.digest = r.manifest_digest;
     if (args->transfer.verbose && r.reused_pack) Note("reused the archive packed by an earlier push");
     if (args->transfer.verbose && r.bytes_resumed > 0) {
       Note("continued an interrupted upload at byte " + std::to_string(r.bytes_resumed));
     }
     if (args->json) {
-      PrintJson({{"reference", r.reference}, {"manifest_digest", r.manifest_digest},
+      PrintJson({{"reference", ref.ToUrl()}, {"reference_by_digest", by_digest.ToUrl()},
+                 {"manifest_digest", r.manifest_digest},
                  {"digest", r.archive_digest}, {"archive_size", r.archive_size},
                  {"config_digest", r.config_digest}, {"bytes_uploaded", r.bytes_uploaded},
                  {"total_bytes", r.total_bytes}, {"blobs_uploaded", r.blobs_uploaded},
@@ -265,10 +284,11 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
                  {"reused_pack", r.reused_pack}, {"bytes_resumed", r.bytes_resumed},
                  {"retries", r.retries}, {"kept", r.kept}});
     } else {
-      std::printf("pushed %s\n  model %s (%s)\n  manifest %s\n  uploaded %s of %s (%d blobs "
-                  "sent, %d already present)\n",
-                  Esc(r.reference).c_str(), Esc(r.archive_digest).c_str(),
+      std::printf("pushed %s\n  model %s (%s)\n  manifest %s\n  by digest %s\n  uploaded %s "
+                  "of %s (%d blobs sent, %d already present)\n",
+                  Esc(ref.ToUrl()).c_str(), Esc(r.archive_digest).c_str(),
                   FormatBytes(r.archive_size).c_str(), Esc(r.manifest_digest).c_str(),
+                  Esc(by_digest.ToUrl()).c_str(),
                   FormatBytes(r.bytes_uploaded).c_str(), FormatBytes(r.total_bytes).c_str(),
                   r.blobs_uploaded, r.blobs_skipped);
     }
@@ -384,11 +404,13 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
       lossy.pull.cache_dir = args->cache;
       lossy.pull.output_dir = args->output;
       lossy.pull.progress = ProgressModeOf(args->progress);
-      lossy.pull.http = HttpOptionsFor(args->conn, args->transfer.stall_timeout);
       lossy.pull.retry = RetryPolicyFrom(args->transfer);
-      lossy.pull.on_retry = RetryLog(args->transfer);
+      lossy.pull.on_retry = RetryLog(args->transfer, args->progress);
       lossy.pull.parallel = args->parallel;
       BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
+      BLZ_ASSIGN_OR_RETURN(lossy.pull.http, HttpOptionsFor(args->conn,
+                                                           args->transfer.stall_timeout,
+                                                           ref.registry));
       return RunPullLossy(ref.ToUrl(), lossy, args->json);
     }
     if (exporting && args->output.empty()) {
@@ -399,9 +421,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     options.output_dir = exporting ? std::string() : args->output;
     options.progress = ProgressModeOf(args->progress);
     options.allow_patch = !args->no_patch;
-    options.http = HttpOptionsFor(args->conn, args->transfer.stall_timeout);
     options.retry = RetryPolicyFrom(args->transfer);
-    options.on_retry = RetryLog(args->transfer);
+    options.on_retry = RetryLog(args->transfer, args->progress);
     options.parallel = args->parallel;
     options.offline = offline;
     options.snapshot = !exporting && args->output.empty() && !args->archive_only;
@@ -410,6 +431,8 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     BLZ_ASSIGN_OR_RETURN(client::Reference ref,
                          ResolveLocalReference(args->reference, args->conn, args->cache, offline,
                                                args->transfer.stall_timeout));
+    BLZ_ASSIGN_OR_RETURN(options.http, HttpOptionsFor(args->conn, args->transfer.stall_timeout,
+                                                      ref.registry));
     BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(ref.ToUrl(), options));
     for (const std::string& note : r.notes) Note(note);
     // client.json's automatic budget (notes on stderr; never fails the pull).
@@ -419,11 +442,14 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
       Note("waited for another pull of the same version into this store");
     }
     if (exporting) {
-      std::fprintf(stderr, "pulled %s (downloaded %s of %s)\n", Esc(r.reference).c_str(),
-                   FormatBytes(r.bytes_downloaded).c_str(), FormatBytes(r.full_bytes).c_str());
+      args->exp.quiet = args->progress.quiet;
+      if (!args->progress.quiet) {
+        std::fprintf(stderr, "pulled %s (downloaded %s of %s)\n", Esc(ref.ToUrl()).c_str(),
+                     FormatBytes(r.bytes_downloaded).c_str(), FormatBytes(r.full_bytes).c_str());
+      }
       if (args->exp.name.empty()) args->exp.name = RepositoryBaseName(ref.ToUrl());
       nlohmann::ordered_json pulled = {
-          {"reference", r.reference}, {"digest", r.digest},
+          {"reference", ref.ToUrl()}, {"digest", r.digest},
           {"bytes_downloaded", r.bytes_downloaded}, {"full_bytes", r.full_bytes},
           {"transfer", r.transfer}, {"used_patch", r.used_patch},
           {"patch_from", r.patch_from.empty() ? nlohmann::ordered_json() :
@@ -432,7 +458,7 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                        options.progress, &pulled);
     }
     if (args->json) {
-      PrintJson({{"reference", r.reference}, {"digest", r.digest},
+      PrintJson({{"reference", ref.ToUrl()}, {"digest", r.digest},
                  {"manifest_digest", r.manifest_digest}, {"archive_path", r.archive_path},
                  {"output", NullIfEmpty(r.output)}, {"bytes_downloaded", r.bytes_downloaded},
                  {"full_bytes", r.full_bytes}, {"transfer", r.transfer},
@@ -448,10 +474,12 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                       : r.used_patch      ? "as a patch from " + r.patch_from
                       : r.used_full_patch ? "as a full patch (the archive compressed, no base)"
                                           : "full archive";
-    std::fprintf(stderr, "pulled %s\n  model %s\n  downloaded %s of %s (%s)\n",
-                 Esc(r.reference).c_str(), Esc(r.digest).c_str(),
-                 FormatBytes(r.bytes_downloaded).c_str(), FormatBytes(r.full_bytes).c_str(),
-                 Esc(how).c_str());
+    if (!args->progress.quiet) {  // -q: errors only on stderr
+      std::fprintf(stderr, "pulled %s\n  model %s\n  downloaded %s of %s (%s)\n",
+                   Esc(ref.ToUrl()).c_str(), Esc(r.digest).c_str(),
+                   FormatBytes(r.bytes_downloaded).c_str(), FormatBytes(r.full_bytes).c_str(),
+                   Esc(how).c_str());
+    }
     std::printf("%s\n", Esc(r.output.empty() ? r.archive_path : r.output).c_str());
     return Status::Ok();
   }});
@@ -511,7 +539,12 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
       "Pipe the token on stdin (or type it at the prompt, without echo); --token works but\n"
       "prints a warning, as the command line is visible to every local user.\n"
       "The token is stored in $BLZ_CONFIG_DIR/auth.json, else $XDG_CONFIG_HOME/blz/auth.json,\n"
-      "else ~/.config/blz/auth.json (mode 0600). $BLZ_TOKEN overrides it when set.");
+      "else ~/.config/blz/auth.json (mode 0600). $BLZ_TOKEN overrides it when set.\n"
+      "Login also remembers the registry's scheme (https, or http for http:// and --plain-http)\n"
+      "in client.json next to auth.json, and copies the CA of --ca-cert (or $BLZ_CA_BUNDLE) to\n"
+      "certs.d/HOST:PORT/ca.crt there (as docker does): later commands need neither https://\n"
+      "nor --ca-cert for that registry; an explicit scheme, --plain-http, --ca-cert or\n"
+      "$BLZ_CA_BUNDLE still win.");
   commands->push_back({sub, [args]() -> Status {
     BLZ_ASSIGN_OR_RETURN(client::RegistryAddress addr, ResolveRegistry(args->registry, args->conn));
     const std::string registry = addr.ToString();
@@ -532,20 +565,40 @@ void AddLogin(CLI::App& app, std::vector<Command>* commands) {
     // Check it before storing anything: the registry answers GET /v2/ with 200 only to valid
     // credentials.
     client::RegistryClientOptions options;
-    options.http = HttpOptionsFor(args->conn, args->timeout);
+    BLZ_ASSIGN_OR_RETURN(options.http, HttpOptionsFor(args->conn, args->timeout, addr));
+    BLZ_ASSIGN_OR_RETURN(ExplicitCa ca, ExplicitCaFor(args->conn));
     options.token = token;
     Status check = client::RegistryClient(addr, options).Ping();
     if (!check.ok()) {
-      return check.code() == Code::kUnauthorized
-                 ? Unauthorized("login to " + registry +
-                                " failed: the registry rejected the token (nothing stored): " +
-                                check.message())
-                 : check.WithContext("login to " + registry +
-                                     " failed: cannot reach the registry (nothing stored)");
+      if (check.code() == Code::kUnauthorized) {
+        return Unauthorized("login to " + registry +
+                            " failed: the registry rejected the token (nothing stored): " +
+                            check.message());
+      }
+      if (check.message().find(client::kCertificateVerifyFailed) != std::string::npos) {
+        return check.WithContext("login to " + registry +
+                                 " failed: the registry's certificate is not trusted (nothing "
+                                 "stored)");
+      }
+      if (check.code() == Code::kNotFound) {
+        return check.WithContext("login to " + registry + " failed (nothing stored)");
+      }
+      return check.WithContext("login to " + registry +
+                               " failed: cannot reach the registry (nothing stored)");
     }
     BLZ_RETURN_IF_ERROR(client::StoreToken(path, registry, token));
+    // Later commands need neither the scheme nor the CA again (client/client_config.h).
+    BLZ_ASSIGN_OR_RETURN(std::string config_dir, client::ClientConfigDir());
+    BLZ_RETURN_IF_ERROR(client::RememberRegistry(config_dir, registry, addr.tls,
+                                                 addr.tls ? ca.file : std::string()));
     std::fprintf(stderr, "token for %s checked and stored in %s\n", Esc(registry).c_str(),
                  Esc(path).c_str());
+    std::fprintf(stderr, "remembered %s as %s", Esc(registry).c_str(), addr.tls ? "https" : "http");
+    if (addr.tls && !ca.file.empty()) {
+      std::fprintf(stderr, " with the CA %s (copied to %s)", Esc(ca.file).c_str(),
+                   Esc(config_dir + "/certs.d/" + registry + "/ca.crt").c_str());
+    }
+    std::fprintf(stderr, " in %s\n", Esc(config_dir + "/client.json").c_str());
     return Status::Ok();
   }});
 }

@@ -34,8 +34,8 @@ std::string ExitCodeHelp() {
          "  3  not found (file, tag, blob, version)\n"
          "  4  corrupt data (corruption, digest mismatch, length over its cap)\n"
          "  5  unauthorized (missing or rejected token)\n"
-         "  6  unavailable: registry unreachable, timed out or 5xx; serve: the data\n"
-         "     directory is in use by another server\n"
+         "  6  unavailable: registry unreachable, untrusted (TLS certificate), timed out\n"
+         "     or 5xx; serve: the data directory is in use by another server\n"
          "  7  already exists (refusing to overwrite)\n"
          "  8  I/O error\n";
 }

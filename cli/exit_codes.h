@@ -9,7 +9,8 @@
 //   3 not found (file, tag, blob, version)
 //   4 corrupt data: corruption, digest mismatch, a length over its cap
 //   5 unauthorized (missing or rejected token)
-//   6 unavailable: registry unreachable, timed out, or answered 5xx; `blz serve`: its data
+//   6 unavailable: registry unreachable, untrusted (its TLS certificate does not verify), timed
+//     out, or answered 5xx; `blz serve`: its data
 //     directory is locked by another server
 //   7 already exists (refusing to overwrite an output)
 //   8 I/O error (disk or connection failure mid-transfer)

@@ -21,11 +21,21 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(ExitCodeHelp() +
              "\nEnvironment:\n"
+             "  BLZ_REGISTRY     default registry for references without a host "
+             "(NAME[:TAG])\n"
+             "  BLZ_CA_BUNDLE    PEM file of CAs to trust for https:// registries (as "
+             "--ca-cert;\n"
+             "                   else the CA `blz login --ca-cert` remembered, else the "
+             "system store)\n"
+             "  BLZ_TOKEN        registry token, overrides `blz login`\n"
+             "  BLZ_OFFLINE=1    pull from the local store only, never contact a registry\n"
              "  BLZ_CACHE_DIR    local store for pull/push (else $XDG_CACHE_HOME/blz, "
              "~/.cache/blz)\n"
-             "  BLZ_CONFIG_DIR   where auth.json lives (else $XDG_CONFIG_HOME/blz, "
-             "~/.config/blz)\n"
-             "  BLZ_TOKEN        registry token, overrides `blz login`\n"
+             "  BLZ_CONFIG_DIR   where auth.json, client.json and certs.d/ live (else\n"
+             "                   $XDG_CONFIG_HOME/blz, ~/.config/blz)\n"
+             "  XDG_CACHE_HOME, XDG_CONFIG_HOME, HOME   the defaults above\n"
+             "  HTTPS_PROXY, HTTP_PROXY, NO_PROXY (and lower case)   proxies, as curl\n"
+             "  BLZ_NOW          (tests) the client's clock, Unix seconds\n"
              "\nErrors are printed as one line on stderr: 'blz: error: ...'.\n"
              "Run 'blz COMMAND --help' for a command's options.");
 

@@ -92,7 +92,7 @@ Result<std::string> PullModelSource(const std::string& text, const ModelSourceAr
   client::PullOptions options;
   options.cache_dir = args.cache;
   options.progress = progress;
-  options.http = HttpOptionsFor(args.conn, kTimeoutSeconds);
+  BLZ_ASSIGN_OR_RETURN(options.http, HttpOptionsFor(args.conn, kTimeoutSeconds, ref.registry));
   BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(ref.ToUrl(), options));
   for (const std::string& note : r.notes) Note(note);
   (void)AutoPruneAfterPull(args.cache, r.digest, r.patch_from);
@@ -108,7 +108,8 @@ Result<std::string> FetchArchiveHeaders(const std::string& text, const ModelSour
                                         ScopedTempDir* tmp, std::string* archive_digest) {
   BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(text, args.conn));
   client::RegistryClientOptions client_options;
-  client_options.http = HttpOptionsFor(args.conn, kTimeoutSeconds);
+  BLZ_ASSIGN_OR_RETURN(client_options.http,
+                       HttpOptionsFor(args.conn, kTimeoutSeconds, ref.registry));
   BLZ_ASSIGN_OR_RETURN(client_options.token,
                        client::TokenFor(std::nullopt, ref.registry.ToString()));
   client::RegistryClient registry(ref.registry, client_options);

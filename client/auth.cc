@@ -132,6 +132,11 @@ Result<std::string> ResolveToken(const std::string& registry) {
   return LookupToken(*path, registry);
 }
 
+std::string TokenSourceFor(const std::string& registry) {
+  if (!EnvOrEmpty("BLZ_TOKEN").empty()) return "the token in BLZ_TOKEN";
+  return "the token `blz login` stored for " + registry;
+}
+
 Result<std::string> TokenFor(const std::optional<std::string>& given, const std::string& registry) {
   if (given.has_value()) return *given;
   return ResolveToken(registry);

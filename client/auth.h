@@ -43,6 +43,11 @@ Result<std::string> LookupToken(const std::string& auth_path, const std::string&
 // else "". An unreadable auth file is an error (it would otherwise silently drop credentials).
 Result<std::string> ResolveToken(const std::string& registry);
 
+// Where the token ResolveToken(registry) gives comes from, for messages: "the token in
+// BLZ_TOKEN" when $BLZ_TOKEN is set and not empty, else "the token `blz login` stored for
+// REGISTRY".
+std::string TokenSourceFor(const std::string& registry);
+
 // `given` when set (a token the caller passed explicitly), else ResolveToken(registry).
 Result<std::string> TokenFor(const std::optional<std::string>& given, const std::string& registry);
 

@@ -333,7 +333,7 @@ Status Download::Attempt(size_t index, HttpClient* http, AttemptInfo* info) {
   if (!r.ok()) {
     if (info->restart || local_error || stopped) return r.status();
     const Code c = r.status().code();
-    info->retryable = c == Code::kUnavailable || c == Code::kIOError;
+    info->retryable = IsRetryableFailure(r.status());
     return Status(c, r.status().message() + " (" + Where(offset) + ")");
   }
   const HttpResponse& res = *r;

@@ -93,7 +93,7 @@ class Upload {
     return s;
   }
   Status Transport(const Status& s, AttemptInfo* info) const {
-    info->retryable = s.code() == Code::kUnavailable || s.code() == Code::kIOError;
+    info->retryable = IsRetryableFailure(s);
     return s;
   }
   void LoadSession();

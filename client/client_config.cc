@@ -1,7 +1,11 @@
 #include "client/client_config.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -43,6 +47,110 @@ Result<std::string> ClientConfigPath() {
   std::string home = EnvOrEmpty("HOME");
   if (!home.empty()) return home + "/.config/blz/client.json";
   return NotFound("cannot locate client.json: set BLZ_CONFIG_DIR, XDG_CONFIG_HOME or HOME");
+}
+
+Result<std::string> ClientConfigDir() {
+  BLZ_ASSIGN_OR_RETURN(std::string path, ClientConfigPath());
+  return path.substr(0, path.rfind('/'));
+}
+
+namespace {
+
+// mkdir -p with `mode` for the directories it creates.
+Status MakeDirs(const std::string& dir, mode_t mode) {
+  if (dir.empty() || dir == "/" || dir == ".") return Status::Ok();
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return Status::Ok();
+    return IOError(dir + ": exists and is not a directory");
+  }
+  const size_t slash = dir.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    BLZ_RETURN_IF_ERROR(MakeDirs(dir.substr(0, slash), mode));
+  }
+  if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) {
+    return IOError(dir + ": cannot create directory: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// client.json as a JSON object (an absent file: {}).
+Result<nlohmann::json> ReadConfigObject(const std::string& path) {
+  Result<std::string> text = ReadSmallFile(path, kMaxClientConfigBytes);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kNotFound) return nlohmann::json::object();
+    return text.status();
+  }
+  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return Corruption(path + ": not a JSON object");
+  return doc;
+}
+
+}  // namespace
+
+Result<std::map<std::string, bool>> LoadRememberedSchemes(const std::string& config_path) {
+  BLZ_ASSIGN_OR_RETURN(nlohmann::json doc, ReadConfigObject(config_path));
+  std::map<std::string, bool> out;
+  auto regs = doc.find("registries");
+  if (regs == doc.end()) return out;
+  if (!regs->is_object()) return Corruption(config_path + ": 'registries' is not an object");
+  for (auto it = regs->begin(); it != regs->end(); ++it) {
+    const nlohmann::json& entry = it.value();
+    if (!entry.is_object() || !entry.contains("scheme")) continue;
+    const nlohmann::json& scheme = entry["scheme"];
+    if (!scheme.is_string() || (scheme != "https" && scheme != "http")) {
+      return Corruption(config_path + ": registries." + it.key() +
+                        ".scheme must be \"https\" or \"http\"");
+    }
+    out[it.key()] = scheme == "https";
+  }
+  return out;
+}
+
+std::string RememberedCaFile(const std::string& config_dir, const std::string& key,
+                             std::string_view host, uint16_t port) {
+  if (config_dir.empty()) return "";
+  std::string path = config_dir + "/certs.d/" + key + "/ca.crt";
+  if (IsRegularFile(path)) return path;
+  if (port == 443 && host.find(':') == std::string_view::npos) {
+    path = config_dir + "/certs.d/" + std::string(host) + "/ca.crt";
+    if (IsRegularFile(path)) return path;
+  }
+  return "";
+}
+
+Status RememberRegistry(const std::string& config_dir, const std::string& key, bool tls,
+                        const std::string& ca_file) {
+  std::string ca_pem;
+  if (!ca_file.empty()) {
+    Result<std::string> pem = ReadSmallFile(ca_file, kMaxClientConfigBytes * 16);
+    if (!pem.ok()) {
+      if (pem.status().code() == Code::kNotFound) return NotFound("no such file: " + ca_file);
+      return pem.status();
+    }
+    ca_pem = std::move(pem).value();
+  }
+  BLZ_RETURN_IF_ERROR(MakeDirs(config_dir, 0700));
+  const std::string path = config_dir + "/client.json";
+  BLZ_ASSIGN_OR_RETURN(nlohmann::json doc, ReadConfigObject(path));
+  if (doc.contains("registries") && !doc["registries"].is_object()) {
+    return Corruption(path + ": 'registries' is not an object");
+  }
+  nlohmann::json& entry = doc["registries"][key];
+  if (!entry.is_object()) entry = nlohmann::json::object();
+  entry["scheme"] = tls ? "https" : "http";
+  BLZ_RETURN_IF_ERROR(WriteFileAtomic(path, doc.dump(2) + "\n", 0644));
+  if (!ca_file.empty()) {
+    const std::string dir = config_dir + "/certs.d/" + key;
+    BLZ_RETURN_IF_ERROR(MakeDirs(dir, 0700));
+    BLZ_RETURN_IF_ERROR(WriteFileAtomic(dir + "/ca.crt", ca_pem, 0644));
+  }
+  return Status::Ok();
 }
 
 Result<ClientConfig> LoadClientConfig(const std::string& path) {

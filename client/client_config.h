@@ -10,11 +10,20 @@
 //                  (ParseByteSize) or a number of bytes; absent or 0 = no automatic prune.
 // cache.half_life  half-life of the decayed use frequency (ParseDuration); default 7d.
 // A missing file means the defaults. Unknown keys are ignored (for newer clients).
+//
+// Registries remembered by `blz login` (docs/client.md, "Registries: scheme and CA"):
+//   client.json  {"registries": {"HOST:PORT": {"scheme": "https"}}}   the scheme to speak
+//   <config dir>/certs.d/HOST:PORT/ca.crt                            the CA bundle to trust
+// where <config dir> is the directory of client.json (and of auth.json) and HOST:PORT is
+// RegistryAddress::ToString() (the key of auth.json). As in docker, a registry on port 443 may
+// have its CA at certs.d/HOST/ca.crt instead.
 #ifndef BLZ_CLIENT_CLIENT_CONFIG_H_
 #define BLZ_CLIENT_CLIENT_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -38,6 +47,29 @@ Result<std::string> ClientConfigPath();
 Result<ClientConfig> LoadClientConfig(const std::string& path);
 // LoadClientConfig(ClientConfigPath()), defaults when no path can be located.
 Result<ClientConfig> LoadClientConfig();
+
+// The directory of client.json (see above). kNotFound when neither BLZ_CONFIG_DIR,
+// XDG_CONFIG_HOME nor HOME is set.
+Result<std::string> ClientConfigDir();
+
+// "HOST:PORT" -> true (https) / false (http) for every registry client.json remembers. A missing
+// file or no "registries" object: empty. Errors: kCorruption (names the file and the key),
+// kIOError.
+Result<std::map<std::string, bool>> LoadRememberedSchemes(const std::string& config_path);
+
+// The CA bundle remembered for the registry `host`:`port` (`key` its "HOST:PORT" form) under
+// `config_dir`: certs.d/KEY/ca.crt, else (port 443 only) certs.d/HOST/ca.crt; "" when neither
+// is a regular file.
+std::string RememberedCaFile(const std::string& config_dir, const std::string& key,
+                             std::string_view host, uint16_t port);
+
+// Remembers the registry `key` ("HOST:PORT"): its scheme (`tls`: https, else http) in
+// config_dir/client.json (written atomically, every other key kept), and, when `ca_file` is not
+// "", a copy of it at config_dir/certs.d/KEY/ca.crt (directories 0700, the file 0644, replaced
+// atomically). Errors: kNotFound (no such ca_file), kCorruption (client.json is not a JSON
+// object), kIOError.
+Status RememberRegistry(const std::string& config_dir, const std::string& key, bool tls,
+                        const std::string& ca_file);
 
 // "10GiB", "500MB", "2g", "123" (bytes): a non-negative integer and an optional unit, case
 // insensitive: B; K, KB = 1000; KiB = 1024; M, MB, MiB; G, GB, GiB; T, TB, TiB. Errors:

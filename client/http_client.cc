@@ -291,11 +291,20 @@ struct HttpClient::Impl {
       SSL_CTX_set_min_proto_version(ssl->native_handle(), TLS1_2_VERSION);
       error_code ec;
       if (!options.ca_file.empty()) {
+        struct stat st {};
+        if (::stat(options.ca_file.c_str(), &st) != 0 && errno == ENOENT) {
+          init_status = NotFound("no such file: " + options.ca_file + " (the CA bundle" +
+                                 (options.ca_origin.empty() ? "" : " of " + options.ca_origin) +
+                                 ")");
+          return;
+        }
         ssl->load_verify_file(options.ca_file, ec);
         if (ec) {
           init_status = InvalidArgument("CA bundle '" + options.ca_file +
                                         "' cannot be loaded: " + ec.message() +
                                         " (expected a PEM file of CA certificates)");
+        } else if (options.ca_adds_to_system) {
+          ssl->set_default_verify_paths(ec);  // best effort: the file alone may be enough
         }
       } else {
         ssl->set_default_verify_paths(ec);
@@ -401,12 +410,23 @@ struct HttpClient::Impl {
     std::string why = Describe(ec, options.connect_timeout);
     const long verify = SSL_get_verify_result(native);
     // An untrusted certificate, or a peer that does not speak TLS, will not change on a retry:
-    // those are not kUnavailable (client/retry.h retries that).
+    // the first is marked (kCertificateVerifyFailed, not retried by client/retry.h), the
+    // second is kUnsupported.
     if (!options.insecure && verify != X509_V_OK) {
-      return Unauthorized("TLS handshake with " + authority + " failed: certificate verify " +
-                          "failed (" + X509_verify_cert_error_string(verify) +
-                          "); pass --ca-cert FILE or set BLZ_CA_BUNDLE to trust its CA (or "
-                          "--insecure to skip verification)");
+      // kUnavailable (the registry cannot be trusted: exit code 6), marked so that it is not
+      // retried (client/retry.h IsRetryableFailure).
+      std::string trust = "the system trust store";
+      if (!options.ca_file.empty()) {
+        trust = "the CA bundle " + options.ca_file +
+                (options.ca_origin.empty() ? "" : " (" + options.ca_origin + ")") +
+                (options.ca_adds_to_system ? " and the system trust store" : "");
+      }
+      return Unavailable("TLS handshake with " + host + " (" + authority + ") failed: " +
+                         std::string(kCertificateVerifyFailed) + " (" +
+                         X509_verify_cert_error_string(verify) + ") against " + trust +
+                         "; pass --ca-cert FILE or set BLZ_CA_BUNDLE to trust its CA, or "
+                         "remember it with `blz login https://" + authority +
+                         " --ca-cert FILE` (or --insecure to skip verification)");
     }
     if (why.find("wrong version number") != std::string::npos ||
         why.find("packet length too long") != std::string::npos ||

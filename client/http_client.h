@@ -24,8 +24,11 @@
 // Errors (Boost.Asio / Beast error codes never leave this file's .cc):
 //   kUnavailable  cannot resolve / connect, connection refused, timed out, connection dropped
 //                 before a response header arrived; the proxy refused the CONNECT; the TLS
-//                 handshake failed (the message names the reason, e.g. "certificate verify
-//                 failed (self-signed certificate in certificate chain)");
+//                 handshake failed; an untrusted certificate is kUnavailable too, its message
+//                 naming the host, OpenSSL's reason and the trust used ("certificate verify
+//                 failed (self-signed certificate in certificate chain) against the system
+//                 trust store"), and is not retried (client/retry.h IsRetryableFailure);
+//   kNotFound     ca_file does not exist ("no such file: FILE ...");
 //   kIOError      the connection failed mid-body, or the body file cannot be read;
 //   kTooLarge     a response body is larger than the cap;
 //   kInvalidArgument  a malformed request (bad method, CR/LF in a header).
@@ -111,6 +114,11 @@ struct HttpClientOptions {
   // TLS (see the file comment).
   bool tls = false;
   std::string ca_file;    // PEM bundle of trusted CAs; "" = the system default verify paths
+  // Where ca_file came from, for messages: "--ca-cert", "BLZ_CA_BUNDLE", "remembered by
+  // `blz login`" ("" = not said).
+  std::string ca_origin;
+  // Trust the system store as well as ca_file (as docker does for certs.d/HOST/ca.crt).
+  bool ca_adds_to_system = false;
   bool insecure = false;  // no certificate or host name verification
 
   // Proxy URL "http://HOST[:PORT]"; nullopt = from the environment; "" = no proxy.
@@ -118,6 +126,9 @@ struct HttpClientOptions {
   // NO_PROXY list; nullopt = from the environment (no_proxy, NO_PROXY).
   std::optional<std::string> no_proxy;
 };
+
+// Marks the message of an untrusted-certificate failure (see kUnavailable above).
+inline constexpr std::string_view kCertificateVerifyFailed = "certificate verify failed";
 
 // Does the NO_PROXY list `no_proxy` exclude `host` (without brackets) on `port`? (See the file
 // comment for the syntax.)

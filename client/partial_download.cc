@@ -200,30 +200,57 @@ Result<FetchLock> FetchLock::Acquire(const std::string& store_dir,
   PartialStore partial(store_dir);
   BLZ_RETURN_IF_ERROR(partial.Init());
   const std::string path = partial.DataPath(hex) + ".lock";
-  FetchLock lock;
-  lock.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock.fd_ < 0) return IOError(path + ": cannot open lock file: " + std::strerror(errno));
   *waited = false;
-  if (::flock(lock.fd_, LOCK_EX | LOCK_NB) == 0) return lock;
-  if (errno != EWOULDBLOCK) return IOError(path + ": cannot lock: " + std::strerror(errno));
-  *waited = true;
-  while (::flock(lock.fd_, LOCK_EX) != 0) {
-    if (errno != EINTR) return IOError(path + ": cannot lock: " + std::strerror(errno));
+  for (;;) {
+    FetchLock lock;
+    lock.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock.fd_ < 0) return IOError(path + ": cannot open lock file: " + std::strerror(errno));
+    if (::flock(lock.fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) return IOError(path + ": cannot lock: " + std::strerror(errno));
+      *waited = true;
+      while (::flock(lock.fd_, LOCK_EX) != 0) {
+        if (errno != EINTR) return IOError(path + ": cannot lock: " + std::strerror(errno));
+      }
+    }
+    // The previous holder may have unlinked the file we locked (see the class comment): only
+    // the file still at `path` is the lock.
+    struct stat held {}, at_path {};
+    if (::fstat(lock.fd_, &held) != 0) {
+      return IOError(path + ": cannot stat lock file: " + std::strerror(errno));
+    }
+    if (::stat(path.c_str(), &at_path) == 0 && at_path.st_ino == held.st_ino &&
+        at_path.st_dev == held.st_dev) {
+      lock.path_ = path;
+      return lock;
+    }
+    // `lock` closes its descriptor; try again on the current file.
   }
-  return lock;
 }
 
-FetchLock::~FetchLock() {
-  if (fd_ >= 0) ::close(fd_);
+void FetchLock::Release() {
+  if (fd_ < 0) return;
+  // Unlinked while still held, so that no other process can lock this inode and believe it
+  // holds the lock (Acquire re-checks the inode).
+  if (!path_.empty()) ::unlink(path_.c_str());
+  ::close(fd_);
+  fd_ = -1;
+  path_.clear();
 }
 
-FetchLock::FetchLock(FetchLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+FetchLock::~FetchLock() { Release(); }
+
+FetchLock::FetchLock(FetchLock&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+  other.fd_ = -1;
+  other.path_.clear();
+}
 
 FetchLock& FetchLock::operator=(FetchLock&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
+    Release();
     fd_ = other.fd_;
+    path_ = std::move(other.path_);
     other.fd_ = -1;
+    other.path_.clear();
   }
   return *this;
 }

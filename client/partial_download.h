@@ -87,6 +87,11 @@ class PartialStore {
 // An exclusive flock on <store>/partial/sha256/<hex of archive_digest>.lock: one fetch of an
 // archive per store at a time. A second pull of the same archive blocks in Acquire until the
 // first ends, then finds the archive published (or continues its partial download).
+// The lock file lives only while a fetch holds it: the holder unlinks it (still locked) when
+// the lock is released, and Acquire, once it holds a lock, checks that its file is still the
+// one at the path (same inode) and otherwise starts again on the new file, so that two pulls
+// never both hold "the" lock. A process killed while holding it leaves a 0-byte file that the
+// next fetch of that archive reuses and removes.
 class FetchLock {
  public:
   // *waited is set when another process held the lock.
@@ -99,8 +104,14 @@ class FetchLock {
   FetchLock(const FetchLock&) = delete;
   FetchLock& operator=(const FetchLock&) = delete;
 
+  // The lock file's path ("" when not held).
+  const std::string& path() const { return path_; }
+
  private:
+  void Release();
+
   int fd_ = -1;
+  std::string path_;
 };
 
 }  // namespace blz::client

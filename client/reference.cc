@@ -1,5 +1,7 @@
 #include "client/reference.h"
 
+#include <optional>
+
 #include "core/digest.h"
 
 namespace blz::client {
@@ -210,7 +212,23 @@ Result<RegistryAddress> ParseRegistryAddress(std::string_view text,
     if (ch >= 'A' && ch <= 'Z') ch = char(ch - 'A' + 'a');  // host names are case-insensitive
   }
   addr.tls = scheme >= 0 ? scheme == 1 : !(defaults.plain_http || IsLoopbackHost(addr.host));
+  // The scheme `blz login` remembered, when the text and --plain-http leave it open.
+  const bool use_remembered = scheme < 0 && !defaults.plain_http &&
+                              !defaults.remembered_tls.empty();
+  auto remembered = [&](uint16_t port) -> std::optional<bool> {
+    RegistryAddress probe{addr.host, port, false};
+    auto it = defaults.remembered_tls.find(probe.ToString());
+    if (it == defaults.remembered_tls.end()) return std::nullopt;
+    return it->second;
+  };
   if (!has_port) {
+    if (use_remembered) {
+      if (remembered(443) == std::optional<bool>(true)) {
+        addr.tls = true;
+      } else if (remembered(80) == std::optional<bool>(false)) {
+        addr.tls = false;
+      }
+    }
     addr.port = addr.tls ? 443 : 80;
     return addr;
   }
@@ -222,6 +240,9 @@ Result<RegistryAddress> ParseRegistryAddress(std::string_view text,
   }
   if (port == 0 || port > 65535) return BadRegistry(original, "port must be 1..65535");
   addr.port = uint16_t(port);
+  if (use_remembered) {
+    if (std::optional<bool> tls = remembered(addr.port); tls.has_value()) addr.tls = *tls;
+  }
   return addr;
 }
 

@@ -9,6 +9,9 @@
 // - SCHEME is https or http. Without one, a registry is spoken to over HTTPS, except loopback
 //   hosts (localhost, 127.0.0.0/8, ::1), which get plain HTTP, and all hosts when
 //   AddressDefaults::plain_http (--plain-http) is set. An explicit scheme always wins.
+//   Between the two: the scheme `blz login` remembered for the registry
+//   (AddressDefaults::remembered_tls; for a host written without a port, HOST:443 remembered as
+//   https, else HOST:80 remembered as http).
 // - PORT defaults to 443 for https and 80 for http.
 // - Without a scheme, the first '/'-component is the registry host only when it contains '.'
 //   or ':', is in brackets, or is "localhost"; otherwise the whole text is NAME[:TAG] and the
@@ -21,6 +24,7 @@
 #define BLZ_CLIENT_REFERENCE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -47,6 +51,9 @@ struct RegistryAddress {
 struct AddressDefaults {
   bool plain_http = false;  // http:// for hosts written without a scheme (--plain-http)
   std::string registry;     // the registry of references without a host ($BLZ_REGISTRY)
+  // "HOST:PORT" (RegistryAddress::ToString) -> https (true) or http, as `blz login` remembered
+  // them (client/client_config.h LoadRememberedSchemes).
+  std::map<std::string, bool> remembered_tls;
 };
 
 // localhost, 127.0.0.0/8, ::1 (the hosts that default to plain HTTP).

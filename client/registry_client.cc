@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "client/auth.h"
 #include "client/manifest.h"
 #include "client/retry.h"
 #include "core/digest.h"
@@ -200,11 +201,22 @@ Status StatusFromResponse(const HttpResponse& response, std::string_view action,
                     errors + " (" + std::string(what) + ")";
   if (st == 401) {
     if (have_token) {
-      msg += "; the token for " + std::string(registry) + " was rejected";
+      const bool revoked = msg.find("revoked") != std::string::npos;
+      const std::string source = TokenSourceFor(std::string(registry));
+      const bool from_env = source.find("BLZ_TOKEN") != std::string::npos;
+      msg += "; " + source +
+             (!revoked ? " was rejected"
+              : from_env ? " was revoked: set BLZ_TOKEN to a current token"
+                         : " was revoked: log in again with a current token (`blz login " +
+                               std::string(registry) + "`)");
     } else {
       msg += "; no token for " + std::string(registry) + ": run `blz login " +
              std::string(registry) + "` or set BLZ_TOKEN";
     }
+  }
+  if (st == 403 && have_token) {
+    msg += "; " + TokenSourceFor(std::string(registry)) +
+           " lacks this permission: use a token whose scope grants it (`blz token create`)";
   }
   if (st == 401 || st == 403) return Unauthorized(msg);
   if (st == 404) return NotFound(msg);
@@ -516,7 +528,9 @@ Result<std::vector<std::string>> RegistryClient::ListTags(std::string_view name)
   std::string target = "/v2/" + std::string(name) + "/tags/list";
   for (int page = 0; page < kMaxTagPages && !target.empty(); ++page) {
     BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", target)));
-    if (r.status != 200) return Fail(r, "pull", "tags of " + std::string(name));
+    if (r.status != 200) {
+      return Fail(r, "listing tags of " + std::string(name), "GET " + target.substr(0, 200));
+    }
     bytes_received_ += r.body.size();
     Result<nlohmann::json> parsed =
         formats::ParseJsonStrict(r.body, "tags list of " + std::string(name), 0);

@@ -1,5 +1,7 @@
 #include "client/retry.h"
 
+#include "client/http_client.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -97,6 +99,11 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(
 }
 
 void SleepFor(std::chrono::milliseconds delay) { std::this_thread::sleep_for(delay); }
+
+bool IsRetryableFailure(const Status& s) {
+  if (s.code() != Code::kUnavailable && s.code() != Code::kIOError) return false;
+  return s.message().find(kCertificateVerifyFailed) == std::string::npos;
+}
 
 bool IsRetryableHttpStatus(int status) {
   if (status == 408 || status == 429) return true;

@@ -62,6 +62,10 @@ void SleepFor(std::chrono::milliseconds delay);
 std::optional<std::chrono::milliseconds> ParseRetryAfter(
     std::string_view value, std::chrono::system_clock::time_point now);
 
+// Is `s` a failure worth another attempt: kUnavailable or kIOError, except an untrusted TLS
+// certificate (client/http_client.h kCertificateVerifyFailed), which a retry cannot change.
+bool IsRetryableFailure(const Status& s);
+
 // 408, 429, and 5xx other than 501 and 505.
 bool IsRetryableHttpStatus(int status);
 
@@ -72,7 +76,7 @@ std::chrono::milliseconds RetryDelay(const RetryPolicy& policy, int retry,
                                      bool* from_retry_after);
 
 // Retries a small idempotent request (a manifest GET or PUT, a HEAD, a monolithic upload of a
-// small blob) while it fails with kUnavailable or kIOError: transport failures and the 5xx /
+// small blob) while it fails with kUnavailable or kIOError (IsRetryableFailure): transport failures and the 5xx /
 // 429 answers StatusFromResponse maps to kUnavailable. Backoff as above (no Retry-After: the
 // answer is not visible here); each retry goes to `log` with `what` as the reason's prefix.
 // `fn` returns Status or Result<T>; the last outcome is returned.
@@ -89,8 +93,7 @@ auto RetryTransient(const RetryPolicy& policy, const RetryLogFn& log, std::strin
   for (int attempt = 1;; ++attempt) {
     auto outcome = fn();
     const Status s = StatusOf(outcome);
-    const bool transient = s.code() == Code::kUnavailable || s.code() == Code::kIOError;
-    if (s.ok() || !transient || attempt >= max_attempts) return outcome;
+    if (s.ok() || !IsRetryableFailure(s) || attempt >= max_attempts) return outcome;
     RetryEvent event;
     event.retry = attempt;
     event.max_retries = max_attempts - 1;

@@ -41,10 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   using blz::client::AddressDefaults;
   for (const AddressDefaults& defaults :
-       {AddressDefaults{}, AddressDefaults{true, "registry.example.com"}}) {
+       {AddressDefaults{}, AddressDefaults{true, "registry.example.com", {}}}) {
     auto ref = blz::client::ParseReference(text, defaults);
     if (ref.ok()) {
-      auto again = blz::client::ParseReference(ref->ToUrl(), AddressDefaults{true, ""});
+      auto again = blz::client::ParseReference(ref->ToUrl(), AddressDefaults{true, "", {}});
       blz::fuzz::Check(again.ok(), "ToUrl() of an accepted reference parses");
       blz::fuzz::Check(again->ToUrl() == ref->ToUrl() && again->registry.tls == ref->registry.tls &&
                            again->name == ref->name && again->tag == ref->tag &&

@@ -463,9 +463,12 @@ std::optional<Response> Authenticator::CheckAs(const RequestHead& head, const Ac
     case AccessNeed::Kind::kAnyPull: what = "pull on any repository"; break;
     default: what = "admin"; break;
   }
+  // The scope the token has, so that the client can say what it lacked (issue 24).
+  const std::string scope = who->grants.ToString();
   return ErrorResponse(OciError::kDenied,
-                       "token '" + who->token_name + "' does not grant " + what,
-                       json{{"token", who->token_name}});
+                       "token '" + who->token_name + "' (scope '" + scope + "') does not grant " +
+                           what,
+                       json{{"token", who->token_name}, {"scope", scope}});
 }
 
 Response Authenticator::IssueToken(const RequestHead& head, std::string_view target) const {

@@ -293,6 +293,13 @@ Response Registry::GetManifest(const Route& route) {
     }
     Result<std::string> d = db_->ResolveTag(route.name, ref);
     if (!d.ok()) {
+      // A repository that does not exist is not a missing tag (NAME_UNKNOWN, as for tags/list).
+      if (d.status().code() == Code::kNotFound) {
+        if (Result<bool> exists = db_->RepositoryExists(route.name); exists.ok() && !*exists) {
+          return ErrorResponse(OciError::kNameUnknown, "no repository '" + route.name + "'",
+                               json{{"name", route.name}});
+        }
+      }
       return ErrorResponse(OciErrorFor(d.status(), ErrorContext::kManifest), d.status().message(),
                            json{{"tag", ref}});
     }
@@ -317,6 +324,10 @@ Response Registry::ListTags(const Route& route) {
   auto [limit, last] = *page_args;
   Result<store::Page> page = db_->ListTags(route.name, limit, last);
   if (!page.ok()) {
+    if (page.status().code() == Code::kNotFound) {
+      return ErrorResponse(OciError::kNameUnknown, "no repository '" + route.name + "'",
+                           json{{"name", route.name}});
+    }
     return ErrorResponse(OciErrorFor(page.status(), ErrorContext::kName), page.status().message(),
                          json{{"name", route.name}});
   }

@@ -188,7 +188,7 @@ Status WriteSquizd(const formats::ModelTensors& source, const SquizdWriteOptions
     std::error_code ec;
     if (!options.overwrite && std::filesystem::symlink_status(out_path, ec).type() !=
                                   std::filesystem::file_type::not_found) {
-      return AlreadyExists(out_path + ": already exists");
+      return AlreadyExists(out_path + ": already exists (use --force to replace it)");
     }
   }
 

@@ -49,6 +49,11 @@ TEST(BlzCliTest, HelpDocumentsExitCodes) {
   EXPECT_NE(r.out.find("Exit codes:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("4  corrupt data"), std::string::npos);
   EXPECT_NE(r.out.find("pull"), std::string::npos);
+  // Every environment variable blz reads (issue 24).
+  for (const char* var : {"BLZ_REGISTRY", "BLZ_CA_BUNDLE", "BLZ_TOKEN", "BLZ_CACHE_DIR",
+                          "BLZ_CONFIG_DIR", "HTTPS_PROXY", "NO_PROXY"}) {
+    EXPECT_NE(r.out.find(var), std::string::npos) << var << "\n" << r.out;
+  }
   BlzRun apply = Blz("apply --help", tmp);
   EXPECT_EQ(apply.code, 0);
   EXPECT_NE(apply.out.find("ends in .blz"), std::string::npos) << apply.out;
@@ -196,6 +201,73 @@ TEST(BlzCliTest, UnreachableRegistryExit6) {
   EXPECT_NE(r.err.find("retry 1/2 after"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("retry 2/2 after"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("retry 3/"), std::string::npos) << r.err;
+}
+
+// A dead registry is not minutes of silence: the first retry is said on stderr without
+// --verbose, and -q leaves only the error (issue 24).
+TEST(BlzCliTest, UnreachableRegistrySaysItIsRetrying) {
+  TempDir tmp;
+  BlzRun r = Blz("pull 127.0.0.1:1/org/m:v1 --timeout 5 --retries 2 --cache " + tmp / "c", tmp);
+  EXPECT_EQ(r.code, 6) << r.err;
+  EXPECT_NE(r.err.find("cannot connect to http://127.0.0.1:1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("retrying 1/2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("retrying 2/2"), std::string::npos) << r.err;  // once, not every retry
+  BlzRun quiet =
+      Blz("pull 127.0.0.1:1/org/m:v1 -q --timeout 5 --retries 1 --cache " + tmp / "c", tmp);
+  EXPECT_EQ(quiet.code, 6) << quiet.err;
+  EXPECT_EQ(quiet.err.find("retrying"), std::string::npos) << quiet.err;
+  EXPECT_EQ(std::count(quiet.err.begin(), quiet.err.end(), '\n'), 1) << quiet.err;
+}
+
+// A CA bundle that does not exist is a missing input file (exit 3, "no such file"), from
+// --ca-cert or $BLZ_CA_BUNDLE, for every command that contacts a registry, export included
+// (issue 24); nothing is contacted.
+TEST(BlzCliTest, MissingCaBundleIsNoSuchFile) {
+  TempDir tmp;
+  const std::string env = "BLZ_TOKEN= BLZ_CA_BUNDLE= BLZ_CONFIG_DIR=" + tmp / "cfg";
+  const std::string missing = tmp / "nope.pem";
+  for (const std::string& cmd :
+       {"pull https://127.0.0.1:1/org/m:v1 --cache " + tmp / "c" + " --ca-cert " + missing,
+        "tags https://127.0.0.1:1/org/m --ca-cert " + missing,
+        "login https://127.0.0.1:1 --token abc --ca-cert " + missing,
+        "export https://127.0.0.1:1/org/m:v1 --format safetensors -o " + tmp / "out" +
+            " --cache " + tmp / "c" + " --ca-cert " + missing}) {
+    BlzRun r = Blz(cmd, tmp, env);
+    EXPECT_EQ(r.code, 3) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("no such file: " + missing), std::string::npos) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("--ca-cert"), std::string::npos) << r.err;
+  }
+  for (const std::string& cmd :
+       {"pull https://127.0.0.1:1/org/m:v1 --cache " + tmp / "c",
+        "export https://127.0.0.1:1/org/m:v1 --format safetensors -o " + tmp / "out" +
+            " --cache " + tmp / "c"}) {
+    BlzRun r = Blz(cmd, tmp, "BLZ_TOKEN= BLZ_CONFIG_DIR=" + tmp / "cfg" + " BLZ_CA_BUNDLE=" +
+                                 missing);
+    EXPECT_EQ(r.code, 3) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("no such file: " + missing + " (the CA bundle given by BLZ_CA_BUNDLE)"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp / "cfg"));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "out"));
+}
+
+// "already exists" says how to replace the output where the command has --force (issue 24):
+// single-file outputs (squizd, gguf) as well as directories. (A guard: export already said so;
+// the CLI now adds it to any kAlreadyExists of an export that does not.)
+TEST(BlzCliTest, ExportOntoAnExistingOutputMentionsForce) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  for (const char* format : {"squizd", "gguf", "safetensors"}) {
+    const std::string out = tmp / (std::string("existing.") + format);
+    blz::testing::WriteFileBytes(out, "keep me");
+    BlzRun r = Blz("export " + corpus + "/tiny-gpt2/base --format " + format + " -o " + out, tmp);
+    EXPECT_EQ(r.code, 7) << format << ": " << r.err;
+    EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("use --force to replace it"), std::string::npos) << format << ": "
+                                                                          << r.err;
+    EXPECT_EQ(ReadFileBytes(out), "keep me");
+  }
 }
 
 // `blz login` checks the token against the registry first (tests/e2e has the successful

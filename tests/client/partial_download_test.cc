@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <sys/time.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "core/digest.h"
 #include "tests/test_util.h"
@@ -61,6 +63,50 @@ TEST(PartialDownloadTest, RemoveIdleKeepsRecentAndLockedDownloads) {
   EXPECT_GE(bytes_later, 4096u);
   EXPECT_FALSE(p.Load(busy).has_value());
   EXPECT_TRUE(p.Load(fresh).has_value());
+}
+
+// The .lock file lives only while a fetch holds it (issue 24: a 0-byte .lock was left in
+// partial/ for every version ever pulled); one left by a killed pull is reused and removed.
+TEST(PartialDownloadTest, FetchLockFileIsRemovedWhenReleased) {
+  blz::testing::TempDir tmp;
+  const std::string archive = MakeDigest(Sha256Hex("locked"));
+  PartialStore p(tmp / "store");
+  const std::string lock_path = p.DataPath(Sha256Hex("locked")) + ".lock";
+  bool waited = true;
+  {
+    Result<FetchLock> lock = FetchLock::Acquire(tmp / "store", archive, &waited);
+    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+    EXPECT_FALSE(waited);
+    EXPECT_EQ(lock->path(), lock_path);
+    EXPECT_TRUE(std::filesystem::exists(lock_path));
+  }
+  EXPECT_FALSE(std::filesystem::exists(lock_path));
+
+  blz::testing::WriteFileBytes(lock_path, "");  // left by a pull that was killed
+  {
+    Result<FetchLock> lock = FetchLock::Acquire(tmp / "store", archive, &waited);
+    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  }
+  EXPECT_FALSE(std::filesystem::exists(lock_path));
+
+  // A second fetch waiting for the first gets the lock after it (on a fresh file, as the first
+  // unlinked its own), and nothing is left when both are done.
+  Result<FetchLock> first = FetchLock::Acquire(tmp / "store", archive, &waited);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  bool second_waited = false;
+  bool second_ok = false;
+  bool second_saw_file = false;
+  std::thread second([&] {
+    Result<FetchLock> lock = FetchLock::Acquire(tmp / "store", archive, &second_waited);
+    second_ok = lock.ok();
+    second_saw_file = std::filesystem::exists(lock_path);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // (not needed for correctness)
+  *first = FetchLock();
+  second.join();
+  EXPECT_TRUE(second_ok);
+  EXPECT_TRUE(second_saw_file);  // its own lock file, while it held it
+  EXPECT_FALSE(std::filesystem::exists(lock_path));
 }
 
 }  // namespace

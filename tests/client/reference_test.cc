@@ -21,6 +21,37 @@ TEST(ReferenceTest, ParsesTagReference) {
   EXPECT_EQ(r->ToString(), "127.0.0.1:5000/org/model:v1.2");
 }
 
+// The scheme `blz login` remembered applies to references without one (issue 24); an explicit
+// scheme and --plain-http win; printed URLs parse back, by digest too.
+TEST(ReferenceTest, RememberedSchemeAppliesWithoutAnExplicitOne) {
+  AddressDefaults d;
+  d.remembered_tls = {{"reg.example.com:5000", false}, {"127.0.0.1:5443", true},
+                      {"plain.example.com:80", false}};
+  Result<Reference> http = ParseReference("reg.example.com:5000/org/m:v1", d);
+  ASSERT_TRUE(http.ok()) << http.status().ToString();
+  EXPECT_FALSE(http->registry.tls);
+  Result<Reference> loop = ParseReference("127.0.0.1:5443/org/m", d);
+  ASSERT_TRUE(loop.ok());
+  EXPECT_TRUE(loop->registry.tls);  // loopback, but remembered as https
+  Result<Reference> explicit_https = ParseReference("https://reg.example.com:5000/org/m", d);
+  ASSERT_TRUE(explicit_https.ok());
+  EXPECT_TRUE(explicit_https->registry.tls);
+  Result<RegistryAddress> no_port = ParseRegistryAddress("plain.example.com", d);
+  ASSERT_TRUE(no_port.ok());
+  EXPECT_FALSE(no_port->tls);
+  EXPECT_EQ(no_port->port, 80);
+  Result<RegistryAddress> other = ParseRegistryAddress("other.example.com:5000", d);
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->tls);
+
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  Result<Reference> pasted = ParseReference("https://127.0.0.1:5443/org/m@" + digest);
+  ASSERT_TRUE(pasted.ok()) << pasted.status().ToString();
+  EXPECT_TRUE(pasted->registry.tls);
+  EXPECT_EQ(pasted->digest, digest);
+  EXPECT_EQ(pasted->ToUrl(), "https://127.0.0.1:5443/org/m@" + digest);
+}
+
 TEST(ReferenceTest, TagDefaultsToLatest) {
   Result<Reference> r = ParseReference("localhost:5000/gpt2");
   ASSERT_TRUE(r.ok()) << r.status().ToString();

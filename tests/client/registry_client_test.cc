@@ -9,6 +9,7 @@
 
 #include "client/local_store.h"
 #include "core/digest.h"
+#include "tests/client/env_guard.h"
 #include "tests/client/test_server.h"
 #include "tests/test_util.h"
 
@@ -61,7 +62,7 @@ TEST(RegistryClientTest, PingSendsBearerToken) {
   EXPECT_EQ(s.code(), Code::kUnauthorized);
   EXPECT_NE(s.message().find("UNAUTHORIZED: authentication required"), std::string::npos)
       << s.message();
-  EXPECT_NE(s.message().find("the token for 127.0.0.1:"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("stored for 127.0.0.1:"), std::string::npos) << s.message();
 }
 
 TEST(RegistryClientTest, TokenAdminRequests) {
@@ -364,6 +365,50 @@ TEST(RegistryClientTest, ManifestPutAndGet) {
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
   EXPECT_NE(missing.status().message().find("pull refused: MANIFEST_UNKNOWN"), std::string::npos)
       << missing.status().message();
+}
+
+// Issue 24: a 403 names where the token came from and the registry's words (token name and
+// scope); a revoked token is called revoked; `blz tags` does not say "pull refused".
+TEST(RegistryClientTest, RefusalsNameTheTokenItsSourceAndWhatFailed) {
+  blz::testing::EnvGuard env;
+  env.Set("BLZ_TOKEN", "0123abcd");
+  HttpResponse denied;
+  denied.status = 403;
+  denied.body = R"({"errors":[{"code":"DENIED","message":"token 'ci' (scope 'org/*:pull') )"
+                R"(does not grant push on repository 'org/m'","detail":{"token":"ci"}}]})";
+  Status s = StatusFromResponse(denied, "push", "manifest org/m:v1", true, "reg:5000");
+  EXPECT_EQ(s.code(), Code::kUnauthorized);
+  EXPECT_NE(s.message().find("token 'ci' (scope 'org/*:pull') does not grant push"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("the token in BLZ_TOKEN lacks this permission"), std::string::npos)
+      << s.message();
+
+  HttpResponse revoked;
+  revoked.status = 401;
+  revoked.body = R"({"errors":[{"code":"UNAUTHORIZED","message":"token 'ci' was revoked"}]})";
+  Status r = StatusFromResponse(revoked, "pull", "manifest org/m:v1", true, "reg:5000");
+  EXPECT_EQ(r.code(), Code::kUnauthorized);
+  EXPECT_NE(r.message().find("the token in BLZ_TOKEN was revoked"), std::string::npos)
+      << r.message();
+
+  env.Unset("BLZ_TOKEN");
+  Status stored = StatusFromResponse(denied, "push", "manifest org/m:v1", true, "reg:5000");
+  EXPECT_NE(stored.message().find("the token `blz login` stored for reg:5000 lacks"),
+            std::string::npos)
+      << stored.message();
+
+  TestServer server([](const TestRequest&) {
+    return OciError(http::status::not_found, "NAME_UNKNOWN", "no repository 'nope'");
+  });
+  Result<std::vector<std::string>> tags = MakeClient(server).ListTags("nope");
+  EXPECT_EQ(tags.status().code(), Code::kNotFound);
+  EXPECT_EQ(tags.status().message().find("pull refused"), std::string::npos)
+      << tags.status().message();
+  EXPECT_EQ(tags.status().message().rfind("listing tags of nope refused: NAME_UNKNOWN: no "
+                                          "repository 'nope'", 0),
+            0u)
+      << tags.status().message();
 }
 
 TEST(RegistryClientTest, ListTagsFollowsPagination) {

@@ -652,7 +652,10 @@ TEST_F(RegistryE2ETest, PullOfMissingTagFailsClearlyAndWritesNothing) {
   std::string out = *work_ / "missing-out";
   ProcessResult r = Blz({"pull", addr_ + "/e2e/nothing-here:v9", "-o", out}, env);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("MANIFEST_UNKNOWN"), std::string::npos) << r.err;
+  // The repository itself does not exist: it is named as missing, not the tag (issue 24).
+  EXPECT_NE(r.err.find("NAME_UNKNOWN: no repository 'e2e/nothing-here'"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_FALSE(fs::exists(out));
   EXPECT_EQ(RegistryFiles(), before);
 }

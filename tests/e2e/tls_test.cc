@@ -15,6 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/connect_proxy.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/test_util.h"
@@ -206,23 +208,114 @@ TEST_F(TlsE2ETest, WithoutTheCaThePullFailsClearlyAndWritesNothing) {
   auto env = Env("untrusting");
   const std::string out = *work_ / "not-pulled";
   ProcessResult r = Blz({"pull", Url("tls/m:v1"), "-o", out, "--verbose"}, env);
-  EXPECT_EQ(r.exit_code, 5) << r.err;  // untrusted: not retried, the auth exit code
+  // Untrusted: the registry is unavailable to us (exit 6), not retried, and the message names
+  // the host, OpenSSL's reason and the trust that was used (issue 24).
+  EXPECT_EQ(r.exit_code, 6) << r.err;
   EXPECT_EQ(r.err.find("retry"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("certificate verify failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("TLS handshake with 127.0.0.1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("certificate verify failed ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(") against the system trust store"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--ca-cert"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("token"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
 
-  // A CA that did not sign the server's certificate.
-  ProcessResult w =
-      Blz({"pull", Url("tls/m:v1"), "-o", out, "--ca-cert", *work_ / "wrong-ca.pem"}, env);
-  EXPECT_NE(w.exit_code, 0);
+  // A CA that did not sign the server's certificate, from --ca-cert and from BLZ_CA_BUNDLE.
+  const std::string wrong = *work_ / "wrong-ca.pem";
+  ProcessResult w = Blz({"pull", Url("tls/m:v1"), "-o", out, "--ca-cert", wrong}, env);
+  EXPECT_EQ(w.exit_code, 6) << w.err;
   EXPECT_NE(w.err.find("certificate verify failed"), std::string::npos) << w.err;
+  EXPECT_NE(w.err.find("against the CA bundle " + wrong + " (--ca-cert)"), std::string::npos)
+      << w.err;
   EXPECT_FALSE(fs::exists(out));
+  auto env_wrong = env;
+  env_wrong["BLZ_CA_BUNDLE"] = wrong;
+  ProcessResult we = Blz({"tags", Url("tls/m")}, env_wrong);
+  EXPECT_EQ(we.exit_code, 6) << we.err;
+  EXPECT_NE(we.err.find("against the CA bundle " + wrong + " (BLZ_CA_BUNDLE)"), std::string::npos)
+      << we.err;
+
+  // login is not "the registry rejected the token", and stores nothing.
+  ProcessResult l = Blz({"login", "https://" + addr_, "--token", token_}, env);
+  EXPECT_EQ(l.exit_code, 6) << l.err;
+  EXPECT_EQ(l.err.find("rejected the token"), std::string::npos) << l.err;
+  EXPECT_NE(l.err.find("certificate is not trusted (nothing stored)"), std::string::npos)
+      << l.err;
+  EXPECT_FALSE(fs::exists(*work_ / "config-untrusting/auth.json"));
+
+  // A CA file that does not exist.
+  ProcessResult m = Blz({"tags", Url("tls/m"), "--ca-cert", "/nope"}, env);
+  EXPECT_EQ(m.exit_code, 3) << m.err;
+  EXPECT_NE(m.err.find("no such file: /nope"), std::string::npos) << m.err;
 
   // --insecure skips verification.
   ProcessResult i = Blz({"pull", Url("tls/m:v1"), "-o", out, "--insecure"}, env);
   EXPECT_EQ(i.exit_code, 0) << i.err;
   EXPECT_TRUE(fs::exists(out));
+}
+
+// `blz login https://HOST:PORT --ca-cert FILE` once; then push, pull (by the printed
+// reference), tags and export with neither https:// nor the CA (issue 24).
+TEST_F(TlsE2ETest, LoginRemembersTheSchemeAndTheCa) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  auto env = Env("remembering");
+  const std::string config = env["BLZ_CONFIG_DIR"];
+  ProcessResult l =
+      Blz({"login", "https://" + addr_, "--token", token_, "--ca-cert", Ca()}, env);
+  ASSERT_EQ(l.exit_code, 0) << l.err;
+  EXPECT_EQ(ReadFileBytes(config + "/certs.d/" + addr_ + "/ca.crt"), ReadFileBytes(Ca()));
+  nlohmann::json client = nlohmann::json::parse(ReadFileBytes(config + "/client.json"));
+  EXPECT_EQ(client["registries"][addr_]["scheme"], "https") << client.dump();
+
+  // 127.0.0.1 defaults to plain HTTP: without the remembered scheme this would fail.
+  ProcessResult p = Blz({"push", corpus + "/tiny-gpt2/base", addr_ + "/remembered/m:v1"}, env);
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  EXPECT_NE(p.out.find("pushed https://" + addr_ + "/remembered/m:v1\n"), std::string::npos)
+      << p.out;
+  const std::string marker = "  by digest ";
+  const size_t at = p.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << p.out;
+  const std::string by_digest =
+      p.out.substr(at + marker.size(), p.out.find('\n', at) - at - marker.size());
+  EXPECT_EQ(by_digest.rfind("https://" + addr_ + "/remembered/m@sha256:", 0), 0u) << by_digest;
+
+  // The printed reference pastes back into pull; -q leaves nothing on stderr.
+  auto puller = env;
+  puller["BLZ_CACHE_DIR"] = *work_ / "cache-remembering-2";
+  ProcessResult r = Blz({"pull", by_digest, "-o", *work_ / "remembered-out", "-q"}, puller);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(fs::exists(*work_ / "remembered-out/config.json"));
+
+  ProcessResult t = Blz({"tags", addr_ + "/remembered/m"}, env);
+  EXPECT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out, "v1\n");
+  ProcessResult e = Blz({"export", addr_ + "/remembered/m:v1", "--format", "safetensors", "-o",
+                         *work_ / "remembered-export"},
+                        puller);
+  EXPECT_EQ(e.exit_code, 0) << e.err;
+
+  // An explicit CA still wins over the remembered one.
+  ProcessResult w =
+      Blz({"tags", addr_ + "/remembered/m", "--ca-cert", *work_ / "wrong-ca.pem"}, env);
+  EXPECT_EQ(w.exit_code, 6) << w.err;
+  EXPECT_NE(w.err.find("wrong-ca.pem (--ca-cert)"), std::string::npos) << w.err;
+}
+
+// `blz export REF` takes the CA as every other registry command does (issue 24).
+TEST_F(TlsE2ETest, ExportOfAReferenceTakesTheCa) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  PushOnce(corpus);
+  auto env = Env("exporter");
+  ProcessResult c = Blz({"export", Url("tls/m:v1"), "--format", "safetensors", "-o",
+                         *work_ / "export-flag", "--ca-cert", Ca()},
+                        env);
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  env["BLZ_CA_BUNDLE"] = Ca();
+  ProcessResult b = Blz({"export", Url("tls/m:v1"), "--format", "safetensors", "-o",
+                         *work_ / "export-env"},
+                        env);
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_TRUE(fs::exists(*work_ / "export-env"));
 }
 
 TEST_F(TlsE2ETest, CertificateForAnotherNameIsRefused) {

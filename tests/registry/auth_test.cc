@@ -186,6 +186,11 @@ TEST(AuthTest, NamespaceTokensStayInTheirNamespace) {
   EXPECT_EQ(other.status, 403);
   EXPECT_EQ(ErrorCodeOf(other), "DENIED");
   EXPECT_NE(other.body.find("push on repository 'org-b/x'"), std::string::npos) << other.body;
+  // The refusal names the token and the scope it has, so that the client can say what it
+  // lacked (issue 24).
+  EXPECT_NE(other.body.find("token 'ci' (scope 'org-a/*:pull,push') does not grant push"),
+            std::string::npos)
+      << other.body;
   EXPECT_EQ(h.Call("POST", "/v2/org-ab/x/blobs/uploads/", "", {auth}, kAnon).status, 403);
   // Private registry: no pulls outside the namespace either; the catalog needs pull somewhere.
   EXPECT_EQ(h.Call("GET", "/v2/org-b/x/blobs/" + D("seed"), "", {auth}, kAnon).status, 403);

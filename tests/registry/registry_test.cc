@@ -593,12 +593,17 @@ TEST(RegistryTest, MissingManifests) {
   Harness h;
   ASSERT_EQ(h.PutManifest("m", "v1", h.ManifestFor("m", TinyArchive(1))).status, 201);
   for (const std::string& target :
-       {std::string("/v2/m/manifests/v2"), std::string("/v2/other/manifests/v1"),
-        "/v2/m/manifests/" + D("nope"), std::string("/v2/m/manifests/-bad-tag")}) {
+       {std::string("/v2/m/manifests/v2"), "/v2/m/manifests/" + D("nope"),
+        std::string("/v2/m/manifests/-bad-tag")}) {
     Response r = h.Call("GET", target);
     EXPECT_EQ(r.status, 404) << target;
     EXPECT_EQ(ErrorCodeOf(r), "MANIFEST_UNKNOWN") << target;
   }
+  // A tag of a repository that does not exist: the repository is what is missing (issue 24).
+  Response no_repo = h.Call("GET", "/v2/other/manifests/v1");
+  EXPECT_EQ(no_repo.status, 404);
+  EXPECT_EQ(ErrorCodeOf(no_repo), "NAME_UNKNOWN");
+  EXPECT_NE(no_repo.body.find("no repository 'other'"), std::string::npos) << no_repo.body;
   Response bad = h.Call("GET", "/v2/m/manifests/sha256:1234");
   EXPECT_EQ(bad.status, 400);
   EXPECT_EQ(ErrorCodeOf(bad), "DIGEST_INVALID");
