@@ -100,7 +100,10 @@ export async function repoPage(root, { name }, ctx) {
     clear(el);
     const p = v.previous;
     if (!p) { el.textContent = 'no earlier version of this structure'; return; }
-    const from = h('a', { href: route('r', name, 'diff', p.digest, v.digest), text: 'from ' + shortDigest(p.digest) });
+    // The base by name (issue 24: reports name it NAME:TAG, not a bare digest).
+    const prev = versions.find((x) => x.digest === p.digest);
+    const label = prev && prev.tags && prev.tags.length ? `${name}:${prev.tags[0]} (${shortDigest(p.digest)})` : `${name}@${shortDigest(p.digest)}`;
+    const from = h('a.patch-from', { href: route('r', name, 'diff', p.digest, v.digest), title: p.digest, text: 'from ' + label });
     if (p.patch_bytes !== null && p.patch_bytes !== undefined) {
       el.append(h('strong.patch-bytes', { text: fmtBytes(p.patch_bytes) }), ' ', from,
         v.size ? ` (${((p.patch_bytes / v.size) * 100).toFixed(1)}% of the full size)` : '');
