@@ -463,6 +463,7 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
                  {"output", NullIfEmpty(r.output)}, {"bytes_downloaded", r.bytes_downloaded},
                  {"full_bytes", r.full_bytes}, {"transfer", r.transfer},
                  {"used_patch", r.used_patch}, {"patch_from", NullIfEmpty(r.patch_from)},
+                 {"patch_from_name", NullIfEmpty(r.patch_from_name)},
                  {"used_full_patch", r.used_full_patch}, {"cache_hit", r.cache_hit},
                  {"bytes_resumed", r.bytes_resumed}, {"retries", r.retries},
                  {"auto_pruned", auto_pruned}, {"snapshot", r.snapshot},
@@ -471,7 +472,10 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     }
     std::string how = r.offline           ? "held locally; registry not contacted"
                       : r.cache_hit         ? "already held locally"
-                      : r.used_patch      ? "as a patch from " + r.patch_from
+                      : r.used_patch      ? "as a patch from " +
+                                           (r.patch_from_name.empty()
+                                                ? r.patch_from
+                                                : r.patch_from_name + " (" + r.patch_from + ")")
                       : r.used_full_patch ? "as a full patch (the archive compressed, no base)"
                                           : "full archive";
     if (!args->progress.quiet) {  // -q: errors only on stderr

@@ -33,6 +33,19 @@ std::vector<std::string> CandidateBases(const std::vector<HeldVersion>& held,
   return out;
 }
 
+std::string BaseDisplayName(const std::vector<HeldVersion>& held, std::string_view digest) {
+  const size_t colon = digest.find(':');
+  const std::string hex(digest.substr(colon == std::string_view::npos ? 0 : colon + 1, 12));
+  const HeldVersion* best = nullptr;
+  for (const HeldVersion& v : held) {
+    if (v.digest != digest || v.repository.empty()) continue;
+    if (best == nullptr || v.seq > best->seq) best = &v;
+  }
+  if (best == nullptr) return hex;
+  if (!best->tags.empty()) return best->repository + ":" + best->tags.front();
+  return best->repository + "@" + hex;
+}
+
 Result<BaseChoice> ChooseBases(RegistryClient* client, const LocalStore& store,
                                std::string_view registry, std::string_view repository,
                                std::string_view target) {
@@ -44,7 +57,10 @@ Result<BaseChoice> ChooseBases(RegistryClient* client, const LocalStore& store,
   Result<BaseAdvice> advice = client->GetBases(repository, target, candidates);
   if (advice.ok()) {
     choice.registry_ranked = true;
-    for (const RemoteVersion& v : advice->bases) choice.bases.push_back(v.digest);
+    for (const RemoteVersion& v : advice->bases) {
+      choice.bases.push_back(v.digest);
+      choice.names.push_back(v.name.empty() ? BaseDisplayName(held, v.digest) : v.name);
+    }
     return choice;
   }
   if (advice.status().code() == Code::kUnauthorized) return advice.status();
@@ -58,7 +74,10 @@ Result<BaseChoice> ChooseBases(RegistryClient* client, const LocalStore& store,
   const bool have_here = std::any_of(held.begin(), held.end(), [&](const HeldVersion& v) {
     return v.registry == registry && v.repository == repository && v.digest != target;
   });
-  if (have_here) choice.bases = {candidates.front()};
+  if (have_here) {
+    choice.bases = {candidates.front()};
+    choice.names = {BaseDisplayName(held, candidates.front())};
+  }
   return choice;
 }
 

@@ -35,9 +35,16 @@ std::vector<std::string> CandidateBases(const std::vector<HeldVersion>& held,
 
 struct BaseChoice {
   std::vector<std::string> bases;  // archive digests to try, best first (may be empty)
+  // Per base, how reports name it: NAME:TAG (or NAME@<12 hex> untagged), from the registry's
+  // answer, else from the local store's index (BaseDisplayName); parallel to `bases`.
+  std::vector<std::string> names;
   bool registry_ranked = false;    // the registry chose (else the client's fallback)
   std::vector<std::string> notes;  // worth telling the user (e.g. why the fallback was used)
 };
+
+// How a held archive is named in reports without the registry's word: REPOSITORY:TAG of the
+// most recent pull that recorded it (REPOSITORY@<12 hex> untagged), else the 12 hex alone.
+std::string BaseDisplayName(const std::vector<HeldVersion>& held, std::string_view digest);
 
 // Asks the registry (GET /v2/<repository>/blz/bases) which of the held archives to patch from.
 // Errors: kUnauthorized from the registry (everything else falls back, with a note).

@@ -468,6 +468,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
       HeldVersion base;
       base.digest = choice.bases.front();
       Status s = PullViaPatch(ctx, manifest, base, &store, &result);
+      if (s.ok() && !choice.names.empty()) result.patch_from_name = choice.names.front();
       if (!s.ok()) {
         if (s.code() == Code::kUnauthorized) return s;
         result.notes.push_back("patch from " + base.digest + " not used (" + s.ToString() +

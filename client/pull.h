@@ -87,6 +87,7 @@ struct PullResult {
   uint64_t full_bytes = 0;        // size of the archive
   bool used_patch = false;        // rebuilt from a held base + a patch
   std::string patch_from;       // base archive digest when a patch was used
+  std::string patch_from_name;  // and how reports name it: NAME:TAG or NAME@<12 hex>
   bool used_full_patch = false;   // rebuilt from the archive's full patch (no base)
   // How the archive arrived: "local" (already held), "patch", "full-patch" or "archive" (the
   // raw blob). Served from the store without asking the registry: "local" and `offline`.

@@ -45,6 +45,34 @@ uint64_t CountAt(const nlohmann::json& doc, const char* key) {
   return it->get<uint64_t>();
 }
 
+// The delta's tensor records: the report's "tensor_bytes", or (a report cached by an older
+// registry) the sum of its tensors' "delta_bytes".
+uint64_t DeltaTensorBytes(const nlohmann::json& report) {
+  if (auto it = report.find("tensor_bytes"); it != report.end() && it->is_number_unsigned()) {
+    return it->get<uint64_t>();
+  }
+  uint64_t n = 0;
+  if (auto ts = report.find("tensors"); ts != report.end() && ts->is_array()) {
+    for (const nlohmann::json& t : *ts) {
+      if (t.is_object()) n += CountAt(t, "delta_bytes");
+    }
+  }
+  return n;
+}
+
+// The tensor pieces' bytes of a lossless patch report (docs/registry-api.md, patch-report).
+uint64_t PatchTensorBytes(const nlohmann::json& report) {
+  uint64_t n = 0;
+  if (auto ps = report.find("pieces"); ps != report.end() && ps->is_array()) {
+    for (const nlohmann::json& p : *ps) {
+      if (p.is_object() && p.value("kind", std::string()) == "tensor") {
+        n += CountAt(p, "patch_bytes");
+      }
+    }
+  }
+  return n;
+}
+
 std::string FormatNumber(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.17g", v);
@@ -129,6 +157,7 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
                     " first (blz pull without --lossy)");
   }
   result.base_digest = choice.bases.front();
+  result.base_name = choice.names.empty() ? result.base_digest : choice.names.front();
   if (store.HasBlob(manifest.archive_digest)) {
     result.notes.push_back("the store already holds " + manifest.archive_digest +
                            " exactly; writing a lossy approximation anyway, as asked");
@@ -167,12 +196,61 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
   result.params = report.value("params", std::string());
   result.lossless_bytes = CountAt(report, "lossless_bytes");
   result.full_bytes = CountAt(report, "full_bytes");
+  result.delta_tensor_bytes = DeltaTensorBytes(report);
   if (auto e = report.find("error"); e != report.end() && e->is_object()) {
     result.rel_l2 = NumberAt(*e, "rel_l2");
+    result.delta_rel_l2 = NumberAt(*e, "delta_rel_l2");
     result.cosine = NumberAt(*e, "cosine");
     result.max_abs = NumberAt(*e, "max_abs");
   }
+  // Zero error on every tensor: the model-level max_abs is the largest of the tensors'.
+  const bool zero_error = result.rel_l2.has_value() && *result.rel_l2 == 0 &&
+                          result.max_abs.has_value() && *result.max_abs == 0;
+  result.lossy = report.value("lossy", true) && !zero_error;
   result.report = nlohmann::ordered_json::parse(report.dump());
+
+  // auto never downloads more than the lossless patch: compare before downloading.
+  if (strategy == lossy::Strategy::kAuto) {
+    Result<nlohmann::json> patch = client.GetComputedJson(
+        "/v2/" + ref.name + "/blz/patch-report?from=" + result.base_digest + "&to=" +
+            manifest.archive_digest + "&async=1",
+        "patch report " + result.base_digest + " -> " + manifest.archive_digest,
+        kMaxComputeWait);
+    if (patch.ok()) {
+      result.patch_bytes = CountAt(*patch, "patch_bytes");
+      result.patch_tensor_bytes = PatchTensorBytes(*patch);
+    } else if (patch.status().code() == Code::kUnauthorized) {
+      return patch.status();
+    } else {
+      result.notes.push_back("the registry gave no lossless patch report (" +
+                             patch.status().ToString() +
+                             "); comparing with the lossless codec's tensor bytes instead");
+    }
+    const uint64_t lossless_total =
+        result.patch_bytes > 0 ? result.patch_bytes : result.lossless_bytes;
+    if (lossless_total > 0 && result.delta_bytes >= lossless_total) {
+      result.notes.push_back(
+          "auto: the lossy delta (" + FormatBytes(result.delta_bytes) + ") is not smaller than "
+          "the lossless patch (" + FormatBytes(lossless_total) +
+          "): pulled the lossless patch instead (exact, no error)");
+      PullOptions lossless = po;
+      lossless.output_dir = out_dir;
+      lossless.allow_patch = true;
+      BLZ_ASSIGN_OR_RETURN(result.lossless, Pull(reference, lossless));
+      for (const std::string& n : result.lossless.notes) result.notes.push_back(n);
+      result.lossless_fallback = true;
+      result.lossy = false;
+      result.bytes_downloaded = result.lossless.bytes_downloaded;
+      result.output = result.lossless.output;
+      if (!result.lossless.patch_from_name.empty()) {
+        result.base_name = result.lossless.patch_from_name;
+      }
+      if (!result.lossless.patch_from.empty()) result.base_digest = result.lossless.patch_from;
+      result.rel_l2 = result.delta_rel_l2 = result.max_abs = 0.0;
+      result.cosine = 1.0;
+      return result;
+    }
+  }
   if (options.max_error.has_value()) {
     if (!result.rel_l2.has_value()) {
       return InvalidArgument("pull --lossy --max-error: the registry reported no error for the " +
@@ -246,20 +324,26 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
       return Internal("a lossy reconstruction claims the target's digest");
     }
     const nlohmann::ordered_json label = {
-        {"lossy", true},
-        {"warning", "LOSSY reconstruction: an approximation of " + manifest.archive_digest +
-                        ", not that model"},
+        {"lossy", result.lossy},
+        {"warning", result.lossy
+                        ? "LOSSY reconstruction: an approximation of " +
+                              manifest.archive_digest + ", not that model"
+                        : "reconstructed through a delta with zero error on every tensor: the "
+                          "tensor values of " + manifest.archive_digest + " exactly"},
         {"reference", result.reference},
         {"approximates", manifest.archive_digest},
         {"base", result.base_digest},
+        {"base_name", result.base_name},
         {"strategy", result.strategy},
         {"params", result.params},
         {"delta_digest", result.delta_digest},
         {"output_digest", result.output_digest},
         {"error", {{"rel_l2", opt(result.rel_l2)},
+                   {"delta_rel_l2", opt(result.delta_rel_l2)},
                    {"cosine", opt(result.cosine)},
                    {"max_abs", opt(result.max_abs)}}},
         {"delta_bytes", result.delta_bytes},
+        {"delta_tensor_bytes", result.delta_tensor_bytes},
         {"lossless_bytes", result.lossless_bytes},
         {"full_bytes", result.full_bytes}};
     return WriteFileAtomic(built + "/" + kLossyLabelFile, label.dump(2) + "\n");

@@ -626,6 +626,7 @@ Result<RemoteVersion> ParseRemoteVersion(const nlohmann::json& j, const std::str
       v.structure = j.at("structure").get<std::string>();
     }
     v.same_structure = j.value("same_structure", false);
+    if (j.contains("name") && j.at("name").is_string()) v.name = j.at("name").get<std::string>();
     if (j.contains("patch_size") && j.at("patch_size").is_number_unsigned()) {
       v.patch_size = j.at("patch_size").get<uint64_t>();
     }

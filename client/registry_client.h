@@ -69,6 +69,8 @@ struct ManifestResponse {
 struct RemoteVersion {
   std::string digest;           // archive digest
   std::string repository;       // a repository (readable by the caller) it is a version of
+  std::string name;             // NAME:TAG or NAME@<12 hex> as the registry names it ("" from
+                                // an older registry)
   std::string manifest_digest;  // its manifest in that repository
   uint64_t size = 0;            // archive bytes
   std::string structure;        // structural hash (64 hex), "" when unknown

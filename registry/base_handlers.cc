@@ -3,16 +3,27 @@
 //
 // The client sends every archive digest it holds (of any repository, from any registry alias:
 // its store is keyed by digest); the registry keeps those that are versions of a repository
-// the caller may pull from and ranks them by what it knows about the patch each would give:
+// the caller may pull from AND of the target's lineage (issue 24: TinyStories Llama was
+// patched from tiny-gpt2), and ranks them by what it knows about the patch each would give.
+// A candidate is of the same lineage when it has the target's structure, or is a version of
+// the same repository, or shares most of the target's tensors (at least kMinSharedFraction of
+// the target's tensor bytes are in tensors of the same name, dtype and shape in the candidate;
+// read from the archive headers, for at most kMaxHeaderReads such candidates). Anything else
+// is left out: with no related base the client downloads the version's full patch instead.
+// The order:
 //   1. same structure as the target (a patch between equal structures is per-tensor XOR; a
 //      different structure adds and removes whole tensors);
 //   2. a patch already computed and cached: smallest first (a measured size beats a guess);
 //   3. a version of the same repository before one of another;
-//   4. nearest push time (versions pushed close together tend to be neighbouring fine-tunes);
-//   5. the digest, so the order is total and stable.
+//   4. the larger share of the target's tensor bytes;
+//   5. nearest push time (versions pushed close together tend to be neighbouring fine-tunes);
+//   6. the digest, so the order is total and stable.
+// Each base (and the target) is named in the answer as "name": NAME:TAG, or NAME@<12 hex of
+// the archive digest> when no tag points at it, so clients report it by name.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
+#include "formats/blz_archive.h"
 #include "registry/errors.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
@@ -32,11 +44,18 @@ using json = nlohmann::ordered_json;
 
 // At most this many ?have= digests per request (about 4.6 KB of query string).
 constexpr size_t kMaxHaveDigests = 64;
+// A base of another repository and structure is related when it shares at least this share of
+// the target's tensor bytes (same name, dtype and shape).
+constexpr double kMinSharedFraction = 0.5;
+// Archive headers read per request to measure that share (each may need a rebuild of a
+// version stored as a full patch); candidates past it are left out.
+constexpr size_t kMaxHeaderReads = 8;
 
 struct Candidate {
   store::VersionRecord version;
   bool same_structure = false;
   bool same_repository = false;
+  double shared = 0;                   // share of the target's tensor bytes (1 = same structure)
   std::optional<uint64_t> patch_size;  // a cached patch from this base to the target
   uint64_t time_distance = 0;          // |created - target created|, seconds
 };
@@ -48,6 +67,7 @@ bool Better(const Candidate& a, const Candidate& b) {
     return *a.patch_size < *b.patch_size;
   }
   if (a.same_repository != b.same_repository) return a.same_repository;
+  if (a.shared != b.shared) return a.shared > b.shared;
   if (a.time_distance != b.time_distance) return a.time_distance < b.time_distance;
   return a.version.archive_digest < b.version.archive_digest;
 }
@@ -75,9 +95,60 @@ Result<std::vector<std::string>> ParseHave(const std::string& text) {
   return out;
 }
 
-json VersionJson(const store::VersionRecord& v) {
+// The tensors of an archive: name -> (dtype, shape), and their total bytes.
+struct TensorShapes {
+  std::map<std::string, std::pair<formats::DType, std::vector<uint64_t>>> by_name;
+  std::map<std::string, uint64_t> bytes;
+  uint64_t total = 0;
+};
+
+TensorShapes ShapesOf(const formats::ArchiveHeader& h) {
+  TensorShapes out;
+  for (const formats::ArchiveTensor& t : h.tensors) {
+    out.by_name[t.name] = {t.dtype, t.shape};
+    out.bytes[t.name] += t.length;
+    out.total += t.length;
+  }
+  return out;
+}
+
+// The share of `target`'s tensor bytes held in `base` under the same name, dtype and shape.
+double SharedFraction(const TensorShapes& target, const TensorShapes& base) {
+  if (target.total == 0) return 0;
+  uint64_t shared = 0;
+  for (const auto& [name, ds] : target.by_name) {
+    auto it = base.by_name.find(name);
+    if (it != base.by_name.end() && it->second == ds) shared += target.bytes.at(name);
+  }
+  return double(shared) / double(target.total);
+}
+
+}  // namespace
+
+namespace internal {
+
+std::string VersionDisplayName(const std::string& repository, const std::string& archive_digest,
+                               const std::vector<std::string>& tags) {
+  if (!tags.empty()) {
+    // "latest" when it is one of them, else the first (the listing's order).
+    const std::string& tag =
+        std::find(tags.begin(), tags.end(), "latest") != tags.end() ? "latest" : tags.front();
+    return repository + ":" + tag;
+  }
+  const size_t colon = archive_digest.find(':');
+  return repository + "@" + archive_digest.substr(colon == std::string::npos ? 0 : colon + 1, 12);
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::VersionDisplayName;
+
+json VersionJson(const store::VersionRecord& v, const std::string& name) {
   json j;
   j["digest"] = v.archive_digest;
+  j["name"] = name;
   j["repository"] = v.repository;
   j["manifest_digest"] = v.manifest_digest;
   j["size"] = v.archive_size;
@@ -106,6 +177,32 @@ Response Registry::GetBases(const Route& route, const RequestHead& /*head*/) {
                          target.status().message(), nlohmann::json{{"digest", *to}});
   }
 
+  // Display names: NAME:TAG or NAME@short-digest (tags looked up once per repository).
+  std::map<std::string, std::vector<store::TagTarget>> tags_by_repo;
+  auto name_of = [&](const store::VersionRecord& v) -> Result<std::string> {
+    auto it = tags_by_repo.find(v.repository);
+    if (it == tags_by_repo.end()) {
+      BLZ_ASSIGN_OR_RETURN(std::vector<store::TagTarget> tags, db_->ListTagTargets(v.repository));
+      it = tags_by_repo.emplace(v.repository, std::move(tags)).first;
+    }
+    std::vector<std::string> names;
+    for (const store::TagTarget& t : it->second) {
+      if (t.manifest_digest == v.manifest_digest) names.push_back(t.tag);
+    }
+    return VersionDisplayName(v.repository, v.archive_digest, names);
+  };
+  // The target's tensors, read once when a candidate needs them.
+  std::optional<TensorShapes> target_shapes;
+  size_t header_reads = 0;
+  auto shapes_of = [&](const std::string& digest) -> std::optional<TensorShapes> {
+    std::string path;
+    Response ignored;
+    if (!ArchiveFile(digest, &path, &ignored)) return std::nullopt;
+    Result<formats::BlzArchive> a = formats::BlzArchive::Open(path);
+    if (!a.ok()) return std::nullopt;
+    return ShapesOf(a->header());
+  };
+
   std::vector<Candidate> candidates;
   for (const std::string& digest : *have) {
     if (digest == *to) continue;
@@ -119,6 +216,20 @@ Response Registry::GetBases(const Route& route, const RequestHead& /*head*/) {
     c.same_structure = !target->structural_hash.empty() &&
                        c.version.structural_hash == target->structural_hash;
     c.same_repository = c.version.repository == route.name;
+    if (c.same_structure) {
+      c.shared = 1;
+    } else {
+      // Another structure: how much of the target it holds (headers only). Unrelated
+      // versions (another architecture) are never offered as bases.
+      if (header_reads >= kMaxHeaderReads && !c.same_repository) continue;
+      ++header_reads;
+      if (!target_shapes.has_value()) target_shapes = shapes_of(*to);
+      std::optional<TensorShapes> mine = shapes_of(digest);
+      if (target_shapes.has_value() && mine.has_value()) {
+        c.shared = SharedFraction(*target_shapes, *mine);
+      }
+      if (!c.same_repository && c.shared < kMinSharedFraction) continue;
+    }
     Result<store::PatchRecord> cached = db_->FindPatch(digest, *to);
     if (cached.ok()) {
       c.patch_size = cached->patch_size;
@@ -132,13 +243,19 @@ Response Registry::GetBases(const Route& route, const RequestHead& /*head*/) {
 
   json bases = json::array();
   for (const Candidate& c : candidates) {
-    json j = VersionJson(c.version);
+    Result<std::string> name = name_of(c.version);
+    if (!name.ok()) return ErrorResponse(name.status(), ErrorContext::kGeneral);
+    json j = VersionJson(c.version, *name);
     j["same_structure"] = c.same_structure;
+    j["same_repository"] = c.same_repository;
+    j["shared_fraction"] = c.shared;
     j["patch_size"] = c.patch_size.has_value() ? json(*c.patch_size) : json(nullptr);
     bases.push_back(std::move(j));
   }
+  Result<std::string> target_name = name_of(*target);
+  if (!target_name.ok()) return ErrorResponse(target_name.status(), ErrorContext::kGeneral);
   json doc;
-  doc["to"] = VersionJson(*target);
+  doc["to"] = VersionJson(*target, *target_name);
   doc["bases"] = std::move(bases);
   Response res;
   res.body = doc.dump();

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <mutex>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -211,6 +212,44 @@ uint64_t PayloadBytes(const std::vector<patcher::internal::PatchChunk>& chunks) 
   return n;
 }
 
+// A version's NaN/Inf counts, from its cached statistics (GET .../blz/stats computes them):
+// {"nan", "inf", "all_non_finite", "some_non_finite" (tensors entirely / partly non-finite)}
+// when it has any, {} when
+// every value is finite, null when the statistics were not computed yet. Stats blobs are
+// content-addressed, so what was read is kept (bounded) by blob digest.
+ojson CachedNonFinite(store::MetadataDb* db, const store::BlobStore& blobs,
+                      const std::string& archive_digest) {
+  Result<store::VersionStatsRecord> rec = db->FindVersionStats(archive_digest);
+  if (!rec.ok()) return nullptr;
+  static std::mutex mu;
+  static std::map<std::string, ojson> seen;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = seen.find(rec->stats_digest); it != seen.end()) return it->second;
+  }
+  Result<store::BlobInfo> blob = blobs.Stat(rec->stats_digest);
+  if (!blob.ok()) return nullptr;
+  Result<std::string> text = ReadSmallFile(blob->path, 256ull << 20);
+  if (!text.ok()) return nullptr;
+  const json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("stats") || !doc["stats"].is_object()) return nullptr;
+  const json& summary = doc["stats"].value("summary", json::object());
+  auto count = [&](const char* key) -> uint64_t {
+    auto it = summary.find(key);
+    return it != summary.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+  };
+  ojson out = ojson::object();
+  const uint64_t nan = count("nan"), inf = count("pos_inf") + count("neg_inf");
+  const uint64_t all = count("all_non_finite"), some = count("some_non_finite");
+  if (nan + inf + all + some > 0) {
+    out = ojson{{"nan", nan}, {"inf", inf}, {"all_non_finite", all}, {"some_non_finite", some}};
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (seen.size() >= 4096) seen.clear();
+  seen.emplace(rec->stats_digest, out);
+  return out;
+}
+
 }  // namespace
 
 // ---- GET /v2/_blz/repositories ----
@@ -260,7 +299,8 @@ Response Registry::ListRepositorySummaries(const Route& route, const RequestHead
                      {"size", v.archive_size},
                      {"pushed", FormatRfc3339UtcSeconds(v.created)},
                      {"structure", v.structural_hash.empty() ? ojson(nullptr)
-                                                             : ojson(v.structural_hash)}};
+                                                             : ojson(v.structural_hash)},
+                     {"non_finite", CachedNonFinite(db_.get(), blobs_, v.archive_digest)}};
       last_push = FormatRfc3339UtcSeconds(v.created);
     }
     repositories.push_back({{"name", *it},
@@ -326,6 +366,7 @@ Response Registry::ListVersionSummaries(const Route& route) {
                    {"pushed", FormatRfc3339UtcSeconds(v.created)},
                    {"structure",
                     v.structural_hash.empty() ? ojson(nullptr) : ojson(v.structural_hash)},
+                   {"non_finite", CachedNonFinite(db_.get(), blobs_, v.archive_digest)},
                    {"previous", std::move(previous)}});
   }
   return JsonResponse(ojson{{"name", route.name}, {"versions", std::move(out)}});
@@ -527,9 +568,11 @@ Response Registry::GetPatchReport(const Route& route, const RequestHead& head) {
                              " is not in the target archive"));
     }
     std::string name;
+    std::string file;  // the file the piece belongs to (the web view sums a file's pieces)
     uint64_t target_bytes = 0;
     if (tensor) {
       const formats::ArchiveTensor& t = h.tensors[p.index];
+      if (t.file_index < h.files.size()) file = h.files[t.file_index].path;
       name = name_counts[t.name] > 1 && t.file_index < h.files.size()
                  ? h.files[t.file_index].path + ":" + t.name
                  : t.name;
@@ -548,10 +591,12 @@ Response Registry::GetPatchReport(const Route& route, const RequestHead& head) {
     } else {
       const formats::ArchiveRaw& r = h.raws[p.index];
       name = r.file_index < h.files.size() ? h.files[r.file_index].path : "";
+      file = name;
       target_bytes = r.length;
     }
     pieces.push_back({{"name", std::move(name)},
                       {"kind", tensor ? "tensor" : "file"},
+                      {"file", std::move(file)},
                       {"codec", PieceCodec(p.chunks, p.base.has_value())},
                       {"target_bytes", target_bytes},
                       {"patch_bytes", PayloadBytes(p.chunks)}});

@@ -119,6 +119,11 @@ std::string ReplaceAll(std::string text, const std::string& from, const std::str
 // StructuralInputFromArchive, naming `digest` instead of `path`.
 Result<std::string> ArchiveStructuralHash(const std::string& path, const std::string& digest);
 
+// How answers name a version (registry/base_handlers.cc): "NAME:TAG" ("latest" when it is one
+// of `tags`, else the first), or "NAME@<first 12 hex of archive_digest>" when untagged.
+std::string VersionDisplayName(const std::string& repository, const std::string& archive_digest,
+                               const std::vector<std::string>& tags);
+
 }  // namespace internal
 }  // namespace blz::registry
 

@@ -468,6 +468,7 @@ Result<DeltaReport> CreateDelta(const ModelTensors& base, const ModelTensors& ta
         }
         report.full_bytes += e.report.full_bytes;
         report.lossless_bytes += e.report.lossless_bytes;
+        report.tensor_bytes += e.report.delta_bytes;
         if (e.report.strategy != "identical" && e.report.strategy != "exact") any_lossy = true;
         if (e.out) {
           if (base_by_name.count(e.out->name)) hashed.push_back(e.out->name);
@@ -842,6 +843,13 @@ Result<DeltaReport> DescribeDelta(const std::string& wdelta_path) {
   return report;
 }
 
+uint64_t TensorBytesOf(const DeltaReport& r) {
+  if (r.tensor_bytes > 0) return r.tensor_bytes;
+  uint64_t n = 0;  // a report read back (DescribeDelta, apply): its tensors' records
+  for (const TensorReport& t : r.tensors) n += t.delta_bytes;
+  return n;
+}
+
 std::string DeltaReportText(const DeltaReport& r) {
   std::string s;
   auto ratio = [](uint64_t a, uint64_t b) -> std::string {
@@ -853,14 +861,19 @@ std::string DeltaReportText(const DeltaReport& r) {
   s += std::string(r.lossy ? "LOSSY" : "exact") + " delta " + r.path + " (.wdelta v" +
        std::to_string(r.version) + ", strategy " + r.strategy + ")\n";
   s += "  parent_hash     " + r.parent_hash + (r.base_verified ? " (base verified)" : "") + "\n";
-  s += "  delta bytes     " + std::to_string(r.file_bytes) + "\n";
+  // Like for like: the delta's tensor records against tensor bytes; the file's other bytes
+  // (header, non-tensor files stored verbatim) are shown apart.
+  const uint64_t tensors = TensorBytesOf(r);
+  s += "  delta bytes     " + std::to_string(r.file_bytes) + " (tensors " +
+       std::to_string(tensors) + ", header and other files " +
+       std::to_string(r.file_bytes >= tensors ? r.file_bytes - tensors : 0) + ")\n";
   if (r.lossless_bytes > 0) {
-    s += "  lossless patch  " + std::to_string(r.lossless_bytes) + " tensor bytes (delta is " +
-         ratio(r.file_bytes, r.lossless_bytes) + " smaller)\n";
+    s += "  lossless patch  " + std::to_string(r.lossless_bytes) +
+         " tensor bytes (tensor delta is " + ratio(tensors, r.lossless_bytes) + " smaller)\n";
   }
   if (r.full_bytes > 0) {
-    s += "  full tensors    " + std::to_string(r.full_bytes) + " bytes (delta is " +
-         ratio(r.file_bytes, r.full_bytes) + " smaller)\n";
+    s += "  full tensors    " + std::to_string(r.full_bytes) + " bytes (tensor delta is " +
+         ratio(tensors, r.full_bytes) + " smaller)\n";
   }
   if (r.error) {
     s += "  error           rel_l2 " + formats::stats_text::Number(r.error->rel_l2) +
@@ -897,14 +910,15 @@ nlohmann::ordered_json DeltaReportJson(const DeltaReport& r) {
   j["parent_hash"] = r.parent_hash;
   j["lossy"] = r.lossy;
   j["file_bytes"] = r.file_bytes;
+  j["tensor_bytes"] = TensorBytesOf(r);
   j["lossless_bytes"] = r.lossless_bytes;
   j["full_bytes"] = r.full_bytes;
   auto ratio = [](uint64_t a, uint64_t b) -> nlohmann::ordered_json {
     if (a == 0 || b == 0) return nullptr;
     return double(b) / double(a);
   };
-  j["ratio_vs_lossless"] = ratio(r.file_bytes, r.lossless_bytes);
-  j["ratio_vs_full"] = ratio(r.file_bytes, r.full_bytes);
+  j["ratio_vs_lossless"] = ratio(TensorBytesOf(r), r.lossless_bytes);
+  j["ratio_vs_full"] = ratio(TensorBytesOf(r), r.full_bytes);
   j["error"] = MetricsJson(r.error);
   j["output_digest"] = r.output_digest.empty() ? nlohmann::ordered_json(nullptr)
                                                : nlohmann::ordered_json(r.output_digest);

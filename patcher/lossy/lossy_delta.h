@@ -78,6 +78,11 @@ struct DeltaReport {
   std::string strategy;      // the file's top-level strategy
   std::string parent_hash;
   uint64_t file_bytes = 0;       // the whole .wdelta
+  // The tensor records' bytes (sum of TensorReport::delta_bytes): what compares with
+  // lossless_bytes and full_bytes (file_bytes adds the header and the non-tensor files stored
+  // verbatim, e.g. an unchanged tokenizer.json, which a lossless patch does not count as
+  // tensor bytes).
+  uint64_t tensor_bytes = 0;
   uint64_t lossless_bytes = 0;   // sum over tensors (create only; 0 when unknown)
   uint64_t full_bytes = 0;       // sum of the target tensors' bytes
   bool lossy = true;             // false only if every tensor is exact or identical
@@ -116,11 +121,15 @@ Result<DeltaReport> ApplyDelta(const formats::ModelTensors& base, const std::str
 // Describes a .wdelta without a base (blz inspect): strategy and bytes per tensor, no error.
 Result<DeltaReport> DescribeDelta(const std::string& wdelta_path);
 
+// The delta's tensor bytes: report.tensor_bytes, or the sum of its tensors' delta_bytes.
+uint64_t TensorBytesOf(const DeltaReport& report);
+
 // Human-readable report: a summary (bytes, x smaller than lossless / full, model error, the
 // word LOSSY) then one row per tensor. Ends with a newline.
 std::string DeltaReportText(const DeltaReport& report);
-// {"path","version","strategy","parent_hash","lossy","file_bytes","lossless_bytes",
-//  "full_bytes","ratio_vs_lossless","ratio_vs_full","error":{...}|null,"output_digest",
+// {"path","version","strategy","parent_hash","lossy","file_bytes","tensor_bytes",
+//  "lossless_bytes","full_bytes","ratio_vs_lossless","ratio_vs_full" (both tensor_bytes
+//  against tensor bytes),"error":{...}|null,"output_digest",
 //  "base_verified","tensors":[{"name","strategy","note","dtype","shape","elements",
 //  "delta_bytes","lossless_bytes","full_bytes","error":{rel_l2,delta_rel_l2,cosine,max_abs,
 //  nonfinite}|null}]}

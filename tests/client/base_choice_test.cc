@@ -42,6 +42,20 @@ TEST(BaseChoiceTest, SameRepositoryFirstThenEverythingElseByRecency) {
   EXPECT_TRUE(CandidateBases({}, "r:1", "org/m", "sha256:t").empty());
 }
 
+// Issue 24 item 5: reports name a base NAME:TAG, not a bare digest; without the registry's
+// name the store's index gives it (the most recent pull that recorded the digest).
+TEST(BaseChoiceTest, ABaseIsNamedByRepositoryAndTag) {
+  const std::string d = "sha256:0123456789abcdef0123456789abcdef";
+  HeldVersion tagged = V(d, "r:1", "org/tinystories", 2, 200);
+  tagged.tags = {"v1"};
+  HeldVersion older = V(d, "r:1", "org/old", 1, 100);
+  older.tags = {"x"};
+  EXPECT_EQ(BaseDisplayName({older, tagged}, d), "org/tinystories:v1");
+  EXPECT_EQ(BaseDisplayName({V(d, "r:1", "org/a", 1, 1)}, d), "org/a@0123456789ab");
+  EXPECT_EQ(BaseDisplayName({V(d, "", "", 0, 1)}, d), "0123456789ab");
+  EXPECT_EQ(BaseDisplayName({}, d), "0123456789ab");
+}
+
 TEST(CachePruneTest, AgeThenLeastRecentlyUsedUntilTheBudgetHolds) {
   const std::vector<HeldVersion> held = {
       V("sha256:a", "r:1", "x", 1, 1000, 300),

@@ -6,6 +6,7 @@
 // changes nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/e2e/subprocess.h"
+#include "tests/formats/test_models.h"
 #include "tests/test_util.h"
 
 namespace blz::testing {
@@ -140,14 +142,22 @@ TEST_F(LossyPullE2ETest, BitDeltaFromAHeldBaseIsLabelledAndNeverStoredAsTheTarge
   const std::string own = j.value("output_digest", "");
   EXPECT_TRUE(own.starts_with("sha256:")) << own;
   EXPECT_NE(own, d2);
+  EXPECT_EQ(j["base_name"], "org/demo:v1");  // named, not a bare digest (issue 24 item 5)
   EXPECT_GT(j["delta_bytes"].get<uint64_t>(), 0u);
   EXPECT_GT(j["lossless_bytes"].get<uint64_t>(), j["delta_bytes"].get<uint64_t>());
+  // Like for like (issue 24 item 3): the saving compares the delta's tensor records with the
+  // lossless tensor bytes; the whole file also holds config.json and the header.
+  const uint64_t delta_tensors = j.value("delta_tensor_bytes", uint64_t{0});
+  EXPECT_GT(delta_tensors, 0u) << j.dump();
+  EXPECT_LT(delta_tensors, j["delta_bytes"].get<uint64_t>());
   EXPECT_EQ(j["bytes_saved_vs_lossless"].get<int64_t>(),
-            int64_t(j["lossless_bytes"].get<uint64_t>()) -
-                int64_t(j["delta_bytes"].get<uint64_t>()));
+            int64_t(j["lossless_bytes"].get<uint64_t>()) - int64_t(delta_tensors));
   ASSERT_TRUE(j["error"]["rel_l2"].is_number()) << j.dump();
   const double reported = j["error"]["rel_l2"];
   EXPECT_GT(reported, 0.0);
+  // How much of the update was lost is reported next to the cosine.
+  ASSERT_TRUE(j["error"]["delta_rel_l2"].is_number()) << j.dump();
+  EXPECT_GT(j["error"]["delta_rel_l2"].get<double>(), reported);
 
   // The output: the target's files, the label, and the reported error.
   ASSERT_TRUE(fs::is_directory(out));
@@ -175,6 +185,9 @@ TEST_F(LossyPullE2ETest, BitDeltaFromAHeldBaseIsLabelledAndNeverStoredAsTheTarge
   EXPECT_NE(text.err.find("LOSSY"), std::string::npos) << text.err;
   EXPECT_NE(text.err.find(d2), std::string::npos);
   EXPECT_NE(text.err.find("saved vs the lossless patch"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("delta_rel_l2"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("of the update lost"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("base    org/demo:v1 (" + d1 + ")"), std::string::npos) << text.err;
   EXPECT_EQ(text.out, out2 + "\n");
 
   // An existing output directory is refused; --max-error below the error is refused before
@@ -191,6 +204,77 @@ TEST_F(LossyPullE2ETest, BitDeltaFromAHeldBaseIsLabelledAndNeverStoredAsTheTarge
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_FALSE(fs::exists(out3));
   for (const std::string& d : HeldDigests("cache")) EXPECT_NE(d, d2);
+}
+
+// Issue 24 item 3: `--lossy auto --max-error 0.001` on a fine-tune whose every weight moved by
+// ~1% codes every tensor exact (no lossy coding meets 0.001), so the delta (exact tensors plus
+// config.json stored verbatim and its header) is no smaller than the lossless patch: auto
+// takes the lossless patch instead, says so, and labels nothing LOSSY.
+TEST_F(LossyPullE2ETest, AutoNeverDownloadsMoreThanTheLosslessPatch) {
+  const std::string repo = server_.addr + "/org/demo";
+  json v1 = BlzJson({"push", models_ + "/base", repo + ":v1"});
+  json v2 = BlzJson({"push", models_ + "/ft", repo + ":v2"});
+  const std::string d2 = v2.value("digest", "");
+  ASSERT_FALSE(d2.empty());
+  ASSERT_EQ(Blz({"pull", repo + ":v1"}).exit_code, 0);
+
+  const std::string out = work_ / "auto";
+  ProcessResult r = Blz({"pull", repo + ":v2", "--lossy", "auto", "--max-error", "0.001", "-o",
+                         out, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["lossy"], false) << j.dump();
+  EXPECT_EQ(j["lossless_fallback"], true) << j.dump();
+  ASSERT_TRUE(j["lossless_patch_bytes"].is_number()) << j.dump();
+  EXPECT_GE(j["delta_bytes"].get<uint64_t>(), j["lossless_patch_bytes"].get<uint64_t>());
+  EXPECT_LE(j["bytes_downloaded"].get<uint64_t>(), j["lossless_patch_bytes"].get<uint64_t>());
+  EXPECT_EQ(j["transfer"], "patch");
+  EXPECT_EQ(j["base_name"], "org/demo:v1");
+  EXPECT_NE(r.err.find("pulled the lossless patch instead"), std::string::npos) << r.err;
+  // The exact version: unpacked, not labelled, and held by the store like any pull.
+  EXPECT_TRUE(fs::exists(fs::path(out) / "config.json"));
+  EXPECT_FALSE(fs::exists(fs::path(out) / "blz-lossy.json"));
+  EXPECT_EQ(ReadFileBytes(fs::path(out) / "model.safetensors"),
+            ReadFileBytes(fs::path(models_) / "ft/model.safetensors"));
+  const std::vector<std::string> held = HeldDigests("cache");
+  EXPECT_NE(std::find(held.begin(), held.end(), d2), held.end());
+
+  // The text report says so and never says LOSSY.
+  ProcessResult text =
+      Blz({"pull", repo + ":v2", "--lossy", "auto", "--max-error", "0.001", "-o",
+           work_ / "auto-2"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.err.find("LOSSY"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("losslessly"), std::string::npos) << text.err;
+}
+
+// Issue 24 item 3: a delta that reproduces every tensor exactly (every tensor of this small
+// model is under bitdelta's minimum size, so all are stored exact) is not labelled LOSSY.
+TEST_F(LossyPullE2ETest, AResultWithZeroErrorIsNotLabelledLossy) {
+  const std::string repo = server_.addr + "/org/small";
+  TestModelOptions o;
+  o.layers = 1;
+  WriteTestModel(work_ / "small-base", o);
+  o.perturb_scale = 0.01;
+  WriteTestModel(work_ / "small-ft", o);
+  ASSERT_EQ(Blz({"push", work_ / "small-base", repo + ":v1"}).exit_code, 0);
+  ASSERT_EQ(Blz({"push", work_ / "small-ft", repo + ":v2"}).exit_code, 0);
+  ASSERT_EQ(Blz({"pull", repo + ":v1"}).exit_code, 0);
+  const std::string out = work_ / "small-exact";
+  ProcessResult r = Blz({"pull", repo + ":v2", "--lossy", "bitdelta", "-o", out, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["error"]["rel_l2"], 0.0) << j.dump();
+  EXPECT_EQ(j["lossy"], false) << j.dump();
+  json label = json::parse(ReadFileBytes(fs::path(out) / "blz-lossy.json"), nullptr, false);
+  ASSERT_FALSE(label.is_discarded());
+  EXPECT_EQ(label["lossy"], false);
+  ProcessResult text = Blz({"pull", repo + ":v2", "--lossy", "bitdelta", "-o", out + "-2"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.err.find("LOSSY"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("zero error on every tensor"), std::string::npos) << text.err;
 }
 
 // The uses usage.json records for `digest` (client/usage.h); 0 when it has no record.

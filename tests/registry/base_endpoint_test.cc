@@ -12,6 +12,7 @@
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "registry/registry.h"
+#include "registry/registry_internal.h"
 #include "tests/registry/handler_harness.h"
 
 namespace blz::registry {
@@ -104,6 +105,54 @@ TEST_F(BaseEndpointTest, AMeasuredPatchBeatsAGuess) {
   EXPECT_EQ(DigestsOf(r), (std::vector<std::string>{there, here}));
   json doc = json::parse(BodyOf(r));
   EXPECT_EQ(doc["bases"][0]["patch_size"], BodyOf(p).size());
+}
+
+// A model of another architecture: every tensor of the same name has another shape.
+std::string OtherArchitectureArchive(uint64_t seed) {
+  blz::testing::TempDir tmp;
+  blz::testing::TestModelOptions o;
+  o.layers = 1;
+  o.hidden = 8;
+  o.vocab = 16;
+  o.seed = seed;
+  blz::testing::WriteTestModel(tmp / "model", o);
+  formats::PackStats stats;
+  Status s = formats::Pack(tmp / "model", tmp / "model.blz", &stats);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return blz::testing::ReadFileBytes(tmp / "model.blz");
+}
+
+// Issue 24 item 5: TinyStories Llama was patched from tiny-gpt2. A version of another
+// repository and architecture is never offered, even with a patch already cached from it; a
+// version of another repository that holds the target's tensors (same names and shapes, plus a
+// layer more) is. Bases and the target are named NAME:TAG.
+TEST_F(BaseEndpointTest, NeverOffersAnUnrelatedArchitecture) {
+  Harness h(WithPatches());
+  const std::string t = PushVersion(&h, "org/b", "v2", target_);
+  const std::string related = PushVersion(&h, "org/a", "v1", other_);  // 2 layers, same names
+  const std::string unrelated =
+      PushVersion(&h, "org/gpt2", "main", OtherArchitectureArchive(24));
+  Response p = h.Call("GET", "/v2/org/b/blz/patch?from=" + unrelated + "&to=" + t, "", {}, false);
+  ASSERT_EQ(p.status, 200) << p.body;
+
+  Response r = h.Call("GET", Bases("org/b", t, {unrelated, related}), "", {}, false);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(DigestsOf(r), (std::vector<std::string>{related}));
+  json doc = json::parse(BodyOf(r));
+  EXPECT_EQ(doc["to"]["name"], "org/b:v2");
+  EXPECT_EQ(doc["bases"][0]["name"], "org/a:v1");
+  EXPECT_EQ(doc["bases"][0]["shared_fraction"], 1.0);
+
+  // Nothing related held: no base at all (the client then takes the full patch).
+  Response none = h.Call("GET", Bases("org/b", t, {unrelated}), "", {}, false);
+  ASSERT_EQ(none.status, 200) << none.body;
+  EXPECT_TRUE(DigestsOf(none).empty()) << BodyOf(none);
+
+  // An untagged version is named NAME@<12 hex>.
+  EXPECT_EQ(internal::VersionDisplayName("org/a", "sha256:0123456789abcdef0123", {}),
+            "org/a@0123456789ab");
+  EXPECT_EQ(internal::VersionDisplayName("org/a", "sha256:0123", {"v1", "latest"}),
+            "org/a:latest");
 }
 
 TEST_F(BaseEndpointTest, PatchFromAVersionOfAnotherRepository) {

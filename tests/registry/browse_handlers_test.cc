@@ -177,6 +177,11 @@ TEST(BrowseVersionsTest, NewestFirstWithPreviousOfTheSameStructure) {
     EXPECT_FALSE(p["name"].get<std::string>().empty());
     tensors += p["kind"] == "tensor" ? 1 : 0;
     piece_bytes += p["patch_bytes"].get<uint64_t>();
+    // Every piece names its file, so a file's patch bytes add up its tensors (issue 24 item 4:
+    // the web view said "model.safetensors 0 B (identical)" counting only the header piece).
+    EXPECT_EQ(p.value("file", ""), p["kind"] == "tensor" ? "model.safetensors"
+                                                         : p["name"].get<std::string>())
+        << p;
   }
   EXPECT_GT(tensors, 0u);
   EXPECT_EQ(rep["identical"].get<uint64_t>() + rep["patched"].get<uint64_t>(), tensors);
@@ -381,6 +386,57 @@ TEST(BrowseStatsTest, ComputedOnceAndCached) {
       h.Call("GET", "/v2/org/m/blz/stats?digest=" + MakeDigest(Sha256Hex(std::string("y"))));
   EXPECT_EQ(unknown.status, 404);
   EXPECT_EQ(ErrorCodeOf(unknown), "MANIFEST_UNKNOWN");
+}
+
+// A packed model whose one F32 tensor is all NaN.
+std::string NanArchive() {
+  blz::testing::TempDir tmp;
+  const std::string header = R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
+  std::string file(8, '\0');
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((n >> (8 * i)) & 0xFF);
+  file += header;
+  const uint32_t nan_bits = 0x7FC00000u;
+  for (int k = 0; k < 4; ++k) {
+    for (int b = 0; b < 4; ++b) file.push_back(char((nan_bits >> (8 * b)) & 0xFF));
+  }
+  std::filesystem::create_directories(tmp / "model");
+  blz::testing::WriteFileBytes(tmp / "model/model.safetensors", file);
+  formats::PackStats stats;
+  Status s = formats::Pack(tmp / "model", tmp / "model.blz", &stats);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return blz::testing::ReadFileBytes(tmp / "model.blz");
+}
+
+// Issue 24 item 6: the catalog and the repository page flag NaN/Inf versions. Once a version's
+// statistics are computed, both listings carry its non-finite counts ({} = all finite; null =
+// not computed yet).
+TEST(BrowseStatsTest, ListingsFlagNonFiniteVersions) {
+  Harness h;
+  const std::string good = PushVersion(&h, "org/ok", "v1", TinyArchive(1));
+  const std::string bad = PushVersion(&h, "org/nan", "v1", NanArchive());
+  json before = Json(h.Call("GET", "/v2/org/nan/blz/versions"));
+  EXPECT_TRUE(before["versions"][0]["non_finite"].is_null()) << before.dump();
+  ASSERT_EQ(h.Call("GET", "/v2/org/nan/blz/stats?digest=" + bad).status, 200);
+  ASSERT_EQ(h.Call("GET", "/v2/org/ok/blz/stats?digest=" + good).status, 200);
+
+  json versions = Json(h.Call("GET", "/v2/org/nan/blz/versions"));
+  const json& nf = versions["versions"][0]["non_finite"];
+  ASSERT_TRUE(nf.is_object()) << versions.dump();
+  EXPECT_EQ(nf["nan"], 4);
+  EXPECT_EQ(nf["inf"], 0);
+  EXPECT_EQ(nf["all_non_finite"], 1);
+  json ok = Json(h.Call("GET", "/v2/org/ok/blz/versions"));
+  EXPECT_EQ(ok["versions"][0]["non_finite"], json::object()) << ok.dump();
+
+  json catalog = Json(h.Call("GET", "/v2/_blz/repositories"));
+  bool saw = false;
+  for (const json& r : catalog["repositories"]) {
+    if (r["name"] != "org/nan") continue;
+    saw = true;
+    EXPECT_EQ(r["latest"]["non_finite"]["nan"], 4) << r.dump();
+  }
+  EXPECT_TRUE(saw) << catalog.dump();
 }
 
 // ---- ?async=1 ----

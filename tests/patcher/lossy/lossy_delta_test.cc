@@ -228,6 +228,47 @@ TEST_P(LossyDeltaTest, CreateThenApplyReproducesTheMeasuredReconstruction) {
   EXPECT_NE(applied->output_digest, "sha256:" + *target_hash);
 }
 
+// Issue 24 item 3: sizes compare like for like. The delta's tensor records (tensor_bytes) are
+// what compares with the lossless tensor bytes; the whole file also holds the header and the
+// non-tensor files stored verbatim (config.json, tokenizer/vocab.txt), which a lossless patch
+// codes as identical (a tokenizer made a tensor delta of 0.12x read "0.97x smaller").
+TEST(LossyDelta, SizesCompareTensorBytesWithTensorBytes) {
+  Pair p;
+  MakePair(&p);
+  // A large verbatim file, as an unchanged tokenizer.json is.
+  testing::WriteFileBytes(p.target + "/tokenizer.json", std::string(200000, 't'));
+  auto base = ModelTensors::Open(p.base);
+  auto target = ModelTensors::Open(p.target);
+  ASSERT_TRUE(base.ok() && target.ok());
+  CreateOptions o;
+  o.strategy = Strategy::kBitDelta;
+  o.min_lossy_elements = 1024;
+  auto created = CreateDelta(*base, *target, p.dir / "d.wdelta", o);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  uint64_t sum = 0;
+  for (const TensorReport& t : created->tensors) sum += t.delta_bytes;
+  EXPECT_EQ(created->tensor_bytes, sum);
+  EXPECT_EQ(TensorBytesOf(*created), sum);
+  EXPECT_GT(created->file_bytes, sum + 200000);
+  const nlohmann::ordered_json j = DeltaReportJson(*created);
+  EXPECT_EQ(j["tensor_bytes"], sum);
+  ASSERT_TRUE(j["ratio_vs_lossless"].is_number());
+  EXPECT_DOUBLE_EQ(j["ratio_vs_lossless"].get<double>(),
+                   double(created->lossless_bytes) / double(sum));
+  EXPECT_DOUBLE_EQ(j["ratio_vs_full"].get<double>(), double(created->full_bytes) / double(sum));
+  const std::string text = DeltaReportText(*created);
+  EXPECT_THAT(text, HasSubstr("(tensors " + std::to_string(sum) + ", header and other files " +
+                              std::to_string(created->file_bytes - sum) + ")"));
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2fx",
+                double(created->lossless_bytes) / double(sum));
+  EXPECT_THAT(text, HasSubstr("tensor delta is " + std::string(ratio) + " smaller"));
+  // A report read back without the field (DescribeDelta) sums its tensors the same way.
+  auto described = DescribeDelta(p.dir / "d.wdelta");
+  ASSERT_TRUE(described.ok()) << described.status().ToString();
+  EXPECT_EQ(TensorBytesOf(*described), sum);
+}
+
 INSTANTIATE_TEST_SUITE_P(Strategies, LossyDeltaTest,
                          ::testing::Values(Strategy::kSparse, Strategy::kQuantized,
                                            Strategy::kInt4, Strategy::kBitDelta,

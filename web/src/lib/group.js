@@ -126,7 +126,9 @@ export function combineMetrics(recs) {
   if (!n) return null;
   if (n === 1) {
     const r = recs.find((x) => x.l2_a !== undefined && x.l2_a !== null);
-    return { rel_l2: r.rel_l2, fraction_changed: r.fraction_changed, cosine: r.cosine, max_abs_change: r.max_abs_change };
+    // One side all zeros: the cosine is undefined (the JSON's 0 is no angle).
+    const cosine = (r.l2_a === 0) !== (r.l2_b === 0) ? null : r.cosine;
+    return { rel_l2: r.rel_l2, fraction_changed: r.fraction_changed, cosine, max_abs_change: r.max_abs_change };
   }
   const rel = a2 > 0 ? Math.sqrt(d2) / Math.sqrt(a2) : null;
   const cos = a2 > 0 && b2 > 0 ? (a2 + b2 - d2) / 2 / Math.sqrt(a2 * b2) : null;

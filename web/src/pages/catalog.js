@@ -4,6 +4,7 @@ import { h, clear, route } from '../lib/dom.js';
 import { get, nextLink, enc } from '../lib/api.js';
 import { fmtBytes, fmtTime, fmtInt } from '../lib/format.js';
 import { errorBox } from '../lib/ui.js';
+import { nonFiniteOf, nonFiniteText } from '../lib/report.js';
 
 const kPage = 50;
 
@@ -36,8 +37,11 @@ export async function catalogPage(root, _params, ctx) {
       clear(status);
       for (const r of json.repositories || []) {
         const l = r.latest;
-        tbody.appendChild(h('tr', null,
-          h('td', null, h('a', { href: route('r', r.name), text: r.name })),
+        // The latest version's NaN/Inf counts, when its statistics were computed.
+        const nf = l ? nonFiniteOf(l.non_finite) : null;
+        tbody.appendChild(h('tr', { class: nf ? 'alarm' : null },
+          h('td', null, h('a', { href: route('r', r.name), text: r.name }),
+            nf ? [' ', h('span.nan-flag', { title: 'the latest version has NaN/Inf values', text: nonFiniteText(nf) })] : null),
           h('td.num', { text: fmtInt(r.versions) }),
           h('td', { text: l ? (l.tag === null || l.tag === undefined ? '(untagged)' : l.tag) : '—' }),
           h('td.num', { text: l ? fmtBytes(l.size) : '—' }),

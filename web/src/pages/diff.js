@@ -9,6 +9,7 @@ import { fmtBytes, fmtCos, fmtInt, fmtNum, fmtPercent, fmtShape, shortDigest, ma
 import { buildGrid, combineMetrics, groupOf, kMetrics, colourValue } from '../lib/group.js';
 import { heatmap } from '../lib/heatmap.js';
 import { sortableTable, progressBox, errorBox } from '../lib/ui.js';
+import { filePatchTotals, filePatchText, cosineText, cosineValue, relL2Text } from '../lib/report.js';
 
 export async function diffPage(root, { name, from, to }, ctx) {
   const q = `from=${enc(from)}&to=${enc(to)}`;
@@ -104,9 +105,9 @@ export async function diffPage(root, { name, from, to }, ctx) {
       add('removed tensors', fmtInt((v.removed || []).length), 'sum-removed');
       if ((v.not_comparable || []).length) add('not comparable', fmtInt(v.not_comparable.length), 'sum-notcomparable');
       const m = v.model || {};
-      add('model relative L2', fmtNum(m.rel_l2), 'sum-rel-l2');
+      add('model relative L2', relL2Text(m), 'sum-rel-l2');
       add('model changed fraction', fmtPercent(m.fraction_changed), 'sum-fraction');
-      add('model cosine', fmtCos(m.cosine), 'sum-cosine');
+      add('model cosine', cosineText(m), 'sum-cosine');
     } else {
       add('value diff', 'computing…', 'sum-values');
     }
@@ -143,9 +144,9 @@ export async function diffPage(root, { name, from, to }, ctx) {
         h('code', { text: r.name }), ' ',
         h('span', { text: [
           r.status,
-          r.rel_l2 !== undefined ? `rel L2 ${fmtNum(r.rel_l2)}` : null,
+          r.rel_l2 !== undefined ? `rel L2 ${relL2Text(r)}` : null,
           r.fraction_changed !== undefined ? `changed ${fmtPercent(r.fraction_changed)}` : null,
-          r.cosine !== undefined ? `cos ${fmtCos(r.cosine)}` : null,
+          r.cosine !== undefined ? `cos ${cosineText(r)}` : null,
           r.max_abs_change !== undefined ? `max |Δ| ${fmtNum(r.max_abs_change)}` : null,
           r.patch_bytes !== undefined ? `patch ${fmtBytes(r.patch_bytes)} (${r.codec})` : null,
         ].filter(Boolean).join(' · ') })))));
@@ -180,9 +181,11 @@ export async function diffPage(root, { name, from, to }, ctx) {
     const value = (cell) => cell.reduce((s, p) => s + (p.patch_bytes || 0), 0);
     const scale = makeScale([...grid.cells.values()].map(value), { log: true });
     patchBox.appendChild(heatmap({ grid, label: 'patch bytes', value, scale, format: fmtBytes, onOpen: openCell, log: true }));
-    const files = (state.report.pieces || []).filter((p) => p.kind === 'file');
+    // Per file: its header piece plus its tensors' pieces (a file whose tensors were all
+    // patched is not "0 B (identical)" because its header was).
+    const files = filePatchTotals(state.report.pieces);
     if (files.length) {
-      patchBox.appendChild(h('p.files-note', { text: 'Files: ' + files.map((f) => `${f.name} ${fmtBytes(f.patch_bytes)} (${f.codec})`).join('; ') }));
+      patchBox.appendChild(h('p.files-note', { text: 'Files: ' + files.map(filePatchText).join('; ') }));
     }
   }
 
@@ -194,9 +197,9 @@ export async function diffPage(root, { name, from, to }, ctx) {
         { key: 'layer', label: 'layer', num: true, cell: (r) => (r.layer === null ? '—' : String(r.layer)) },
         { key: 'module', label: 'module' },
         { key: 'status', label: 'status', cell: (r) => r.status || '—' },
-        { key: 'rel_l2', label: 'rel L2', num: true, cell: (r) => fmtNum(r.rel_l2) },
+        { key: 'rel_l2', label: 'rel L2', num: true, cell: (r) => relL2Text(r) },
         { key: 'fraction_changed', label: 'changed', num: true, cell: (r) => fmtPercent(r.fraction_changed) },
-        { key: 'cosine', label: 'cosine', num: true, cell: (r) => fmtCos(r.cosine) },
+        { key: 'cosine', label: 'cosine', num: true, sort: cosineValue, cell: (r) => cosineText(r) },
         { key: 'max_abs_change', label: 'max |Δ|', num: true, cell: (r) => fmtNum(r.max_abs_change) },
         { key: 'patch_bytes', label: 'patch', num: true, cell: (r) => fmtBytes(r.patch_bytes) },
         { key: 'codec', label: 'codec', cell: (r) => r.codec || '—' },

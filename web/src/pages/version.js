@@ -4,6 +4,7 @@ import { h, clear, route } from '../lib/dom.js';
 import { getJson, getAsync, repoPath, enc } from '../lib/api.js';
 import { fmtBytes, fmtTime, fmtInt, fmtNum, fmtShape, fmtPercent, shortDigest } from '../lib/format.js';
 import { sortableTable, progressBox, errorBox, jsonTree, copyField } from '../lib/ui.js';
+import { nonFiniteOf } from '../lib/report.js';
 
 export async function versionPage(root, { name, digest }, ctx) {
   const v = await getJson(repoPath(name, `blz/version?digest=${enc(digest)}`), { signal: ctx.signal });
@@ -32,9 +33,13 @@ export async function versionPage(root, { name, digest }, ctx) {
   filter.addEventListener('input', applyFilter);
 
   const statsBox = h('div#stats');
+  // The NaN/Inf alarm sits at the top of the page (issue 24: it was ~2,900 px down, under the
+  // tensor list); filled when the statistics arrive.
+  const banner = h('div#nan-banner', { role: 'status', 'aria-live': 'polite', hidden: true });
   root.appendChild(h('section', null,
     h('nav.crumbs', null, h('a', { href: '#/', text: 'repositories' }), ' / ', h('a', { href: route('r', name), text: name }), ' / ', h('span', { text: shortDigest(v.digest) })),
     h('h1', null, name, ' ', (v.tags || []).map((t) => h('span.tag', { text: t }))),
+    banner,
     h('dl.facts', null,
       h('dt', { text: 'digest' }), h('dd', null, h('code', { text: v.digest })),
       h('dt', { text: 'format' }), h('dd#format', { text: v.format || '—' }),
@@ -63,7 +68,17 @@ export async function versionPage(root, { name, digest }, ctx) {
   const prog = progressBox('statistics');
   statsBox.appendChild(prog.el);
   ctx.guard(getAsync(repoPath(name, `blz/stats?digest=${enc(digest)}`), { onProgress: prog.update, signal: ctx.signal })
-    .then((doc) => { clear(statsBox).appendChild(statsView(doc.stats || doc)); })
+    .then((doc) => {
+      const st = doc.stats || doc;
+      clear(statsBox).appendChild(statsView(st));
+      const nf = nonFiniteOf(st.summary);
+      if (nf) {
+        const n = (st.tensors || []).filter((r) => r.all_non_finite || (r.nan || 0) + (r.pos_inf || 0) + (r.neg_inf || 0) > 0).length;
+        banner.className = 'alarm nan-banner';
+        banner.textContent = `⚠ This version has NaN/Inf values: ${fmtInt(n)} tensor${n === 1 ? '' : 's'} (${fmtInt(nf.all)} entirely non-finite; ${fmtInt(nf.nan)} NaN, ${fmtInt(nf.inf)} Inf in all). See Statistics below.`;
+        banner.hidden = false;
+      }
+    })
     .catch((e) => { if (e.name !== 'AbortError') clear(statsBox).appendChild(errorBox(e)); }));
 }
 

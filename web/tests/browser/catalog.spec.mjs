@@ -12,7 +12,7 @@ test('catalog lists every repository with the API numbers', async ({ page, st, p
   await expect(rows).toHaveCount(doc.repositories.length);
   for (const [i, r] of doc.repositories.entries()) {
     const cells = rows.nth(i).locator('td');
-    await expect(cells.nth(0)).toHaveText(r.name);
+    await expect(cells.nth(0).locator('a')).toHaveText(r.name);
     await expect(cells.nth(1)).toHaveText(fmtInt(r.versions));
     await expect(cells.nth(2)).toHaveText(r.latest.tag ?? '(untagged)');
     await expect(cells.nth(3)).toHaveText(fmtBytes(r.latest.size));

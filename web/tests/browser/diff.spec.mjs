@@ -5,6 +5,7 @@ import path from 'node:path';
 import { test, expect, api, apiAsync } from './base.mjs';
 import { fmtBytes, fmtCos, fmtInt, fmtNum, fmtPercent } from '../../src/lib/format.js';
 import { screenshotPath } from './fixtures.mjs';
+import { cosineText, relL2Text } from '../../src/lib/report.js';
 
 function cliDiff(st, a, b) {
   const out = execFileSync(st.blz, ['diff', a, b, '--values', '--json'], { encoding: 'utf8', maxBuffer: 64 << 20 });
@@ -46,10 +47,21 @@ test('summary, heatmaps and per-tensor table match the API and blz diff --values
   for (const [name, , , status, rel, frac, cos, maxAbs, patch, codec] of shown) {
     const t = cliByName.get(name);
     expect(t, name).toBeTruthy();
-    expect([status, rel, frac, cos, maxAbs]).toEqual([t.changed > 0 ? 'changed' : 'identical', fmtNum(t.rel_l2), fmtPercent(t.fraction_changed), fmtCos(t.cosine), fmtNum(t.max_abs_change)]);
+    expect([status, rel, frac, cos, maxAbs]).toEqual([t.changed > 0 ? 'changed' : 'identical', relL2Text(t), fmtPercent(t.fraction_changed), cosineText(t), fmtNum(t.max_abs_change)]);
+    // A base of all zeros has no cosine (the JSON's 0 is not one) and an infinite rel L2.
+    if (t.l2_a === 0 && t.l2_b > 0) expect([rel, cos], name).toEqual(['inf', 'n/a (base is all zeros)']);
+    else expect(cos, name).toBe(fmtCos(t.cosine));
     const p = pieces.get(name);
     expect([patch, codec]).toEqual([fmtBytes(p.patch_bytes), p.codec]);
   }
+  // Files: a file's patch bytes are its header piece's plus its tensors' (issue 24: the page
+  // said "model.safetensors 0 B (identical)" with every tensor patched).
+  const modelFile = report.pieces.filter((p) => p.file === 'model.safetensors');
+  const modelBytes = modelFile.reduce((s, p) => s + p.patch_bytes, 0);
+  const patchedTensors = modelFile.filter((p) => p.kind === 'tensor' && p.codec !== 'identical').length;
+  expect(patchedTensors).toBeGreaterThan(0);
+  await expect(page.locator('p.files-note')).toContainText(`model.safetensors ${fmtBytes(modelBytes)} (${fmtInt(patchedTensors)} of ${fmtInt(modelFile.length - 1)} tensors patched)`);
+  await expect(page.locator('p.files-note')).not.toContainText('model.safetensors 0 B');
   // Sorted by patch bytes, largest first.
   const patchCol = shown.map((r) => pieces.get(r[0]).patch_bytes);
   expect(patchCol).toEqual([...patchCol].sort((a, b) => b - a));

@@ -32,6 +32,9 @@ test('the upgrade patch size is the patch report\'s', async ({ page, st, problem
   expect(doc.versions[0].previous.patch_bytes).toBe(report.patch_bytes);
   await page.goto(st.url + '/#/r/demo%2Ftiny-gpt2');
   await expect(page.locator('li.version').first().locator('.patch-bytes')).toHaveText(fmtBytes(report.patch_bytes));
+  // The base is named NAME:TAG (issue 24 item 5), not only by digest.
+  const base = doc.versions.find((v) => v.digest === st.digests.base);
+  await expect(page.locator('li.version').first().locator('a.patch-from')).toHaveText(`from demo/tiny-gpt2:${base.tags[0]} (${shortDigest(st.digests.base)})`);
   expect(problems).toEqual([]);
 });
 

@@ -85,3 +85,32 @@ test('NaN/Inf alarms of the statistics are highlighted', async ({ page, st, prob
   await page.screenshot({ path: screenshotPath('version-nan-alarms'), fullPage: true });
   expect(problems).toEqual([]);
 });
+
+// Issue 24 item 6: the NaN/Inf alarm is at the top of the version page (it was ~2,900 px down),
+// and the catalog and the repository page mark the version too.
+test('NaN/Inf: a banner atop the version page, markers on the catalog and repository pages', async ({ page, st, problems, request }) => {
+  const d = st.digests.nan;
+  const stats = await apiAsync(request, st, `/v2/adapters/gemma-nan/blz/stats?digest=${d}`);
+  const s = stats.stats || stats;
+  await page.goto(st.url + `/#/r/adapters%2Fgemma-nan/v/${d}`);
+  const banner = page.locator('#nan-banner');
+  await expect(banner).toBeVisible({ timeout: 20_000 });
+  await expect(banner).toContainText('NaN/Inf');
+  await expect(banner).toContainText(`${fmtInt(s.summary.nan)} NaN`);
+  const box = await banner.boundingBox();
+  expect(box.y).toBeLessThan(400); // above the facts, files and tensors, without scrolling
+  const tensorsTop = (await page.locator('#tensors').boundingBox()).y;
+  expect(box.y).toBeLessThan(tensorsTop);
+
+  await page.goto(st.url + '/#/r/adapters%2Fgemma-nan');
+  await expect(page.locator('li.version .nan-flag')).toBeVisible({ timeout: 20_000 });
+  await expect(page.locator('li.version .nan-flag')).toContainText(`${fmtInt(s.summary.nan)} NaN`);
+
+  await page.goto(st.url + '/#/');
+  const row = page.locator('#catalog tbody tr', { hasText: 'adapters/gemma-nan' });
+  await expect(row.locator('.nan-flag')).toBeVisible();
+  // A finite model has no marker.
+  await expect(page.locator('#catalog tbody tr', { hasText: 'demo/tiny-gpt2' }).locator('.nan-flag')).toHaveCount(0);
+  await page.screenshot({ path: screenshotPath('catalog-nan-flag'), fullPage: true });
+  expect(problems).toEqual([]);
+});
