@@ -66,8 +66,9 @@ Status VerifyWdelta(const std::string& path, const std::string& base_path, bool 
 // `blz pull --lossy` (cli/commands_pull_lossy.cc): runs client::PullLossy and prints its
 // report (--json: one object) stating LOSSY, the strategy, the delta's bytes and those saved
 // against the lossless patch, the error the registry measured and the output's own digest.
+// `quiet` (-q): no notes or summary on stderr, only the output directory on stdout.
 Status RunPullLossy(const std::string& reference, const client::LossyPullOptions& options,
-                    bool json);
+                    bool json, bool quiet);
 
 // export (cli/commands_export.cc).
 void AddExportCommands(CLI::App& app, std::vector<Command>* commands);

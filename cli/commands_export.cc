@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "client/local_ref.h"
 #include "client/progress.h"
 #include "client/pull.h"
 #include "client/reference.h"
@@ -139,9 +140,13 @@ void AddExport(CLI::App& app, std::vector<Command>* commands) {
     std::string source = args->source;
     args->exp.quiet = args->progress.quiet;
     if (IsRegistryReference(source, args->conn)) {
-      BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(source, args->conn));
+      // As `blz pull`: short digests, BLZ_OFFLINE=1 (the store only), held digests locally.
+      const bool offline = client::OfflineFromEnv();
+      BLZ_ASSIGN_OR_RETURN(client::Reference ref,
+                           ResolveLocalReference(source, args->conn, args->cache, offline, 60));
       client::PullOptions po;
       po.cache_dir = args->cache;
+      po.offline = offline;
       po.progress = ProgressModeOf(args->progress);
       BLZ_ASSIGN_OR_RETURN(po.http, HttpOptionsFor(args->conn, 60, ref.registry));
       BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(ref.ToUrl(), po));

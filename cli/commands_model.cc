@@ -312,8 +312,17 @@ Status ReportDiff(const std::string& a, const std::string& b,
     }
     return Status::Ok();
   }
-  std::string text = formats::DiffVerdictLine(structure, content) + "\n\nStructure:\n";
-  text += Indent(formats::DiffText(structure, verbose));
+  // weight-inspect's text opens with its own verdict word and a rule ("IDENTICAL\n----\n"),
+  // which under a DIFFERENT verdict reads as a contradiction (issue 24 item 1): the section
+  // says "unchanged" or "changed" instead; --structure-only prints weight-inspect's text as is.
+  std::string structure_text = formats::DiffText(structure, verbose);
+  for (int line = 0; line < 2; ++line) {
+    const size_t eol = structure_text.find('\n');
+    structure_text.erase(0, eol == std::string::npos ? structure_text.size() : eol + 1);
+  }
+  std::string text = formats::DiffVerdictLine(structure, content) + "\n\nStructure:        " +
+                     (structure.identical() ? "unchanged" : "changed") + "\n";
+  text += Indent(structure_text);
   text += "\n" + formats::ContentDiffText(content, verbose);
   PrintText(text);
   if (value_diff) {

@@ -48,9 +48,11 @@ std::string BaseText(const std::string& name, const std::string& digest) {
 }  // namespace
 
 Status RunPullLossy(const std::string& reference, const client::LossyPullOptions& options,
-                    bool json) {
+                    bool json, bool quiet) {
   BLZ_ASSIGN_OR_RETURN(client::LossyPullResult r, client::PullLossy(reference, options));
-  for (const std::string& note : r.notes) Note(note);
+  if (!quiet) {
+    for (const std::string& note : r.notes) Note(note);
+  }
   using client::FormatBytes;
   if (r.lossless_fallback) {
     // auto found the lossless patch no larger than the delta: an ordinary (exact) pull.
@@ -68,6 +70,10 @@ Status RunPullLossy(const std::string& reference, const client::LossyPullOptions
                         {"delta_bytes", r.delta_bytes},
                         {"lossless_patch_bytes", Count(r.patch_bytes)},
                         {"bytes_downloaded", r.bytes_downloaded}});
+      return Status::Ok();
+    }
+    if (quiet) {
+      std::printf("%s\n", Esc(r.output).c_str());
       return Status::Ok();
     }
     std::fprintf(stderr,
@@ -119,6 +125,10 @@ Status RunPullLossy(const std::string& reference, const client::LossyPullOptions
                         {"measured_by", "registry, against the true target"}}},
                       {"base_verified", r.base_verified},
                       {"label_file", r.output + "/" + client::kLossyLabelFile}});
+    return Status::Ok();
+  }
+  if (quiet) {  // -q: errors only on stderr; the output directory carries the LOSSY label
+    std::printf("%s\n", Esc(r.output).c_str());
     return Status::Ok();
   }
   const std::string saved_text =

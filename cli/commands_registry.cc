@@ -411,7 +411,7 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
       BLZ_ASSIGN_OR_RETURN(lossy.pull.http, HttpOptionsFor(args->conn,
                                                            args->transfer.stall_timeout,
                                                            ref.registry));
-      return RunPullLossy(ref.ToUrl(), lossy, args->json);
+      return RunPullLossy(ref.ToUrl(), lossy, args->json, args->progress.quiet);
     }
     if (exporting && args->output.empty()) {
       return InvalidArgument("pull --export needs -o OUT (the exported file or directory)");

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "client/auth.h"
+#include "client/local_ref.h"
 #include "client/local_store.h"
 #include "client/manifest.h"
 #include "client/pull.h"
@@ -88,9 +89,13 @@ bool IsModelReference(const std::string& text, const RegistryConnectionArgs& con
 
 Result<std::string> PullModelSource(const std::string& text, const ModelSourceArgs& args,
                                     client::ProgressMode progress) {
-  BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(text, args.conn));
+  const bool offline = client::OfflineFromEnv();
+  BLZ_ASSIGN_OR_RETURN(client::Reference ref,
+                       ResolveLocalReference(text, args.conn, args.cache, offline,
+                                             kTimeoutSeconds));
   client::PullOptions options;
   options.cache_dir = args.cache;
+  options.offline = offline;
   options.progress = progress;
   BLZ_ASSIGN_OR_RETURN(options.http, HttpOptionsFor(args.conn, kTimeoutSeconds, ref.registry));
   BLZ_ASSIGN_OR_RETURN(client::PullResult r, client::Pull(ref.ToUrl(), options));

@@ -229,10 +229,7 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
     const uint64_t lossless_total =
         result.patch_bytes > 0 ? result.patch_bytes : result.lossless_bytes;
     if (lossless_total > 0 && result.delta_bytes >= lossless_total) {
-      result.notes.push_back(
-          "auto: the lossy delta (" + FormatBytes(result.delta_bytes) + ") is not smaller than "
-          "the lossless patch (" + FormatBytes(lossless_total) +
-          "): pulled the lossless patch instead (exact, no error)");
+      // Said once by the caller's report (result.lossless_fallback), not as a note too.
       PullOptions lossless = po;
       lossless.output_dir = out_dir;
       lossless.allow_patch = true;

@@ -82,6 +82,9 @@ TEST(BlzDiffVerdictTest, ChangedValuesMakeModelsDifferentWithExit1) {
   EXPECT_EQ(plain.code, 1) << plain.out << plain.err;
   EXPECT_EQ(FirstLine(plain.out), "DIFFERENT: values of 1 of 2 tensors") << plain.out;
   EXPECT_NE(plain.out.find("  ~ w\n"), std::string::npos) << plain.out;
+  // No "IDENTICAL" anywhere below the verdict (weight-inspect's structure text said so).
+  EXPECT_EQ(plain.out.find("IDENTICAL"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("Structure:        unchanged\n"), std::string::npos) << plain.out;
   EXPECT_TRUE(plain.err.empty()) << plain.err;
 
   BlzRun gate = Blz("diff " + a + " " + b + " --fail-on-diff", tmp);
@@ -92,6 +95,7 @@ TEST(BlzDiffVerdictTest, ChangedValuesMakeModelsDifferentWithExit1) {
   EXPECT_EQ(values.code, 1) << values.err;
   EXPECT_EQ(FirstLine(values.out), "DIFFERENT: values of 1 of 2 tensors") << values.out;
   EXPECT_NE(values.out.find("CHANGED%"), std::string::npos) << values.out;
+  EXPECT_EQ(values.out.find("IDENTICAL"), std::string::npos) << values.out;
 
   // The structure-only question keeps weight-inspect's answer and exit code.
   BlzRun structure = Blz("diff " + a + " " + b + " --structure-only", tmp);

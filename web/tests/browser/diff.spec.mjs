@@ -1,15 +1,19 @@
 // The diff page: its numbers against the JSON API and against `blz diff --values --json` on the
 // same two corpus directories; heatmaps; keyboard navigation; the structural diff.
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test, expect, api, apiAsync } from './base.mjs';
 import { fmtBytes, fmtCos, fmtInt, fmtNum, fmtPercent } from '../../src/lib/format.js';
 import { screenshotPath } from './fixtures.mjs';
 import { cosineText, relL2Text } from '../../src/lib/report.js';
 
+// `blz diff` exits 0 when A and B are identical, 1 when they differ (cmp style), else trouble.
 function cliDiff(st, a, b) {
-  const out = execFileSync(st.blz, ['diff', a, b, '--values', '--json'], { encoding: 'utf8', maxBuffer: 64 << 20 });
-  return JSON.parse(out);
+  const r = spawnSync(st.blz, ['diff', a, b, '--values', '--json'], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  if (r.status !== 0 && r.status !== 1) throw new Error(`blz diff exited ${r.status}: ${r.stderr}`);
+  const doc = JSON.parse(r.stdout);
+  if (doc.identical !== (r.status === 0)) throw new Error(`blz diff: exit ${r.status} but identical=${doc.identical}`);
+  return doc;
 }
 
 test('summary, heatmaps and per-tensor table match the API and blz diff --values --json', async ({ page, st, problems, request }) => {
