@@ -35,6 +35,8 @@ else
 fi
 
 export BLZ_CONFIG_DIR="$work/config"
+# The pusher's own store (push keeps what it pushes, as docker does), never ~/.cache/blz.
+export BLZ_CACHE_DIR="$work/push-cache"
 "$blz" serve --data "$work/registry" --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.log" &
 server_pid=$!
 for _ in $(seq 1 100); do
