@@ -7,6 +7,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "client/client_config.h"
 #include "core/file_util.h"
 
 namespace blz::client {
@@ -41,15 +42,7 @@ Status MakeDirs(const std::string& dir, mode_t mode) {
 
 // Reads the auth file; an absent file is an empty object.
 Result<nlohmann::json> ReadAuthFile(const std::string& auth_path) {
-  Result<std::string> text = ReadSmallFile(auth_path, kMaxAuthFileBytes);
-  if (!text.ok()) {
-    if (text.status().code() == Code::kNotFound) return nlohmann::json::object();
-    return text.status();
-  }
-  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return Corruption(auth_path + ": not a JSON object");
-  }
+  BLZ_ASSIGN_OR_RETURN(nlohmann::json doc, ReadJsonObjectFile(auth_path, kMaxAuthFileBytes));
   if (doc.contains("registries") && !doc["registries"].is_object()) {
     return Corruption(auth_path + ": field 'registries' is not an object");
   }

@@ -79,22 +79,11 @@ bool IsRegularFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// client.json as a JSON object (an absent file: {}).
-Result<nlohmann::json> ReadConfigObject(const std::string& path) {
-  Result<std::string> text = ReadSmallFile(path, kMaxClientConfigBytes);
-  if (!text.ok()) {
-    if (text.status().code() == Code::kNotFound) return nlohmann::json::object();
-    return text.status();
-  }
-  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return Corruption(path + ": not a JSON object");
-  return doc;
-}
-
 }  // namespace
 
 Result<std::map<std::string, bool>> LoadRememberedSchemes(const std::string& config_path) {
-  BLZ_ASSIGN_OR_RETURN(nlohmann::json doc, ReadConfigObject(config_path));
+  BLZ_ASSIGN_OR_RETURN(nlohmann::json doc,
+                       ReadJsonObjectFile(config_path, kMaxClientConfigBytes));
   std::map<std::string, bool> out;
   auto regs = doc.find("registries");
   if (regs == doc.end()) return out;
@@ -137,7 +126,7 @@ Status RememberRegistry(const std::string& config_dir, const std::string& key, b
   }
   BLZ_RETURN_IF_ERROR(MakeDirs(config_dir, 0700));
   const std::string path = config_dir + "/client.json";
-  BLZ_ASSIGN_OR_RETURN(nlohmann::json doc, ReadConfigObject(path));
+  BLZ_ASSIGN_OR_RETURN(nlohmann::json doc, ReadJsonObjectFile(path, kMaxClientConfigBytes));
   if (doc.contains("registries") && !doc["registries"].is_object()) {
     return Corruption(path + ": 'registries' is not an object");
   }
@@ -153,16 +142,21 @@ Status RememberRegistry(const std::string& config_dir, const std::string& key, b
   return Status::Ok();
 }
 
-Result<ClientConfig> LoadClientConfig(const std::string& path) {
-  ClientConfig config;
-  config.path = path;
-  Result<std::string> text = ReadSmallFile(path, kMaxClientConfigBytes);
+Result<nlohmann::json> ReadJsonObjectFile(const std::string& path, uint64_t max_bytes) {
+  Result<std::string> text = ReadSmallFile(path, max_bytes);
   if (!text.ok()) {
-    if (text.status().code() == Code::kNotFound) return config;
+    if (text.status().code() == Code::kNotFound) return nlohmann::json::object();
     return text.status();
   }
   nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) return Corruption(path + ": not a JSON object");
+  return doc;
+}
+
+Result<ClientConfig> LoadClientConfig(const std::string& path) {
+  ClientConfig config;
+  config.path = path;
+  BLZ_ASSIGN_OR_RETURN(nlohmann::json doc, ReadJsonObjectFile(path, kMaxClientConfigBytes));
   if (!doc.contains("cache")) return config;
   const nlohmann::json& cache = doc["cache"];
   if (!cache.is_object()) return Corruption(path + ": 'cache' is not an object");

@@ -25,12 +25,19 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "core/status.h"
 
 namespace blz::client {
 
 inline constexpr int64_t kDefaultHalfLifeSeconds = 7 * 86400;
 inline constexpr uint64_t kMaxClientConfigBytes = 1 << 20;
+
+// A small JSON file holding one object (client.json, auth.json): an absent file is {}.
+// Errors: kCorruption (not a JSON object, naming the file), kInvalidArgument/kIOError from
+// reading (over max_bytes, unreadable).
+Result<nlohmann::json> ReadJsonObjectFile(const std::string& path, uint64_t max_bytes);
 
 struct ClientConfig {
   std::string path;        // the file read ("" when none could be located)
