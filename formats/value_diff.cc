@@ -354,9 +354,12 @@ std::string Percent(double f) {
   return buf;
 }
 
-std::string Cos(double c) {
+// The cosine, or "n/a" when exactly one side is all zeros (the angle is undefined there;
+// Cosine() returns 0, which the JSON keeps, and the web view also shows as n/a).
+std::string Cos(const DiffSums& s) {
+  if ((s.sum_aa == 0) != (s.sum_bb == 0)) return "n/a";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.8f", c);
+  std::snprintf(buf, sizeof(buf), "%.8f", s.Cosine());
   return buf;
 }
 
@@ -404,7 +407,7 @@ std::string ModelDiffText(const ModelDiff& d) {
   const DiffSums& m = d.model;
   out += "model: " + Percent(m.FractionChanged()) + "% of " + std::to_string(m.elements) +
          " values changed, rel L2 " + Number(m.RelativeL2()) + ", max |change| " +
-         Number(m.max_abs) + ", cosine " + Cos(m.Cosine()) + "\n";
+         Number(m.max_abs) + ", cosine " + Cos(m) + "\n";
   if (!d.tensors.empty()) {
     std::vector<std::vector<std::string>> rows = {{"TENSOR", "DTYPE", "SHAPE", "CHANGED%",
                                                    "REL_L2", "MAX_ABS", "COSINE",
@@ -412,7 +415,7 @@ std::string ModelDiffText(const ModelDiff& d) {
     for (const TensorDiff& t : d.tensors) {
       const DiffSums& s = t.sums;
       rows.push_back({t.name, t.dtype, stats_text::Shape(t.shape), Percent(s.FractionChanged()),
-                      Number(s.RelativeL2()), Number(s.max_abs), Cos(s.Cosine()),
+                      Number(s.RelativeL2()), Number(s.max_abs), Cos(s),
                       Count(s.a_nan, s.a_pos_inf, s.a_neg_inf),
                       Count(s.b_nan, s.b_pos_inf, s.b_neg_inf)});
     }
@@ -423,7 +426,7 @@ std::string ModelDiffText(const ModelDiff& d) {
     for (const LayerDiff& l : d.layers) {
       const DiffSums& s = l.sums;
       lrows.push_back({l.name, std::to_string(l.tensors), Percent(s.FractionChanged()),
-                       Number(s.RelativeL2()), Number(s.max_abs), Cos(s.Cosine())});
+                       Number(s.RelativeL2()), Number(s.max_abs), Cos(s)});
     }
     out += "\n" + stats_text::Table(lrows, {false, true, true, true, true, true});
   }

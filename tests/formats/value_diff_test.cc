@@ -263,6 +263,10 @@ TEST(DiffModels, HandMadePairWithKnownNumbers) {
   EXPECT_THAT(text, HasSubstr("model.layers.10"));
   EXPECT_THAT(text, HasSubstr("shape_change: shape differs ([4] vs [2, 2]) (bytes identical)"));
   EXPECT_THAT(text, HasSubstr("LAYER"));
+  // A tensor whose base is all zeros has no angle: its cosine is n/a, not 0 (issue 24 item 4).
+  const size_t zero_row = text.find("model.layers.0.zero ");
+  ASSERT_NE(zero_row, std::string::npos) << text;
+  EXPECT_THAT(text.substr(zero_row, text.find('\n', zero_row) - zero_row), HasSubstr("n/a"));
 
   const auto j = ModelDiffJson(d);
   std::vector<std::string> keys;
