@@ -17,6 +17,9 @@ packages=(
   # (Playwright cannot download browsers here); fonts-liberation is only a Recommends of
   # chromium-common, which --no-install-recommends skips, and pages render text with it.
   chromium fonts-liberation
+  # The PostgreSQL metadata driver (store/postgres) links libpq; its tests start a real
+  # PostgreSQL 15 server of their own in a temp dir (tests/store/postgres/postgres_server.sh).
+  libpq-dev postgresql-15
 )
 # The web view (web/) is built with Node.js and npm (web/CMakeLists.txt fails without them),
 # and the export tests read GGUF files with an independent reader (@huggingface/gguf, web/):

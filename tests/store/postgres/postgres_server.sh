@@ -15,11 +15,17 @@
 # A watchdog stops the server and deletes DIR once the process that ran `start` (this
 # script's parent: the test binary, or the calling shell) exits, so a test that crashes leaves
 # no server behind; BLZ_PG_NO_WATCHDOG=1 turns it off (for a server started by hand).
-# Exit codes: 0 ok, 1 start failed (the logs are printed to stderr), 77 no PostgreSQL binaries.
+# Exit codes: 0 ok, 1 start failed (the logs are printed to stderr and stay in DIR: run stop
+# to remove it), 77 no PostgreSQL binaries.
 set -euo pipefail
 
 find_bindir() {
-  if [ -n "${BLZ_PG_BINDIR:-}" ]; then echo "$BLZ_PG_BINDIR"; return; fi
+  # BLZ_PG_BINDIR: the directory of initdb, pg_ctl and psql (default: PostgreSQL 15's, else
+  # the newest installed, else the PATH's).
+  if [ -n "${BLZ_PG_BINDIR:-}" ]; then
+    if [ -x "$BLZ_PG_BINDIR/initdb" ]; then echo "$BLZ_PG_BINDIR"; else echo ""; fi
+    return
+  fi
   local d
   for d in /usr/lib/postgresql/15/bin $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -rV); do
     if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then echo "$d"; return; fi
@@ -64,15 +70,24 @@ case "$cmd" in
       cat "$dir/initdb.log" >&2
       exit 1
     fi
-    # The unix socket goes into DIR too, so nothing is written to /var/run/postgresql.
-    if ! as_server_user "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off \
-            -c synchronous_commit=off -c full_page_writes=off -c max_connections=50" \
-        start > "$dir/pg_ctl.log" 2>&1; then
+    # The unix socket goes into DIR too, so nothing is written to /var/run/postgresql. A free
+    # port picked here may be taken by someone else before the server binds it (tests run in
+    # parallel): then try another one, unless the caller chose the port.
+    for attempt in 1 2 3; do
+      if as_server_user "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+          -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off \
+              -c synchronous_commit=off -c full_page_writes=off -c max_connections=50" \
+          start > "$dir/pg_ctl.log" 2>&1; then
+        break
+      fi
+      if [ -z "${3:-}" ] && [ "$attempt" -lt 3 ] && grep -q "could not bind" "$dir/server.log"; then
+        port=$(free_port)
+        continue
+      fi
       echo "postgres_server: pg_ctl start failed on 127.0.0.1:$port:" >&2
       cat "$dir/pg_ctl.log" "$dir/server.log" >&2 || true
       exit 1
-    fi
+    done
     if ! as_server_user "$bindir/psql" -X -q -h "$dir" -p "$port" -U blz -d postgres \
         -c 'CREATE DATABASE blz' > "$dir/createdb.log" 2>&1; then
       echo "postgres_server: CREATE DATABASE failed:" >&2
@@ -83,12 +98,17 @@ case "$cmd" in
     echo "$port" > "$dir/port"
     if [ -z "${BLZ_PG_NO_WATCHDOG:-}" ]; then
       owner=$PPID
+      postmaster=$(head -n 1 "$dir/data/postmaster.pid")
       (
-        while kill -0 "$owner" 2> /dev/null && [ -d "$dir/data" ]; do sleep 1; done
-        if [ -d "$dir/data" ]; then
-          as_server_user "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop > /dev/null 2>&1 || true
-          rm -rf "$dir"
+        alive() { kill -0 "$postmaster" 2> /dev/null && grep -q postgres "/proc/$postmaster/cmdline"; }
+        while kill -0 "$owner" 2> /dev/null && alive; do sleep 1; done
+        if alive; then
+          if [ -d "$dir/data" ]; then
+            as_server_user "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop > /dev/null 2>&1 || true
+          fi
+          if alive; then kill -QUIT "$postmaster" 2> /dev/null || true; fi
         fi
+        rm -rf "$dir"
       ) < /dev/null > /dev/null 2>&1 &
     fi
     echo "postgresql://blz@127.0.0.1:$port/blz"
