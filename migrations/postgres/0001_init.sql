@@ -3,8 +3,8 @@
 -- Every file here is the PostgreSQL counterpart of the SQLite file with the same name in
 -- migrations/ (read that one for what each table means): same tables, columns, keys and
 -- indexes. Types: SQLite INTEGER (64-bit) -> BIGINT, INTEGER PRIMARY KEY (rowid) -> BIGINT
--- identity, BLOB -> BYTEA, TEXT -> TEXT; STRICT has no counterpart (PostgreSQL is always
--- strict). Append-only like the SQLite files; store/postgres/migrations.h runs each file in
+-- identity (BY DEFAULT, so that a copy from SQLite keeps the ids), BLOB -> BYTEA, TEXT ->
+-- TEXT; STRICT has no counterpart (PostgreSQL is always strict). Append-only like the SQLite files; store/postgres/migrations.h runs each file in
 -- one transaction and records it in schema_migrations.
 --
 -- The SQLite files also rewrite rows that earlier schemas left (backfills). PostgreSQL

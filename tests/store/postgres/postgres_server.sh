@@ -64,6 +64,11 @@ case "$cmd" in
     mkdir -p "$dir"
     if [ "$(id -u)" -eq 0 ]; then chown "${BLZ_PG_USER:-nobody}" "$dir"; fi
     chmod 700 "$dir"
+    if ! as_server_user test -w "$dir"; then
+      echo "postgres_server: $dir is not writable by ${BLZ_PG_USER:-nobody}" \
+        "(its parent directories must be traversable by that user; set TMPDIR)" >&2
+      exit 1
+    fi
     if ! as_server_user "$bindir/initdb" -D "$dir/data" -U blz --auth=trust -E UTF8 \
         --locale=C.UTF-8 -N > "$dir/initdb.log" 2>&1; then
       echo "postgres_server: initdb failed in $dir/data:" >&2
