@@ -4,8 +4,9 @@
 -- migrations/ (read that one for what each table means): same tables, columns, keys and
 -- indexes. Types: SQLite INTEGER (64-bit) -> BIGINT, INTEGER PRIMARY KEY (rowid) -> BIGINT
 -- identity (BY DEFAULT, so that a copy from SQLite keeps the ids), BLOB -> BYTEA, TEXT ->
--- TEXT; STRICT has no counterpart (PostgreSQL is always strict). Append-only like the SQLite files; store/postgres/migrations.h runs each file in
--- one transaction and records it in schema_migrations.
+-- TEXT; STRICT has no counterpart (PostgreSQL is always strict). Append-only like the SQLite
+-- files; store/postgres/migrations.h runs each file in one transaction and records it in
+-- schema_migrations.
 --
 -- The SQLite files also rewrite rows that earlier schemas left (backfills). PostgreSQL
 -- databases start at the latest schema (no blz ever wrote rows into an older PostgreSQL

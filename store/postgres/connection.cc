@@ -101,7 +101,9 @@ Result<std::string> Rows::Bytes(int row, int column) const {
   }
   size_t n = 0;
   unsigned char* bytes = PQunescapeBytea(reinterpret_cast<const unsigned char*>(text), &n);
-  if (bytes == nullptr) return Corruption(std::string("column ") + (name ? name : "?") + ": bad BYTEA");
+  if (bytes == nullptr) {
+    return Corruption(std::string("column ") + (name ? name : "?") + ": bad BYTEA");
+  }
   std::string out(reinterpret_cast<const char*>(bytes), n);
   PQfreemem(bytes);
   return out;

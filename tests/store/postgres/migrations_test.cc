@@ -89,7 +89,8 @@ TEST_F(PostgresMigrationsTest, ConcurrentRunnersApplyEachMigrationExactlyOnce) {
   for (int round = 0; round < 3; ++round) {
     const std::string url = FreshDatabase();
     std::atomic<int> ready{0};
-    Result<int> results[2] = {Status(Code::kInternal, "not run"), Status(Code::kInternal, "not run")};
+    Result<int> results[2] = {Status(Code::kInternal, "not run"),
+                              Status(Code::kInternal, "not run")};
     std::vector<std::thread> threads;
     for (int t = 0; t < 2; ++t) {
       threads.emplace_back([&, t] {

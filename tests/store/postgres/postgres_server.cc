@@ -11,7 +11,9 @@ namespace blz::testing {
 namespace {
 
 // By value, not a function-local static: servers are stopped from static destructors.
-std::string Script() { return std::string(BLZ_SOURCE_DIR) + "/tests/store/postgres/postgres_server.sh"; }
+std::string Script() {
+  return std::string(BLZ_SOURCE_DIR) + "/tests/store/postgres/postgres_server.sh";
+}
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
