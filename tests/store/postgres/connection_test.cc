@@ -150,5 +150,21 @@ TEST_F(PostgresConnectionServerTest, TransactionRollsBackUnlessCommitted) {
   EXPECT_EQ(rows->Text(0, 0), "kept");
 }
 
+TEST_F(PostgresConnectionServerTest, LostConnectionIsUnavailable) {
+  const std::string url = FreshDatabase();
+  auto conn = Connection::Open(url);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  auto pid = conn->Query("SELECT pg_backend_pid()");
+  ASSERT_TRUE(pid.ok());
+  auto admin = Connection::Open(url);
+  ASSERT_TRUE(admin.ok());
+  ASSERT_TRUE(admin->Exec("SELECT pg_terminate_backend($1::int)", {Param::Text(pid->Text(0, 0))})
+                  .ok());
+  auto after = conn->Query("SELECT 1");
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.status().code(), Code::kUnavailable) << after.status().ToString();
+  EXPECT_NE(after.status().message().find(url), std::string::npos) << after.status().ToString();
+}
+
 }  // namespace
 }  // namespace blz::store::postgres
