@@ -17,6 +17,9 @@ packages=(
   # (Playwright cannot download browsers here); fonts-liberation is only a Recommends of
   # chromium-common, which --no-install-recommends skips, and pages render text with it.
   chromium fonts-liberation
+  # The S3 tests (tests/store/s3) run a real S3 server, Ceph's RADOS Gateway, as a throwaway
+  # single-node cluster (../shared/tools/ceph-s3/start.sh): ~51 packages, 252 MiB installed.
+  ceph-mon ceph-osd radosgw
 )
 # The web view (web/) is built with Node.js and npm (web/CMakeLists.txt fails without them),
 # and the export tests read GGUF files with an independent reader (@huggingface/gguf, web/):
