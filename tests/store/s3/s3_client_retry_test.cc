@@ -195,6 +195,18 @@ TEST(S3ClientRetryTest, ASilentServerTimesOut) {
   EXPECT_NE(got.status().message().find("timed out"), std::string::npos) << got.status().message();
 }
 
+TEST(S3ClientRetryTest, HttpsToAPlainHttpServerFailsTheHandshakeAndIsRetried) {
+  FakeS3 fake({{200, "plain"}});
+  int retries = 0;
+  S3Config config = ConfigFor("https://127.0.0.1:" + fake.endpoint().substr(fake.endpoint().rfind(':') + 1), &retries);
+  config.max_attempts = 2;
+  S3Client s3(config);
+  auto got = s3.GetObject("k");
+  EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("https://127.0.0.1"), std::string::npos) << got.status().message();
+  EXPECT_EQ(retries, 1);
+}
+
 TEST(S3ClientRetryTest, PresignUrlAddressing) {
   int retries = 0;
   S3Config config = ConfigFor("https://s3.eu-west-1.amazonaws.com", &retries);
