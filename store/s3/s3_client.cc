@@ -161,7 +161,11 @@ Result<S3Client::Answer> S3Client::Execute(const Call& call) {
     auto reply = HttpDo(ep, host, x, config_.timeout);
     if (!reply.ok()) {
       last = reply.status().WithContext(where);
-      if (reply.status().code() == Code::kUnavailable) continue;  // connection-level: retry
+      // Connection-level failures are retried, except an untrusted certificate.
+      if (reply.status().code() == Code::kUnavailable &&
+          reply.status().message().find(kCertificateVerifyFailed) == std::string::npos) {
+        continue;
+      }
       return last;
     }
     const int status = reply->status;

@@ -11,7 +11,8 @@
 // Every request: a fresh connection (no keep-alive), a timeout of S3Config::timeout on connect
 // and on every read and write, and up to S3Config::max_attempts attempts with exponential
 // backoff (S3Config::backoff, doubled each time, capped at 8 s) when the connection fails or
-// the server answers 5xx (incl. 503 SlowDown). 4xx answers are never retried.
+// the server answers 5xx (incl. 503 SlowDown). 4xx answers and untrusted TLS certificates are
+// never retried.
 //
 // Errors (messages name the operation, bucket, key, HTTP status and S3 error Code, never the
 // credentials):

@@ -1,6 +1,7 @@
 #include "store/s3/s3_http.h"
 
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -184,7 +185,15 @@ Result<HttpReply> HttpDo(const S3Endpoint& ep, const std::string& connect_host,
   beast::tcp_stream& lowest = beast::get_lowest_layer(tls);
   lowest.expires_after(timeout);
   ec = Run(ioc, [&](auto h) { tls.async_handshake(asio::ssl::stream_base::client, std::move(h)); });
-  if (ec) return NetError(where, "TLS handshake", ec, timeout);
+  if (ec) {
+    const long verify = SSL_get_verify_result(tls.native_handle());
+    if (verify != X509_V_OK) {
+      return Unavailable(where + ": " + std::string(kCertificateVerifyFailed) + " (" +
+                         X509_verify_cert_error_string(verify) +
+                         ") against the system trust store");
+    }
+    return NetError(where, "TLS handshake", ec, timeout);
+  }
   return Exchange(ioc, tls, lowest, where, x, timeout);
 }
 

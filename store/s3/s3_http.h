@@ -31,9 +31,14 @@ struct HttpReply {
   std::string body;  // empty when streamed to response_file
 };
 
+// In the message of a kUnavailable HttpDo error when the server's certificate is not trusted
+// or does not name the host: retrying cannot help.
+inline constexpr std::string_view kCertificateVerifyFailed = "TLS certificate verify failed";
+
 // Connects to `connect_host`:ep.port (TLS with SNI and certificate + host-name verification
 // when ep.tls), sends `x`, reads the reply. Any HTTP status is a reply, not an error.
-// Errors: kUnavailable (resolve/connect/TLS/read/write failure or timeout), kTooLarge (a body
+// Errors: kUnavailable (resolve/connect/TLS/read/write failure or timeout; an untrusted
+// certificate too, its message holding kCertificateVerifyFailed), kTooLarge (a body
 // over max_body), kIOError (body_file / response_file cannot be read / written).
 Result<HttpReply> HttpDo(const S3Endpoint& ep, const std::string& connect_host,
                          const HttpExchange& x, std::chrono::milliseconds timeout);

@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <cstdlib>
+#include <filesystem>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <mutex>
@@ -205,6 +208,53 @@ TEST(S3ClientRetryTest, HttpsToAPlainHttpServerFailsTheHandshakeAndIsRetried) {
   EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().ToString();
   EXPECT_NE(got.status().message().find("https://127.0.0.1"), std::string::npos) << got.status().message();
   EXPECT_EQ(retries, 1);
+}
+
+TEST(S3ClientRetryTest, AnUntrustedCertificateIsNotRetried) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("blz_s3_tls_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string key = (dir / "key.pem").string(), cert = (dir / "cert.pem").string();
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+                          "-keyout '" + key + "' -out '" + cert + "' 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl could not make a self-signed certificate";
+  asio::io_context ioc;
+  tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  const uint16_t port = acceptor.local_endpoint().port();
+  std::atomic<int> handshakes{0};
+  std::thread server([&] {
+    asio::ssl::context ctx(asio::ssl::context::tls_server);
+    ctx.use_certificate_chain_file(cert);
+    ctx.use_private_key_file(key, asio::ssl::context::pem);
+    // Serve until the client's attempts are over (the test connects once more to stop it).
+    for (int i = 0; i < 2; ++i) {
+      tcp::socket sock(ioc);
+      beast::error_code ec;
+      acceptor.accept(sock, ec);
+      if (ec) return;
+      asio::ssl::stream<tcp::socket> tls(std::move(sock), ctx);
+      tls.handshake(asio::ssl::stream_base::server, ec);
+      ++handshakes;
+    }
+  });
+  int retries = 0;
+  S3Config config = ConfigFor("https://127.0.0.1:" + std::to_string(port), &retries);
+  S3Client s3(config);
+  auto got = s3.GetObject("k");
+  EXPECT_EQ(got.status().code(), Code::kUnavailable) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("certificate verify failed"), std::string::npos)
+      << got.status().message();
+  EXPECT_EQ(retries, 0);
+  {
+    tcp::socket wake(ioc);
+    beast::error_code ec;
+    wake.connect({asio::ip::make_address("127.0.0.1"), port}, ec);
+    wake.close(ec);  // the server's handshake on it ends at EOF
+    server.join();
+  }
+  EXPECT_EQ(handshakes, 2);  // the client's one attempt + the wake-up connection
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 TEST(S3ClientRetryTest, PresignUrlAddressing) {
