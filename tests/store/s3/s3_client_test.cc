@@ -121,6 +121,9 @@ TEST_F(S3ClientTest, PutGetRangeHeadDeleteRoundTrip) {
   ASSERT_TRUE(tail.ok()) << tail.status().ToString();
   EXPECT_EQ(*tail, data.substr(99990));
 
+  auto past_end = s3.GetObject("rt/obj", ByteRange{200000, std::nullopt});
+  EXPECT_EQ(past_end.status().code(), Code::kInvalidArgument) << past_end.status().ToString();
+
   auto head = s3.HeadObject("rt/obj");
   ASSERT_TRUE(head.ok()) << head.status().ToString();
   EXPECT_EQ(head->size, data.size());
