@@ -39,13 +39,20 @@ endfunction()
 
 # blz_test(NAME SOURCES... DEPS ...): one GoogleTest binary, registered with CTest.
 # Tests run from the build directory; BLZ_SOURCE_DIR and BLZ_CORPUS_DIR are compiled in.
+# WHOLE_BINARY: one CTest test for the whole binary instead of one per test case, for suites
+# whose set-up is expensive (e.g. starting a server once per binary).
 function(blz_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "WHOLE_BINARY" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE blz_options ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
   target_compile_definitions(${name} PRIVATE
     BLZ_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     BLZ_CORPUS_DIR="${BLZ_CORPUS_DIR}")
+  if(ARG_WHOLE_BINARY)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES TIMEOUT 600)
+    return()
+  endif()
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
 endfunction()

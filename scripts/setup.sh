@@ -20,6 +20,9 @@ packages=(
   # The PostgreSQL metadata driver (store/postgres) links libpq; its tests start a real
   # PostgreSQL 15 server of their own in a temp dir (tests/store/postgres/postgres_server.sh).
   libpq-dev postgresql-15
+  # The S3 tests (tests/store/s3) run a real S3 server, Ceph's RADOS Gateway, as a throwaway
+  # single-node cluster (../shared/tools/ceph-s3/start.sh): ~51 packages, 252 MiB installed.
+  ceph-mon ceph-osd radosgw
 )
 # The web view (web/) is built with Node.js and npm (web/CMakeLists.txt fails without them),
 # and the export tests read GGUF files with an independent reader (@huggingface/gguf, web/):
