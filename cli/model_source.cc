@@ -167,6 +167,13 @@ Result<std::string> FetchArchiveHeaders(const std::string& text, const ModelSour
     const formats::ArchiveRaw& raw = header.raws[f.pieces[0].index];
     const uint64_t begin = header.data_start + raw.offset;
     if (raw.length == 0) continue;
+    // A file's stored header piece (safetensors JSON, GGUF metadata) is small; a larger one
+    // from a hostile registry must not size an in-memory read.
+    if (raw.length > formats::kMaxArchiveHeaderBytes) {
+      return Corruption(what + ": file '" + f.path + "': its header piece of " +
+                        std::to_string(raw.length) + " bytes is over the " +
+                        std::to_string(formats::kMaxArchiveHeaderBytes) + "-byte cap");
+    }
     BLZ_ASSIGN_OR_RETURN(std::string bytes,
                          GetBlobRange(ref, digest, client_options.http, token, begin,
                                       begin + raw.length));
