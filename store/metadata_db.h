@@ -208,6 +208,9 @@ class MetadataDb {
   Result<int64_t> SchemaVersion();
   // "sqlite" or "postgresql".
   std::string_view engine() const { return db_.engine(); }
+  // The database for messages: the SQLite file's path, or "postgresql://USER@HOST:PORT/DB"
+  // (never a password).
+  const std::string& label() const { return db_.label(); }
 
   // -- blobs --
   // Records a published blob (idempotent).
