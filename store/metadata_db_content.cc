@@ -191,7 +191,8 @@ constexpr char kReferencedSql[] =
 
 Result<GcRoots> MetadataDb::ReadGcRoots(int64_t young_after) {
   std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));  // one snapshot
+  BLZ_ASSIGN_OR_RETURN(Transaction tx,
+                       Transaction::Begin(&db_, sql::TransactionMode::kSnapshot));
   GcRoots roots;
   {
     BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(kReferencedSql));

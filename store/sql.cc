@@ -14,8 +14,8 @@ Result<Statement> Database::Prepare(std::string_view sql) {
   return Statement(std::move(st));
 }
 
-Result<Transaction> Transaction::Begin(Database* db) {
-  BLZ_RETURN_IF_ERROR(db->impl()->Begin());
+Result<Transaction> Transaction::Begin(Database* db, TransactionMode mode) {
+  BLZ_RETURN_IF_ERROR(db->impl()->Begin(mode));
   return Transaction(db);
 }
 

@@ -27,6 +27,12 @@
 
 namespace blz::store::sql {
 
+// What a transaction is for.
+enum class TransactionMode {
+  kWrite,     // reads and writes (PostgreSQL: READ COMMITTED, serialize with LockKey)
+  kSnapshot,  // reads only, all from one consistent snapshot (PostgreSQL: REPEATABLE READ)
+};
+
 // What a driver implements for one prepared statement.
 class StatementImpl {
  public:
@@ -54,9 +60,10 @@ class DatabaseImpl {
   // Constant SQL, possibly several statements, without parameters or results.
   virtual Status Exec(std::string_view sql) = 0;
   virtual Result<std::unique_ptr<StatementImpl>> Prepare(std::string_view sql) = 0;
-  // Starts a write transaction: SQLite's BEGIN IMMEDIATE (one writer per database file);
-  // PostgreSQL's BEGIN (READ COMMITTED: concurrent writers, see LockKey).
-  virtual Status Begin() = 0;
+  // Starts a transaction: SQLite's BEGIN IMMEDIATE (one writer per database file, whatever
+  // the mode); PostgreSQL's BEGIN (kWrite: READ COMMITTED, concurrent writers, see LockKey;
+  // kSnapshot: REPEATABLE READ READ ONLY).
+  virtual Status Begin(TransactionMode mode) = 0;
   virtual Status Commit() = 0;
   virtual Status Rollback() = 0;
   // Inside a transaction: waits for, then holds until the transaction ends, the lock named
@@ -118,7 +125,7 @@ class Database {
 // RAII transaction: Begin() starts it, the destructor rolls back unless Commit() succeeded.
 class Transaction {
  public:
-  static Result<Transaction> Begin(Database* db);
+  static Result<Transaction> Begin(Database* db, TransactionMode mode = TransactionMode::kWrite);
   ~Transaction();
   Transaction(Transaction&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
   Transaction& operator=(Transaction&&) = delete;

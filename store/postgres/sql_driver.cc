@@ -156,9 +156,11 @@ class PostgresDatabase final : public sql::DatabaseImpl {
   }
   // READ COMMITTED: other connections write meanwhile; methods whose reads decide their writes
   // take a LockKey.
-  Status Begin() override {
+  Status Begin(sql::TransactionMode mode) override {
     Reconnect();
-    Status s = conn_.Exec("BEGIN");
+    Status s = conn_.Exec(mode == sql::TransactionMode::kSnapshot
+                              ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+                              : "BEGIN");
     in_transaction_ = s.ok();
     return s;
   }

@@ -39,7 +39,7 @@ class SqliteDatabase final : public sql::DatabaseImpl {
   }
   // One writer per file: BEGIN IMMEDIATE takes the write lock at once (waiting up to the busy
   // timeout), so a transaction's reads and writes are one step for every process.
-  Status Begin() override { return db_.Exec("BEGIN IMMEDIATE"); }
+  Status Begin(sql::TransactionMode) override { return db_.Exec("BEGIN IMMEDIATE"); }
   Status Commit() override { return db_.Exec("COMMIT"); }
   Status Rollback() override { return db_.Exec("ROLLBACK"); }
   Status LockKey(std::string_view) override { return Status::Ok(); }
