@@ -77,7 +77,10 @@ TEST_F(PostgresE2ETest, PushPullAndListThroughReplicasSharingTheDatabase) {
   ServeProcess a = StartServe(BLZ_BINARY, work_ / "data-a", {"--metadata", url}, work_ / "a");
   ASSERT_FALSE(a.addr.empty()) << ReadFileBytes(work_ / "a.err");
   ASSERT_EQ(a.token.size(), 64u) << ReadFileBytes(work_ / "a.out");
-  ServeProcess b = StartServe(BLZ_BINARY, work_ / "data-b", {"--metadata", url}, work_ / "b");
+  // B reads its metadata URL from its config file.
+  WriteFileBytes(work_ / "b.toml", "[serve]\nmetadata = \"" + url + "\"\n");
+  ServeProcess b =
+      StartServe(BLZ_BINARY, work_ / "data-b", {"--config", work_ / "b.toml"}, work_ / "b");
   ASSERT_FALSE(b.addr.empty()) << ReadFileBytes(work_ / "b.err");
   EXPECT_TRUE(b.token.empty()) << "a second replica printed another admin token";
   // Nothing of the metadata is in the data directories.
