@@ -6,7 +6,9 @@
 // catalog) is read through another.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <map>
 #include <string>
 #include <vector>
@@ -138,6 +140,40 @@ TEST_F(PostgresE2ETest, PushPullAndListThroughReplicasSharingTheDatabase) {
   EXPECT_TRUE(again.token.empty());
   StopServe(&again);
   StopServe(&b);
+}
+
+// Replicas starting at the same moment on a fresh database: migrations are applied once (the
+// advisory lock), and exactly one of them creates and prints the admin token.
+TEST_F(PostgresE2ETest, ReplicasStartingTogetherPrintOneAdminToken) {
+  const std::string url = FreshDatabase();
+  constexpr int kReplicas = 3;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < kReplicas; ++i) {
+    const std::string name = "r" + std::to_string(i);
+    pids.push_back(StartProcess({BLZ_BINARY, "serve", "--data", work_ / ("data-" + name),
+                                 "--listen", "127.0.0.1:0", "--metadata", url},
+                                {}, work_ / (name + ".out"), work_ / (name + ".err")));
+    ASSERT_GT(pids.back(), 0);
+  }
+  int listening = 0, tokens = 0;
+  for (int tries = 0; tries < 600 && listening < kReplicas; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    listening = tokens = 0;
+    for (int i = 0; i < kReplicas; ++i) {
+      const std::string out = ReadFileBytes(work_ / ("r" + std::to_string(i) + ".out"));
+      if (out.find("listening on ") != std::string::npos) ++listening;
+      if (out.find("admin token: ") != std::string::npos) ++tokens;
+    }
+  }
+  for (pid_t pid : pids) {
+    ServeProcess p;
+    p.pid = pid;
+    StopServe(&p);
+  }
+  std::string errors;
+  for (int i = 0; i < kReplicas; ++i) errors += ReadFileBytes(work_ / ("r" + std::to_string(i) + ".err"));
+  EXPECT_EQ(listening, kReplicas) << errors;
+  EXPECT_EQ(tokens, 1) << errors;
 }
 
 }  // namespace
