@@ -428,16 +428,20 @@ TEST_P(MetadataDbTest, ListingsAreOrderedBytewise) {
 // each check-and-insert holds the lock "uploads" (PostgreSQL is READ COMMITTED; SQLite's
 // BEGIN IMMEDIATE serializes writers).
 TEST_P(MetadataDbTest, UploadCapsHoldAcrossConnections) {
-  auto other = MetadataDb::Open(url_);
-  ASSERT_TRUE(other.ok()) << other.status().ToString();
-  MetadataDb* dbs[] = {db_.get(), other->get()};
+  constexpr int kConnections = 4;
+  std::vector<std::unique_ptr<MetadataDb>> dbs;
+  for (int c = 0; c < kConnections; ++c) {
+    auto db = MetadataDb::Open(url_);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    dbs.push_back(std::move(*db));
+  }
   std::atomic<int> created{0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < kConnections; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 10; ++i) {
         const std::string uuid = "u-" + std::to_string(t) + "-" + std::to_string(i);
-        Status s = dbs[t % 2]->CreateUpload(uuid, "m", "owner-" + std::to_string(t), 0, 7);
+        Status s = dbs[t]->CreateUpload(uuid, "m", "owner-" + std::to_string(t), 0, 7);
         if (s.ok()) {
           ++created;
         } else {
