@@ -473,6 +473,49 @@ TEST_P(MetadataDbTest, TwoConnectionsShareTheRows) {
   EXPECT_EQ(*(*other)->SchemaVersion(), *db_->SchemaVersion());
 }
 
+// Pushes to one repository from several connections at once, each linking the same blobs in
+// its own order and moving the same tag: on PostgreSQL (READ COMMITTED, row locks) two of them
+// would deadlock without the per-repository lock that PutManifest takes.
+TEST_P(MetadataDbTest, ConcurrentPushesFromSeveralConnectionsAllLand) {
+  constexpr int kConnections = 4;
+  std::vector<std::unique_ptr<MetadataDb>> dbs;
+  for (int c = 0; c < kConnections; ++c) {
+    auto db = MetadataDb::Open(url_);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    dbs.push_back(std::move(*db));
+  }
+  std::vector<std::string> shared = {D("blob-1"), D("blob-2"), D("blob-3"), D("blob-4")};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kConnections; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::string> order = shared;
+      if (t % 2 == 1) std::reverse(order.begin(), order.end());
+      for (int i = 0; i < 8; ++i) {
+        const std::string seed = std::to_string(t) + "-" + std::to_string(i);
+        ManifestPut put;
+        put.repository = "m";
+        put.digest = D("manifest-" + seed);
+        put.media_type = "application/vnd.oci.image.manifest.v1+json";
+        put.content = "{}";
+        put.tag = "latest";
+        put.blobs = order;
+        Status s = dbs[t]->PutManifest(put);
+        EXPECT_TRUE(s.ok()) << s.ToString();
+        put.tag = "t" + seed;
+        s = dbs[t]->PutManifest(put);
+        EXPECT_TRUE(s.ok()) << s.ToString();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto all = db_->ListTags("m", std::nullopt, "");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->items.size(), size_t(kConnections * 8 + 1));
+  auto latest = db_->ResolveTag("m", "latest");
+  ASSERT_TRUE(latest.ok());
+  for (const std::string& b : shared) EXPECT_TRUE(*db_->BlobLinked("m", b)) << b;
+}
+
 TEST(MetadataDbOpenTest, UrlsChooseTheEngine) {
   testing::TempDir tmp;
   auto plain = MetadataDb::Open(tmp / "a.db");
