@@ -86,6 +86,13 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
   CLI::App* sub = app.add_subcommand("serve", "Run the registry server (until Ctrl-C)");
   sub->add_option("--data", options->data_dir, "data directory (blobs, database)")
       ->capture_default_str();
+  sub->add_option("--metadata", options->metadata,
+                  "metadata database: sqlite:PATH, or postgresql://USER@HOST:PORT/DB to share "
+                  "it between replicas (password from the URL, PGPASSWORD or ~/.pgpass; never "
+                  "printed); migrations are applied at start (default: sqlite:<data>/blz.db)");
+  sub->add_flag("--migrate-only", options->migrate_only,
+                "apply the metadata database's migrations, print 'metadata: <database>: schema "
+                "version N', and exit");
   sub->add_option("--listen", options->listen, "address to listen on, ADDR:PORT (port 0 = any)")
       ->capture_default_str();
   sub->add_option("--threads", options->threads, "server threads (0 = number of cores)")

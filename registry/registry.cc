@@ -101,8 +101,11 @@ Registry::Registry(std::string data_dir, RegistryOptions options, store::BlobSto
 Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                                                  RegistryOptions options) {
   BLZ_ASSIGN_OR_RETURN(store::BlobStore blobs, store::BlobStore::Open(data_dir));
+  const std::string metadata_url = options.metadata_url.empty()
+                                       ? data_dir + "/" + kMetadataFileName
+                                       : options.metadata_url;
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataDb> db,
-                       store::MetadataDb::Open(data_dir + "/blz.db"));
+                       store::MetadataDb::Open(metadata_url));
   // Temporary files of a previous run (request bodies, computed patches) are garbage; upload
   // sessions ("session-<uuid>") survive restarts.
   std::error_code ec;
@@ -135,8 +138,13 @@ Registry::~Registry() {
 Result<std::optional<std::string>> Registry::EnsureAdminToken() {
   BLZ_ASSIGN_OR_RETURN(int64_t n, db_->CountTokens("admin"));
   if (n > 0) return std::optional<std::string>();
-  BLZ_ASSIGN_OR_RETURN(std::string token, db_->CreateToken("admin"));
-  return std::optional<std::string>(std::move(token));
+  Result<std::string> token = db_->CreateToken("admin");
+  // Replicas starting together on one database: the first creates it, the others find it.
+  if (!token.ok() && token.status().code() == Code::kAlreadyExists) {
+    return std::optional<std::string>();
+  }
+  BLZ_RETURN_IF_ERROR(token.status());
+  return std::optional<std::string>(std::move(*token));
 }
 
 uint64_t Registry::patches_computed() const { return patches_computed_.load(); }

@@ -86,7 +86,13 @@ inline constexpr char kBlzPatchMediaType[] = "application/vnd.blz.patch.v1";
 // A lossy delta (.wdelta, formats/wdelta.h) served by GET /v2/<name>/blz/delta.
 inline constexpr char kBlzWdeltaMediaType[] = "application/vnd.blz.wdelta";
 
+// The SQLite file of the metadata in the data directory (the default `blz serve --metadata`).
+inline constexpr char kMetadataFileName[] = "blz.db";
+
 struct RegistryOptions {
+  // The metadata database's URL (store::MetadataDb::Open): "" = "sqlite:<data>/blz.db";
+  // "postgresql://USER@HOST:PORT/DB" for a database shared by several replicas.
+  std::string metadata_url;
   bool private_mode = false;  // reads need a token too
   // DELETE of manifests, tags and blobs (202); false (`blz serve --no-delete`): 405 UNSUPPORTED.
   bool allow_delete = true;
@@ -141,7 +147,7 @@ class RateLimiter;     // registry/rate_limiter.h
 class Registry {
  public:
   // Opens (creating when needed) the data directory: <data>/blobs, <data>/uploads, and the
-  // metadata DB <data>/blz.db (migrated). Leftover temporary files in <data>/uploads (not
+  // metadata DB options.metadata_url (default <data>/blz.db; migrated). Leftover temporary files in <data>/uploads (not
   // upload sessions) are removed, and so are upload sessions older than
   // options.upload_max_age and session files without a session. Versions without a structural hash (rows of a schema-1 DB) get
   // one from their archive's header; those whose archive is missing or cannot be identified
@@ -167,7 +173,7 @@ class Registry {
 
   // Creates the full-access token named "admin" unless an unrevoked one exists (so revoking
   // it and restarting the server prints a new one). Returns the new token, or nullopt when an
-  // admin token already existed.
+  // admin token already existed, or another replica on the same database created it first.
   Result<std::optional<std::string>> EnsureAdminToken();
 
   // Runs one garbage collection (registry/garbage_collector.h) with options_.gc_grace; one at a

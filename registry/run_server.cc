@@ -84,7 +84,30 @@ Result<FileLock> LockDataDir(const std::string& data_dir) {
   return lock.status().WithContext("data directory '" + data_dir + "'");
 }
 
+static Status MigrateOnly(const ServerOptions& options) {
+  std::string url = options.metadata;
+  if (url.empty()) {
+    // The default SQLite file lives in the data directory: create it (private) when missing.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const bool existed = fs::exists(options.data_dir, ec);
+    fs::create_directories(options.data_dir, ec);
+    if (!ec && !existed) {
+      fs::permissions(options.data_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+    }
+    if (ec) {
+      return IOError("cannot create data directory '" + options.data_dir + "': " + ec.message());
+    }
+    url = options.data_dir + "/" + kMetadataFileName;
+  }
+  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataDb> db, store::MetadataDb::Open(url));
+  BLZ_ASSIGN_OR_RETURN(int64_t version, db->SchemaVersion());
+  std::cout << "metadata: " << db->label() << ": schema version " << version << std::endl;
+  return Status::Ok();
+}
+
 Status RunServer(const ServerOptions& options) {
+  if (options.migrate_only) return MigrateOnly(options);
   // Checked before anything else: a bad certificate, key or proxy entry fails the start cleanly.
   std::shared_ptr<net::ssl::context> tls;
   if (!options.tls_cert.empty() || !options.tls_key.empty()) {
@@ -95,6 +118,7 @@ Status RunServer(const ServerOptions& options) {
   // opens the directory.
   BLZ_ASSIGN_OR_RETURN(FileLock lock, LockDataDir(options.data_dir));
   RegistryOptions ropts;
+  ropts.metadata_url = options.metadata;
   ropts.private_mode = options.private_mode;
   ropts.allow_delete = !options.no_delete;
   ropts.gc_grace = std::chrono::seconds(options.gc_grace);

@@ -36,6 +36,12 @@ using WebHandler = std::function<std::optional<Response>(const RequestHead&)>;
 
 struct ServerOptions {
   std::string data_dir = "blz-data";
+  // The metadata database (RegistryOptions::metadata_url): "" = "sqlite:<data>/blz.db";
+  // "postgresql://USER@HOST:PORT/DB" to share it between replicas.
+  std::string metadata;
+  // Apply the metadata database's migrations, print "metadata: <database>: schema version N"
+  // on stdout, and return without serving (`blz serve --migrate-only`).
+  bool migrate_only = false;
   std::string listen = "127.0.0.1:5000";
   int threads = 0;  // 0 = number of cores
   bool private_mode = false;

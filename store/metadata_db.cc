@@ -8,20 +8,20 @@
 
 #include "core/digest.h"
 #include "core/file_util.h"
-#include "store/migrations.h"
 
 namespace blz::store {
 namespace {
 
-using sqlite::Statement;
-using sqlite::Transaction;
+using sql::Statement;
+using sql::Transaction;
 
 int64_t Now() { return int64_t(std::time(nullptr)); }
 
-// LIMIT argument that fetches one row more than asked, to learn whether more exist.
-// -1 is SQLite's "no limit".
+// LIMIT argument that fetches one row more than asked, to learn whether more exist. "No limit"
+// is the largest LIMIT (SQLite's -1 is an error on PostgreSQL).
 int64_t LimitPlusOne(std::optional<uint64_t> limit) {
-  if (!limit.has_value() || *limit >= uint64_t(std::numeric_limits<int64_t>::max())) return -1;
+  constexpr int64_t kAll = std::numeric_limits<int64_t>::max();
+  if (!limit.has_value() || *limit >= uint64_t(kAll)) return kAll;
   return int64_t(*limit) + 1;
 }
 
@@ -41,20 +41,14 @@ Result<Page> CollectPage(Statement* st, std::optional<uint64_t> limit) {
 
 }  // namespace
 
-Result<std::unique_ptr<MetadataDb>> MetadataDb::Open(const std::string& path) {
-  BLZ_ASSIGN_OR_RETURN(sqlite::Database db, sqlite::Database::Open(path));
-  BLZ_RETURN_IF_ERROR(db.Exec("PRAGMA busy_timeout = 5000"));
-  Status s = db.Exec("PRAGMA journal_mode = WAL");
-  if (!s.ok()) return s.WithContext(path);
-  BLZ_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys = ON"));
-  s = ApplyMigrations(&db, EmbeddedMigrations());
-  if (!s.ok()) return s;
+Result<std::unique_ptr<MetadataDb>> MetadataDb::Open(const std::string& url) {
+  BLZ_ASSIGN_OR_RETURN(sql::Database db, sql::OpenDatabase(url));
   return std::unique_ptr<MetadataDb>(new MetadataDb(std::move(db)));
 }
 
 Result<int64_t> MetadataDb::SchemaVersion() {
   std::lock_guard lock(mu_);
-  return db_.PragmaInt("user_version");
+  return db_.SchemaVersion();
 }
 
 Status MetadataDb::RecordBlob(std::string_view digest, uint64_t size) {
@@ -78,8 +72,15 @@ Result<int64_t> MetadataDb::RepositoryIdLocked(std::string_view repository) {
 
 Status MetadataDb::PutManifest(const ManifestPut& put) {
   std::lock_guard lock(mu_);
+  return Retrying<Status>([&] { return PutManifestLocked(put); });
+}
+
+Status MetadataDb::PutManifestLocked(const ManifestPut& put) {
   const int64_t now = Now();
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
+  // One push or delete per repository at a time across replicas: the tag move and the version
+  // row are decided together (SQLite's BEGIN IMMEDIATE already serializes every writer).
+  BLZ_RETURN_IF_ERROR(tx.LockKey("repository:" + put.repository));
   {
     BLZ_ASSIGN_OR_RETURN(Statement st,
                          db_.Prepare("INSERT INTO repositories (name, created) VALUES (?1, ?2) "
@@ -431,6 +432,8 @@ Result<std::string> MetadataDb::CreateToken(std::string_view name, std::string_v
   std::string token = RandomHex(32);
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
+  // The name check and the insert are one step on every replica.
+  BLZ_RETURN_IF_ERROR(tx.LockKey("tokens"));
   {
     BLZ_ASSIGN_OR_RETURN(
         Statement st, db_.Prepare("SELECT 1 FROM tokens WHERE name = ?1 AND revoked IS NULL"));
@@ -536,6 +539,19 @@ Status MetadataDb::CreateUpload(std::string_view uuid, std::string_view reposito
                                 std::string_view owner, uint64_t max_per_owner,
                                 uint64_t max_per_repository) {
   std::lock_guard lock(mu_);
+  return Retrying<Status>([&]() -> Status {
+    BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
+    // The counts and the insert are one step for every process and replica.
+    BLZ_RETURN_IF_ERROR(tx.LockKey("uploads"));
+    BLZ_RETURN_IF_ERROR(
+        CreateUploadLocked(uuid, repository, owner, max_per_owner, max_per_repository));
+    return tx.Commit();
+  });
+}
+
+Status MetadataDb::CreateUploadLocked(std::string_view uuid, std::string_view repository,
+                                      std::string_view owner, uint64_t max_per_owner,
+                                      uint64_t max_per_repository) {
   auto count = [&](const char* sql, std::string_view key) -> Result<uint64_t> {
     BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
     BLZ_RETURN_IF_ERROR(st.Bind(1, key));

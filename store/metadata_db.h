@@ -1,17 +1,22 @@
 // The registry's metadata: repositories, manifests, tags, model versions (with their structural
-// hashes), computed patches and value diffs, API tokens and open upload sessions, in one SQLite database (<data>/blz.db).
+// hashes), computed patches and value diffs, API tokens and open upload sessions, in one SQL
+// database: a SQLite file (<data>/blz.db, the default) or PostgreSQL, through the
+// engine-neutral seam store/sql.h (one driver folder per engine).
 //
-// Schema: migrations/*.sql (store/migrations.h). Open() applies pending migrations, refuses a
-// DB newer than the binary (kUnsupported), and sets WAL journaling, a 5 s busy timeout and
-// foreign keys.
+// Schema: migrations/*.sql for SQLite, migrations/postgres/*.sql for PostgreSQL
+// (store/migrations.h). Open() applies pending migrations (PostgreSQL's under an advisory lock,
+// so replicas starting together apply each once), refuses a DB newer than the binary
+// (kUnsupported); SQLite gets WAL journaling, a 5 s busy timeout and foreign keys.
 //
 // Thread safety: one connection per MetadataDb, guarded by an internal mutex; every public
 // method may be called from any thread (calls are serialized). Several processes may share the
-// file (WAL + busy timeout).
+// database: SQLite's file (WAL + busy timeout; one writer at a time), or PostgreSQL (READ
+// COMMITTED; the methods whose reads decide their writes serialize on a named advisory lock,
+// sql::Transaction::LockKey, across every process and replica).
 //
 // Names and digests are not validated here (the registry does that); digests are stored as
-// "sha256:<hex>" text. Errors: kNotFound for a missing row, kIOError / kUnavailable (busy) for
-// SQLite failures.
+// "sha256:<hex>" text. Errors: kNotFound for a missing row, kIOError / kUnavailable (busy, a
+// lost connection, a PostgreSQL serialization failure or deadlock) for database failures.
 #ifndef BLZ_STORE_METADATA_DB_H_
 #define BLZ_STORE_METADATA_DB_H_
 
@@ -24,7 +29,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "store/sqlite.h"
+#include "store/sql.h"
 
 namespace blz::store {
 
@@ -191,12 +196,21 @@ struct Page {
 
 class MetadataDb {
  public:
-  // Opens or creates the DB file and migrates it to LatestSchemaVersion().
-  // Errors: kUnsupported (DB newer than the binary), kCorruption (not a DB), kIOError.
-  static Result<std::unique_ptr<MetadataDb>> Open(const std::string& path);
+  // Opens the database `url` names and migrates it to the latest schema:
+  //   "sqlite:PATH" or a plain path -> the SQLite file PATH (created when missing);
+  //   "postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?...]" or "postgres://..." -> PostgreSQL.
+  // Errors: kInvalidArgument (unknown scheme), kUnsupported (DB newer than the binary),
+  // kCorruption (not a DB), kIOError; PostgreSQL's connection errors (kUnavailable,
+  // kUnauthorized, kNotFound; store/postgres/connection.h). No message holds a password.
+  static Result<std::unique_ptr<MetadataDb>> Open(const std::string& url);
 
-  // PRAGMA user_version.
+  // The schema version (SQLite: PRAGMA user_version; PostgreSQL: schema_migrations).
   Result<int64_t> SchemaVersion();
+  // "sqlite" or "postgresql".
+  std::string_view engine() const { return db_.engine(); }
+  // The database for messages: the SQLite file's path, or "postgresql://USER@HOST:PORT/DB"
+  // (never a password).
+  const std::string& label() const { return db_.label(); }
 
   // -- blobs --
   // Records a published blob (idempotent).
@@ -339,7 +353,8 @@ class MetadataDb {
   // Records a session of `repository` opened by `owner` ("" = unknown) unless `owner` already
   // has `max_per_owner` open sessions or `repository` has `max_per_repository` (0 = no cap):
   // then kTooLarge naming the cap that was reached, and nothing is recorded. The count and the
-  // insert are one step (the connection's mutex), so concurrent calls never exceed a cap.
+  // insert are one step (one transaction holding the lock "uploads"), so concurrent calls, of
+  // this process or any other on the database, never exceed a cap.
   Status CreateUpload(std::string_view uuid, std::string_view repository,
                       std::string_view owner = "", uint64_t max_per_owner = 0,
                       uint64_t max_per_repository = 0);
@@ -350,15 +365,42 @@ class MetadataDb {
   Result<std::vector<std::string>> ListUploadsStartedBy(int64_t unix_seconds);
 
  private:
-  explicit MetadataDb(sqlite::Database db) : db_(std::move(db)) {}
+  explicit MetadataDb(sql::Database db) : db_(std::move(db)) {}
+  // Runs `attempt` (a whole transaction) again, up to 3 times in all, while it fails with
+  // kUnavailable on PostgreSQL (a serialization failure or deadlock rolled it back). REQUIRES
+  // mu_ held.
+  template <typename T, typename F>
+  T Retrying(F attempt) {
+    for (int i = 0;; ++i) {
+      T r = attempt();
+      if (r.ok() || i == 2 || db_.engine() != "postgresql" ||
+          StatusOf(r).code() != Code::kUnavailable) {
+        return r;
+      }
+    }
+  }
+  static const Status& StatusOf(const Status& s) { return s; }
+  template <typename V>
+  static Status StatusOf(const Result<V>& r) { return r.status(); }
   // REQUIRES mu_ held. kNotFound when absent.
   Result<int64_t> RepositoryIdLocked(std::string_view repository);
   Status LinkBlobLocked(std::string_view repository, std::string_view digest);
+  Status PutManifestLocked(const ManifestPut& put);
+  Status CreateUploadLocked(std::string_view uuid, std::string_view repository,
+                            std::string_view owner, uint64_t max_per_owner,
+                            uint64_t max_per_repository);
+  Result<ManifestDeletion> DeleteManifestLocked(int64_t repository_id,
+                                                std::string_view repository,
+                                                std::string_view digest);
+  Result<std::vector<LossyDeltaRecord>> EvictLossyDeltasLocked(uint64_t max_bytes,
+                                                               std::string_view keep_from,
+                                                               std::string_view keep_to,
+                                                               std::string_view keep_params);
   Result<Page> ListLocked(std::string_view sql_prefix, std::optional<int64_t> repository_id,
                           std::optional<uint64_t> limit, std::string_view last);
 
   std::mutex mu_;
-  sqlite::Database db_;
+  sql::Database db_;
 };
 
 }  // namespace blz::store

@@ -6,20 +6,20 @@
 
 namespace blz::store {
 namespace {
-using sqlite::Statement;
+using sql::Statement;
 }  // namespace
 
 Result<std::vector<std::string>> MetadataDb::ListRepositoryNames(std::string_view contains) {
   std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("SELECT name FROM repositories WHERE ?1 = '' OR "
-                                   "instr(name, ?1) > 0 ORDER BY name"));
-  BLZ_RETURN_IF_ERROR(st.Bind(1, contains));
+  // The substring test is bytewise in C++: SQLite's instr() and PostgreSQL's strpos() differ,
+  // and LIKE folds ASCII case on SQLite.
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT name FROM repositories ORDER BY name"));
   std::vector<std::string> out;
   while (true) {
     BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    out.push_back(st.ColumnText(0));
+    std::string name = st.ColumnText(0);
+    if (name.find(contains) != std::string::npos) out.push_back(std::move(name));
   }
   return out;
 }

@@ -7,8 +7,8 @@
 namespace blz::store {
 namespace {
 
-using sqlite::Statement;
-using sqlite::Transaction;
+using sql::Statement;
+using sql::Transaction;
 
 int64_t Now() { return int64_t(std::time(nullptr)); }
 
@@ -17,7 +17,7 @@ int64_t Now() { return int64_t(std::time(nullptr)); }
 Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view digest) {
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("INSERT INTO repository_blobs (repository, digest, created) "
-                                   "VALUES (?1, ?2, ?3) ON CONFLICT DO UPDATE SET "
+                                   "VALUES (?1, ?2, ?3) ON CONFLICT (repository, digest) DO UPDATE SET "
                                    "created = excluded.created"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
   BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
@@ -118,13 +118,23 @@ Result<ManifestDeletion> MetadataDb::DeleteManifest(std::string_view repository,
     if (repo_id.status().code() == Code::kNotFound) return NotFound(missing);
     return repo_id.status();
   }
+  return Retrying<Result<ManifestDeletion>>(
+      [&] { return DeleteManifestLocked(*repo_id, repository, digest); });
+}
+
+Result<ManifestDeletion> MetadataDb::DeleteManifestLocked(int64_t repository_id,
+                                                          std::string_view repository,
+                                                          std::string_view digest) {
+  const std::string missing = "manifest " + std::string(digest) + " is not in repository '" +
+                              std::string(repository) + "'";
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
+  BLZ_RETURN_IF_ERROR(tx.LockKey("repository:" + std::string(repository)));  // as PutManifest
   ManifestDeletion deletion;
   {
     BLZ_ASSIGN_OR_RETURN(Statement st,
                          db_.Prepare("DELETE FROM tags WHERE repository_id = ?1 AND "
                                      "manifest_digest = ?2 RETURNING tag"));
-    BLZ_RETURN_IF_ERROR(st.Bind(1, *repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, repository_id));
     BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
     while (true) {
       BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -136,7 +146,7 @@ Result<ManifestDeletion> MetadataDb::DeleteManifest(std::string_view repository,
     BLZ_ASSIGN_OR_RETURN(Statement st,
                          db_.Prepare("DELETE FROM versions WHERE repository_id = ?1 AND "
                                      "manifest_digest = ?2 RETURNING archive_digest"));
-    BLZ_RETURN_IF_ERROR(st.Bind(1, *repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, repository_id));
     BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
     while (true) {
       BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -148,7 +158,7 @@ Result<ManifestDeletion> MetadataDb::DeleteManifest(std::string_view repository,
     BLZ_ASSIGN_OR_RETURN(Statement st,
                          db_.Prepare("DELETE FROM manifest_blobs WHERE repository_id = ?1 AND "
                                      "manifest_digest = ?2"));
-    BLZ_RETURN_IF_ERROR(st.Bind(1, *repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, repository_id));
     BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
     BLZ_RETURN_IF_ERROR(st.Run());
   }
@@ -157,7 +167,7 @@ Result<ManifestDeletion> MetadataDb::DeleteManifest(std::string_view repository,
     BLZ_ASSIGN_OR_RETURN(Statement st,
                          db_.Prepare("DELETE FROM manifests WHERE repository_id = ?1 AND "
                                      "digest = ?2 RETURNING 1"));
-    BLZ_RETURN_IF_ERROR(st.Bind(1, *repo_id));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, repository_id));
     BLZ_RETURN_IF_ERROR(st.Bind(2, digest));
     BLZ_ASSIGN_OR_RETURN(found, st.Step());
     if (found) {
@@ -181,7 +191,8 @@ constexpr char kReferencedSql[] =
 
 Result<GcRoots> MetadataDb::ReadGcRoots(int64_t young_after) {
   std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));  // one snapshot
+  BLZ_ASSIGN_OR_RETURN(Transaction tx,
+                       Transaction::Begin(&db_, sql::TransactionMode::kSnapshot));
   GcRoots roots;
   {
     BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(kReferencedSql));

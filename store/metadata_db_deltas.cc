@@ -9,7 +9,7 @@
 
 namespace blz::store {
 namespace {
-using sqlite::Statement;
+using sql::Statement;
 }  // namespace
 
 Result<LossyDeltaRecord> MetadataDb::FindLossyDelta(std::string_view from_digest,
@@ -75,7 +75,16 @@ Result<std::vector<LossyDeltaRecord>> MetadataDb::EvictLossyDeltas(uint64_t max_
                                                                    std::string_view keep_to,
                                                                    std::string_view keep_params) {
   std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(&db_));
+  return Retrying<Result<std::vector<LossyDeltaRecord>>>(
+      [&] { return EvictLossyDeltasLocked(max_bytes, keep_from, keep_to, keep_params); });
+}
+
+Result<std::vector<LossyDeltaRecord>> MetadataDb::EvictLossyDeltasLocked(
+    uint64_t max_bytes, std::string_view keep_from, std::string_view keep_to,
+    std::string_view keep_params) {
+  BLZ_ASSIGN_OR_RETURN(sql::Transaction tx, sql::Transaction::Begin(&db_));
+  // One eviction at a time across replicas: the total and the victims are read together.
+  BLZ_RETURN_IF_ERROR(tx.LockKey("lossy_deltas"));
   std::vector<LossyDeltaRecord> evicted;
   {
     BLZ_ASSIGN_OR_RETURN(Statement total,

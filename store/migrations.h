@@ -3,7 +3,8 @@
 // The SQL lives in migrations/NNNN_<name>.sql (numbered from 1, no gaps, append-only) and is
 // embedded into the binary at build time (store/embed_migrations.cmake generates the .cc that
 // defines EmbeddedMigrations()). The DB records the last applied version in
-// PRAGMA user_version (0 = empty database).
+// PRAGMA user_version (0 = empty database). The runner is each driver's:
+// store/sqlite/migrations.h, store/postgres/migrations.h.
 #ifndef BLZ_STORE_MIGRATIONS_H_
 #define BLZ_STORE_MIGRATIONS_H_
 
@@ -13,10 +14,6 @@
 #include "core/status.h"
 
 namespace blz::store {
-
-namespace sqlite {
-class Database;
-}
 
 struct Migration {
   int version = 0;        // NNNN from the file name
@@ -29,13 +26,6 @@ std::span<const Migration> EmbeddedMigrations();
 
 // The schema version this binary writes: the last embedded migration's version.
 int LatestSchemaVersion();
-
-// Brings `db` up to the last of `migrations` (which must be numbered 1..N in order, else
-// kInternal). Each pending migration runs in its own transaction together with the
-// PRAGMA user_version update, so a failing migration leaves the DB at the previous version.
-// Already-applied migrations are skipped (re-running is a no-op). A DB whose user_version is
-// newer than N is refused with kUnsupported ("newer than this binary") and left untouched.
-Status ApplyMigrations(sqlite::Database* db, std::span<const Migration> migrations);
 
 }  // namespace blz::store
 

@@ -2,8 +2,8 @@
 -- tensor statistics of versions).
 
 CREATE TABLE version_stats (
-  archive_digest TEXT PRIMARY KEY,
-  stats_digest   TEXT NOT NULL,
+  archive_digest TEXT COLLATE "C" PRIMARY KEY,
+  stats_digest   TEXT COLLATE "C" NOT NULL,
   stats_size     BIGINT NOT NULL CHECK (stats_size >= 0),
   created        BIGINT NOT NULL
 );

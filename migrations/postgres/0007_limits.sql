@@ -2,7 +2,7 @@
 -- owners, the lossy-delta cache's use counter). The SQLite file's numbering of existing
 -- lossy_deltas rows is omitted (0001_init.sql here says why).
 
-ALTER TABLE uploads ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE uploads ADD COLUMN owner TEXT COLLATE "C" NOT NULL DEFAULT '';
 CREATE INDEX uploads_by_owner ON uploads (owner);
 CREATE INDEX uploads_by_repository ON uploads (repository);
 

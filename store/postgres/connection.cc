@@ -71,6 +71,10 @@ int64_t Rows::affected() const {
   return n == nullptr || *n == '\0' ? 0 : std::strtoll(n, nullptr, 10);
 }
 bool Rows::IsNull(int row, int column) const { return PQgetisnull(result_, row, column) != 0; }
+bool Rows::IsBytes(int column) const {
+  constexpr Oid kByteaOid = 17;  // pg_type.oid of bytea (catalog/pg_type_d.h)
+  return result_ != nullptr && PQftype(result_, column) == kByteaOid;
+}
 std::string Rows::Text(int row, int column) const {
   if (IsNull(row, column)) return std::string();
   return std::string(PQgetvalue(result_, row, column), PQgetlength(result_, row, column));

@@ -67,6 +67,8 @@ class Rows {
   int64_t affected() const;
 
   bool IsNull(int row, int column) const;
+  // Is the column of type BYTEA (text "\x" + hex; read it with Bytes())?
+  bool IsBytes(int column) const;
   // The value as text ("" for NULL).
   std::string Text(int row, int column) const;
   // The value as an integer. Errors: kCorruption when it is NULL or not an integer.

@@ -126,7 +126,8 @@ TEST(BlzCliTest, ServeHelpDescribesEveryOption) {
   BlzRun r = Blz("serve --help", tmp);
   EXPECT_EQ(r.code, 0);
   for (const char* option : {"--data", "--listen", "--threads", "--private", "--cache-size",
-                             "--keep-raw-archives", "--verify-storage", "--metrics",
+                             "--keep-raw-archives", "--verify-storage", "--metrics", "--metadata",
+                             "--migrate-only",
                              "--log-format", "--config"}) {
     const size_t at = r.out.find(std::string("  ") + option);
     ASSERT_NE(at, std::string::npos) << option << "\n" << r.out;

@@ -14,7 +14,7 @@
 #include "formats/value_diff_json.h"
 #include "patcher/patch.h"
 #include "registry/registry.h"
-#include "store/sqlite.h"
+#include "store/sqlite/sqlite.h"
 #include "tests/formats/test_models.h"
 #include "tests/registry/handler_harness.h"
 

@@ -17,7 +17,7 @@
 #include "formats/identify.h"
 #include "formats/value_diff_json.h"
 #include "registry/registry.h"
-#include "store/sqlite.h"
+#include "store/sqlite/sqlite.h"
 #include "tests/registry/handler_harness.h"
 
 namespace blz::registry {

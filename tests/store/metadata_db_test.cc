@@ -4,13 +4,19 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <limits>
 #include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/digest.h"
-#include "store/sqlite.h"
+#include "store/migrations.h"
+#include "store/postgres/connection.h"
+#include "store/sqlite/sqlite.h"
+#include "tests/store/postgres/postgres_fixture.h"
 #include "tests/test_util.h"
 
 namespace blz::store {
@@ -18,12 +24,59 @@ namespace {
 
 std::string D(std::string_view seed) { return MakeDigest(Sha256Hex(seed)); }
 
-class MetadataDbTest : public ::testing::Test {
+// Every case runs on both engines (store/sql.h): "sqlite" (a file in a temp directory) and
+// "postgres" (a fresh database on the binary's one PostgreSQL server, whose default collation
+// is ICU's root locale, not bytewise, so that an ORDER BY that depended on the database's
+// collation would show). PostgreSQL cases skip, saying why, when PostgreSQL is not installed.
+class MetadataDbTest : public testing::PostgresTest,
+                       public ::testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
-    auto db = MetadataDb::Open(tmp_ / "blz.db");
+    std::string url = tmp_ / "blz.db";
+    if (GetParam() == "postgres") {
+      testing::PostgresTest::SetUp();
+      if (IsSkipped() || HasFatalFailure()) return;
+      url = IcuDatabase();
+      ASSERT_FALSE(url.empty());
+    }
+    url_ = url;
+    auto db = MetadataDb::Open(url);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(*db);
+  }
+  // A new database whose default collation is ICU's root locale ("_" < "a" < "B" < "é").
+  std::string IcuDatabase() {
+    static int n = 0;
+    const std::string name = "icu_" + std::to_string(++n);
+    auto admin = postgres::Connection::Open(server().url());
+    EXPECT_TRUE(admin.ok()) << admin.status().ToString();
+    if (!admin.ok()) return "";
+    Status s = admin->Exec("CREATE DATABASE " + name +
+                           " TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu "
+                           "ICU_LOCALE 'und' LOCALE 'C.UTF-8'");
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    const std::string& base = server().url();
+    return s.ok() ? base.substr(0, base.rfind('/') + 1) + name : "";
+  }
+  // The token_sha256 column of every row of tokens, read around MetadataDb.
+  std::vector<std::string> RawTokenHashes() {
+    std::vector<std::string> out;
+    if (GetParam() == "postgres") {
+      auto conn = postgres::Connection::Open(url_);
+      EXPECT_TRUE(conn.ok());
+      if (!conn.ok()) return out;
+      auto rows = conn->Query("SELECT token_sha256 FROM tokens");
+      EXPECT_TRUE(rows.ok());
+      for (int r = 0; rows.ok() && r < rows->size(); ++r) out.push_back(rows->Text(r, 0));
+      return out;
+    }
+    auto raw = sqlite::Database::Open(url_);
+    EXPECT_TRUE(raw.ok());
+    if (!raw.ok()) return out;
+    auto st = raw->Prepare("SELECT token_sha256 FROM tokens");
+    EXPECT_TRUE(st.ok());
+    while (st.ok() && *st->Step()) out.push_back(st->ColumnText(0));
+    return out;
   }
   Status Push(const std::string& repo, const std::string& tag, const std::string& seed) {
     ManifestPut put;
@@ -37,10 +90,15 @@ class MetadataDbTest : public ::testing::Test {
     return db_->PutManifest(put);
   }
   testing::TempDir tmp_;
+  std::string url_;
   std::unique_ptr<MetadataDb> db_;
 };
 
-TEST_F(MetadataDbTest, BrowseQueries) {
+std::string EngineName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+INSTANTIATE_TEST_SUITE_P(Engines, MetadataDbTest, ::testing::Values("sqlite", "postgres"),
+                         EngineName);
+
+TEST_P(MetadataDbTest, BrowseQueries) {
   ASSERT_TRUE(Push("org/model", "v1", "a").ok());
   ASSERT_TRUE(Push("org/model", "latest", "a").ok());
   ASSERT_TRUE(Push("org/model", "v2", "b").ok());
@@ -81,7 +139,7 @@ TEST_F(MetadataDbTest, BrowseQueries) {
   EXPECT_EQ(db_->FindVersionStats(D("archive-a")).status().code(), Code::kNotFound);
 }
 
-TEST_F(MetadataDbTest, LossyDeltaRoundTripAndGc) {
+TEST_P(MetadataDbTest, LossyDeltaRoundTripAndGc) {
   const std::string a = D("archive-a"), b = D("archive-b");
   EXPECT_EQ(db_->FindLossyDelta(a, b, "strategy=bitdelta").status().code(), Code::kNotFound);
   ASSERT_TRUE(db_->RecordLossyDelta({a, b, "strategy=bitdelta", D("delta-1"), 10, "{}"}).ok());
@@ -110,7 +168,7 @@ TEST_F(MetadataDbTest, LossyDeltaRoundTripAndGc) {
   EXPECT_FALSE(*db_->BlobReferenced(D("delta-2"), 0));
 }
 
-TEST_F(MetadataDbTest, ManifestTagAndVersionRoundTrip) {
+TEST_P(MetadataDbTest, ManifestTagAndVersionRoundTrip) {
   ASSERT_TRUE(Push("org/model", "v1", "a").ok());
   auto digest = db_->ResolveTag("org/model", "v1");
   ASSERT_TRUE(digest.ok());
@@ -130,7 +188,7 @@ TEST_F(MetadataDbTest, ManifestTagAndVersionRoundTrip) {
   EXPECT_EQ(db_->GetManifest("org/other", *digest).status().code(), Code::kNotFound);
 }
 
-TEST_F(MetadataDbTest, MovingATagAndRepushing) {
+TEST_P(MetadataDbTest, MovingATagAndRepushing) {
   ASSERT_TRUE(Push("m", "latest", "a").ok());
   ASSERT_TRUE(Push("m", "latest", "b").ok());
   ASSERT_TRUE(Push("m", "latest", "b").ok());  // identical re-push
@@ -142,14 +200,14 @@ TEST_F(MetadataDbTest, MovingATagAndRepushing) {
   EXPECT_EQ((*versions)[1].archive_digest, D("archive-b"));
 }
 
-TEST_F(MetadataDbTest, MissingRowsAreNotFound) {
+TEST_P(MetadataDbTest, MissingRowsAreNotFound) {
   EXPECT_EQ(db_->ResolveTag("m", "v1").status().code(), Code::kNotFound);
   EXPECT_EQ(db_->ListTags("m", std::nullopt, "").status().code(), Code::kNotFound);
   EXPECT_EQ(db_->FindPatch(D("x"), D("y")).status().code(), Code::kNotFound);
   EXPECT_EQ(db_->GetUpload("nope").status().code(), Code::kNotFound);
 }
 
-TEST_F(MetadataDbTest, TagsPaginateInLexicalOrder) {
+TEST_P(MetadataDbTest, TagsPaginateInLexicalOrder) {
   const std::vector<std::string> tags = {"v10", "v2", "A", "latest", "v1", "b_1"};
   for (const auto& t : tags) ASSERT_TRUE(Push("m", t, t).ok());
   auto all = db_->ListTags("m", std::nullopt, "");
@@ -180,7 +238,7 @@ TEST_F(MetadataDbTest, TagsPaginateInLexicalOrder) {
   EXPECT_EQ(after->items, std::vector<std::string>{"v2"});
 }
 
-TEST_F(MetadataDbTest, CatalogPaginates) {
+TEST_P(MetadataDbTest, CatalogPaginates) {
   for (const char* r : {"c/x", "a", "b/y", "b"}) ASSERT_TRUE(Push(r, "t", r).ok());
   auto p1 = db_->ListRepositories(2, "");
   ASSERT_TRUE(p1.ok());
@@ -191,7 +249,7 @@ TEST_F(MetadataDbTest, CatalogPaginates) {
   EXPECT_FALSE(p2->more);
 }
 
-TEST_F(MetadataDbTest, TokensAreStoredHashed) {
+TEST_P(MetadataDbTest, TokensAreStoredHashed) {
   auto token = db_->CreateToken("admin");
   ASSERT_TRUE(token.ok());
   EXPECT_TRUE(IsLowerHex(*token, 64));
@@ -213,14 +271,9 @@ TEST_F(MetadataDbTest, TokensAreStoredHashed) {
   EXPECT_NE(*second, *token);
 
   // The DB holds only hashes: the token text itself appears nowhere.
-  auto raw = sqlite::Database::Open(tmp_ / "blz.db");
-  ASSERT_TRUE(raw.ok());
-  auto st = raw->Prepare("SELECT token_sha256 FROM tokens");
-  ASSERT_TRUE(st.ok());
   int rows = 0;
-  while (*st->Step()) {
+  for (const std::string& stored : RawTokenHashes()) {
     ++rows;
-    std::string stored = st->ColumnText(0);
     EXPECT_NE(stored, *token);
     EXPECT_NE(stored, *second);
     EXPECT_TRUE(stored == Sha256Hex(*token) || stored == Sha256Hex(*second));
@@ -228,7 +281,7 @@ TEST_F(MetadataDbTest, TokensAreStoredHashed) {
   EXPECT_EQ(rows, 2);
 }
 
-TEST_F(MetadataDbTest, ScopedTokensExpireAndAreRevoked) {
+TEST_P(MetadataDbTest, ScopedTokensExpireAndAreRevoked) {
   // The default scope is full access, with no expiry.
   auto admin = db_->CreateToken("admin");
   ASSERT_TRUE(admin.ok());
@@ -281,7 +334,7 @@ TEST_F(MetadataDbTest, ScopedTokensExpireAndAreRevoked) {
   EXPECT_TRUE(*db_->VerifyToken(*admin));
 }
 
-TEST_F(MetadataDbTest, PatchesAndUploads) {
+TEST_P(MetadataDbTest, PatchesAndUploads) {
   ASSERT_TRUE(Push("m", "v1", "a").ok());
   PatchRecord p{D("archive-a"), D("archive-b"), D("patch"), 42};
   ASSERT_TRUE(db_->RecordPatch("m", p).ok());
@@ -301,7 +354,7 @@ TEST_F(MetadataDbTest, PatchesAndUploads) {
   EXPECT_EQ(db_->GetUpload("u-1").status().code(), Code::kNotFound);
 }
 
-TEST_F(MetadataDbTest, ConcurrentWritersAreSerialized) {
+TEST_P(MetadataDbTest, ConcurrentWritersAreSerialized) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([this, t] {
@@ -316,6 +369,176 @@ TEST_F(MetadataDbTest, ConcurrentWritersAreSerialized) {
   auto all = db_->ListTags("m", std::nullopt, "");
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->items.size(), 40u);
+}
+
+// Listings and their cursors are bytewise on every engine: PostgreSQL would sort text by the
+// database's collation (here ICU's root locale: "_" < "a" < "B" < "é") without the
+// COLLATE "C" of migrations/postgres, and pagination by "> last" would skip or repeat names.
+TEST_P(MetadataDbTest, ListingsAreOrderedBytewise) {
+  std::vector<std::string> names = {"B", "a", "_", "\xc3\xa9", "Z", "b", "a_b", "aB", "a-b"};
+  for (const auto& n : names) {
+    ASSERT_TRUE(Push(n, "t", n).ok());
+    ASSERT_TRUE(Push("m", n, n).ok());
+  }
+  std::vector<std::string> bytewise = names;
+  std::sort(bytewise.begin(), bytewise.end());  // std::string compares bytes (char_traits)
+  std::vector<std::string> repos = bytewise;
+  repos.insert(std::lower_bound(repos.begin(), repos.end(), "m"), "m");
+
+  auto all = db_->ListRepositories(std::nullopt, "");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->items, repos);
+  EXPECT_EQ(*db_->ListRepositoryNames(""), repos);
+  std::vector<std::string> walked;
+  std::string last;
+  for (int guard = 0; guard < 20; ++guard) {
+    auto page = db_->ListRepositories(2, last);
+    ASSERT_TRUE(page.ok());
+    walked.insert(walked.end(), page->items.begin(), page->items.end());
+    if (!page->more) break;
+    last = page->items.back();
+  }
+  EXPECT_EQ(walked, repos);
+
+  auto tags = db_->ListTags("m", std::nullopt, "");
+  ASSERT_TRUE(tags.ok());
+  EXPECT_EQ(tags->items, bytewise);
+  walked.clear();
+  last.clear();
+  for (int guard = 0; guard < 20; ++guard) {
+    auto page = db_->ListTags("m", 3, last);
+    ASSERT_TRUE(page.ok());
+    walked.insert(walked.end(), page->items.begin(), page->items.end());
+    if (!page->more) break;
+    last = page->items.back();
+  }
+  EXPECT_EQ(walked, bytewise);
+  auto targets = db_->ListTagTargets("m");
+  ASSERT_TRUE(targets.ok());
+  std::vector<std::string> target_tags;
+  for (const auto& t : *targets) target_tags.push_back(t.tag);
+  EXPECT_EQ(target_tags, bytewise);
+  // "> last" is bytewise too: after "Z" come "_", "a", ... (in ICU's order, "Z" is last).
+  auto after = db_->ListTags("m", 2, "Z");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->items, (std::vector<std::string>{"_", "a"}));
+}
+
+// The per-repository cap on upload sessions holds across connections (processes, replicas):
+// each check-and-insert holds the lock "uploads" (PostgreSQL is READ COMMITTED; SQLite's
+// BEGIN IMMEDIATE serializes writers).
+TEST_P(MetadataDbTest, UploadCapsHoldAcrossConnections) {
+  constexpr int kConnections = 4;
+  std::vector<std::unique_ptr<MetadataDb>> dbs;
+  for (int c = 0; c < kConnections; ++c) {
+    auto db = MetadataDb::Open(url_);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    dbs.push_back(std::move(*db));
+  }
+  std::atomic<int> created{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kConnections; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        const std::string uuid = "u-" + std::to_string(t) + "-" + std::to_string(i);
+        Status s = dbs[t]->CreateUpload(uuid, "m", "owner-" + std::to_string(t), 0, 7);
+        if (s.ok()) {
+          ++created;
+        } else {
+          EXPECT_EQ(s.code(), Code::kTooLarge) << s.ToString();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(created.load(), 7);
+  auto open = db_->ListUploadsStartedBy(std::numeric_limits<int64_t>::max());
+  ASSERT_TRUE(open.ok());
+  EXPECT_EQ(open->size(), 7u);
+}
+
+// Every method on one database through two connections: what one writes the other reads (the
+// registry's replicas share a database this way).
+TEST_P(MetadataDbTest, TwoConnectionsShareTheRows) {
+  auto other = MetadataDb::Open(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ASSERT_TRUE(Push("org/m", "v1", "a").ok());
+  EXPECT_EQ(*(*other)->ResolveTag("org/m", "v1"), D("manifest-a"));
+  auto token = (*other)->CreateToken("ci");
+  ASSERT_TRUE(token.ok());
+  EXPECT_TRUE(*db_->VerifyToken(*token));
+  EXPECT_EQ(db_->CreateToken("ci").status().code(), Code::kAlreadyExists);
+  ASSERT_TRUE(db_->RevokeToken("ci").ok());
+  EXPECT_FALSE(*(*other)->VerifyToken(*token));
+  EXPECT_EQ(*(*other)->SchemaVersion(), *db_->SchemaVersion());
+}
+
+// Pushes to one repository from several connections at once, each linking the same blobs in
+// its own order and moving the same tag: on PostgreSQL (READ COMMITTED, row locks) two of them
+// would deadlock without the per-repository lock that PutManifest takes.
+TEST_P(MetadataDbTest, ConcurrentPushesFromSeveralConnectionsAllLand) {
+  constexpr int kConnections = 4;
+  std::vector<std::unique_ptr<MetadataDb>> dbs;
+  for (int c = 0; c < kConnections; ++c) {
+    auto db = MetadataDb::Open(url_);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    dbs.push_back(std::move(*db));
+  }
+  std::vector<std::string> shared = {D("blob-1"), D("blob-2"), D("blob-3"), D("blob-4")};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kConnections; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::string> order = shared;
+      if (t % 2 == 1) std::reverse(order.begin(), order.end());
+      for (int i = 0; i < 8; ++i) {
+        const std::string seed = std::to_string(t) + "-" + std::to_string(i);
+        ManifestPut put;
+        put.repository = "m";
+        put.digest = D("manifest-" + seed);
+        put.media_type = "application/vnd.oci.image.manifest.v1+json";
+        put.content = "{}";
+        put.tag = "latest";
+        put.blobs = order;
+        Status s = dbs[t]->PutManifest(put);
+        EXPECT_TRUE(s.ok()) << s.ToString();
+        put.tag = "t" + seed;
+        s = dbs[t]->PutManifest(put);
+        EXPECT_TRUE(s.ok()) << s.ToString();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto all = db_->ListTags("m", std::nullopt, "");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->items.size(), size_t(kConnections * 8 + 1));
+  auto latest = db_->ResolveTag("m", "latest");
+  ASSERT_TRUE(latest.ok());
+  for (const std::string& b : shared) EXPECT_TRUE(*db_->BlobLinked("m", b)) << b;
+}
+
+TEST(MetadataDbOpenTest, UrlsChooseTheEngine) {
+  testing::TempDir tmp;
+  auto plain = MetadataDb::Open(tmp / "a.db");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ((*plain)->engine(), "sqlite");
+  auto prefixed = MetadataDb::Open("sqlite:" + (tmp / "b.db"));
+  ASSERT_TRUE(prefixed.ok()) << prefixed.status().ToString();
+  EXPECT_EQ((*prefixed)->engine(), "sqlite");
+  EXPECT_TRUE(std::filesystem::exists(tmp / "b.db"));
+  EXPECT_EQ(*(*prefixed)->SchemaVersion(), LatestSchemaVersion());
+
+  auto unknown = MetadataDb::Open("mysql://u@h/db");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("mysql"), std::string::npos);
+  EXPECT_EQ(MetadataDb::Open("sqlite:").status().code(), Code::kInvalidArgument);
+
+  // Nothing listens on port 1: unavailable, host and port named, the password never.
+  auto down = MetadataDb::Open("postgresql://blz:s3cretpw@127.0.0.1:1/blz?connect_timeout=2");
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.status().code(), Code::kUnavailable) << down.status().ToString();
+  EXPECT_NE(down.status().message().find("127.0.0.1:1"), std::string::npos);
+  EXPECT_EQ(down.status().message().find("s3cretpw"), std::string::npos);
 }
 
 // ---- structural hashes and value diffs (migrations/0002_structures.sql) ----
@@ -348,7 +571,10 @@ class StructureTest : public MetadataDbTest {
   }
 };
 
-TEST_F(StructureTest, HashIsRecordedWithTheVersion) {
+INSTANTIATE_TEST_SUITE_P(Engines, StructureTest, ::testing::Values("sqlite", "postgres"),
+                         EngineName);
+
+TEST_P(StructureTest, HashIsRecordedWithTheVersion) {
   ASSERT_TRUE(PushWithHash("m", "v1", "a", Hash('a')).ok());
   auto v = db_->FindVersion("m", D("archive-a"));
   ASSERT_TRUE(v.ok());
@@ -369,7 +595,7 @@ TEST_F(StructureTest, HashIsRecordedWithTheVersion) {
   EXPECT_TRUE(db_->ArchivesWithoutStructure()->empty());
 }
 
-TEST_F(StructureTest, SetStructuralHashFillsEveryRepositoryOnce) {
+TEST_P(StructureTest, SetStructuralHashFillsEveryRepositoryOnce) {
   ASSERT_TRUE(Push("a", "v1", "x").ok());
   ASSERT_TRUE(Push("b", "v1", "x").ok());  // the same archive in two repositories
   ASSERT_TRUE(Push("b", "v2", "y").ok());
@@ -385,7 +611,7 @@ TEST_F(StructureTest, SetStructuralHashFillsEveryRepositoryOnce) {
   EXPECT_EQ(db_->FindVersion("a", D("archive-x"))->structural_hash, Hash('1'));
 }
 
-TEST_F(StructureTest, ListingIsOrderedWithOneEntryPerTag) {
+TEST_P(StructureTest, ListingIsOrderedWithOneEntryPerTag) {
   // Structure S: m1 (two tags), m2 untagged, n1 in another repository; structure T: t1.
   ASSERT_TRUE(PushWithHash("org/m", "v1", "m1", Hash('s')).ok());
   ASSERT_TRUE(PushWithHash("org/m", "latest", "m1", Hash('s')).ok());
@@ -431,7 +657,7 @@ TEST_F(StructureTest, ListingIsOrderedWithOneEntryPerTag) {
   EXPECT_TRUE(zero->more);
 }
 
-TEST_F(StructureTest, ValueDiffsAreCachedPerDirection) {
+TEST_P(StructureTest, ValueDiffsAreCachedPerDirection) {
   EXPECT_EQ(db_->FindValueDiff(D("a"), D("b")).status().code(), Code::kNotFound);
   ASSERT_TRUE(db_->RecordValueDiff({D("a"), D("b"), D("json"), 99}).ok());
   auto found = db_->FindValueDiff(D("a"), D("b"));

@@ -7,7 +7,8 @@
 
 #include "core/digest.h"
 #include "store/metadata_db.h"
-#include "store/sqlite.h"
+#include "store/sqlite/migrations.h"
+#include "store/sqlite/sqlite.h"
 #include "tests/test_util.h"
 
 namespace blz::store {

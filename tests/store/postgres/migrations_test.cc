@@ -11,7 +11,8 @@
 
 #include "store/migrations.h"
 #include "store/postgres/connection.h"
-#include "store/sqlite.h"
+#include "store/sqlite/migrations.h"
+#include "store/sqlite/sqlite.h"
 #include "tests/store/postgres/postgres_fixture.h"
 #include "tests/test_util.h"
 
@@ -241,6 +242,8 @@ std::map<std::string, TableShape> PostgresSchema(Connection* conn) {
         {Param::Text(table)});
     EXPECT_TRUE(cols.ok()) << cols.status().ToString();
     for (int r = 0; cols.ok() && r < cols->size(); ++r) {
+      // "rowid": the counterpart of SQLite's implicit rowid (migrations/postgres/0001_init.sql).
+      if (cols->Text(r, 0) == "rowid") continue;
       shape.columns.push_back(cols->Text(r, 0) + " " + cols->Text(r, 1) +
                               (cols->Text(r, 2) == "NO" ? " not null" : ""));
     }
@@ -277,6 +280,7 @@ std::map<std::string, TableShape> PostgresSchema(Connection* conn) {
         }
         continue;
       }
+      if (ix_cols == "rowid") continue;  // SQLite's rowid is unique too, without an index
       if (unique) shape.uniques.insert(ix_cols + partial);
       if (constraint_indexes.count(name) == 0) {  // created by CREATE INDEX
         shape.indexes.insert(name + ": " + ix_cols + (unique ? " unique" : "") + partial);
@@ -302,7 +306,7 @@ TEST_F(PostgresMigrationsTest, SchemaMatchesTheSqliteSchema) {
   blz::testing::TempDir tmp;
   auto lite = sqlite::Database::Open(tmp / "meta.db");
   ASSERT_TRUE(lite.ok()) << lite.status().ToString();
-  ASSERT_TRUE(store::ApplyMigrations(&*lite, store::EmbeddedMigrations()).ok());
+  ASSERT_TRUE(sqlite::ApplyMigrations(&*lite, store::EmbeddedMigrations()).ok());
   auto conn = Connection::Open(FreshDatabase());
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
   auto applied = ApplyMigrations(&*conn, EmbeddedMigrations());

@@ -4,8 +4,8 @@
 // Thread safety: none. A Database and its Statements must be used by one thread at a time
 // (MetadataDb serializes access with a mutex). The connection is opened with
 // SQLITE_OPEN_NOMUTEX for that reason.
-#ifndef BLZ_STORE_SQLITE_H_
-#define BLZ_STORE_SQLITE_H_
+#ifndef BLZ_STORE_SQLITE_SQLITE_H_
+#define BLZ_STORE_SQLITE_SQLITE_H_
 
 #include <cstdint>
 #include <optional>
@@ -102,4 +102,4 @@ class Transaction {
 
 }  // namespace blz::store::sqlite
 
-#endif  // BLZ_STORE_SQLITE_H_
+#endif  // BLZ_STORE_SQLITE_SQLITE_H_

@@ -1,4 +1,4 @@
-#include "store/sqlite.h"
+#include "store/sqlite/sqlite.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>

@@ -1,0 +1,158 @@
+// The engine-neutral SQL seam under the registry's metadata (store/metadata_db.h): a
+// connection, its prepared statements and transactions, with the method names and signatures
+// of the SQLite layer it generalizes (store/sqlite/sqlite.h), so that MetadataDb's queries read
+// the same on every engine. Each engine is one folder with a driver that implements
+// DatabaseImpl / StatementImpl: store/sqlite/ (the embedded default) and store/postgres/.
+// OpenDatabase() picks the driver from the URL (store/sql_open.cc).
+//
+// SQL accepted by every driver: SQLite's dialect where it agrees with PostgreSQL's. Parameters
+// are written "?" or "?N" (1-based; the PostgreSQL driver rewrites them to "$N" outside quoted
+// text). No PRAGMA, no INSERT OR ..., no last_insert_rowid(), no date functions (compute times
+// in C++), "INSERT ... ON CONFLICT (cols) DO NOTHING | DO UPDATE SET c = excluded.c" and
+// "RETURNING" instead. Tables that need an id or an insertion order have a "rowid" column on
+// every engine (SQLite's implicit one; an identity column on PostgreSQL). Text compares
+// bytewise on every engine (PostgreSQL's text columns are COLLATE "C").
+//
+// Thread safety: none. A Database, its Statements and Transactions are used by one thread at a
+// time (MetadataDb serializes access with its mutex).
+#ifndef BLZ_STORE_SQL_H_
+#define BLZ_STORE_SQL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace blz::store::sql {
+
+// What a transaction is for.
+enum class TransactionMode {
+  kWrite,     // reads and writes (PostgreSQL: READ COMMITTED, serialize with LockKey)
+  kSnapshot,  // reads only, all from one consistent snapshot (PostgreSQL: REPEATABLE READ)
+};
+
+// What a driver implements for one prepared statement.
+class StatementImpl {
+ public:
+  virtual ~StatementImpl() = default;
+  virtual Status Bind(int index, std::string_view text) = 0;
+  virtual Status Bind(int index, int64_t value) = 0;
+  virtual Status BindBlob(int index, std::string_view bytes) = 0;
+  virtual Status BindNull(int index) = 0;
+  virtual Result<bool> Step() = 0;
+  virtual int64_t ColumnInt(int column) const = 0;
+  virtual std::string ColumnText(int column) const = 0;
+  virtual std::string ColumnBlob(int column) const = 0;
+  virtual bool ColumnIsNull(int column) const = 0;
+};
+
+// What a driver implements for one connection.
+class DatabaseImpl {
+ public:
+  virtual ~DatabaseImpl() = default;
+  // "sqlite" or "postgresql".
+  virtual std::string_view engine() const = 0;
+  // The database for messages: a file path, or "postgresql://USER@HOST:PORT/DB" (never a
+  // password).
+  virtual const std::string& label() const = 0;
+  // Constant SQL, possibly several statements, without parameters or results.
+  virtual Status Exec(std::string_view sql) = 0;
+  virtual Result<std::unique_ptr<StatementImpl>> Prepare(std::string_view sql) = 0;
+  // Starts a transaction: SQLite's BEGIN IMMEDIATE (one writer per database file, whatever
+  // the mode); PostgreSQL's BEGIN (kWrite: READ COMMITTED, concurrent writers, see LockKey;
+  // kSnapshot: REPEATABLE READ READ ONLY).
+  virtual Status Begin(TransactionMode mode) = 0;
+  virtual Status Commit() = 0;
+  virtual Status Rollback() = 0;
+  // Inside a transaction: waits for, then holds until the transaction ends, the lock named
+  // `name` (PostgreSQL: pg_advisory_xact_lock on a 64-bit hash of "blz:" + name, shared by
+  // every replica on the database). A no-op on SQLite, whose BEGIN IMMEDIATE already excludes
+  // every other writer.
+  virtual Status LockKey(std::string_view name) = 0;
+  // The schema version the migrations recorded (0 = empty database).
+  virtual Result<int64_t> SchemaVersion() = 0;
+};
+
+// A prepared statement. Bind parameters are 1-based; columns are 0-based. A PostgreSQL
+// statement runs at its first Step() with the values bound by then.
+class Statement {
+ public:
+  Statement() = default;
+  explicit Statement(std::unique_ptr<StatementImpl> impl) : impl_(std::move(impl)) {}
+
+  Status Bind(int index, std::string_view text) { return impl_->Bind(index, text); }
+  Status Bind(int index, int64_t value) { return impl_->Bind(index, value); }
+  Status BindBlob(int index, std::string_view bytes) { return impl_->BindBlob(index, bytes); }
+  Status BindNull(int index) { return impl_->BindNull(index); }
+
+  // Runs one step: true when a row is available, false when the statement is done.
+  Result<bool> Step() { return impl_->Step(); }
+  // Steps to completion, expecting no rows (INSERT/UPDATE/DELETE); rows are skipped.
+  Status Run();
+
+  // The current row's values. A NULL reads as 0 / "".
+  int64_t ColumnInt(int column) const { return impl_->ColumnInt(column); }
+  std::string ColumnText(int column) const { return impl_->ColumnText(column); }
+  std::string ColumnBlob(int column) const { return impl_->ColumnBlob(column); }
+  bool ColumnIsNull(int column) const { return impl_->ColumnIsNull(column); }
+
+ private:
+  std::unique_ptr<StatementImpl> impl_;
+};
+
+class Database {
+ public:
+  Database() = default;
+  explicit Database(std::unique_ptr<DatabaseImpl> impl) : impl_(std::move(impl)) {}
+
+  // Runs constant SQL (one or more statements, no parameters, no results).
+  Status Exec(std::string_view sql) { return impl_->Exec(sql); }
+  // Prepares a single statement.
+  Result<Statement> Prepare(std::string_view sql);
+  // The schema version (SQLite: PRAGMA user_version; PostgreSQL: schema_migrations).
+  Result<int64_t> SchemaVersion() { return impl_->SchemaVersion(); }
+
+  std::string_view engine() const { return impl_->engine(); }
+  const std::string& label() const { return impl_->label(); }
+  DatabaseImpl* impl() { return impl_.get(); }
+
+ private:
+  std::unique_ptr<DatabaseImpl> impl_;
+};
+
+// RAII transaction: Begin() starts it, the destructor rolls back unless Commit() succeeded.
+class Transaction {
+ public:
+  static Result<Transaction> Begin(Database* db, TransactionMode mode = TransactionMode::kWrite);
+  ~Transaction();
+  Transaction(Transaction&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  Transaction& operator=(Transaction&&) = delete;
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  // Serializes this transaction with every other one that locks `name`, on every connection
+  // and replica, until it ends (DatabaseImpl::LockKey). Take at most one key per transaction
+  // (or always in the same order), so that two transactions never wait for each other.
+  Status LockKey(std::string_view name);
+  Status Commit();
+
+ private:
+  explicit Transaction(Database* db) : db_(db) {}
+  Database* db_ = nullptr;
+};
+
+// Opens the database named by `url` and brings its schema to this binary's latest version
+// (each engine's migrations; PostgreSQL's under an advisory lock, so replicas starting
+// together apply each migration once):
+//   "sqlite:PATH" or a plain path (no "scheme://")  -> SQLite file PATH (created when missing)
+//   "postgresql://..." or "postgres://..."           -> PostgreSQL (store/postgres/connection.h)
+// Errors: kInvalidArgument for an unknown scheme or an empty path; kUnsupported for a
+// database whose schema is newer than this binary; the driver's errors otherwise (messages
+// never hold a password).
+Result<Database> OpenDatabase(std::string_view url);
+
+}  // namespace blz::store::sql
+
+#endif  // BLZ_STORE_SQL_H_
