@@ -132,9 +132,11 @@ struct StorageScrubReport {
 // answer 404 BLOB_UNKNOWN, or recompute it when it was a computed patch) and every archive in
 // <data>/cache (a damaged one is deleted: it is rebuilt from its full patch on demand). Run
 // before the registry opens the directory. `log` (may be empty) gets a line per finding.
-// Errors: kIOError (a directory cannot be listed), those of BlobStore::Open.
+// `storage_url`: the blob store (store/open_blob_store.h; "" = the data directory's).
+// Errors: kIOError (a directory cannot be listed), those of store::OpenBlobStore.
 Result<StorageScrubReport> ScrubStorage(const std::string& data_dir,
-                                        const std::function<void(const std::string&)>& log);
+                                        const std::function<void(const std::string&)>& log,
+                                        std::string_view storage_url = {});
 
 class ArchiveStorage {
  public:

@@ -16,6 +16,7 @@
 #include "formats/gguf.h"
 #include "formats/identify.h"
 #include "formats/value_diff_json.h"
+#include "store/fs/fs_blob_store.h"
 #include "registry/registry.h"
 #include "store/sqlite.h"
 #include "tests/registry/handler_harness.h"
@@ -410,10 +411,10 @@ TEST(StructureTest, OpenBackfillsHashesOfOlderVersions) {
     auto db = store::sqlite::Database::Open(data + "/blz.db");
     ASSERT_TRUE(db.ok());
     junk_digest = D("junk");
-    auto blobs = store::BlobStore::Open(data);
+    auto blobs = store::FsBlobStore::Open(data);
     ASSERT_TRUE(blobs.ok());
     blz::testing::WriteFileBytes(data + "/uploads/junk", "junk");
-    ASSERT_TRUE(blobs->Publish(data + "/uploads/junk", junk_digest).ok());
+    ASSERT_TRUE((*blobs)->Publish(data + "/uploads/junk", junk_digest).ok());
     Status s = db->Exec("UPDATE versions SET structural_hash = NULL; "
                         "INSERT INTO versions (repository_id, archive_digest, manifest_digest, "
                         "archive_size, created) SELECT repository_id, '" + junk_digest +
