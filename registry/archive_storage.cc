@@ -159,6 +159,11 @@ Result<store::BlobInfo> ArchiveStorage::Stat(std::string_view digest) {
   return store::BlobInfo{d, *size, ""};
 }
 
+void ArchiveStorage::MarkServed(std::string_view digest) {
+  std::lock_guard<std::mutex> lock(mu_);
+  served_[std::string(digest)] = Clock::now();
+}
+
 Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
   // Not an archive (a sha512 blob, or malformed: kInvalidArgument): the store's file as it is.
   if (!ParseDigest(digest).ok()) return blobs_->Stat(digest);

@@ -168,6 +168,10 @@ class ArchiveStorage {
   // when the full patch does not rebuild the archive.
   Result<store::BlobInfo> File(std::string_view digest);
 
+  // Records that `digest` is being read straight from the blob store (`blz serve --redirect`):
+  // its raw blob is not dropped for options.grace, as after File.
+  void MarkServed(std::string_view digest);
+
   struct FullPatch {
     store::BlobInfo blob;  // the full patch blob
     bool hit = false;      // it existed already
@@ -215,8 +219,6 @@ class ArchiveStorage {
   // The recorded, present full patch of `digest`. kNotFound when there is none.
   Result<store::BlobInfo> FindFullPatch(const std::string& digest);
   std::string CachePath(const std::string& digest) const;
-  // Notes that the raw blob of `digest` is being handed out now.
-  void MarkServed(const std::string& digest);
   // Deletes the raw blob unless it was served within `grace`; then *retry_at is set and
   // nothing is done.
   Status DropRaw(const std::string& digest, const store::BlobInfo& full_patch,
