@@ -166,7 +166,7 @@ void ArchiveStorage::MarkServed(std::string_view digest) {
 
 Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
   // Not an archive (a sha512 blob, or malformed: kInvalidArgument): the store's file as it is.
-  if (!ParseDigest(digest).ok()) return blobs_->Stat(digest);
+  if (!ParseDigest(digest).ok()) return blobs_->LocalFile(digest);
   const std::string d(digest);
   Result<store::BlobInfo> raw = NotFound("");
   {
