@@ -19,6 +19,7 @@
 #include "registry/rate_limiter.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
+#include "store/open_blob_store.h"
 
 namespace blz::registry {
 

@@ -42,7 +42,6 @@
 #include "registry/oci_manifest.h"
 #include "registry/metrics.h"
 #include "store/blob_store.h"
-#include "store/open_blob_store.h"
 #include "store/metadata_db.h"
 
 namespace blz::registry {
@@ -157,7 +156,9 @@ class Registry {
   // stay without (and are retried at the next Open). The archive storage is opened
   // (<data>/cache, registry/archive_storage.h) and archives still stored raw are queued for
   // compression. The auth secret <data>/auth_secret is created on first use
-  // (registry/auth.h). Errors: those of BlobStore::Open, MetadataDb::Open,
+  // (registry/auth.h). The blob store is options.blob_storage (store/open_blob_store.h), checked
+  // reachable first. Errors: those of store::OpenBlobStore and BlobStore::CheckReachable
+  // (kUnauthorized: refused S3 keys), MetadataDb::Open,
   // ArchiveStorage::Open and Authenticator::Open (a bad options.public_url), and metadata DB
   // failures while backfilling.
   static Result<std::unique_ptr<Registry>> Open(const std::string& data_dir,
