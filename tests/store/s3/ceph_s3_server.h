@@ -18,6 +18,8 @@
 #include <map>
 #include <string>
 
+#include <unistd.h>
+
 #include "store/s3/s3_client.h"
 #include "store/s3/s3_config.h"
 
@@ -106,6 +108,18 @@ class CephS3Server {
       }
     }
     const int rc = pclose(p);
+    if (!env_["CEPH_S3_DIR"].empty()) {
+      // A watchdog stops the cluster when this process dies without its gtest tear-down (a
+      // crash, std::terminate); after a normal Stop() it finds the directory gone.
+      const std::string dir = env_["CEPH_S3_DIR"];
+      const std::string watchdog =
+          "(while kill -0 " + std::to_string(::getpid()) + " 2>/dev/null && ! grep -q "
+          "'^State:.*Z' /proc/" + std::to_string(::getpid()) + "/status 2>/dev/null; do "
+          "sleep 2; done; "
+          "[ -d '" + dir + "' ] && bash '" + tool + "/stop.sh' '" + dir + "') "
+          ">/dev/null 2>&1 </dev/null &";
+      if (std::system(watchdog.c_str()) != 0) ADD_FAILURE() << "cannot start the watchdog";
+    }
     if (rc != 0 || env_["S3_ENDPOINT"].empty()) {
       ADD_FAILURE() << "ceph-s3/start.sh failed (its stderr above; logs in "
                     << env_["CEPH_S3_DIR"] << "/log)";
