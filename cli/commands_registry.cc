@@ -169,6 +169,19 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
                   "new computations a client may start at once before --computations-per-minute "
                   "applies (0 = no limit)")
       ->capture_default_str();
+  // Blob storage (docs/storage.md, issue 25).
+  sub->add_option("--storage", options->storage,
+                  "where blobs live: file:DIR (default: <data>/blobs) or "
+                  "s3://BUCKET/PREFIX?endpoint=URL&region=R[&path_style=1] (credentials from "
+                  "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY [/ AWS_SESSION_TOKEN])");
+  sub->add_option("--blob-cache-size", options->blob_cache_bytes,
+                  "bound of the local copy of a remote store's blobs in <data>/cache/blobs "
+                  "(for patches and serving)")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true))
+      ->default_str("8GiB");
+  sub->add_flag("--redirect", options->redirect,
+                "answer blob GETs with 307 to a presigned URL of the store (10 minutes) "
+                "when it has them (s3); default: the server proxies the bytes");
   auto log_format = std::make_shared<std::string>("text");
   sub->add_option("--log-format", *log_format,
                   "access log on stderr, one line per request: text (space-separated fields) "

@@ -16,6 +16,7 @@
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "formats/blz_archive.h"
+#include "store/open_blob_store.h"
 
 namespace blz::registry {
 namespace {
@@ -137,7 +138,7 @@ void ArchiveStorage::Log(const std::string& line) const {
 
 Result<store::BlobInfo> ArchiveStorage::FindFullPatch(const std::string& digest) {
   BLZ_ASSIGN_OR_RETURN(store::PatchRecord record, db_->FindPatch(kNoBase, digest));
-  return blobs_->Stat(record.patch_digest);  // kNotFound when the blob went missing
+  return blobs_->LocalFile(record.patch_digest);  // kNotFound when the blob went missing
 }
 
 Result<store::BlobInfo> ArchiveStorage::Stat(std::string_view digest) {
@@ -158,9 +159,14 @@ Result<store::BlobInfo> ArchiveStorage::Stat(std::string_view digest) {
   return store::BlobInfo{d, *size, ""};
 }
 
+void ArchiveStorage::MarkServed(std::string_view digest) {
+  std::lock_guard<std::mutex> lock(mu_);
+  served_[std::string(digest)] = Clock::now();
+}
+
 Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
   // Not an archive (a sha512 blob, or malformed: kInvalidArgument): the store's file as it is.
-  if (!ParseDigest(digest).ok()) return blobs_->Stat(digest);
+  if (!ParseDigest(digest).ok()) return blobs_->LocalFile(digest);
   const std::string d(digest);
   Result<store::BlobInfo> raw = NotFound("");
   {
@@ -176,6 +182,9 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
     }
     raw = blobs_->Stat(d);
   }
+  // A remote driver's Stat names no local file: fetch one (outside mu_; the served_ mark above
+  // keeps DropRaw away meanwhile).
+  if (raw.ok() && raw->path.empty()) raw = blobs_->LocalFile(d);
   if (raw.ok()) {
     BLZ_RETURN_IF_ERROR(CheckStoredBlob(*raw));
     return raw;
@@ -211,7 +220,7 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
     intact_.erase(path);
     RemoveAll(path);
   }
-  raw = blobs_->Stat(d);  // pushed again meanwhile?
+  raw = blobs_->LocalFile(d);  // pushed again meanwhile?
   if (raw.ok() || raw.status().code() != Code::kNotFound) return raw;
   Result<store::BlobInfo> patch = FindFullPatch(d);
   if (!patch.ok()) return patch.status().code() == Code::kNotFound ? raw.status() : patch.status();
@@ -253,7 +262,7 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
     return found.status();
   }
 
-  Result<store::BlobInfo> raw = blobs_->Stat(digest);
+  Result<store::BlobInfo> raw = blobs_->LocalFile(digest);
   if (!raw.ok()) {
     if (raw.status().code() != Code::kNotFound) return raw.status();
     if (!damaged.ok()) return damaged;
@@ -317,15 +326,19 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
       *retry_at = it->second + options_.grace;
       return Status::Ok();
     }
-    if (::unlink(raw->path.c_str()) != 0 && errno != ENOENT) {
-      return IOError("cannot delete the raw archive " + digest + ": " + std::strerror(errno));
+    // Removed through the driver (any age: the cutoff is in the future); bytes counted only
+    // once the store confirmed it.
+    Result<uint64_t> removed =
+        blobs_->RemoveIfOlder(digest, std::chrono::system_clock::time_point::max());
+    if (!removed.ok()) {
+      return removed.status().WithContext("cannot delete the raw archive " + digest);
     }
     raw_path = raw->path;
     raw_size = raw->size;
     sizes_[digest] = raw->size;
     ++compressed_;
   }
-  BLZ_RETURN_IF_ERROR(SyncDir(ParentDir(raw_path)));
+  if (!raw_path.empty()) BLZ_RETURN_IF_ERROR(SyncDir(ParentDir(raw_path)));
   const int percent =
       raw_size == 0 ? 0 : int(100.0 * double(full_patch.size) / double(raw_size) + 0.5);
   Log("storage: " + digest + ": raw archive (" + Megabytes(raw_size) +
@@ -473,10 +486,12 @@ Status ArchiveStorage::VerifyArchive(const std::string& digest) {
 }
 
 Result<StorageScrubReport> ScrubStorage(const std::string& data_dir,
-                                        const std::function<void(const std::string&)>& log) {
+                                        const std::function<void(const std::string&)>& log,
+                                        std::string_view storage_url) {
   StorageScrubReport report;
-  BLZ_ASSIGN_OR_RETURN(store::BlobStore blobs, store::BlobStore::Open(data_dir));
-  BLZ_ASSIGN_OR_RETURN(report.blobs, blobs.Scrub(log));
+  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<store::BlobStore> blobs,
+                       store::OpenBlobStore(storage_url, data_dir));
+  BLZ_ASSIGN_OR_RETURN(report.blobs, blobs->Scrub(log));
   // Rebuilt archives: copies, so a damaged one is simply deleted (rebuilt on demand).
   const std::string cache_dir = data_dir + "/cache/sha256";
   std::error_code ec;

@@ -132,9 +132,11 @@ struct StorageScrubReport {
 // answer 404 BLOB_UNKNOWN, or recompute it when it was a computed patch) and every archive in
 // <data>/cache (a damaged one is deleted: it is rebuilt from its full patch on demand). Run
 // before the registry opens the directory. `log` (may be empty) gets a line per finding.
-// Errors: kIOError (a directory cannot be listed), those of BlobStore::Open.
+// `storage_url`: the blob store (store/open_blob_store.h; "" = the data directory's).
+// Errors: kIOError (a directory cannot be listed), those of store::OpenBlobStore.
 Result<StorageScrubReport> ScrubStorage(const std::string& data_dir,
-                                        const std::function<void(const std::string&)>& log);
+                                        const std::function<void(const std::string&)>& log,
+                                        std::string_view storage_url = {});
 
 class ArchiveStorage {
  public:
@@ -165,6 +167,10 @@ class ArchiveStorage {
   // stays valid for at least options.grace. Errors: as Stat; kCorruption / kDigestMismatch
   // when the full patch does not rebuild the archive.
   Result<store::BlobInfo> File(std::string_view digest);
+
+  // Records that `digest` is being read straight from the blob store (`blz serve --redirect`):
+  // its raw blob is not dropped for options.grace, as after File.
+  void MarkServed(std::string_view digest);
 
   struct FullPatch {
     store::BlobInfo blob;  // the full patch blob
@@ -213,8 +219,6 @@ class ArchiveStorage {
   // The recorded, present full patch of `digest`. kNotFound when there is none.
   Result<store::BlobInfo> FindFullPatch(const std::string& digest);
   std::string CachePath(const std::string& digest) const;
-  // Notes that the raw blob of `digest` is being handed out now.
-  void MarkServed(const std::string& digest);
   // Deletes the raw blob unless it was served within `grace`; then *retry_at is set and
   // nothing is done.
   Status DropRaw(const std::string& digest, const store::BlobInfo& full_patch,

@@ -25,6 +25,21 @@ Response Registry::GetBlob(const Route& route, const RequestHead& head) {
                          "blob " + route.ref + " is not in repository '" + route.name + "'",
                          json{{"digest", route.ref}});
   }
+  // `blz serve --redirect`: a blob the driver stores as it is goes straight from the store
+  // (307 to a presigned URL); anything else (fs driver, an archive kept as a full patch) is
+  // proxied below.
+  if (route.method == "GET" && options_.blob_redirect_expiry.count() > 0) {
+    storage_->MarkServed(route.ref);  // the raw archive stays while the client reads it
+    Result<store::BlobInfo> stored = blobs_->Stat(route.ref);
+    Result<std::string> url = stored.ok() ? blobs_->PresignGet(route.ref, options_.blob_redirect_expiry)
+                                          : Result<std::string>(stored.status());
+    if (url.ok()) {
+      Response res = internal::Empty(307);
+      res.Set("Location", *url);
+      res.Set("Docker-Content-Digest", stored->digest);
+      return res;
+    }
+  }
   // An archive stored as a full patch: HEAD answers from its header, GET from a rebuilt copy.
   Result<store::BlobInfo> info =
       route.method == "HEAD" ? storage_->Stat(route.ref) : storage_->File(route.ref);

@@ -197,20 +197,20 @@ Result<Registry::CachedBlob> Registry::ComputeCached(
   KeyedMutex::Lock lock(locks, key);
   Result<std::string> cached = find();
   if (cached.ok()) {
-    Result<store::BlobInfo> blob = blobs_.Stat(*cached);
+    Result<store::BlobInfo> blob = blobs_->LocalFile(*cached);
     if (blob.ok()) return CachedBlob{std::move(*blob), /*hit=*/true};
     // The blob went missing: compute it again.
   } else if (cached.status().code() != Code::kNotFound) {
     return cached.status();
   }
-  const std::string temp = blobs_.NewTempPath(temp_name);
+  const std::string temp = blobs_->NewTempPath(temp_name);
   Status s = compute(temp);
   if (!s.ok()) {
     RemoveAll(temp);
     *compute_failed = true;
     return s;
   }
-  Result<store::BlobInfo> blob = blobs_.PublishComputed(temp);
+  Result<store::BlobInfo> blob = blobs_->PublishComputed(temp);
   RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
   if (!blob.ok()) return blob.status();
   BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));

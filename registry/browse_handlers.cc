@@ -227,7 +227,7 @@ ojson CachedNonFinite(store::MetadataDb* db, const store::BlobStore& blobs,
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = seen.find(rec->stats_digest); it != seen.end()) return it->second;
   }
-  Result<store::BlobInfo> blob = blobs.Stat(rec->stats_digest);
+  Result<store::BlobInfo> blob = blobs.LocalFile(rec->stats_digest);
   if (!blob.ok()) return nullptr;
   Result<std::string> text = ReadSmallFile(blob->path, 256ull << 20);
   if (!text.ok()) return nullptr;
@@ -300,7 +300,7 @@ Response Registry::ListRepositorySummaries(const Route& route, const RequestHead
                      {"pushed", FormatRfc3339UtcSeconds(v.created)},
                      {"structure", v.structural_hash.empty() ? ojson(nullptr)
                                                              : ojson(v.structural_hash)},
-                     {"non_finite", CachedNonFinite(db_.get(), blobs_, v.archive_digest)}};
+                     {"non_finite", CachedNonFinite(db_.get(), *blobs_, v.archive_digest)}};
       last_push = FormatRfc3339UtcSeconds(v.created);
     }
     repositories.push_back({{"name", *it},
@@ -347,7 +347,7 @@ Response Registry::ListVersionSummaries(const Route& route) {
         bool cached = false;
         Result<store::PatchRecord> patch = db_->FindPatch(vs[j].archive_digest, v.archive_digest);
         if (patch.ok()) {
-          cached = blobs_.Stat(patch->patch_digest).ok();
+          cached = blobs_->Stat(patch->patch_digest).ok();
           if (cached) patch_bytes = patch->patch_size;
         } else if (patch.status().code() != Code::kNotFound) {
           return ErrorResponse(patch.status(), ErrorContext::kGeneral);
@@ -366,7 +366,7 @@ Response Registry::ListVersionSummaries(const Route& route) {
                    {"pushed", FormatRfc3339UtcSeconds(v.created)},
                    {"structure",
                     v.structural_hash.empty() ? ojson(nullptr) : ojson(v.structural_hash)},
-                   {"non_finite", CachedNonFinite(db_.get(), blobs_, v.archive_digest)},
+                   {"non_finite", CachedNonFinite(db_.get(), *blobs_, v.archive_digest)},
                    {"previous", std::move(previous)}});
   }
   return JsonResponse(ojson{{"name", route.name}, {"versions", std::move(out)}});

@@ -284,7 +284,7 @@ void Registry::EvictLossyDeltas(const store::LossyDeltaRecord& keep) {
     const int64_t now = int64_t(std::time(nullptr));
     Result<bool> referenced = db_->BlobReferenced(row.delta_digest, now);
     if (!referenced.ok() || *referenced) continue;
-    Result<uint64_t> freed = blobs_.RemoveIfOlder(
+    Result<uint64_t> freed = blobs_->RemoveIfOlder(
         row.delta_digest, std::chrono::system_clock::now() + std::chrono::hours(1));
     if (freed.ok()) (void)db_->ForgetBlob(row.delta_digest);
   }

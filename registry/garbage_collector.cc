@@ -51,9 +51,7 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
     if (options.dry_run) {
       Result<store::BlobInfo> info = blobs.Stat(digest);
       if (!info.ok()) continue;  // removed meanwhile
-      Result<std::chrono::system_clock::time_point> mtime = FileModifiedTime(info->path);
-      if (!mtime.ok()) continue;
-      if (*mtime >= cutoff) {
+      if (info->modified >= cutoff) {
         ++report.blobs_too_young;
         continue;
       }

@@ -19,6 +19,7 @@
 #include "registry/rate_limiter.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
+#include "store/open_blob_store.h"
 
 namespace blz::registry {
 
@@ -91,7 +92,8 @@ bool MethodAllowed(Kind kind, std::string_view method) {
 
 // ---- construction ----
 
-Registry::Registry(std::string data_dir, RegistryOptions options, store::BlobStore blobs,
+Registry::Registry(std::string data_dir, RegistryOptions options,
+                   std::unique_ptr<store::BlobStore> blobs,
                    std::unique_ptr<store::MetadataDb> db)
     : data_dir_(std::move(data_dir)), options_(std::move(options)), blobs_(std::move(blobs)),
       db_(std::move(db)),
@@ -100,7 +102,12 @@ Registry::Registry(std::string data_dir, RegistryOptions options, store::BlobSto
 
 Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                                                  RegistryOptions options) {
-  BLZ_ASSIGN_OR_RETURN(store::BlobStore blobs, store::BlobStore::Open(data_dir));
+  store::BlobStoreOptions blob_options;
+  blob_options.cache_bytes = options.blob_cache_bytes;
+  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<store::BlobStore> blobs,
+                       store::OpenBlobStore(options.blob_storage, data_dir, blob_options));
+  // A store that cannot be reached with these credentials fails the start, naming it.
+  BLZ_RETURN_IF_ERROR(blobs->CheckReachable());
   const std::string metadata_url = options.metadata_url.empty()
                                        ? data_dir + "/" + kMetadataFileName
                                        : options.metadata_url;
@@ -109,7 +116,7 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
   // Temporary files of a previous run (request bodies, computed patches) are garbage; upload
   // sessions ("session-<uuid>") survive restarts.
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(blobs.uploads_dir(), ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(blobs->uploads_dir(), ec)) {
     std::string fname = entry.path().filename().string();
     if (fname.rfind("session-", 0) != 0) RemoveAll(entry.path().string());
   }
@@ -121,7 +128,7 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                           AuthOptions{registry->options_.private_mode,
                                       registry->options_.public_url}));
   BLZ_ASSIGN_OR_RETURN(registry->storage_,
-                       ArchiveStorage::Open(&registry->blobs_, registry->db_.get(), data_dir,
+                       ArchiveStorage::Open(registry->blobs_.get(), registry->db_.get(), data_dir,
                                             registry->options_.full_patch,
                                             registry->options_.storage));
   BLZ_RETURN_IF_ERROR(registry->PurgeStaleUploads(/*orphans=*/true));
@@ -150,7 +157,7 @@ Result<std::optional<std::string>> Registry::EnsureAdminToken() {
 uint64_t Registry::patches_computed() const { return patches_computed_.load(); }
 
 std::string Registry::SessionPath(const std::string& uuid) const {
-  return blobs_.uploads_dir() + "/session-" + uuid;
+  return blobs_->uploads_dir() + "/session-" + uuid;
 }
 
 Status Registry::PurgeStaleUploads(bool orphans) {
@@ -182,7 +189,7 @@ Status Registry::PurgeStaleUploads(bool orphans) {
   }
   if (!orphans) return Status::Ok();
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(blobs_.uploads_dir(), ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(blobs_->uploads_dir(), ec)) {
     const std::string fname = entry.path().filename().string();
     if (fname.rfind("session-", 0) != 0) continue;
     Result<store::UploadRecord> up = db_->GetUpload(fname.substr(8));
@@ -418,7 +425,7 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
   if (file_body) {
     plan.kind = BodyPlan::Kind::kFile;
     plan.limit = options_.max_blob_bytes;
-    plan.file_path = blobs_.NewTempPath("body");
+    plan.file_path = blobs_->NewTempPath("body");
   }
   if (head.content_length.has_value() && *head.content_length > plan.limit) {
     plan.file_path.clear();
@@ -495,7 +502,7 @@ Result<GcReport> Registry::CollectGarbage(bool dry_run) {
   GcOptions o;
   o.grace = options_.gc_grace;
   o.dry_run = dry_run;
-  Result<GcReport> report = registry::CollectGarbage(blobs_, db_.get(), &blob_locks_, o);
+  Result<GcReport> report = registry::CollectGarbage(*blobs_, db_.get(), &blob_locks_, o);
   if (report.ok() && !dry_run) metrics_.RecordGc(report->bytes_freed);
   return report;
 }

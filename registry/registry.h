@@ -109,6 +109,14 @@ struct RegistryOptions {
   // (registry/delta_handlers.cc); empty = those endpoints answer 405 UNSUPPORTED.
   DeltaFunction create_delta;
   ArchiveStorageOptions storage;
+  // Where blobs live (`blz serve --storage`, store/open_blob_store.h): "" = "file:" under the
+  // data directory; "file:DIR"; "s3://BUCKET/PREFIX?endpoint=URL&region=R[&path_style=1]".
+  std::string blob_storage;
+  // Bound of a remote driver's local blob cache (<data>/cache/blobs).
+  uint64_t blob_cache_bytes = 8ull << 30;
+  // `blz serve --redirect`: blob GETs answer 307 to a presigned URL valid this long when the
+  // driver has them (s3); 0 = proxy every GET (the default). At most 20 minutes.
+  std::chrono::seconds blob_redirect_expiry{0};
   // Upload sessions left unfinished longer than this are deleted (row and file): at Open, and
   // at most hourly when a session is started. distribution's default (uploadpurging) is a week.
   std::chrono::seconds upload_max_age{7 * 24 * 3600};
@@ -154,7 +162,9 @@ class Registry {
   // stay without (and are retried at the next Open). The archive storage is opened
   // (<data>/cache, registry/archive_storage.h) and archives still stored raw are queued for
   // compression. The auth secret <data>/auth_secret is created on first use
-  // (registry/auth.h). Errors: those of BlobStore::Open, MetadataDb::Open,
+  // (registry/auth.h). The blob store is options.blob_storage (store/open_blob_store.h), checked
+  // reachable first. Errors: those of store::OpenBlobStore and BlobStore::CheckReachable
+  // (kUnauthorized: refused S3 keys), MetadataDb::Open,
   // ArchiveStorage::Open and Authenticator::Open (a bad options.public_url), and metadata DB
   // failures while backfilling.
   static Result<std::unique_ptr<Registry>> Open(const std::string& data_dir,
@@ -182,7 +192,7 @@ class Registry {
   Result<GcReport> CollectGarbage(bool dry_run);
 
   const std::string& data_dir() const { return data_dir_; }
-  store::BlobStore& blobs() { return blobs_; }
+  store::BlobStore& blobs() { return *blobs_; }
   store::MetadataDb& db() { return *db_; }
   const RegistryOptions& options() const { return options_; }
   // How archives are stored (full patches, the rebuilt-archive cache, background compression).
@@ -204,7 +214,7 @@ class Registry {
   struct DeltaQuery;  // defined in registry/delta_handlers.cc
 
  private:
-  Registry(std::string data_dir, RegistryOptions options, store::BlobStore blobs,
+  Registry(std::string data_dir, RegistryOptions options, std::unique_ptr<store::BlobStore> blobs,
            std::unique_ptr<store::MetadataDb> db);
 
   // Routes, checks the method, the token and the name. nullopt + *error set on failure.
@@ -372,7 +382,7 @@ class Registry {
 
   std::string data_dir_;
   RegistryOptions options_;
-  store::BlobStore blobs_;
+  std::unique_ptr<store::BlobStore> blobs_;  // the driver (store/blob_store.h)
   std::unique_ptr<store::MetadataDb> db_;
   KeyedMutex upload_locks_;
   std::atomic<int64_t> last_upload_purge_{0};  // unix seconds

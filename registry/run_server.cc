@@ -135,6 +135,9 @@ Status RunServer(const ServerOptions& options) {
   ropts.computation_burst = options.computation_burst;
   ropts.storage.cache_bytes = options.cache_bytes;
   ropts.storage.drop_raw_archives = !options.keep_raw_archives;
+  ropts.blob_storage = options.storage;
+  ropts.blob_cache_bytes = options.blob_cache_bytes;
+  if (options.redirect) ropts.blob_redirect_expiry = kBlobRedirectExpiry;
   ropts.storage.log = [](const std::string& line) {
     std::string l = line + "\n";
     std::fwrite(l.data(), 1, l.size(), stderr);  // one call: lines never interleave
@@ -142,7 +145,7 @@ Status RunServer(const ServerOptions& options) {
   if (options.verify_storage) {
     // Before the registry opens the directory: nothing is served or compressed meanwhile.
     BLZ_ASSIGN_OR_RETURN(StorageScrubReport scrub,
-                         ScrubStorage(options.data_dir, ropts.storage.log));
+                         ScrubStorage(options.data_dir, ropts.storage.log, options.storage));
     char mb[32];
     std::snprintf(mb, sizeof(mb), "%.2f MB", double(scrub.blobs.bytes) / 1e6);
     const std::string line =

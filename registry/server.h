@@ -82,7 +82,16 @@ struct ServerOptions {
   uint64_t delta_cache_bytes = kDefaultDeltaCacheBytes;
   double computations_per_minute = 10;
   uint64_t computation_burst = 30;
+  // Blob storage (issue 25; docs/storage.md): the store's URL (RegistryOptions::blob_storage;
+  // "" = file: under data_dir), the bound of a remote store's local cache, and --redirect
+  // (blob GETs answer 307 to a presigned URL valid kBlobRedirectExpiry when the driver has them).
+  std::string storage;
+  uint64_t blob_cache_bytes = 8ull << 30;
+  bool redirect = false;
 };
+
+// How long a presigned URL of `blz serve --redirect` stays valid (the issue caps it at 20 min).
+inline constexpr std::chrono::seconds kBlobRedirectExpiry{600};
 
 // The TLS versions and cipher suites offered: Mozilla's "intermediate" server configuration
 // (https://ssl-config.mozilla.org, guideline 5.x): TLS 1.2 with only these ECDHE/DHE AEAD suites

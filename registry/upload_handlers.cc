@@ -193,13 +193,13 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
   std::string body_file = request.body_file;
   std::string own_temp;
   if (body_file.empty()) {  // body in memory (callers that skipped PlanBody)
-    own_temp = blobs_.NewTempPath("body");
+    own_temp = blobs_->NewTempPath("body");
     Status s = WriteFileAtomic(own_temp, request.body);
     if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);
     body_file = own_temp;
   }
   KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
-  Result<store::BlobInfo> info = blobs_.Publish(body_file, *digest);
+  Result<store::BlobInfo> info = blobs_->Publish(body_file, *digest);
   if (!own_temp.empty()) RemoveAll(own_temp);
   if (!info.ok()) {
     return ErrorResponse(OciErrorFor(info.status(), ErrorContext::kUpload),
@@ -269,7 +269,7 @@ bool Registry::AppendChunk(const Route& route, const Request& request, uint64_t*
     }
   } else if (chunk > 0) {
     if (body_file.empty()) {
-      own_temp = blobs_.NewTempPath("body");
+      own_temp = blobs_->NewTempPath("body");
       Status s = WriteFileAtomic(own_temp, request.body);
       if (!s.ok()) {
         *error = ErrorResponse(s, ErrorContext::kUpload);
@@ -330,7 +330,7 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   if (!AppendChunk(route, request, &size, &error)) return error;
   const std::string session = SessionPath(route.ref);
   KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
-  Result<store::BlobInfo> info = blobs_.Publish(session, *digest);
+  Result<store::BlobInfo> info = blobs_->Publish(session, *digest);
   if (!info.ok()) {
     if (info.status().code() == Code::kDigestMismatch) {
       // The session's bytes are not the blob the client meant: discard the session.

@@ -1,20 +1,22 @@
-// Content-addressed blob store on the local file system.
+// The blob seam: a content-addressed store of immutable blobs named by their digest, with one
+// driver per folder (store/fs/: a local directory, the default; store/s3/: an S3 bucket). A new
+// driver (GCS, Azure) is one new folder implementing this class plus one line in
+// store/open_blob_store.cc.
 //
-// Layout under the data directory `root`:
-//   <root>/blobs/sha256/<first 2 hex>/<64 hex>   published blobs, named by their SHA-256
-//   <root>/blobs/sha512/<first 2 hex>/<128 hex>  blobs pushed under a SHA-512 digest (OCI allows
-//                                                both; the registry's own blobs are sha256)
-//   <root>/uploads/                              temporary files (writes in progress)
-//   <root>/quarantine/<64 hex>[.<random>]        blobs found damaged (Quarantine, Scrub)
+// Every driver shares the write path implemented here: bytes are written to a temporary file
+// under the replica's own data directory (<root>/uploads/), hashed there (SHA-256, or SHA-512 for
+// blobs pushed under such a digest), and only when they match the digest that names them handed
+// to the driver's PublishVerified (fs: fsync + rename; s3: one PUT, or a multipart upload for
+// large files). On a digest mismatch nothing is stored (kDigestMismatch). A finished upload is
+// never copied again ("write once"). Nothing holds a blob in memory whole.
 //
-// A blob is only published after its bytes were hashed and matched the digest that names it:
-// writes go to a temporary file under <root>/uploads/, are SHA-256 checked, fsynced and then
-// renamed into place (same file system, so the rename is atomic). On a digest mismatch nothing
-// is stored (kDigestMismatch). Reading and writing are streamed in fixed buffers; no blob is
-// ever held in memory whole.
+// Reads: Stat (size, time written; never downloads), LocalFile (a local file with the verified
+// bytes, for code that must mmap or send a file: fs: the blob's own file; s3: a bounded cache
+// under <root>/cache/blobs), PresignGet (a URL a client may fetch directly; kUnsupported where
+// the driver has none).
 //
-// Thread safety: all methods are safe to call concurrently. Publishing the same digest twice
-// is harmless (identical content; the second rename replaces the first atomically).
+// Thread safety: all methods of every driver are safe to call concurrently. The store is held by
+// pointer or reference (it is not copyable); it must outlive its BlobWriters.
 #ifndef BLZ_STORE_BLOB_STORE_H_
 #define BLZ_STORE_BLOB_STORE_H_
 
@@ -35,7 +37,11 @@ namespace blz::store {
 struct BlobInfo {
   std::string digest;  // "sha256:<hex>" or "sha512:<hex>"
   uint64_t size = 0;   // bytes
-  std::string path;    // absolute or root-relative path of the published file
+  // A local file holding the bytes, when the driver has one at hand: the fs driver's Stat and
+  // every driver's LocalFile set it; the s3 driver's Stat leaves it empty (nothing downloaded).
+  std::string path;
+  // When the stored copy was last written (fs: the file's mtime; s3: Last-Modified).
+  std::chrono::system_clock::time_point modified{};
 };
 
 class BlobWriter;
@@ -50,90 +56,130 @@ struct ScrubReport {
   std::vector<std::string> errors;
 };
 
+// What a driver's HashStored found: the digest the stored bytes hash to now.
+struct StoredHash {
+  std::string actual;     // "sha256:<hex>" (or sha512, like the name)
+  uint64_t size = 0;
+  uint64_t identity = 0;  // fs: the inode hashed (for Quarantine); others: 0
+};
+
 class BlobStore {
  public:
-  // Opens the store rooted at `root`, creating <root>/blobs/sha256 and <root>/uploads when
-  // missing. `root` and those directories are made owner-only (0700, whatever the umask; an
-  // existing wider one is tightened with a warning on stderr); blob shards are created 0700
-  // and blob files 0600. Errors: kIOError.
-  static Result<BlobStore> Open(const std::string& root);
+  virtual ~BlobStore();
+  BlobStore(const BlobStore&) = delete;
+  BlobStore& operator=(const BlobStore&) = delete;
 
+  // "file" or "s3" (for logs and /metrics).
+  virtual std::string_view driver() const = 0;
+  // Where the bytes live, for messages: the blobs directory, or "s3://BUCKET/PREFIX" (never
+  // credentials).
+  virtual std::string Describe() const = 0;
+
+  // The replica's own data directory and its temporary files (<root>/uploads).
   const std::string& root() const { return root_; }
   const std::string& uploads_dir() const { return uploads_dir_; }
-
-  // Where the blob named `digest` lives (whether or not it exists). Errors: kInvalidArgument
-  // for anything but "sha256:<64 lower-case hex>" or "sha512:<128 lower-case hex>".
-  Result<std::string> PathFor(std::string_view digest) const;
-
-  // Size and path of a published blob. Errors: kInvalidArgument, kNotFound.
-  Result<BlobInfo> Stat(std::string_view digest) const;
-  bool Contains(std::string_view digest) const { return Stat(digest).ok(); }
-
   // A fresh path "<root>/uploads/<prefix>-<random hex>" (the file is not created).
   std::string NewTempPath(std::string_view prefix) const;
 
+  // Checks at start that the store is reachable and usable with the configured credentials.
+  // fs: always OK. s3: a listing of the prefix; errors name the bucket and S3's error code
+  // (kUnauthorized for a refused signature or key, kNotFound for a missing bucket,
+  // kUnavailable for a network failure).
+  virtual Status CheckReachable() const { return Status::Ok(); }
+
+  // Size and time written of a published blob (fs: also its path). Never downloads.
+  // Errors: kInvalidArgument (malformed digest), kNotFound, kIOError / kUnavailable.
+  virtual Result<BlobInfo> Stat(std::string_view digest) const = 0;
+  bool Contains(std::string_view digest) const { return Stat(digest).ok(); }
+
+  // Size and a local file holding the blob's verified bytes (BlobInfo::path), for code that must
+  // mmap it or send it as a file. fs: the blob's own file. s3: a copy in the bounded local cache
+  // (downloaded and hashed on a miss; kDigestMismatch when the stored object no longer matches).
+  // The file stays readable while the caller holds it open (eviction only unlinks it).
+  virtual Result<BlobInfo> LocalFile(std::string_view digest) const = 0;
+
   // Publishes the file at `temp_path` (which must be inside uploads_dir()) as the blob named
-  // `expected_digest`: hashes it (streamed), and only when it matches fsyncs and renames it into
-  // place. Errors: kInvalidArgument (malformed digest), kDigestMismatch (the file is left where
-  // it is for the caller to remove; nothing stored), kNotFound / kIOError.
+  // `expected_digest`: hashes it (streamed), and only when it matches hands it to the driver.
+  // Errors: kInvalidArgument (malformed digest), kDigestMismatch (the file is left where it is
+  // for the caller to remove; nothing stored), kNotFound / kIOError, the driver's errors.
   Result<BlobInfo> Publish(const std::string& temp_path, std::string_view expected_digest) const;
   // Same, naming the blob by the digest of the file's bytes.
   Result<BlobInfo> PublishComputed(const std::string& temp_path) const;
 
-  // A streaming writer for a new blob.
+  // A streaming writer for a new blob (it refers to this store, which must outlive it).
   Result<BlobWriter> NewWriter() const;
 
   // Writes `data` as a blob (small content: configs, manifests in tests). An empty
   // `expected_digest` means "name it by its digest".
   Result<BlobInfo> PutBytes(std::string_view data, std::string_view expected_digest = {}) const;
 
-  // Re-hashes a published blob. Errors: kNotFound, kDigestMismatch (the file was damaged).
+  // Re-hashes a published blob (s3: streamed from the bucket, not from the cache). Errors:
+  // kNotFound, kDigestMismatch (the stored bytes were damaged).
   Status Verify(std::string_view digest) const;
 
   // <root>/quarantine: where damaged blobs are moved (created on first use).
   std::string quarantine_dir() const { return root_ + "/quarantine"; }
 
-  // Moves the published blob `digest` out of the store, to <root>/quarantine/<hex> (or
-  // "<hex>.<random hex>" when that name is taken), for an operator to inspect: afterwards the
-  // store no longer has it (Stat: kNotFound), so it is never served again, and a client may push
-  // it again. For blobs whose bytes no longer hash to their digest (callers check first; this
-  // does not hash). With `hashed_inode` != 0 (the inode of the file the caller hashed), a blob
-  // whose file was replaced since (pushed again, so a sound copy) is left in place and the
-  // result is kNotFound. Returns the quarantined file's path. Errors: kInvalidArgument
-  // (malformed digest), kNotFound (not stored, quarantined concurrently, or replaced), kIOError.
-  Result<std::string> Quarantine(std::string_view digest, uint64_t hashed_inode = 0) const;
+  // Takes the published blob `digest` out of the store for an operator to inspect: afterwards
+  // Stat is kNotFound, so it is never served again, and a client may push it again. For blobs
+  // whose bytes no longer hash to their digest (callers check first; fs does not hash).
+  // fs: moved to <root>/quarantine/<hex>[.<random>]; with `hashed_identity` != 0 (the inode the
+  //     caller hashed) a file replaced since is left in place (kNotFound).
+  // s3: the object is hashed again (streamed); an intact object stays (kNotFound: only the
+  //     local cached copy was bad and is dropped); a damaged one is downloaded to
+  //     <root>/quarantine/<hex>[.<random>] and deleted from the bucket.
+  // Returns where the bytes went. Errors: kInvalidArgument, kNotFound, kIOError / kUnavailable.
+  virtual Result<std::string> Quarantine(std::string_view digest,
+                                         uint64_t hashed_identity = 0) const = 0;
 
-  // The digests of every published blob, in no particular order. Files in the blobs tree that
-  // are not named like a blob are ignored. Errors: kIOError (the tree cannot be listed).
-  Result<std::vector<std::string>> ListDigests() const;
+  // The digests of every published blob, in no particular order. Entries not named like a blob
+  // are ignored. Errors: kIOError / kUnavailable (cannot be listed).
+  virtual Result<std::vector<std::string>> ListDigests() const = 0;
 
-  // Garbage collection's removal of one blob: removes it only if its file was last written
-  // before `cutoff`. A young file is not touched. An old one is renamed aside and judged again
-  // (the very file that would be removed): a copy published concurrently is moved back, so
-  // it is never lost, though a reader may miss it for the instant between the two renames. Returns the bytes freed (0 when the
-  // blob was not there). Errors: kUnavailable (younger than `cutoff`: kept), kInvalidArgument,
-  // kIOError.
-  Result<uint64_t> RemoveIfOlder(std::string_view digest,
-                                 std::chrono::system_clock::time_point cutoff) const;
+  // Garbage collection's removal of one blob: removes it only if it was last written before
+  // `cutoff`. Returns the bytes freed: counted only once the store confirmed the removal (0
+  // when the blob was not there). Errors: kUnavailable (younger than `cutoff`: kept),
+  // kInvalidArgument, kIOError / the driver's errors (the blob may still be there).
+  // fs: a concurrent publish of the same bytes is never lost (rename aside, judge, move back).
+  // s3: HEAD (Last-Modified), then DELETE; a PUT of the same key between the two is deleted
+  //     with it (the database's GC marks exclude that case, issue 25).
+  virtual Result<uint64_t> RemoveIfOlder(std::string_view digest,
+                                         std::chrono::system_clock::time_point cutoff) const = 0;
 
   // Re-hashes every published blob (streamed, one at a time) and quarantines each whose bytes
-  // no longer hash to its name. Files in the blobs tree that are not named like a blob are
-  // ignored. `log` (may be empty) gets one line per damaged or unreadable blob. Errors:
-  // kIOError when the blobs tree cannot be listed; a blob that cannot be read or moved is
-  // reported in ScrubReport::errors and the scrub goes on.
+  // no longer hash to its name. `log` (may be empty) gets one line per damaged or unreadable
+  // blob. Errors: those of ListDigests; a blob that cannot be read or moved is reported in
+  // ScrubReport::errors and the scrub goes on.
   Result<ScrubReport> Scrub(const std::function<void(const std::string&)>& log = {}) const;
+
+  // A URL that fetches the blob without credentials for `expiry` (s3: a presigned GET).
+  // Errors: kUnsupported (fs), kInvalidArgument (expiry out of range).
+  virtual Result<std::string> PresignGet(std::string_view digest,
+                                         std::chrono::seconds expiry) const;
+
+ protected:
+  // Creates <root> and <root>/uploads owner-only (0700; an existing wider one is tightened with
+  // a warning on stderr).
+  explicit BlobStore(std::string root);
+  Status InitLocalDirs() const;
+
+  // Stores the file at `temp_path` (under uploads_dir(), already hashed to `digest`, `size`
+  // bytes) as that blob, and removes or moves the file. `synced`: the file was fsynced.
+  virtual Result<BlobInfo> PublishVerified(const std::string& temp_path,
+                                           const std::string& digest, uint64_t size,
+                                           bool synced) const = 0;
+  // Hashes the stored copy of `digest` (not a cache). Errors: kNotFound, kIOError, ...
+  virtual Result<StoredHash> HashStored(std::string_view digest) const = 0;
 
  private:
   friend class BlobWriter;
-  // Moves a verified file (named by `digest`, sha256 or sha512) into place.
-  Result<BlobInfo> MoveIntoPlace(const std::string& temp_path, const std::string& digest,
-                                 uint64_t size) const;
-
   std::string root_;
-  std::string blobs_dir_;    // <root>/blobs/sha256
-  std::string sha512_dir_;   // <root>/blobs/sha512
-  std::string uploads_dir_;  // <root>/uploads
+  std::string uploads_dir_;
 };
+
+// Creates `dir` (and parents) owner-only (0700 whatever the umask; an existing wider one is
+// tightened with a warning on stderr). For drivers.
+Status MakePrivateDir(const std::string& dir);
 
 // Streams one blob into a temporary file under <root>/uploads/ (a core AtomicFile), hashing as
 // it goes. Destroying an uncommitted writer removes its temporary file.
@@ -162,7 +208,7 @@ class BlobWriter {
   friend class BlobStore;
   Result<BlobInfo> Finish(std::string_view expected_hex);
 
-  BlobStore store_;  // a copy (three paths): the writer does not depend on the original
+  const BlobStore* store_ = nullptr;
   AtomicFile file_;  // <root>/uploads/blob-<hex>, written through its own temporary file
   Sha256 hash_;
 };

@@ -13,6 +13,7 @@
 #include "core/digest.h"
 #include "formats/blz_archive.h"
 #include "patcher/patch.h"
+#include "store/fs/fs_blob_store.h"
 #include "registry/archive_storage.h"
 #include "registry/registry.h"
 #include "tests/formats/test_models.h"
@@ -320,7 +321,7 @@ TEST(ArchiveStorageTest, RebuildIsCheckedBeforeItIsPublished) {
   ASSERT_TRUE(pa.ok() && pb.ok());
 
   // A damaged full patch (a payload byte near its end): the rebuild fails, nothing is cached.
-  const std::string path_a = *h.registry().blobs().PathFor(pa->patch_digest);
+  const std::string path_a = *dynamic_cast<store::FsBlobStore&>(h.registry().blobs()).PathFor(pa->patch_digest);
   const std::string good = blz::testing::ReadFileBytes(path_a);
   std::string bytes = good;
   bytes[bytes.size() - 20] ^= 0x5a;

@@ -1,5 +1,6 @@
 // Garbage collection (registry/garbage_collector.h) through the registry: what is removed,
 // what stays, the dry run, and GC running while pushes go on.
+#include "store/fs/fs_blob_store.h"
 #include "registry/garbage_collector.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +26,7 @@ using testing::Harness;
 // Makes a stored blob look written `age` ago (GC keeps younger unreferenced blobs). A blob a
 // concurrent collection removed already stays removed.
 void Backdate(Harness* h, const std::string& digest, std::chrono::seconds age) {
-  auto path = h->registry().blobs().PathFor(digest);
+  auto path = dynamic_cast<store::FsBlobStore&>(h->registry().blobs()).PathFor(digest);
   ASSERT_TRUE(path.ok());
   std::error_code ec;
   std::filesystem::last_write_time(*path, std::filesystem::file_time_type::clock::now() - age,

@@ -19,6 +19,7 @@
 #include "formats/blz_archive.h"
 #include "registry/registry.h"
 #include "tests/formats/test_models.h"
+#include "tests/store/s3/ceph_s3_server.h"
 #include "tests/test_util.h"
 
 namespace blz::registry::testing {
@@ -45,9 +46,40 @@ inline std::string TinyArchive(uint64_t seed, int layers = 1, double perturb = 0
   return blz::testing::ReadFileBytes(tmp / "model.blz");
 }
 
+// BLZ_TEST_STORAGE=s3 in the environment: registries opened by the harness keep their blobs in
+// a fresh prefix of a bucket on the real S3 server of this binary (tests/store/s3/
+// ceph_s3_server.h; the keys go into this process's AWS_* variables). Unset: the fs driver.
+// A test that needs the fs driver's files calls SkipUnlessFsStorage().
+inline bool TestStorageIsS3() {
+  const char* v = std::getenv("BLZ_TEST_STORAGE");
+  return v != nullptr && std::string(v) == "s3";
+}
+inline void ApplyTestStorage(RegistryOptions* options) {
+  if (!TestStorageIsS3() || !options->blob_storage.empty()) return;
+  blz::testing::CephS3Server& s3 = blz::testing::CephS3Server::Get();
+  if (!s3.available()) {
+    ADD_FAILURE() << "BLZ_TEST_STORAGE=s3 but " << s3.skip_reason();
+    return;
+  }
+  static const bool bucket_made = [&] {
+    Status st = s3.CreateBucket("blz-registry-tests");
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    ::setenv("AWS_ACCESS_KEY_ID", s3.var("S3_ACCESS_KEY").c_str(), 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", s3.var("S3_SECRET_KEY").c_str(), 1);
+    return st.ok();
+  }();
+  (void)bucket_made;
+  options->blob_storage = "s3://blz-registry-tests/" + RandomHex(6) +
+                          "?path_style=1&endpoint=" + s3.endpoint();
+}
+#define SkipUnlessFsStorage() \
+  if (::blz::registry::testing::TestStorageIsS3()) GTEST_SKIP() << "needs the fs driver's files"
+
 class Harness {
  public:
   explicit Harness(RegistryOptions options = {}) {
+    ApplyTestStorage(&options);
+    storage_ = options.blob_storage;
     auto r = Registry::Open(tmp_ / "data", std::move(options));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) registry_ = std::move(*r);
@@ -64,6 +96,7 @@ class Harness {
   // stays valid).
   void Reopen(RegistryOptions options = {}) {
     registry_.reset();
+    if (options.blob_storage.empty()) options.blob_storage = storage_;
     auto r = Registry::Open(tmp_ / "data", std::move(options));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) registry_ = std::move(*r);
@@ -141,13 +174,11 @@ class Harness {
                 {{"Content-Type", kManifestType}});
   }
 
-  // Files below the blob store (published blobs).
+  // Published blobs (through the blob store, so any driver).
   size_t BlobCount() const {
-    size_t n = 0;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(data() + "/blobs")) {
-      n += e.is_regular_file() ? 1 : 0;
-    }
-    return n;
+    auto listed = registry_->blobs().ListDigests();
+    EXPECT_TRUE(listed.ok()) << listed.status().ToString();
+    return listed.ok() ? listed->size() : 0;
   }
   size_t UploadsCount() const {
     size_t n = 0;
@@ -161,6 +192,7 @@ class Harness {
   blz::testing::TempDir tmp_;
   std::unique_ptr<Registry> registry_;
   std::string token_;
+  std::string storage_;  // the blob store's URL ("" = fs under data())
 };
 
 // The OCI error code of an error response ("" when the body is not an error document).

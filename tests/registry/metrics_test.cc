@@ -244,6 +244,7 @@ TEST(MetricsTest, ConcurrentRecordingLosesNothing) {
 // The handler: storage bytes by kind measured in the data directory, the archive storage's
 // counters, 405 for other methods.
 TEST(MetricsHandlerTest, ServesTheExpositionWithStorageBytes) {
+  SkipUnlessFsStorage();  // measures the data directory's local files
   testing::Harness h;
   const std::string blob(3000, 'x');
   h.PushBlob("m", blob);

@@ -13,7 +13,7 @@
 
 #include "core/digest.h"
 #include "registry/net.h"
-#include "store/blob_store.h"
+#include "store/fs/fs_blob_store.h"
 #include "store/metadata_db.h"
 #include "tests/test_util.h"
 
@@ -108,10 +108,10 @@ TEST(RunServerTest, VerifyStorageQuarantinesDamagedBlobsBeforeServing) {
   options.threads = 2;
   std::string bad, good;
   {
-    auto blobs = store::BlobStore::Open(options.data_dir);
+    auto blobs = store::FsBlobStore::Open(options.data_dir);
     ASSERT_TRUE(blobs.ok());
-    auto b = blobs->PutBytes("bytes the disk will damage");
-    auto g = blobs->PutBytes("intact bytes");
+    auto b = (*blobs)->PutBytes("bytes the disk will damage");
+    auto g = (*blobs)->PutBytes("intact bytes");
     ASSERT_TRUE(b.ok() && g.ok());
     bad = b->digest;
     good = g->digest;
@@ -133,10 +133,10 @@ TEST(RunServerTest, VerifyStorageQuarantinesDamagedBlobsBeforeServing) {
       << err;
   EXPECT_NE(err.find(bad), std::string::npos) << err;
   EXPECT_TRUE(std::filesystem::exists(options.data_dir + "/quarantine/" + bad.substr(7)));
-  auto blobs = store::BlobStore::Open(options.data_dir);
+  auto blobs = store::FsBlobStore::Open(options.data_dir);
   ASSERT_TRUE(blobs.ok());
-  EXPECT_FALSE(blobs->Contains(bad));
-  EXPECT_TRUE(blobs->Contains(good));
+  EXPECT_FALSE((*blobs)->Contains(bad));
+  EXPECT_TRUE((*blobs)->Contains(good));
 }
 
 TEST(RunServerTest, ErrorsAreReturned) {

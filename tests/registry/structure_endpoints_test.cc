@@ -16,6 +16,7 @@
 #include "formats/gguf.h"
 #include "formats/identify.h"
 #include "formats/value_diff_json.h"
+#include "store/fs/fs_blob_store.h"
 #include "registry/registry.h"
 #include "store/sqlite/sqlite.h"
 #include "tests/registry/handler_harness.h"
@@ -286,7 +287,7 @@ TEST_F(DiffEndpointTest, ComputedOnceThenServedFromTheStore) {
   EXPECT_EQ(BodyOf(rev), ExpectedDiff(ft_bytes_, base_bytes_));
   EXPECT_EQ(h_.registry().value_diffs_computed(), 2u);
   // A cached diff whose blob went missing is computed again.
-  ASSERT_TRUE(std::filesystem::remove(h_.registry().blobs().Stat(D(body))->path));
+  ASSERT_TRUE(h_.registry().blobs().RemoveIfOlder(D(body), std::chrono::system_clock::time_point::max()).ok());
   Response again = h_.Call("GET", Target(base_, ft_));
   EXPECT_EQ(again.Get("Blz-Diff-Cache"), "miss");
   EXPECT_EQ(BodyOf(again), body);
@@ -361,7 +362,7 @@ TEST_F(DiffEndpointTest, BothDigestsMustBeVersionsOfTheRepository) {
   EXPECT_EQ(post.status, 405);
   EXPECT_EQ(post.Get("Allow"), "GET, HEAD");
   // A version whose archive blob is gone.
-  ASSERT_TRUE(std::filesystem::remove(h_.registry().blobs().Stat(ft_)->path));
+  ASSERT_TRUE(h_.registry().blobs().RemoveIfOlder(ft_, std::chrono::system_clock::time_point::max()).ok());
   EXPECT_EQ(ErrorCodeOf(h_.Call("GET", Target(base_, ft_))), "BLOB_UNKNOWN");
   EXPECT_EQ(h_.registry().value_diffs_computed(), 1u);  // the one from `foreign`
   EXPECT_EQ(h_.UploadsCount(), 0u);
@@ -394,6 +395,7 @@ TEST(StructureTest, PrivateModeNeedsATokenForBothEndpoints) {
 // ---- schema-1 data: backfill at Open ----
 
 TEST(StructureTest, OpenBackfillsHashesOfOlderVersions) {
+  SkipUnlessFsStorage();  // writes an older data directory's blob files
   blz::testing::TempDir keep;
   std::string data;
   const std::string archive = TinyArchive(1);
@@ -410,10 +412,10 @@ TEST(StructureTest, OpenBackfillsHashesOfOlderVersions) {
     auto db = store::sqlite::Database::Open(data + "/blz.db");
     ASSERT_TRUE(db.ok());
     junk_digest = D("junk");
-    auto blobs = store::BlobStore::Open(data);
+    auto blobs = store::FsBlobStore::Open(data);
     ASSERT_TRUE(blobs.ok());
     blz::testing::WriteFileBytes(data + "/uploads/junk", "junk");
-    ASSERT_TRUE(blobs->Publish(data + "/uploads/junk", junk_digest).ok());
+    ASSERT_TRUE((*blobs)->Publish(data + "/uploads/junk", junk_digest).ok());
     Status s = db->Exec("UPDATE versions SET structural_hash = NULL; "
                         "INSERT INTO versions (repository_id, archive_digest, manifest_digest, "
                         "archive_size, created) SELECT repository_id, '" + junk_digest +

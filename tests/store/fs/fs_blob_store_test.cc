@@ -1,4 +1,4 @@
-#include "store/blob_store.h"
+#include "store/fs/fs_blob_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -23,21 +23,21 @@ size_t CountFiles(const std::string& dir) {
   return n;
 }
 
-TEST(BlobStoreTest, OpenCreatesLayout) {
+TEST(FsBlobStoreTest, OpenCreatesLayout) {
   testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp / "data");
+  auto store = FsBlobStore::Open(tmp / "data");
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_TRUE(fs::is_directory(tmp / "data/blobs/sha256"));
   EXPECT_TRUE(fs::is_directory(tmp / "data/uploads"));
 }
 
-TEST(BlobStoreTest, WriterPublishesUnderShardedPath) {
+TEST(FsBlobStoreTest, WriterPublishesUnderShardedPath) {
   testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
+  auto store = FsBlobStore::Open(tmp.path());
   ASSERT_TRUE(store.ok());
   const std::string data = "hello blob store";
   const std::string hex = Sha256Hex(data);
-  auto w = store->NewWriter();
+  auto w = (*store)->NewWriter();
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(w->Append(std::string_view(data).substr(0, 5)).ok());
   ASSERT_TRUE(w->Append(std::string_view(data).substr(5)).ok());
@@ -47,107 +47,107 @@ TEST(BlobStoreTest, WriterPublishesUnderShardedPath) {
   EXPECT_EQ(info->size, data.size());
   EXPECT_EQ(info->path, tmp.path() + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex);
   EXPECT_EQ(testing::ReadFileBytes(info->path), data);
-  auto st = store->Stat(MakeDigest(hex));
+  auto st = (*store)->Stat(MakeDigest(hex));
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->size, data.size());
-  EXPECT_TRUE(store->Verify(MakeDigest(hex)).ok());
-  EXPECT_EQ(CountFiles(store->uploads_dir()), 0u);
+  EXPECT_TRUE((*store)->Verify(MakeDigest(hex)).ok());
+  EXPECT_EQ(CountFiles((*store)->uploads_dir()), 0u);
 }
 
-TEST(BlobStoreTest, WrongDigestStoresNothing) {
+TEST(FsBlobStoreTest, WrongDigestStoresNothing) {
   testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
+  auto store = FsBlobStore::Open(tmp.path());
   ASSERT_TRUE(store.ok());
   const std::string wrong = MakeDigest(Sha256Hex(std::string_view("other bytes")));
-  auto w = store->NewWriter();
+  auto w = (*store)->NewWriter();
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(w->Append(std::string_view("actual bytes")).ok());
   auto info = w->Commit(wrong);
   ASSERT_FALSE(info.ok());
   EXPECT_EQ(info.status().code(), Code::kDigestMismatch);
-  EXPECT_FALSE(store->Contains(wrong));
-  EXPECT_FALSE(store->Contains(MakeDigest(Sha256Hex(std::string_view("actual bytes")))));
+  EXPECT_FALSE((*store)->Contains(wrong));
+  EXPECT_FALSE((*store)->Contains(MakeDigest(Sha256Hex(std::string_view("actual bytes")))));
   EXPECT_EQ(CountFiles(tmp.path()), 0u);  // neither a blob nor a leftover temp file
 }
 
-TEST(BlobStoreTest, PublishFileVerifiesDigest) {
+TEST(FsBlobStoreTest, PublishFileVerifiesDigest) {
   testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
+  auto store = FsBlobStore::Open(tmp.path());
   ASSERT_TRUE(store.ok());
   const std::string data(100000, 'x');
-  const std::string temp = store->NewTempPath("upload");
+  const std::string temp = (*store)->NewTempPath("upload");
   testing::WriteFileBytes(temp, data);
 
   // A mismatch leaves the temp file for the caller and publishes nothing.
   const std::string wrong = MakeDigest(Sha256Hex(std::string_view("nope")));
-  auto bad = store->Publish(temp, wrong);
+  auto bad = (*store)->Publish(temp, wrong);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kDigestMismatch);
   EXPECT_TRUE(fs::exists(temp));
   EXPECT_EQ(CountFiles(tmp / "blobs"), 0u);
 
   const std::string good = MakeDigest(Sha256Hex(data));
-  auto info = store->Publish(temp, good);
+  auto info = (*store)->Publish(temp, good);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_FALSE(fs::exists(temp));
   EXPECT_EQ(info->size, data.size());
   EXPECT_EQ(testing::ReadFileBytes(info->path), data);
 }
 
-TEST(BlobStoreTest, PublishRefusesFilesOutsideUploads) {
+TEST(FsBlobStoreTest, PublishRefusesFilesOutsideUploads) {
   testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp / "data");
+  auto store = FsBlobStore::Open(tmp / "data");
   ASSERT_TRUE(store.ok());
   testing::WriteFileBytes(tmp / "elsewhere", "abc");
-  auto info = store->Publish(tmp / "elsewhere", MakeDigest(Sha256Hex(std::string_view("abc"))));
+  auto info = (*store)->Publish(tmp / "elsewhere", MakeDigest(Sha256Hex(std::string_view("abc"))));
   EXPECT_FALSE(info.ok());
   EXPECT_TRUE(fs::exists(tmp / "elsewhere"));
 }
 
-TEST(BlobStoreTest, PublishComputedAndPutBytes) {
+TEST(FsBlobStoreTest, PublishComputedAndPutBytes) {
   testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
+  auto store = FsBlobStore::Open(tmp.path());
   ASSERT_TRUE(store.ok());
-  const std::string temp = store->NewTempPath("patch");
+  const std::string temp = (*store)->NewTempPath("patch");
   testing::WriteFileBytes(temp, "computed");
-  auto info = store->PublishComputed(temp);
+  auto info = (*store)->PublishComputed(temp);
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->digest, MakeDigest(Sha256Hex(std::string_view("computed"))));
 
-  auto empty = store->PutBytes("");
+  auto empty = (*store)->PutBytes("");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->size, 0u);
-  EXPECT_TRUE(store->Contains(MakeDigest(Sha256Hex(std::string_view("")))));
+  EXPECT_TRUE((*store)->Contains(MakeDigest(Sha256Hex(std::string_view("")))));
 
-  auto mismatch = store->PutBytes("abc", MakeDigest(Sha256Hex(std::string_view("abd"))));
+  auto mismatch = (*store)->PutBytes("abc", MakeDigest(Sha256Hex(std::string_view("abd"))));
   EXPECT_EQ(mismatch.status().code(), Code::kDigestMismatch);
 }
 
-TEST(BlobStoreTest, MalformedDigestsAreRejected) {
+TEST(FsBlobStoreTest, MalformedDigestsAreRejected) {
   testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
+  auto store = FsBlobStore::Open(tmp.path());
   ASSERT_TRUE(store.ok());
   for (const std::string& d : std::vector<std::string>{"", "sha256:", "sha256:abc", "md5:" + std::string(64, 'a'),
                         "sha256:" + std::string(64, 'A'), "sha256:../../../../etc/passwd"}) {
-    EXPECT_EQ(store->PathFor(d).status().code(), Code::kInvalidArgument) << d;
-    EXPECT_EQ(store->Stat(d).status().code(), Code::kInvalidArgument) << d;
+    EXPECT_EQ((*store)->PathFor(d).status().code(), Code::kInvalidArgument) << d;
+    EXPECT_EQ((*store)->Stat(d).status().code(), Code::kInvalidArgument) << d;
   }
-  EXPECT_EQ(store->Stat(MakeDigest(std::string(64, 'a'))).status().code(), Code::kNotFound);
+  EXPECT_EQ((*store)->Stat(MakeDigest(std::string(64, 'a'))).status().code(), Code::kNotFound);
 }
 
 // A store holding one blob, "precious" (info_), for the damage tests.
 class StoredBlobTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto store = BlobStore::Open(tmp_.path());
+    auto store = FsBlobStore::Open(tmp_.path());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_.emplace(std::move(*store));
+    store_ = std::move(*store);
     auto info = store_->PutBytes("precious");
     ASSERT_TRUE(info.ok()) << info.status().ToString();
     info_ = *info;
   }
   testing::TempDir tmp_;
-  std::optional<BlobStore> store_;
+  std::unique_ptr<FsBlobStore> store_;
   BlobInfo info_;
 };
 
@@ -199,12 +199,12 @@ TEST_F(StoredBlobTest, QuarantineLeavesACopyPushedAfterTheHash) {
   EXPECT_FALSE(store_->Contains(info_.digest));
 }
 
-TEST(BlobStoreTest, ScrubQuarantinesDamagedBlobsOnly) {
+TEST(FsBlobStoreTest, ScrubQuarantinesDamagedBlobsOnly) {
   testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
+  auto store = FsBlobStore::Open(tmp.path());
   ASSERT_TRUE(store.ok());
-  auto good = store->PutBytes("good blob");
-  auto bad = store->PutBytes("blob to be damaged");
+  auto good = (*store)->PutBytes("good blob");
+  auto bad = (*store)->PutBytes("blob to be damaged");
   ASSERT_TRUE(good.ok() && bad.ok());
   std::string bytes = testing::ReadFileBytes(bad->path);
   bytes[3] ^= 0x01;  // one flipped bit, same size
@@ -212,7 +212,7 @@ TEST(BlobStoreTest, ScrubQuarantinesDamagedBlobsOnly) {
   testing::WriteFileBytes(tmp / "blobs/sha256/README", "not a blob");  // ignored
 
   std::vector<std::string> lines;
-  auto report = store->Scrub([&](const std::string& l) { lines.push_back(l); });
+  auto report = (*store)->Scrub([&](const std::string& l) { lines.push_back(l); });
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->blobs, 2u);
   EXPECT_EQ(report->bytes, good->size + bad->size);
@@ -220,27 +220,27 @@ TEST(BlobStoreTest, ScrubQuarantinesDamagedBlobsOnly) {
   EXPECT_TRUE(report->errors.empty());
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find(bad->digest), std::string::npos) << lines[0];
-  EXPECT_TRUE(store->Contains(good->digest));
-  EXPECT_FALSE(store->Contains(bad->digest));
-  EXPECT_EQ(testing::ReadFileBytes(store->quarantine_dir() + "/" + bad->digest.substr(7)), bytes);
+  EXPECT_TRUE((*store)->Contains(good->digest));
+  EXPECT_FALSE((*store)->Contains(bad->digest));
+  EXPECT_EQ(testing::ReadFileBytes((*store)->quarantine_dir() + "/" + bad->digest.substr(7)), bytes);
   EXPECT_TRUE(fs::exists(tmp / "blobs/sha256/README"));
 
   // A second scrub finds nothing more.
-  report = store->Scrub();
+  report = (*store)->Scrub();
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->blobs, 1u);
   EXPECT_TRUE(report->quarantined.empty());
 }
 
-TEST(BlobStoreTest, AbandonedWriterLeavesNothing) {
+TEST(FsBlobStoreTest, AbandonedWriterLeavesNothing) {
   testing::TempDir tmp;
-  auto store = BlobStore::Open(tmp.path());
+  auto store = FsBlobStore::Open(tmp.path());
   ASSERT_TRUE(store.ok());
   {
-    auto w = store->NewWriter();
+    auto w = (*store)->NewWriter();
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE(w->Append(std::string_view("partial")).ok());
-    EXPECT_EQ(CountFiles(store->uploads_dir()), 1u);
+    EXPECT_EQ(CountFiles((*store)->uploads_dir()), 1u);
   }
   EXPECT_EQ(CountFiles(tmp.path()), 0u);
 }
@@ -252,15 +252,15 @@ unsigned ModeOf(const std::string& path) {
 }
 
 // Private blobs must not be readable by other local users, whatever the umask.
-TEST(BlobStoreTest, DataDirectoryAndBlobsAreOwnerOnly) {
+TEST(FsBlobStoreTest, DataDirectoryAndBlobsAreOwnerOnly) {
   testing::TempDir tmp;
   const mode_t old_umask = ::umask(022);
-  auto store = BlobStore::Open(tmp / "data");
+  auto store = FsBlobStore::Open(tmp / "data");
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   for (const char* dir : {"data", "data/blobs", "data/blobs/sha256", "data/uploads"}) {
     EXPECT_EQ(ModeOf(tmp / dir), 0700u) << dir;
   }
-  auto w = store->NewWriter();
+  auto w = (*store)->NewWriter();
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(w->Append(std::string_view("secret weights")).ok());
   auto info = w->CommitComputed();
@@ -271,7 +271,7 @@ TEST(BlobStoreTest, DataDirectoryAndBlobsAreOwnerOnly) {
   // An existing data directory open to others is tightened on open.
   ASSERT_EQ(::chmod((tmp / "data").c_str(), 0755), 0);
   ASSERT_EQ(::chmod((tmp / "data/uploads").c_str(), 0777), 0);
-  auto again = BlobStore::Open(tmp / "data");
+  auto again = FsBlobStore::Open(tmp / "data");
   ::umask(old_umask);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ModeOf(tmp / "data"), 0700u);

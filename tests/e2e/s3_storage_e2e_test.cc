@@ -1,0 +1,233 @@
+// `blz serve --storage s3://...` end to end against a real S3 server (Ceph's RADOS Gateway,
+// tests/store/s3/ceph_s3_server.h, started once for this binary; skipped with a message when
+// Ceph is not installed): push, byte-identical pull, a patch pull (the server mmaps archives
+// fetched into its local cache), garbage collection removing an unreferenced blob from the
+// bucket, `--redirect` answering blob GETs with 307 to the gateway, and a wrong secret failing
+// the start with the bucket and S3's error code named.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "store/s3/s3_client.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/store/s3/ceph_s3_server.h"
+#include "tests/test_util.h"
+
+namespace blz::testing {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr char kBucket[] = "blz-e2e";
+
+std::map<std::string, std::string> ReadTree(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = ReadFileBytes(e.path().string());
+  }
+  return out;
+}
+
+class S3StorageE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CephS3Server& s3 = CephS3Server::Get();
+    if (!s3.available()) GTEST_SKIP() << s3.skip_reason();
+    ASSERT_TRUE(s3.CreateBucket(kBucket).ok());
+    prefix_ = "reg-" + RandomHex(4);
+  }
+  void TearDown() override { StopServe(&server_); }
+
+  std::string StorageUrl() const {
+    return std::string("s3://") + kBucket + "/" + prefix_ + "?path_style=1&endpoint=" +
+           CephS3Server::Get().endpoint();
+  }
+  std::map<std::string, std::string> ServerEnv(const std::string& secret = {}) {
+    CephS3Server& s3 = CephS3Server::Get();
+    return {{"AWS_ACCESS_KEY_ID", s3.var("S3_ACCESS_KEY")},
+            {"AWS_SECRET_ACCESS_KEY", secret.empty() ? s3.var("S3_SECRET_KEY") : secret},
+            {"AWS_REGION", s3.var("S3_REGION")}};
+  }
+
+  // Starts `blz serve --storage <bucket>` on <work>/data with `extra` flags and the S3 keys in
+  // its environment (StartServe passes only the test's own environment, so set them there).
+  void Start(const std::vector<std::string>& extra) {
+    for (const auto& [k, v] : ServerEnv()) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<std::string> flags = {"--storage", StorageUrl(), "--log-format", "json",
+                                      "--gc-grace", "1s"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    const std::string token = server_.token;
+    server_ = StartServe(BLZ_BINARY, work_ / "data", flags, work_ / ("serve" + std::to_string(++starts_)));
+    if (server_.token.empty()) server_.token = token;
+    for (const auto& [k, v] : ServerEnv()) ::unsetenv(k.c_str());
+    ASSERT_FALSE(server_.addr.empty())
+        << ReadFileBytes(work_ / ("serve" + std::to_string(starts_) + ".err"));
+  }
+  std::string ServeErr() { return ReadFileBytes(work_ / ("serve" + std::to_string(starts_) + ".err")); }
+
+  std::map<std::string, std::string> Client(const std::string& name, bool login = true) {
+    std::map<std::string, std::string> env = {{"BLZ_CONFIG_DIR", work_ / ("config-" + name)},
+                                              {"BLZ_CACHE_DIR", work_ / ("cache-" + name)}};
+    if (login) {
+      ProcessResult r = Blz({"login", server_.addr, "--token", server_.token}, env);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+    }
+    return env;
+  }
+  ProcessResult Blz(std::vector<std::string> args, const std::map<std::string, std::string>& env) {
+    args.insert(args.begin(), BLZ_BINARY);
+    return RunProcess(args, env, work_.path());
+  }
+  ProcessResult Curl(std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/curl", "-sS", "-H", "Authorization: Bearer " + server_.token});
+    return RunProcess(args, {}, work_.path());
+  }
+
+  // The blob digests in the bucket under this test's prefix.
+  std::set<std::string> BucketDigests() {
+    store::s3::S3Client client(CephS3Server::Get().Config(std::string("s3://") + kBucket));
+    std::set<std::string> out;
+    const std::string p = prefix_ + "/blobs/sha256/";
+    auto page = client.ListObjectsV2(p);
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    if (page.ok()) {
+      for (const auto& o : page->objects) out.insert("sha256:" + o.key.substr(p.size()));
+    }
+    return out;
+  }
+
+  void WaitForStorageIdle() {
+    for (int i = 0; i < 1200; ++i) {
+      ProcessResult r = Curl({"--fail-with-body", "http://" + server_.addr + "/v2/_blz/storage"});
+      auto j = nlohmann::json::parse(r.out, nullptr, false);
+      if (!j.is_discarded() && j.value("pending", uint64_t(1)) == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "the registry's storage thread did not become idle";
+  }
+
+  // Access-log lines of the current server with this status on a blob GET.
+  int BlobGetsAnswered(int status) {
+    int n = 0;
+    std::istringstream in(ServeErr());
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) continue;
+      if (j.value("method", "") == "GET" && j.value("path", "").find("/blobs/sha256:") != std::string::npos &&
+          j.value("status", 0) == status) {
+        ++n;
+      }
+    }
+    return n;
+  }
+
+  TempDir work_;
+  std::string prefix_;
+  ServeProcess server_;
+  int starts_ = 0;
+};
+
+TEST_F(S3StorageE2ETest, PushPullPatchGcAndRedirectThroughTheBucket) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string base = corpus + "/tiny-gpt2/base";
+  const std::string ft = corpus + "/tiny-gpt2/ft-v1";
+  ASSERT_NO_FATAL_FAILURE(Start({}));
+  auto pusher = Client("pusher");
+  for (auto [dir, tag] : {std::pair{base, "base"}, std::pair{ft, "ft"}}) {
+    ProcessResult r = Blz({"push", dir, server_.addr + "/e2e/s3:" + tag}, pusher);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  WaitForStorageIdle();
+  // Nothing of the blobs is kept under <data>/blobs: they are in the bucket.
+  EXPECT_FALSE(fs::exists(work_ / "data/blobs"));
+  EXPECT_GE(BucketDigests().size(), 4u);  // two configs, archives (or their full patches)
+
+  // A pull, byte-identical; then a patch pull (the server reads both archives from its cache).
+  auto puller = Client("puller", /*login=*/false);
+  const std::string out_base = work_ / "out-base";
+  ProcessResult r1 = Blz({"pull", server_.addr + "/e2e/s3:base", "-o", out_base, "--json"}, puller);
+  ASSERT_EQ(r1.exit_code, 0) << r1.out << r1.err;
+  EXPECT_EQ(ReadTree(out_base), ReadTree(base));
+  const std::string out_ft = work_ / "out-ft";
+  ProcessResult r2 = Blz({"pull", server_.addr + "/e2e/s3:ft", "-o", out_ft, "--json"}, puller);
+  ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
+  EXPECT_TRUE(nlohmann::json::parse(r2.out).at("used_patch").get<bool>()) << r2.out;
+  EXPECT_EQ(ReadTree(out_ft), ReadTree(ft));
+  EXPECT_TRUE(fs::exists(work_ / "data/cache/blobs"));
+  const std::set<std::string> stored = BucketDigests();  // now with the computed patch
+
+  // An unreferenced blob goes up, then garbage collection removes it from the bucket.
+  const std::string junk = "an unreferenced blob " + RandomHex(8);
+  const std::string junk_digest = MakeDigest(Sha256Hex(junk));
+  WriteFileBytes(work_ / "junk.bin", junk);
+  ProcessResult up = Curl({"-X", "POST", "--data-binary", "@" + (work_ / "junk.bin"), "-w", "%{http_code}",
+                           "-o", "/dev/null",
+                           "http://" + server_.addr + "/v2/e2e/junk/blobs/uploads/?digest=" + junk_digest});
+  ASSERT_EQ(up.out, "201") << up.err;
+  EXPECT_EQ(BucketDigests().count(junk_digest), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past --gc-grace 1s
+  ProcessResult gc = Curl({"--fail-with-body", "-X", "POST", "http://" + server_.addr + "/v2/_blz/gc"});
+  ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;
+  auto report = nlohmann::json::parse(gc.out, nullptr, false);
+  EXPECT_GE(report.value("blobs_removed", 0), 1) << gc.out;
+  EXPECT_EQ(BucketDigests().count(junk_digest), 0u) << "GC left the blob in the bucket: " << gc.out;
+  // Every referenced blob stayed.
+  for (const std::string& d : BucketDigests()) EXPECT_EQ(stored.count(d), 1u) << d;
+  EXPECT_EQ(BucketDigests().size(), stored.size());
+  EXPECT_EQ(BlobGetsAnswered(307), 0) << "no redirects without --redirect";
+
+  // --redirect: the same registry restarted (keeping raw archives, so that the archive itself
+  // is in the bucket); a fresh client's blob GET goes to the gateway.
+  StopServe(&server_);
+  ASSERT_NO_FATAL_FAILURE(Start({"--redirect", "--keep-raw-archives"}));
+  // Another model (the archives above are kept only as full patches, which are proxied).
+  const std::string other = corpus + "/llama-tiny-random";
+  ProcessResult p3 = Blz({"push", other, server_.addr + "/e2e/redirect:v1"}, Client("pusher2"));
+  ASSERT_EQ(p3.exit_code, 0) << p3.out << p3.err;
+  // Logged in, as a real user is: the client follows the 307 to the gateway, dropping its
+  // registry Authorization header there (client/registry_client.h; unit-tested in
+  // RegistryClientTest.BlobRedirectToAnotherHostDropsAuthorization).
+  auto fresh = Client("fresh");
+  const std::string out_r = work_ / "out-redirect";
+  ProcessResult r3 =
+      Blz({"pull", server_.addr + "/e2e/redirect:v1", "-o", out_r, "--no-patch", "--json"}, fresh);
+  ASSERT_EQ(r3.exit_code, 0) << r3.out << r3.err;
+  EXPECT_EQ(ReadTree(out_r), ReadTree(other));
+  EXPECT_GE(BlobGetsAnswered(307), 1) << ServeErr();
+  EXPECT_EQ(BlobGetsAnswered(200) + BlobGetsAnswered(206), 0) << "proxied anyway: " << ServeErr();
+  // The Location is the gateway's presigned URL.
+  const std::string archive = nlohmann::json::parse(r3.out).at("digest").get<std::string>();
+  ProcessResult head = Curl({"-o", "/dev/null", "-w", "%{http_code} %{redirect_url}",
+                             "http://" + server_.addr + "/v2/e2e/redirect/blobs/" + archive});
+  EXPECT_EQ(head.out.rfind("307 " + CephS3Server::Get().endpoint() + "/" + kBucket + "/" + prefix_ +
+                               "/blobs/sha256/",
+                           0),
+            0u)
+      << head.out;
+}
+
+TEST_F(S3StorageE2ETest, WrongSecretFailsTheStartNamingTheBucketAndS3sCode) {
+  const std::string secret = "notTheSecret00000000000000000000000000077";
+  for (const auto& [k, v] : ServerEnv(secret)) ::setenv(k.c_str(), v.c_str(), 1);
+  ProcessResult r = RunProcess({BLZ_BINARY, "serve", "--data", work_ / "data", "--listen",
+                                "127.0.0.1:0", "--storage", StorageUrl()},
+                               {}, work_.path(), 60);
+  for (const auto& [k, v] : ServerEnv()) ::unsetenv(k.c_str());
+  EXPECT_EQ(r.exit_code, 5) << r.out << r.err;  // kExitUnauthorized
+  EXPECT_NE(r.err.find(kBucket), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("SignatureDoesNotMatch"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(secret), std::string::npos) << "the secret was printed";
+  EXPECT_EQ(r.out.find("listening on"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace blz::testing
