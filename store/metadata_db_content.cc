@@ -15,6 +15,13 @@ int64_t Now() { return int64_t(std::time(nullptr)); }
 }  // namespace
 
 Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view digest) {
+  {  // a touch (DeleteBlobUnlessTouched): on PostgreSQL it also waits for a collector's delete
+    BLZ_ASSIGN_OR_RETURN(Statement st,
+                         db_.Prepare("UPDATE blobs SET touched = ?2 WHERE digest = ?1"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, Now()));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("INSERT INTO repository_blobs (repository, digest, created) "
                                    "VALUES (?1, ?2, ?3) ON CONFLICT DO UPDATE SET "
