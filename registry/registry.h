@@ -35,6 +35,7 @@
 
 #include "core/status.h"
 #include "registry/archive_storage.h"
+#include "registry/background_jobs.h"
 #include "registry/delta_function.h"
 #include "registry/garbage_collector.h"
 #include "registry/http_message.h"
@@ -117,6 +118,9 @@ struct RegistryOptions {
   // for its computation before answering 202, and how many computations run at once.
   std::chrono::milliseconds async_wait{1000};
   unsigned background_workers = 2;
+  // Leases on computations and garbage collection shared with the other replicas of the
+  // metadata DB (registry/background_jobs.h, SharedJobs).
+  LeaseOptions job_leases;
   // Quotas and limits (docs/registry-api.md, "Quotas and limits"; `blz serve` flags):
   // open upload sessions per token and per repository (0 = no cap): over it, 429
   // TOOMANYREQUESTS; sessions without a byte for upload_idle_timeout are deleted.
@@ -171,7 +175,9 @@ class Registry {
   Result<std::optional<std::string>> EnsureAdminToken();
 
   // Runs one garbage collection (registry/garbage_collector.h) with options_.gc_grace; one at a
-  // time (a second call waits for the first). Also POST /v2/_blz/gc. Unless `dry_run`, first
+  // time in this process (a second call waits for the first) and one at a time across the
+  // replicas of the metadata DB (the job lease "gc": while another replica holds it,
+  // kUnavailable naming that replica). Also POST /v2/_blz/gc. Unless `dry_run`, first
   // evicts cached lossy deltas beyond options_.delta_cache_bytes (EvictLossyDeltas).
   Result<GcReport> CollectGarbage(bool dry_run);
 
@@ -190,6 +196,8 @@ class Registry {
   uint64_t stats_computed() const { return stats_computed_.load(); }
   // Lossy delta computations performed so far (cache misses that succeeded).
   uint64_t deltas_computed() const { return deltas_computed_.load(); }
+  // Cluster-wide leases of this replica (computations, garbage collection).
+  SharedJobs& shared_jobs() { return *shared_jobs_; }
   // The server's counters (GET /metrics, registry/metrics.h): the session records requests,
   // the handlers cache hits; garbage collection reports each run with metrics().RecordGc().
   Metrics& metrics() { return metrics_; }
@@ -287,8 +295,9 @@ class Registry {
     store::BlobInfo blob;
     bool hit = false;  // served from the cache
   };
-  // One computation per `key` at a time: a second identical request waits, then finds the
-  // cached result. `find` gives the digest of the cached blob (kNotFound: none; a cached blob
+  // One computation per `key` at a time, in this process (`locks`) and across the replicas
+  // of the metadata DB (shared_jobs_, job key "<temp_name>:<key>"): a second identical
+  // request waits, then finds the cached result. `find` gives the digest of the cached blob (kNotFound: none; a cached blob
   // missing from the store is computed again). On a miss `compute` writes the artifact to the
   // temporary path it is given (under <data>/uploads, named "<temp_name>-<random>"), which is
   // published as a blob (PublishComputed + RecordBlob) and passed to `record`. Nothing is kept
@@ -387,6 +396,8 @@ class Registry {
   std::unique_ptr<Authenticator> auth_;  // credentials and scopes (registry/auth.h)
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
+  // Computations and garbage collection exclusive across the replicas of the DB.
+  std::unique_ptr<SharedJobs> shared_jobs_;
   // ?async=1 computations; stopped first (~Registry), as they use everything above.
   std::unique_ptr<BackgroundJobs> jobs_;
 };
