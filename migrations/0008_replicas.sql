@@ -27,10 +27,11 @@ CREATE TABLE jobs (
   updated       INTEGER NOT NULL
 ) STRICT;
 
--- When a push last touched the blob (an upload about to publish it, a manifest referencing it:
--- Unix seconds; 0 = never since this column exists). Garbage collection deletes a candidate
--- only in a transaction that finds it untouched since the collection marked
--- (registry/garbage_collector.h).
+-- When a push last touched the blob (recorded it, linked it, or is about to publish it), as the
+-- garbage-collection epoch of that moment: the setting 'gc_epoch' (0 when unset), which each
+-- collection increments before it marks. A collection deletes a candidate only in a
+-- transaction that finds touched < its epoch, i.e. untouched since it marked
+-- (registry/garbage_collector.h). A counter, not a clock: replicas' clocks may disagree.
 ALTER TABLE blobs ADD COLUMN touched INTEGER NOT NULL DEFAULT 0;
 
 -- Blobs garbage collection is deleting ('deleting': recorded before the bytes are removed, so

@@ -14,8 +14,12 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
   // The cutoff is taken before the snapshot: a blob written or linked after it is young.
   const auto cutoff = std::chrono::system_clock::now() - options.grace;
   const int64_t young_after = int64_t(std::chrono::system_clock::to_time_t(cutoff));
-  // Pushes that touch a blob at or after this second keep it (DeleteBlobUnlessTouched).
-  const int64_t marked_at = int64_t(std::time(nullptr));
+  // Pushes that touch a blob from now on keep it (DeleteBlobUnlessTouched); a dry run deletes
+  // nothing, so it does not start an epoch.
+  int64_t mark = 0;
+  if (!options.dry_run) {
+    BLZ_ASSIGN_OR_RETURN(mark, db->StartGcMark());
+  }
   BLZ_ASSIGN_OR_RETURN(store::GcRoots roots, db->ReadGcRoots(young_after));
   GcReport report;
   report.dry_run = options.dry_run;
@@ -88,7 +92,7 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
     KeyedMutex::Lock lock(blob_locks, digest);
     uint64_t freed = 0;
     Result<store::BlobDeletion> deletion = db->DeleteBlobUnlessTouched(
-        digest, young_after, marked_at, options.collector, int64_t(std::time(nullptr)),
+        digest, young_after, mark, options.collector, int64_t(std::time(nullptr)),
         [&]() { return blobs.RemoveIfOlder(digest, cutoff); }, &freed);
     if (!deletion.ok()) {  // recorded in gc_deletions as failed; the next collection retries
       report.errors.push_back(deletion.status().ToString());

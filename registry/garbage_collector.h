@@ -10,8 +10,9 @@
 // Sweep: every published blob that is not marked is deleted by
 // MetadataDb::DeleteBlobUnlessTouched, under its lock: the deletion is recorded
 // (gc_deletions, 'deleting'), then one transaction flips the blob out of `blobs` unless a push
-// touched it at or after the marking second (RecordBlob, LinkBlob, TouchBlob set
-// blobs.touched), checks again that nothing references it (young links included), and
+// touched it since the collection started marking (MetadataDb::StartGcMark increments the
+// DB's garbage-collection epoch; RecordBlob, LinkBlob and TouchBlob write the current epoch to
+// blobs.touched: a counter, not a clock, so replicas' clocks need not agree), checks again that nothing references it (young links included), and
 // removes its file if it was last written more than `grace` ago (BlobStore::RemoveIfOlder)
 // before committing; its links go with it. Bytes count as freed only once the removal
 // succeeded. A removal that fails rolls the transaction back and leaves the deletion recorded

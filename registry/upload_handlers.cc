@@ -123,7 +123,7 @@ std::optional<Response> Registry::TryMount(const Route& route) {
   KeyedMutex::Lock blob_lock(&blob_locks_, digest);  // check to link: see garbage collection
   // Touched before the checks: another replica's collector either keeps the blob or has
   // already removed it with its links (then nothing is mounted).
-  if (!db_->TouchBlob(digest, int64_t(std::time(nullptr))).ok()) return std::nullopt;
+  if (!db_->TouchBlob(digest).ok()) return std::nullopt;
   const std::optional<std::string> from = route.Query("from");
   Result<bool> readable = false;
   if (from.has_value()) {
@@ -204,7 +204,7 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
   KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
   // Touched before the bytes are relied on: another replica's collector keeps them, or has
   // removed them already and Publish puts ours (registry/garbage_collector.h).
-  if (Status t = db_->TouchBlob(*digest, int64_t(std::time(nullptr))); !t.ok()) {
+  if (Status t = db_->TouchBlob(*digest); !t.ok()) {
     if (!own_temp.empty()) RemoveAll(own_temp);
     return ErrorResponse(t, ErrorContext::kUpload);
   }
@@ -340,7 +340,7 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   const std::string session = SessionPath(route.ref);
   KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
   // Touched first, as in the monolithic upload above.
-  if (Status t = db_->TouchBlob(*digest, int64_t(std::time(nullptr))); !t.ok()) {
+  if (Status t = db_->TouchBlob(*digest); !t.ok()) {
     return ErrorResponse(t, ErrorContext::kUpload);
   }
   Result<store::BlobInfo> info = blobs_.Publish(session, *digest);

@@ -426,14 +426,24 @@ class MetadataDb {
   // kNotFound when the job has no row.
   Result<JobRecord> GetJob(std::string_view key);
 
+  // The SQL value of the current garbage-collection epoch (setting 'gc_epoch', 0 when unset):
+  // what a touch writes to blobs.touched.
+  static constexpr char kGcEpochSql[] =
+      "(SELECT COALESCE(MAX(CAST(value AS BIGINT)), 0) FROM settings WHERE name = 'gc_epoch')";
+  // Starts a collection's marking: increments the epoch (in its own committed statement) and
+  // returns it. Touches after this call write this epoch or a later one; touches before it
+  // wrote an earlier one.
+  Result<int64_t> StartGcMark();
   // Notes that a push is about to make `digest` referenced (an upload publishing bytes that
-  // may already be stored): a garbage collection that marked before `now` keeps the blob.
-  // No-op when the blob has no row. RecordBlob and LinkBlob touch too.
-  Status TouchBlob(std::string_view digest, int64_t now);
+  // may already be stored): sets blobs.touched to the current epoch, so a collection that
+  // marked before keeps the blob. No-op when the blob has no row. RecordBlob and LinkBlob
+  // touch too.
+  Status TouchBlob(std::string_view digest);
   // Garbage collection's delete of one candidate (registry/garbage_collector.h): records
   // (collector, 'deleting') in gc_deletions and commits that; then, in one transaction that
   // holds the blob's row (and, on SQLite, the write lock) until it ends: takes the blob's row
-  // out unless it was touched at or after `marked_at`, checks that nothing references the blob
+  // out unless it was touched since the collection's StartGcMark() returned `mark` (touched >=
+  // mark), checks that nothing references the blob
   // (BlobReferenced with `young_after`), and calls `remove` (which removes the bytes and
   // returns their size; kUnavailable = too young to remove). Outcomes: kDeleted (remove()
   // succeeded; the blob's rows, links and deletion record are gone, *freed = its bytes),
@@ -442,7 +452,7 @@ class MetadataDb {
   // returned: it stays recorded until a later collection deletes the blob or finds it
   // referenced (ResolveGcDeletion).
   Result<BlobDeletion> DeleteBlobUnlessTouched(std::string_view digest, int64_t young_after,
-                                               int64_t marked_at, std::string_view collector,
+                                               int64_t mark, std::string_view collector,
                                                int64_t now,
                                                const std::function<Result<uint64_t>()>& remove,
                                                uint64_t* freed);

@@ -17,9 +17,9 @@ int64_t Now() { return int64_t(std::time(nullptr)); }
 Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view digest) {
   {  // a touch (DeleteBlobUnlessTouched): on PostgreSQL it also waits for a collector's delete
     BLZ_ASSIGN_OR_RETURN(Statement st,
-                         db_.Prepare("UPDATE blobs SET touched = ?2 WHERE digest = ?1"));
+                         db_.Prepare(std::string("UPDATE blobs SET touched = ") + kGcEpochSql +
+                                     " WHERE digest = ?1"));
     BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
-    BLZ_RETURN_IF_ERROR(st.Bind(2, Now()));
     BLZ_RETURN_IF_ERROR(st.Run());
   }
   BLZ_ASSIGN_OR_RETURN(Statement st,

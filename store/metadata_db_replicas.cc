@@ -177,12 +177,27 @@ Result<JobRecord> MetadataDb::GetJob(std::string_view key) {
 
 // ---- garbage collection ----
 
-Status MetadataDb::TouchBlob(std::string_view digest, int64_t now) {
+Result<int64_t> MetadataDb::StartGcMark() {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("INSERT INTO settings (name, value) VALUES ('gc_epoch', '1') "
+                  "ON CONFLICT (name) DO UPDATE SET "
+                  "value = CAST(CAST(settings.value AS BIGINT) + 1 AS TEXT) "
+                  "RETURNING CAST(value AS BIGINT)"));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return Internal("the garbage-collection epoch was not returned");
+  const int64_t epoch = st.ColumnInt(0);
+  BLZ_RETURN_IF_ERROR(Finish(&st));
+  return epoch;
+}
+
+Status MetadataDb::TouchBlob(std::string_view digest) {
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("UPDATE blobs SET touched = ?2 WHERE digest = ?1"));
+                       db_.Prepare(std::string("UPDATE blobs SET touched = ") + kGcEpochSql +
+                                   " WHERE digest = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
-  BLZ_RETURN_IF_ERROR(st.Bind(2, now));
   return st.Run();
 }
 
@@ -199,7 +214,7 @@ constexpr char kBlobReferencedSql[] =
 }  // namespace
 
 Result<BlobDeletion> MetadataDb::DeleteBlobUnlessTouched(
-    std::string_view digest, int64_t young_after, int64_t marked_at, std::string_view collector,
+    std::string_view digest, int64_t young_after, int64_t mark, std::string_view collector,
     int64_t now, const std::function<Result<uint64_t>()>& remove, uint64_t* freed) {
   *freed = 0;
   std::lock_guard lock(mu_);
@@ -239,7 +254,7 @@ Result<BlobDeletion> MetadataDb::DeleteBlobUnlessTouched(
       BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("DELETE FROM blobs WHERE digest = ?1 AND "
                                                      "touched < ?2 RETURNING 1"));
       BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
-      BLZ_RETURN_IF_ERROR(st.Bind(2, marked_at));
+      BLZ_RETURN_IF_ERROR(st.Bind(2, mark));
       BLZ_ASSIGN_OR_RETURN(flipped, st.Step());
       if (flipped) BLZ_RETURN_IF_ERROR(Finish(&st));
     }

@@ -141,37 +141,42 @@ TEST_F(ReplicasDbTest, RacingAcquirersGetOneLease) {
 
 TEST_F(ReplicasDbTest, DeleteOfAnUntouchedUnreferencedBlob) {
   const std::string d = D("old");
-  ASSERT_TRUE(a_->RecordBlob(d, 10).ok());  // touched now (>= 1000)
+  ASSERT_TRUE(a_->RecordBlob(d, 10).ok());  // touched in epoch 0
   int removes = 0;
   uint64_t freed = 0;
   auto remove = [&]() -> Result<uint64_t> { ++removes; return uint64_t(10); };
-  const int64_t now = int64_t(std::time(nullptr));
-  // Marked before the record touched it: kept, nothing removed.
-  Result<BlobDeletion> r = a_->DeleteBlobUnlessTouched(d, 0, 1000, "gc-A", now, remove, &freed);
+  const int64_t later = int64_t(std::time(nullptr)) + 100;  // every link is old
+  // A collection of epoch 0 (marked before the record): kept, nothing removed.
+  Result<BlobDeletion> r = a_->DeleteBlobUnlessTouched(d, later, 0, "gc-A", later, remove, &freed);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, BlobDeletion::kKept);
   EXPECT_EQ(removes, 0);
-  // Marked after: deleted; its link and row go.
+  // A collection that marks after the record and the link: deleted; its link and row go.
   ASSERT_TRUE(a_->LinkBlob("repo", d).ok());
-  r = a_->DeleteBlobUnlessTouched(d, /*young_after=*/now + 10, /*marked_at=*/now + 10, "gc-A",
-                                  now + 10, remove, &freed);
+  Result<int64_t> mark = b_->StartGcMark();
+  ASSERT_TRUE(mark.ok()) << mark.status().ToString();
+  EXPECT_EQ(*mark, 1);
+  r = b_->DeleteBlobUnlessTouched(d, later, *mark, "gc-B", later, remove, &freed);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, BlobDeletion::kDeleted);
   EXPECT_EQ(removes, 1);
   EXPECT_EQ(freed, 10u);
-  EXPECT_FALSE(*b_->BlobLinked("repo", d));
-  EXPECT_TRUE(b_->ListGcDeletions()->empty());
+  EXPECT_FALSE(*a_->BlobLinked("repo", d));
+  EXPECT_TRUE(a_->ListGcDeletions()->empty());
+  EXPECT_EQ(*a_->StartGcMark(), 2);  // one counter for every connection
 }
 
 TEST_F(ReplicasDbTest, TouchByAnotherReplicaAfterMarkingKeepsTheBlob) {
   const std::string d = D("retouched");
   ASSERT_TRUE(a_->RecordBlob(d, 10).ok());
-  const int64_t marked_at = int64_t(std::time(nullptr)) + 100;  // the collection marked
-  ASSERT_TRUE(b_->TouchBlob(d, marked_at + 1).ok());            // B's push, after marking
+  Result<int64_t> mark = a_->StartGcMark();  // A's collection marks
+  ASSERT_TRUE(mark.ok());
+  ASSERT_TRUE(b_->TouchBlob(d).ok());  // B's push relies on the blob, after the marking
+  const int64_t later = int64_t(std::time(nullptr)) + 100;
   int removes = 0;
   uint64_t freed = 0;
   Result<BlobDeletion> r = a_->DeleteBlobUnlessTouched(
-      d, marked_at, marked_at, "gc-A", marked_at + 2,
+      d, later, *mark, "gc-A", later,
       [&]() -> Result<uint64_t> { ++removes; return uint64_t(10); }, &freed);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, BlobDeletion::kKept);
@@ -189,16 +194,17 @@ TEST_F(ReplicasDbTest, ReferencedBlobIsKeptAndTooYoungIsKept) {
   put.blobs = {d};
   ASSERT_TRUE(a_->RecordBlob(d, 10).ok());
   ASSERT_TRUE(b_->PutManifest(put).ok());
+  const int64_t mark = *a_->StartGcMark();
   const int64_t later = int64_t(std::time(nullptr)) + 100;
   uint64_t freed = 0;
   int removes = 0;
   auto remove = [&]() -> Result<uint64_t> { ++removes; return uint64_t(10); };
-  EXPECT_EQ(*a_->DeleteBlobUnlessTouched(d, later, later, "gc-A", later, remove, &freed),
+  EXPECT_EQ(*a_->DeleteBlobUnlessTouched(d, later, mark, "gc-A", later, remove, &freed),
             BlobDeletion::kKept);
   EXPECT_EQ(removes, 0);
   const std::string y = D("young file");
   EXPECT_EQ(*a_->DeleteBlobUnlessTouched(
-                y, later, later, "gc-A", later,
+                y, later, mark, "gc-A", later,
                 []() -> Result<uint64_t> { return Unavailable("written 1 s ago"); }, &freed),
             BlobDeletion::kTooYoung);
   EXPECT_TRUE(a_->ListGcDeletions()->empty());
@@ -207,10 +213,11 @@ TEST_F(ReplicasDbTest, ReferencedBlobIsKeptAndTooYoungIsKept) {
 TEST_F(ReplicasDbTest, FailedDeleteStaysRecorded) {
   const std::string d = D("stuck");
   ASSERT_TRUE(a_->RecordBlob(d, 10).ok());
+  const int64_t mark = *a_->StartGcMark();
   const int64_t later = int64_t(std::time(nullptr)) + 100;
   uint64_t freed = 0;
   Result<BlobDeletion> r = a_->DeleteBlobUnlessTouched(
-      d, later, later, "gc-A", later,
+      d, later, mark, "gc-A", later,
       []() -> Result<uint64_t> { return IOError("unlink blobs/sha256/..: permission denied"); },
       &freed);
   ASSERT_FALSE(r.ok());
@@ -223,7 +230,8 @@ TEST_F(ReplicasDbTest, FailedDeleteStaysRecorded) {
   EXPECT_EQ((*recorded)[0].collector, "gc-A");
   EXPECT_NE((*recorded)[0].error.find("permission denied"), std::string::npos);
   // The blob's row was rolled back with the failed delete: the next collection retries.
-  r = b_->DeleteBlobUnlessTouched(d, later, later, "gc-B", later + 1,
+  const int64_t next = *b_->StartGcMark();
+  r = b_->DeleteBlobUnlessTouched(d, later, next, "gc-B", later + 1,
                                   []() -> Result<uint64_t> { return uint64_t(10); }, &freed);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, BlobDeletion::kDeleted);
