@@ -64,6 +64,7 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
   keep_derived("version_stats", roots.version_stats);
   keep_derived("lossy_deltas", roots.lossy_deltas);
 
+  if (options.after_mark) options.after_mark();
   BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stored, blobs.ListDigests());
   std::sort(stored.begin(), stored.end());
   report.blobs_total = stored.size();

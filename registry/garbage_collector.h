@@ -40,6 +40,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,8 @@ struct GcOptions {
   bool dry_run = false;  // report what would be removed; remove nothing, forget nothing
   // Who collects, recorded with each deletion (gc_deletions.collector): the lease owner.
   std::string collector = "gc";
+  // Tests: runs after the marking (the snapshot is read), before the sweep.
+  std::function<void()> after_mark;
 };
 
 struct GcReport {

@@ -242,5 +242,30 @@ TEST(ReplicasTest, OneGarbageCollectionAtATimeAcrossReplicas) {
   EXPECT_EQ(gc->attempts, 2);
 }
 
+TEST(ReplicasTest, ABlobPushedOnAnotherReplicaDuringACollectionIsKept) {
+  RegistryOptions o;
+  o.gc_grace = std::chrono::milliseconds(0);  // every unreferenced blob is garbage at once
+  Harness a(o);
+  Harness b(a, o);
+  const std::string bytes = "layer bytes pushed twice";
+  const std::string digest = a.PushBlob("m", bytes);
+  ASSERT_EQ(a.Call("DELETE", "/v2/m/blobs/" + digest).status, 202);  // now garbage
+  // A's collection marks; before it sweeps, B's client pushes the same blob again (its bytes
+  // are already stored, so B only touches and links them). A's in-process blob locks cannot
+  // see B's push: only the database can order them.
+  KeyedMutex a_locks;
+  GcOptions gc;
+  gc.grace = o.gc_grace;
+  gc.after_mark = [&] { EXPECT_EQ(b.PushBlob("m", bytes), digest); };
+  Result<GcReport> report = registry::CollectGarbage(a.registry().blobs(), &a.registry().db(),
+                                                     &a_locks, gc);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->blobs_removed, 0u);
+  // B answered 201 for the push: the blob must stay readable there.
+  Response head = b.Call("HEAD", "/v2/m/blobs/" + digest);
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(b.registry().blobs().Contains(digest));
+}
+
 }  // namespace
 }  // namespace blz::registry
