@@ -10,7 +10,8 @@
 //
 // Thread safety: PlanBody() and Handle() may be called concurrently from any threads. Writes to
 // one upload session are serialized; identical patch (or value diff) requests compute it once
-// (a mutex per (from, to) pair); the metadata DB serializes itself.
+// (a mutex per (from, to) pair, and a job lease in the metadata DB across the replicas that
+// share it: registry/background_jobs.h SharedJobs); the metadata DB serializes itself.
 //
 // Layout: registry/registry.cc (construction, routing, ping, catalog) and one file of handlers
 // per resource: registry/blob_handlers.cc, upload_handlers.cc, manifest_handlers.cc (manifests,
@@ -151,8 +152,8 @@ class Registry {
   // one from their archive's header; those whose archive is missing or cannot be identified
   // stay without (and are retried at the next Open). The archive storage is opened
   // (<data>/cache, registry/archive_storage.h) and archives still stored raw are queued for
-  // compression. The auth secret <data>/auth_secret is created on first use
-  // (registry/auth.h). Errors: those of BlobStore::Open, MetadataDb::Open,
+  // compression. The auth secret is read from the metadata DB, created (or
+  // imported from an older blz's <data>/auth_secret) on first use (registry/auth.h). Errors: those of BlobStore::Open, MetadataDb::Open,
   // ArchiveStorage::Open and Authenticator::Open (a bad options.public_url), and metadata DB
   // failures while backfilling.
   static Result<std::unique_ptr<Registry>> Open(const std::string& data_dir,
