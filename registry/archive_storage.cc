@@ -72,7 +72,8 @@ ArchiveStorage::ArchiveStorage(store::BlobStore* blobs, store::MetadataDb* db,
       db_(db),
       cache_dir_(std::move(cache_dir)),
       functions_(std::move(functions)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      shared_jobs_(std::make_unique<SharedJobs>(db_, options_.job_leases)) {}
 
 Result<std::unique_ptr<ArchiveStorage>> ArchiveStorage::Open(store::BlobStore* blobs,
                                                              store::MetadataDb* db,
@@ -251,49 +252,63 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
 Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string& digest) {
   if (!enabled()) return Unsupported("this server cannot compute full patches");
   if (!ParseDigest(digest).ok()) return InvalidArgument("invalid archive digest '" + digest + "'");
-  KeyedMutex::Lock lock(&locks_, "full:" + digest);
-  Result<store::BlobInfo> found = FindFullPatch(digest);
+  KeyedMutex::Lock lock(&locks_, "full:" + digest);  // this process; shared_jobs_: replicas
+  std::optional<FullPatch> result;
   Status damaged;  // a stored full patch found damaged (now quarantined)
-  if (found.ok()) {
-    damaged = CheckStoredBlob(*found);
-    if (damaged.ok()) return FullPatch{std::move(*found), /*hit=*/true};
-    if (damaged.code() != Code::kCorruption) return damaged;
-  } else if (found.status().code() != Code::kNotFound) {
-    return found.status();
-  }
-
-  Result<store::BlobInfo> raw = blobs_->LocalFile(digest);
-  if (!raw.ok()) {
-    if (raw.status().code() != Code::kNotFound) return raw.status();
-    if (!damaged.ok()) return damaged;
-    return NotFound("archive " + digest + " is not stored (neither raw nor as a full patch)");
-  }
-  // Create, verify, then publish what was verified (Publish re-hashes the file against the
-  // digest taken before verifying), then record: a recorded full patch is a verified one.
-  const std::string temp = blobs_->NewTempPath("fullpatch");
-  const std::vector<std::pair<std::string, std::string>> names = {
-      {raw->path, "archive " + digest}, {temp, "full patch of " + digest}};
-  Status s = functions_.create(raw->path, digest, temp, &stop_);
-  Result<std::string> hex = s.ok() ? Sha256FileHex(temp) : Result<std::string>(s);
-  if (hex.ok()) {
-    s = functions_.verify(temp, digest);
-    if (!s.ok()) s = s.WithContext("the full patch of " + digest + " failed verification");
-  } else {
-    s = hex.status();
-  }
-  Result<store::BlobInfo> blob = s.ok() ? blobs_->Publish(temp, MakeDigest(*hex))
-                                        : Result<store::BlobInfo>(s);
-  RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
-  if (!blob.ok()) return Scrub(blob.status(), names);
-  BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
-  BLZ_RETURN_IF_ERROR(db_->RecordPatch(
-      "", store::PatchRecord{std::string(kNoBase), digest, blob->digest, blob->size}));
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    ++computed_;
-    sizes_[digest] = raw->size;
-  }
-  return FullPatch{std::move(*blob), /*hit=*/false};
+  auto check = [&]() -> Result<bool> {
+    Result<store::BlobInfo> found = FindFullPatch(digest);
+    if (found.ok()) {
+      Status intact = CheckStoredBlob(*found);
+      if (intact.ok()) {
+        result = FullPatch{std::move(*found), /*hit=*/true};
+        return true;
+      }
+      if (intact.code() != Code::kCorruption) return intact;
+      damaged = intact;
+      return false;
+    }
+    if (found.status().code() != Code::kNotFound) return found.status();
+    return false;
+  };
+  auto work = [&]() -> Status {
+    Result<store::BlobInfo> raw = blobs_->LocalFile(digest);
+    if (!raw.ok()) {
+      if (raw.status().code() != Code::kNotFound) return raw.status();
+      if (!damaged.ok()) return damaged;
+      return NotFound("archive " + digest + " is not stored (neither raw nor as a full patch)");
+    }
+    // Create, verify, then publish what was verified (Publish re-hashes the file against the
+    // digest taken before verifying), then record: a recorded full patch is a verified one.
+    const std::string temp = blobs_->NewTempPath("fullpatch");
+    const std::vector<std::pair<std::string, std::string>> names = {
+        {raw->path, "archive " + digest}, {temp, "full patch of " + digest}};
+    Status s = functions_.create(raw->path, digest, temp, &stop_);
+    Result<std::string> hex = s.ok() ? Sha256FileHex(temp) : Result<std::string>(s);
+    if (hex.ok()) {
+      s = functions_.verify(temp, digest);
+      if (!s.ok()) s = s.WithContext("the full patch of " + digest + " failed verification");
+    } else {
+      s = hex.status();
+    }
+    Result<store::BlobInfo> blob = s.ok() ? blobs_->Publish(temp, MakeDigest(*hex))
+                                          : Result<store::BlobInfo>(s);
+    RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
+    if (!blob.ok()) return Scrub(blob.status(), names);
+    BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
+    BLZ_RETURN_IF_ERROR(db_->RecordPatch(
+        "", store::PatchRecord{std::string(kNoBase), digest, blob->digest, blob->size}));
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ++computed_;
+      sizes_[digest] = raw->size;
+    }
+    result = FullPatch{std::move(*blob), /*hit=*/false};
+    return Status::Ok();
+  };
+  bool ran = false;
+  BLZ_RETURN_IF_ERROR(shared_jobs_->Run("fullpatch:" + digest, check, work, &ran));
+  if (!result.has_value()) return Internal("full patch of " + digest + ": no result");
+  return std::move(*result);
 }
 
 Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo& full_patch,

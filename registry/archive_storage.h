@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "registry/background_jobs.h"
 #include "registry/keyed_mutex.h"
 #include "store/blob_store.h"
 #include "store/metadata_db.h"
@@ -103,6 +104,9 @@ struct ArchiveStorageOptions {
   uint64_t verify_on_read_bytes = 64ull << 20;
   // Receives one line per archive compressed (and per failure); may be empty.
   std::function<void(const std::string&)> log;
+  // Full patches are computed once across the replicas of the metadata DB (job key
+  // "fullpatch:<digest>", registry/background_jobs.h SharedJobs).
+  LeaseOptions job_leases;
 };
 
 // Counters since the storage was opened, and the cache's state.
@@ -252,6 +256,7 @@ class ArchiveStorage {
   FullPatchFunctions functions_;
   ArchiveStorageOptions options_;
   KeyedMutex locks_;  // "full:<digest>" (full patch, drop), "cache:<digest>" (rebuild)
+  std::unique_ptr<SharedJobs> shared_jobs_;  // full patches across replicas
   std::atomic<bool> stop_{false};
 
   std::mutex mu_;  // guards everything below

@@ -252,21 +252,35 @@ Result<std::unique_ptr<Authenticator>> Authenticator::Open(const std::string& da
                            "' must start with http:// or https:// and hold no blanks, quotes "
                            "or backslashes");
   }
+  // The secret lives in the metadata DB (setting kAuthSecretSetting), shared by every replica;
+  // a <data>/auth_secret of an older blz is imported when the DB has none yet.
   const std::string path = data_dir + "/" + kAuthSecretFile;
-  Result<std::string> secret = ReadSmallFile(path, 1024);
-  if (!secret.ok() && secret.status().code() == Code::kNotFound) {
-    BLZ_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::Create(path, 0600));
-    BLZ_RETURN_IF_ERROR(f.Append(RandomHex(32) + "\n"));
-    Status s = f.Commit(/*no_replace=*/true);
-    if (!s.ok() && s.code() != Code::kAlreadyExists) return s;  // else another process won
-    secret = ReadSmallFile(path, 1024);
+  Result<std::string> stored = db->GetSetting(kAuthSecretSetting);
+  if (!stored.ok() && stored.status().code() != Code::kNotFound) return stored.status();
+  std::string candidate;
+  Result<std::string> file =
+      stored.ok() ? Result<std::string>(NotFound(path)) : ReadSmallFile(path, 1024);
+  if (stored.ok()) {
+    candidate = *stored;
+  } else if (file.ok()) {
+    candidate = *file;
+    while (!candidate.empty() && (candidate.back() == '\n' || candidate.back() == '\r')) {
+      candidate.pop_back();
+    }
+    if (!IsLowerHex(candidate, 64)) {
+      return Corruption(path + ": not a registry secret (64 lower-case hex digits expected); "
+                        "delete it to make a new one (issued access tokens become invalid)");
+    }
+  } else if (file.status().code() == Code::kNotFound) {
+    candidate = RandomHex(32);  // a fresh registry
+  } else {
+    return file.status();
   }
-  if (!secret.ok()) return secret.status();
-  std::string key = *secret;
-  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  BLZ_ASSIGN_OR_RETURN(std::string key, db->GetOrSetSetting(kAuthSecretSetting, candidate));
   if (!IsLowerHex(key, 64)) {
-    return Corruption(path + ": not a registry secret (64 lower-case hex digits expected); "
-                      "delete it to make a new one (issued access tokens become invalid)");
+    return Corruption(std::string("setting '") + kAuthSecretSetting +
+                      "' of the metadata database: not a registry secret (64 lower-case hex "
+                      "digits expected)");
   }
   return std::unique_ptr<Authenticator>(new Authenticator(db, std::move(options), key));
 }

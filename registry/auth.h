@@ -15,9 +15,11 @@
 // {"token","access_token","expires_in","issued_at"} granting, per requested repository, the
 // requested actions the caller holds (anonymous callers: pull, and only when the registry is
 // not private). Access tokens are stateless: "blz1.<base64url(JSON claims)>.<base64url(
-// HMAC-SHA256)>" under a per-registry secret (<data>/auth_secret, 0600), valid
-// kAccessTokenSeconds; each use also checks that the API token they were issued for is still
-// present, unrevoked and unexpired, so revoking it invalidates them at once.
+// HMAC-SHA256)>" under a per-registry secret (the metadata DB's setting kAuthSecretSetting,
+// shared by every replica of the DB, so a token issued by one verifies on all), valid
+// kAccessTokenSeconds; each use also checks, in the metadata DB, that the API token they were
+// issued for is still present, unrevoked and unexpired, so revoking it (on any replica)
+// invalidates them at once. Nothing about tokens is cached in the process.
 //
 // Decisions (Authenticator::Check):
 //   no credentials, and the action is not open to anonymous callers  401 UNAUTHORIZED
@@ -50,7 +52,9 @@ namespace blz::registry {
 
 inline constexpr char kTokenEndpointPath[] = "/v2/_blz/token";
 inline constexpr int64_t kAccessTokenSeconds = 300;
+// Where blz before 0008_replicas kept the secret (<data>/auth_secret): imported once.
 inline constexpr char kAuthSecretFile[] = "auth_secret";
+inline constexpr char kAuthSecretSetting[] = "auth_secret";
 
 // What a request needs (AccessNeedFor maps routes to it).
 struct AccessNeed {
@@ -123,10 +127,12 @@ struct AuthOptions {
 
 class Authenticator {
  public:
-  // Loads <data_dir>/auth_secret, creating it (32 random bytes as hex, mode 0600, atomically,
-  // never replacing one another process created meanwhile) when absent. `db` must outlive the
-  // Authenticator. Errors: kInvalidArgument (bad public_url), kCorruption (a malformed secret
-  // file), kIOError.
+  // Reads the secret from `db` (setting kAuthSecretSetting). When the DB has none, stores
+  // the one of <data_dir>/auth_secret (written by an older blz, so its access tokens stay
+  // valid), else 32 random bytes as hex; the first replica to store one wins and every other
+  // gets its value (MetadataDb::GetOrSetSetting). The file is no longer written. `db` must
+  // outlive the Authenticator. Errors: kInvalidArgument (bad public_url), kCorruption (a
+  // malformed secret file or setting), kIOError and DB errors.
   static Result<std::unique_ptr<Authenticator>> Open(const std::string& data_dir,
                                                      store::MetadataDb* db, AuthOptions options);
 

@@ -32,7 +32,9 @@
 #include <vector>
 
 #include "core/progress_fn.h"
+#include "core/status.h"
 #include "registry/http_message.h"
+#include "store/metadata_db.h"
 
 namespace blz::registry {
 
@@ -104,6 +106,83 @@ class BackgroundJobs {
   std::deque<std::shared_ptr<Job>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+};
+
+
+// ---- Cluster-wide exclusion (issue 25: replicas sharing one metadata DB) ----
+//
+// Every `blz serve` replica of one metadata DB computes a derived object (a patch, full patch,
+// value diff, statistics, lossy delta) at most once at a time, and runs garbage collection one
+// at a time, through the DB's job leases (MetadataDb::TryAcquireJob, table jobs). A process
+// keeps its in-process KeyedMutex as the cheap first level: only one thread per process asks
+// the DB about a key.
+struct LeaseOptions {
+  // A lease lasts this long; its holder renews it every third of it from a background thread,
+  // so only a holder that died (kill -9, lost host) lets it expire; then another takes over.
+  std::chrono::seconds lease{30};
+  // How often a process waiting for another's lease looks again (the result, or an expiry).
+  std::chrono::milliseconds poll{200};
+};
+
+class SharedJobs {
+ public:
+  // `db` must outlive this object. Owner ids are "<host>/<pid>/<random>#<n>", one per lease.
+  SharedJobs(store::MetadataDb* db, LeaseOptions options);
+
+  // Produces the result of `key` exactly once across the replicas:
+  //   1. `check()`: true when the result is already available (then nothing runs);
+  //   2. else the key's lease is taken (TryAcquireJob) and `work()` runs while it is held
+  //      (renewed in the background); the job is then marked done, or failed with work()'s
+  //      error (the next caller retries);
+  //   3. while another process holds a live lease: every options.poll, check() again (its
+  //      result may be there), then try the lease again (it may have failed or expired).
+  // A job marked done whose result check() cannot find (removed since) is redone.
+  // Returns whether this call ran work() in *ran; errors: work()'s, check()'s, DB errors.
+  Status Run(const std::string& key, const std::function<Result<bool>()>& check,
+             const std::function<Status()>& work, bool* ran);
+
+  // A lease held for the life of this object and renewed in the background (garbage
+  // collection's "gc"). Finish()/Fail() record the outcome; destroyed without either, the
+  // job is marked failed ("abandoned").
+  class Hold {
+   public:
+    ~Hold();
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    void Finish(std::string_view result);
+    void Fail(std::string_view error);
+    const std::string& owner() const { return owner_; }
+
+   private:
+    friend class SharedJobs;
+    Hold(SharedJobs* jobs, std::string key, std::string owner);
+    void Stop();
+    SharedJobs* jobs_;
+    std::string key_;
+    std::string owner_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool stopping_ = false;
+    bool recorded_ = false;
+    std::thread renewer_;
+  };
+  // Takes `key`'s lease without waiting (a done or failed job is taken again). kUnavailable
+  // naming the holder and its lease's expiry when another process holds it.
+  Result<std::unique_ptr<Hold>> TryHold(const std::string& key);
+
+  // work() calls that ran; looks that found another process's live lease (tests, logs).
+  uint64_t works_run() const { return works_run_.load(); }
+  uint64_t waits() const { return waits_.load(); }
+
+ private:
+  std::string NextOwner();
+
+  store::MetadataDb* db_;
+  LeaseOptions options_;
+  std::string owner_prefix_;
+  std::atomic<uint64_t> next_{0};
+  std::atomic<uint64_t> works_run_{0};
+  std::atomic<uint64_t> waits_{0};
 };
 
 }  // namespace blz::registry

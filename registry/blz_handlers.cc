@@ -194,28 +194,42 @@ Result<Registry::CachedBlob> Registry::ComputeCached(
     const std::function<Status(const std::string&)>& compute,
     const std::function<Status(const store::BlobInfo&)>& record, bool* compute_failed) {
   *compute_failed = false;
-  KeyedMutex::Lock lock(locks, key);
-  Result<std::string> cached = find();
-  if (cached.ok()) {
-    Result<store::BlobInfo> blob = blobs_->LocalFile(*cached);
-    if (blob.ok()) return CachedBlob{std::move(*blob), /*hit=*/true};
-    // The blob went missing: compute it again.
-  } else if (cached.status().code() != Code::kNotFound) {
-    return cached.status();
-  }
-  const std::string temp = blobs_->NewTempPath(temp_name);
-  Status s = compute(temp);
-  if (!s.ok()) {
-    RemoveAll(temp);
-    *compute_failed = true;
-    return s;
-  }
-  Result<store::BlobInfo> blob = blobs_->PublishComputed(temp);
-  RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
-  if (!blob.ok()) return blob.status();
-  BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
-  BLZ_RETURN_IF_ERROR(record(*blob));
-  return CachedBlob{std::move(*blob), /*hit=*/false};
+  KeyedMutex::Lock lock(locks, key);  // one thread of this process asks the DB
+  std::optional<CachedBlob> result;
+  auto check = [&]() -> Result<bool> {
+    Result<std::string> cached = find();
+    if (cached.ok()) {
+      Result<store::BlobInfo> blob = blobs_->LocalFile(*cached);
+      if (blob.ok()) {
+        result = CachedBlob{std::move(*blob), /*hit=*/true};
+        return true;
+      }
+      return false;  // the blob went missing: compute it again
+    }
+    if (cached.status().code() != Code::kNotFound) return cached.status();
+    return false;
+  };
+  auto work = [&]() -> Status {
+    const std::string temp = blobs_->NewTempPath(temp_name);
+    Status s = compute(temp);
+    if (!s.ok()) {
+      RemoveAll(temp);
+      *compute_failed = true;
+      return s;
+    }
+    Result<store::BlobInfo> blob = blobs_->PublishComputed(temp);
+    RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
+    if (!blob.ok()) return blob.status();
+    BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
+    BLZ_RETURN_IF_ERROR(record(*blob));
+    result = CachedBlob{std::move(*blob), /*hit=*/false};
+    return Status::Ok();
+  };
+  // Across replicas: one computes, the others wait for its lease and then find the result.
+  bool ran = false;
+  BLZ_RETURN_IF_ERROR(shared_jobs_->Run(std::string(temp_name) + ":" + key, check, work, &ran));
+  if (!result.has_value()) return Internal("job '" + key + "' finished without a result");
+  return std::move(*result);
 }
 
 Response Registry::GetValueDiff(const Route& route, const RequestHead& head) {

@@ -14,9 +14,33 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
   // The cutoff is taken before the snapshot: a blob written or linked after it is young.
   const auto cutoff = std::chrono::system_clock::now() - options.grace;
   const int64_t young_after = int64_t(std::chrono::system_clock::to_time_t(cutoff));
+  // Pushes that touch a blob from now on keep it (DeleteBlobUnlessTouched); a dry run deletes
+  // nothing, so it does not start an epoch.
+  int64_t mark = 0;
+  if (!options.dry_run) {
+    BLZ_ASSIGN_OR_RETURN(mark, db->StartGcMark());
+  }
   BLZ_ASSIGN_OR_RETURN(store::GcRoots roots, db->ReadGcRoots(young_after));
   GcReport report;
   report.dry_run = options.dry_run;
+  // Deletions a previous collector recorded and did not finish (it died after removing the
+  // bytes, or removing them failed): forgotten when the bytes are gone; otherwise the sweep
+  // below retries them (or finds them referenced again).
+  if (!options.dry_run) {
+    BLZ_ASSIGN_OR_RETURN(std::vector<store::GcDeletionRecord> pending, db->ListGcDeletions());
+    for (const store::GcDeletionRecord& d : pending) {
+      Result<store::BlobInfo> info = blobs.Stat(d.digest);
+      if (info.ok()) continue;
+      if (info.status().code() != Code::kNotFound) {
+        report.errors.push_back(info.status().ToString());
+        continue;
+      }
+      KeyedMutex::Lock lock(blob_locks, d.digest);
+      Status s = db->ForgetBlob(d.digest);
+      if (s.ok()) s = db->ResolveGcDeletion(d.digest);
+      if (!s.ok()) report.errors.push_back(s.ToString());
+    }
+  }
 
   std::unordered_set<std::string> marked(roots.referenced.begin(), roots.referenced.end());
   const std::unordered_set<std::string> alive = marked;
@@ -40,6 +64,7 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
   keep_derived("version_stats", roots.version_stats);
   keep_derived("lossy_deltas", roots.lossy_deltas);
 
+  if (options.after_mark) options.after_mark();
   BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stored, blobs.ListDigests());
   std::sort(stored.begin(), stored.end());
   report.blobs_total = stored.size();
@@ -61,30 +86,44 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
       continue;
     }
     // Whoever makes a blob referenced (a manifest PUT, an upload, a mount) holds its lock from
-    // its check to its commit: under the lock, the answer below cannot change.
+    // its check to its commit: in this process, the answer below cannot change. Other
+    // replicas' pushes touch the blob's row first, which the delete's transaction checks.
     KeyedMutex::Lock lock(blob_locks, digest);
-    Result<bool> referenced = db->BlobReferenced(digest, young_after);
-    if (!referenced.ok()) {
-      report.errors.push_back(referenced.status().ToString());
+    uint64_t freed = 0;
+    Result<store::BlobDeletion> deletion = db->DeleteBlobUnlessTouched(
+        digest, young_after, mark, options.collector, int64_t(std::time(nullptr)),
+        [&]() { return blobs.RemoveIfOlder(digest, cutoff); }, &freed);
+    if (!deletion.ok()) {  // recorded in gc_deletions as failed; the next collection retries
+      report.errors.push_back(deletion.status().ToString());
       continue;
     }
-    if (*referenced) {
-      ++report.blobs_marked;
-      continue;
-    }
-    Result<uint64_t> freed = blobs.RemoveIfOlder(digest, cutoff);
-    if (!freed.ok()) {
-      if (freed.status().code() == Code::kUnavailable) {
+    switch (*deletion) {
+      case store::BlobDeletion::kKept:
+        ++report.blobs_marked;
+        break;
+      case store::BlobDeletion::kTooYoung:
         ++report.blobs_too_young;
-      } else {
-        report.errors.push_back(freed.status().ToString());
-      }
-      continue;
+        break;
+      case store::BlobDeletion::kDeleted:
+        ++report.blobs_removed;
+        report.bytes_freed += freed;  // counted once the store confirmed the removal
+        report.removed.push_back(digest);
+        break;
     }
-    ++report.blobs_removed;
-    report.bytes_freed += *freed;
-    report.removed.push_back(digest);
-    if (Status s = db->ForgetBlob(digest); !s.ok()) report.errors.push_back(s.ToString());
+  }
+  // A recorded deletion of a blob found referenced again (marked) is resolved.
+  if (!options.dry_run) {
+    Result<std::vector<store::GcDeletionRecord>> left = db->ListGcDeletions();
+    if (!left.ok()) {
+      report.errors.push_back(left.status().ToString());
+    } else {
+      for (const store::GcDeletionRecord& d : *left) {
+        if (marked.count(d.digest) == 0) continue;
+        if (Status s = db->ResolveGcDeletion(d.digest); !s.ok()) {
+          report.errors.push_back(s.ToString());
+        }
+      }
+    }
   }
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -7,20 +7,40 @@
 // progress: its manifest is not there yet), and the cached patches, full patches and value
 // diffs, statistics and lossy deltas whose archives are all marked (the rows of the others are
 // forgotten: their versions are gone, so nobody can ask for them).
-// Sweep: every published blob that is not marked is checked again under its lock
-// (MetadataDb::BlobReferenced) and removed if still unreferenced and its file was last written
-// more than `grace` ago (BlobStore::RemoveIfOlder); its links go with it. Upload sessions
-// (<data>/uploads) and the rebuilt-archive cache (<data>/cache) are not touched.
+// Sweep: every published blob that is not marked is deleted by
+// MetadataDb::DeleteBlobUnlessTouched, under its lock: the deletion is recorded
+// (gc_deletions, 'deleting'), then one transaction flips the blob out of `blobs` unless a push
+// touched it since the collection started marking (MetadataDb::StartGcMark increments the
+// DB's garbage-collection epoch; RecordBlob, LinkBlob and TouchBlob write the current epoch to
+// blobs.touched: a counter, not a clock, so replicas' clocks need not agree), checks again that nothing references it (young links included), and
+// removes its file if it was last written more than `grace` ago (BlobStore::RemoveIfOlder)
+// before committing; its links go with it. Bytes count as freed only once the removal
+// succeeded. A removal that fails rolls the transaction back and leaves the deletion recorded
+// as 'failed' with its error (and in GcReport::errors); the next collection retries it, and
+// forgets recorded deletions whose bytes are gone (a collector killed after removing them).
+// Upload sessions (<data>/uploads) and the rebuilt-archive cache (<data>/cache) are not
+// touched.
 //
-// Safe while the registry serves: everything that makes a blob referenced (a manifest PUT from
-// its blob checks to its commit, an upload from its publish to its link, a mount) holds the
-// blob's lock in `blob_locks`, so the re-check under that lock cannot be overtaken. Blobs
-// published without the lock (computed patches, before their row is recorded) are young.
+// Safe while the registry serves: in one process, everything that makes a blob referenced (a
+// manifest PUT from its blob checks to its commit, an upload from its publish to its link, a
+// mount) holds the blob's lock in `blob_locks`, so the re-check under that lock cannot be
+// overtaken. Across replicas of one metadata DB (issue 25), a push touches the blob's row
+// before it relies on the bytes (an upload: TouchBlob before publishing; a manifest PUT or
+// mount: LinkBlob in its transaction), and the delete's transaction holds the row (SQLite: the
+// write lock; PostgreSQL: the row lock of its DELETE) from the check until the bytes are gone:
+// a touch either lands first (the blob is kept) or waits and then finds the row gone (the
+// upload then publishes its own bytes). Not yet closed across replicas: a manifest PUT that
+// checked a blob's file before another replica's collector removed it still commits (its
+// transaction touches the row but does not fail when the row is gone). One
+// collection at a time cluster-wide is Registry::CollectGarbage's job (the lease "gc").
+// Blobs published without the lock (computed patches, before their row is recorded) are
+// young.
 #ifndef BLZ_REGISTRY_GARBAGE_COLLECTOR_H_
 #define BLZ_REGISTRY_GARBAGE_COLLECTOR_H_
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +54,10 @@ namespace blz::registry {
 struct GcOptions {
   std::chrono::milliseconds grace{std::chrono::hours(1)};
   bool dry_run = false;  // report what would be removed; remove nothing, forget nothing
+  // Who collects, recorded with each deletion (gc_deletions.collector): the lease owner.
+  std::string collector = "gc";
+  // Tests: runs after the marking (the snapshot is read), before the sweep.
+  std::function<void()> after_mark;
 };
 
 struct GcReport {

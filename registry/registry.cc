@@ -98,7 +98,8 @@ Registry::Registry(std::string data_dir, RegistryOptions options,
     : data_dir_(std::move(data_dir)), options_(std::move(options)), blobs_(std::move(blobs)),
       db_(std::move(db)),
       computations_(std::make_unique<RateLimiter>(options_.computations_per_minute,
-                                                   options_.computation_burst)) {}
+                                                   options_.computation_burst)),
+      shared_jobs_(std::make_unique<SharedJobs>(db_.get(), options_.job_leases)) {}
 
 Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                                                  RegistryOptions options) {
@@ -127,6 +128,7 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
       Authenticator::Open(data_dir, registry->db_.get(),
                           AuthOptions{registry->options_.private_mode,
                                       registry->options_.public_url}));
+  registry->options_.storage.job_leases = registry->options_.job_leases;
   BLZ_ASSIGN_OR_RETURN(registry->storage_,
                        ArchiveStorage::Open(registry->blobs_.get(), registry->db_.get(), data_dir,
                                             registry->options_.full_patch,
@@ -497,13 +499,32 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
 
 Result<GcReport> Registry::CollectGarbage(bool dry_run) {
   std::lock_guard lock(gc_mu_);
+  // One collector at a time across replicas; a dry run only reads, so it needs no lease.
+  std::unique_ptr<SharedJobs::Hold> lease;
+  if (!dry_run) {
+    Result<std::unique_ptr<SharedJobs::Hold>> held = shared_jobs_->TryHold("gc");
+    if (!held.ok()) {
+      return Status(held.status().code(),
+                    "garbage collection: " + held.status().message());
+    }
+    lease = std::move(*held);
+  }
   // The lossy-delta cache's budget too (it may have been lowered since the last computation).
   if (!dry_run) EvictLossyDeltas(store::LossyDeltaRecord{});
   GcOptions o;
   o.grace = options_.gc_grace;
   o.dry_run = dry_run;
+  if (lease) o.collector = lease->owner();
   Result<GcReport> report = registry::CollectGarbage(*blobs_, db_.get(), &blob_locks_, o);
   if (report.ok() && !dry_run) metrics_.RecordGc(report->bytes_freed);
+  if (lease) {
+    if (report.ok()) {
+      lease->Finish("removed " + std::to_string(report->blobs_removed) + " blobs, " +
+                    std::to_string(report->bytes_freed) + " bytes");
+    } else {
+      lease->Fail(report.status().ToString());
+    }
+  }
   return report;
 }
 

@@ -10,7 +10,8 @@
 //
 // Thread safety: PlanBody() and Handle() may be called concurrently from any threads. Writes to
 // one upload session are serialized; identical patch (or value diff) requests compute it once
-// (a mutex per (from, to) pair); the metadata DB serializes itself.
+// (a mutex per (from, to) pair, and a job lease in the metadata DB across the replicas that
+// share it: registry/background_jobs.h SharedJobs); the metadata DB serializes itself.
 //
 // Layout: registry/registry.cc (construction, routing, ping, catalog) and one file of handlers
 // per resource: registry/blob_handlers.cc, upload_handlers.cc, manifest_handlers.cc (manifests,
@@ -35,6 +36,7 @@
 
 #include "core/status.h"
 #include "registry/archive_storage.h"
+#include "registry/background_jobs.h"
 #include "registry/delta_function.h"
 #include "registry/garbage_collector.h"
 #include "registry/http_message.h"
@@ -131,6 +133,9 @@ struct RegistryOptions {
   // for its computation before answering 202, and how many computations run at once.
   std::chrono::milliseconds async_wait{1000};
   unsigned background_workers = 2;
+  // Leases on computations and garbage collection shared with the other replicas of the
+  // metadata DB (registry/background_jobs.h, SharedJobs).
+  LeaseOptions job_leases;
   // Quotas and limits (docs/registry-api.md, "Quotas and limits"; `blz serve` flags):
   // open upload sessions per token and per repository (0 = no cap): over it, 429
   // TOOMANYREQUESTS; sessions without a byte for upload_idle_timeout are deleted.
@@ -161,10 +166,11 @@ class Registry {
   // one from their archive's header; those whose archive is missing or cannot be identified
   // stay without (and are retried at the next Open). The archive storage is opened
   // (<data>/cache, registry/archive_storage.h) and archives still stored raw are queued for
-  // compression. The auth secret <data>/auth_secret is created on first use
-  // (registry/auth.h). The blob store is options.blob_storage (store/open_blob_store.h), checked
-  // reachable first. Errors: those of store::OpenBlobStore and BlobStore::CheckReachable
-  // (kUnauthorized: refused S3 keys), MetadataDb::Open,
+  // compression. The auth secret is read from the metadata DB, created (or imported from an
+  // older blz's <data>/auth_secret) on first use (registry/auth.h). The blob store is
+  // options.blob_storage (store/open_blob_store.h), checked reachable first. Errors: those of
+  // store::OpenBlobStore and BlobStore::CheckReachable (kUnauthorized: refused S3 keys),
+  // MetadataDb::Open,
   // ArchiveStorage::Open and Authenticator::Open (a bad options.public_url), and metadata DB
   // failures while backfilling.
   static Result<std::unique_ptr<Registry>> Open(const std::string& data_dir,
@@ -187,7 +193,9 @@ class Registry {
   Result<std::optional<std::string>> EnsureAdminToken();
 
   // Runs one garbage collection (registry/garbage_collector.h) with options_.gc_grace; one at a
-  // time (a second call waits for the first). Also POST /v2/_blz/gc. Unless `dry_run`, first
+  // time in this process (a second call waits for the first) and one at a time across the
+  // replicas of the metadata DB (the job lease "gc": while another replica holds it,
+  // kUnavailable naming that replica). Also POST /v2/_blz/gc. Unless `dry_run`, first
   // evicts cached lossy deltas beyond options_.delta_cache_bytes (EvictLossyDeltas).
   Result<GcReport> CollectGarbage(bool dry_run);
 
@@ -206,6 +214,8 @@ class Registry {
   uint64_t stats_computed() const { return stats_computed_.load(); }
   // Lossy delta computations performed so far (cache misses that succeeded).
   uint64_t deltas_computed() const { return deltas_computed_.load(); }
+  // Cluster-wide leases of this replica (computations, garbage collection).
+  SharedJobs& shared_jobs() { return *shared_jobs_; }
   // The server's counters (GET /metrics, registry/metrics.h): the session records requests,
   // the handlers cache hits; garbage collection reports each run with metrics().RecordGc().
   Metrics& metrics() { return metrics_; }
@@ -303,8 +313,9 @@ class Registry {
     store::BlobInfo blob;
     bool hit = false;  // served from the cache
   };
-  // One computation per `key` at a time: a second identical request waits, then finds the
-  // cached result. `find` gives the digest of the cached blob (kNotFound: none; a cached blob
+  // One computation per `key` at a time, in this process (`locks`) and across the replicas
+  // of the metadata DB (shared_jobs_, job key "<temp_name>:<key>"): a second identical
+  // request waits, then finds the cached result. `find` gives the digest of the cached blob (kNotFound: none; a cached blob
   // missing from the store is computed again). On a miss `compute` writes the artifact to the
   // temporary path it is given (under <data>/uploads, named "<temp_name>-<random>"), which is
   // published as a blob (PublishComputed + RecordBlob) and passed to `record`. Nothing is kept
@@ -403,6 +414,8 @@ class Registry {
   std::unique_ptr<Authenticator> auth_;  // credentials and scopes (registry/auth.h)
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
+  // Computations and garbage collection exclusive across the replicas of the DB.
+  std::unique_ptr<SharedJobs> shared_jobs_;
   // ?async=1 computations; stopped first (~Registry), as they use everything above.
   std::unique_ptr<BackgroundJobs> jobs_;
 };

@@ -121,6 +121,9 @@ std::optional<Response> Registry::TryMount(const Route& route) {
   const std::string digest = *route.Query("mount");
   if (!IsValidOciDigest(digest)) return std::nullopt;
   KeyedMutex::Lock blob_lock(&blob_locks_, digest);  // check to link: see garbage collection
+  // Touched before the checks: another replica's collector either keeps the blob or has
+  // already removed it with its links (then nothing is mounted).
+  if (!db_->TouchBlob(digest).ok()) return std::nullopt;
   const std::optional<std::string> from = route.Query("from");
   Result<bool> readable = false;
   if (from.has_value()) {
@@ -199,6 +202,12 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
     body_file = own_temp;
   }
   KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
+  // Touched before the bytes are relied on: another replica's collector keeps them, or has
+  // removed them already and Publish puts ours (registry/garbage_collector.h).
+  if (Status t = db_->TouchBlob(*digest); !t.ok()) {
+    if (!own_temp.empty()) RemoveAll(own_temp);
+    return ErrorResponse(t, ErrorContext::kUpload);
+  }
   Result<store::BlobInfo> info = blobs_->Publish(body_file, *digest);
   if (!own_temp.empty()) RemoveAll(own_temp);
   if (!info.ok()) {
@@ -330,6 +339,10 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   if (!AppendChunk(route, request, &size, &error)) return error;
   const std::string session = SessionPath(route.ref);
   KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
+  // Touched first, as in the monolithic upload above.
+  if (Status t = db_->TouchBlob(*digest); !t.ok()) {
+    return ErrorResponse(t, ErrorContext::kUpload);
+  }
   Result<store::BlobInfo> info = blobs_->Publish(session, *digest);
   if (!info.ok()) {
     if (info.status().code() == Code::kDigestMismatch) {

@@ -54,8 +54,11 @@ Result<int64_t> MetadataDb::SchemaVersion() {
 Status MetadataDb::RecordBlob(std::string_view digest, uint64_t size) {
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("INSERT INTO blobs (digest, size, created) VALUES (?1, ?2, ?3) "
-                                   "ON CONFLICT (digest) DO NOTHING"));
+                       db_.Prepare(std::string("INSERT INTO blobs (digest, size, created, "
+                                               "touched) VALUES (?1, ?2, ?3, ") +
+                                   kGcEpochSql +
+                                   ") ON CONFLICT (digest) DO UPDATE SET "
+                                   "touched = excluded.touched"));  // a touch: see GC
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
   BLZ_RETURN_IF_ERROR(st.Bind(2, int64_t(size)));
   BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));

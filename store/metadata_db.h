@@ -21,6 +21,7 @@
 #define BLZ_STORE_METADATA_DB_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -194,6 +195,49 @@ struct Page {
   bool more = false;  // entries exist after items.back()
 };
 
+// -- replicas (store/metadata_db_replicas.cc) --
+
+// A lease row of the jobs table (migrations/0008_replicas.sql).
+struct JobRecord {
+  std::string key;
+  std::string state;  // "running", "done" or "failed"
+  std::string owner;  // who holds (running) or last held it
+  int64_t lease_expires = 0;  // Unix seconds; running and past it = abandoned
+  int64_t attempts = 0;       // acquisitions so far (takeovers and retries included)
+  std::string error;          // state "failed": why
+  std::string result;         // state "done": what the job produced ("" = nothing)
+};
+
+// What TryAcquireJob found.
+enum class JobAcquire : uint8_t {
+  kAcquired,  // the caller now holds the lease (new, retried after a failure, taken over from
+              // a holder whose lease expired, or redone)
+  kHeld,      // another owner holds an unexpired lease: wait, then look again
+  kDone,      // finished: JobRecord::result is its result
+};
+
+struct JobAcquisition {
+  JobAcquire outcome = JobAcquire::kHeld;
+  JobRecord job;  // the row as the call left it
+};
+
+// A blob garbage collection is deleting or failed to delete (table gc_deletions).
+struct GcDeletionRecord {
+  std::string digest;
+  std::string state;      // "deleting" or "failed"
+  std::string collector;  // the collector's owner id
+  int64_t since = 0;      // Unix seconds
+  int64_t attempts = 0;
+  std::string error;      // state "failed": why
+};
+
+// What DeleteBlobUnlessTouched did.
+enum class BlobDeletion : uint8_t {
+  kDeleted,   // the bytes are gone (remove() confirmed) and the rows forgotten
+  kKept,      // referenced, or touched by a push since marking: nothing removed
+  kTooYoung,  // remove() refused (kUnavailable: written within the grace period): kept
+};
+
 class MetadataDb {
  public:
   // Opens the database `url` names and migrates it to the latest schema:
@@ -363,6 +407,74 @@ class MetadataDb {
   Status DeleteUpload(std::string_view uuid);
   // The uuids of the sessions started at or before `unix_seconds`, oldest first.
   Result<std::vector<std::string>> ListUploadsStartedBy(int64_t unix_seconds);
+
+  // -- replicas: shared settings, job leases, garbage collection's deletions
+  //    (store/metadata_db_replicas.cc). Several processes sharing this database agree through
+  //    these; times are Unix seconds passed in by the caller (no SQL clock functions). --
+  // The value of setting `name`; when it has none, `value` is stored first (INSERT ... ON
+  // CONFLICT DO NOTHING, then read back): every caller, in any process, gets the first
+  // writer's value.
+  Result<std::string> GetOrSetSetting(std::string_view name, std::string_view value);
+  // kNotFound when the setting has no value.
+  Result<std::string> GetSetting(std::string_view name);
+
+  // Takes the lease of job `key` for `owner` until now + lease_seconds, atomically (one
+  // conditional upsert): when there is no row, when the row failed, when its lease expired
+  // (lease_expires <= now; a takeover), or when it is done and `redo_done` -> kAcquired
+  // (attempts + 1, error and result cleared). Else kHeld (another owner's live lease; the
+  // same owner re-acquiring its running job also gets kAcquired) or kDone (result in the row).
+  Result<JobAcquisition> TryAcquireJob(std::string_view key, std::string_view owner,
+                                       int64_t now, int64_t lease_seconds,
+                                       bool redo_done = false);
+  // Extends `owner`'s running lease of `key` to now + lease_seconds. kUnavailable when
+  // `owner` no longer holds it (its lease expired and another owner took it over).
+  Status RenewJobLease(std::string_view key, std::string_view owner, int64_t now,
+                       int64_t lease_seconds);
+  // Marks `owner`'s running job done with `result`. kUnavailable when `owner` lost the lease
+  // (the row is left to its new holder).
+  Status FinishJob(std::string_view key, std::string_view owner, std::string_view result,
+                   int64_t now);
+  // Marks `owner`'s running job failed with `error` (the next TryAcquireJob retries it).
+  // kUnavailable when `owner` lost the lease.
+  Status FailJob(std::string_view key, std::string_view owner, std::string_view error,
+                 int64_t now);
+  // kNotFound when the job has no row.
+  Result<JobRecord> GetJob(std::string_view key);
+
+  // The SQL value of the current garbage-collection epoch (setting 'gc_epoch', 0 when unset):
+  // what a touch writes to blobs.touched.
+  static constexpr char kGcEpochSql[] =
+      "(SELECT COALESCE(MAX(CAST(value AS BIGINT)), 0) FROM settings WHERE name = 'gc_epoch')";
+  // Starts a collection's marking: increments the epoch (in its own committed statement) and
+  // returns it. Touches after this call write this epoch or a later one; touches before it
+  // wrote an earlier one.
+  Result<int64_t> StartGcMark();
+  // Notes that a push is about to make `digest` referenced (an upload publishing bytes that
+  // may already be stored): sets blobs.touched to the current epoch, so a collection that
+  // marked before keeps the blob. No-op when the blob has no row. RecordBlob and LinkBlob
+  // touch too.
+  Status TouchBlob(std::string_view digest);
+  // Garbage collection's delete of one candidate (registry/garbage_collector.h): records
+  // (collector, 'deleting') in gc_deletions and commits that; then, in one transaction that
+  // holds the blob's row (and, on SQLite, the write lock) until it ends: takes the blob's row
+  // out unless it was touched since the collection's StartGcMark() returned `mark` (touched >=
+  // mark), checks that nothing references the blob
+  // (BlobReferenced with `young_after`), and calls `remove` (which removes the bytes and
+  // returns their size; kUnavailable = too young to remove). Outcomes: kDeleted (remove()
+  // succeeded; the blob's rows, links and deletion record are gone, *freed = its bytes),
+  // kKept / kTooYoung (rolled back; the deletion record is dropped). A failing remove() rolls
+  // back too, and the deletion record becomes state 'failed' with the error, which is
+  // returned: it stays recorded until a later collection deletes the blob or finds it
+  // referenced (ResolveGcDeletion).
+  Result<BlobDeletion> DeleteBlobUnlessTouched(std::string_view digest, int64_t young_after,
+                                               int64_t mark, std::string_view collector,
+                                               int64_t now,
+                                               const std::function<Result<uint64_t>()>& remove,
+                                               uint64_t* freed);
+  // Every recorded deletion ('deleting' left by a collector that died, 'failed'), by digest.
+  Result<std::vector<GcDeletionRecord>> ListGcDeletions();
+  // Drops the deletion record of `digest` (its blob is gone, or referenced again).
+  Status ResolveGcDeletion(std::string_view digest);
 
  private:
   explicit MetadataDb(sql::Database db) : db_(std::move(db)) {}

@@ -15,6 +15,13 @@ int64_t Now() { return int64_t(std::time(nullptr)); }
 }  // namespace
 
 Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view digest) {
+  {  // a touch (DeleteBlobUnlessTouched): on PostgreSQL it also waits for a collector's delete
+    BLZ_ASSIGN_OR_RETURN(Statement st,
+                         db_.Prepare(std::string("UPDATE blobs SET touched = ") + kGcEpochSql +
+                                     " WHERE digest = ?1"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("INSERT INTO repository_blobs (repository, digest, created) "
                                    "VALUES (?1, ?2, ?3) ON CONFLICT (repository, digest) DO UPDATE SET "

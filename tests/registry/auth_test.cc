@@ -4,6 +4,8 @@
 #include "registry/auth.h"
 
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <sys/stat.h>
 
 #include <ctime>
@@ -417,20 +419,23 @@ TEST(AuthTest, AdminApiCreatesListsAndRevokesTokens) {
   EXPECT_EQ(json::parse(h.Call("GET", "/v2/_blz/tokens").body)["tokens"].size(), 1u);
 }
 
-TEST(AuthTest, SecretIsOwnerOnlyAndSurvivesRestarts) {
+TEST(AuthTest, SecretLivesInTheDatabaseAndSurvivesRestarts) {
   Harness h(Private());
   PushVersion(&h, "m");
   const std::string access =
       FetchAccessToken(&h, "?scope=repository:m:pull", {Basic("u", h.token())});
   ASSERT_FALSE(access.empty());
-  struct stat st {};
-  ASSERT_EQ(::stat((h.data() + "/auth_secret").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // In the metadata DB (shared by replicas), not in a file of the data directory.
+  EXPECT_TRUE(h.registry().db().GetSetting(kAuthSecretSetting).ok());
+  EXPECT_FALSE(std::filesystem::exists(h.data() + "/auth_secret"));
   h.Reopen(Private());
   EXPECT_EQ(h.Call("GET", "/v2/m/manifests/v1", "", {Bearer(access)}, kAnon).status, 200);
-  // A damaged secret is refused with a clear message.
-  blz::testing::WriteFileBytes(h.data() + "/auth_secret", "short\n");
-  auto reg = Registry::Open(h.data(), Private());
+  // A fresh DB next to a damaged secret file of an older blz is refused with a clear message.
+  blz::testing::TempDir fresh;
+  std::filesystem::create_directories(fresh / "data");
+  std::filesystem::permissions(fresh / "data", std::filesystem::perms::owner_all);
+  blz::testing::WriteFileBytes(fresh / "data/auth_secret", "short\n");
+  auto reg = Registry::Open(fresh / "data", Private());
   ASSERT_FALSE(reg.ok());
   EXPECT_EQ(reg.status().code(), Code::kCorruption);
   EXPECT_NE(reg.status().message().find("auth_secret"), std::string::npos);

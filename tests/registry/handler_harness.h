@@ -77,10 +77,10 @@ inline void ApplyTestStorage(RegistryOptions* options) {
 
 class Harness {
  public:
-  explicit Harness(RegistryOptions options = {}) {
+  explicit Harness(RegistryOptions options = {}) : data_(tmp_ / "data") {
     ApplyTestStorage(&options);
     storage_ = options.blob_storage;
-    auto r = Registry::Open(tmp_ / "data", std::move(options));
+    auto r = Registry::Open(data_, std::move(options));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) registry_ = std::move(*r);
     auto token = registry_->EnsureAdminToken();
@@ -88,16 +88,31 @@ class Harness {
     if (token.ok() && token->has_value()) token_ = **token;
   }
 
+  // Another replica of `primary`'s registry: a second Registry with its own data directory
+  // (its own uploads, cache, files, in-process locks and jobs) whose metadata DB file and blob
+  // directory are symbolic links to the primary's (one SQLite file, WAL; one blob store),
+  // calling with the primary's admin token. `primary` must outlive it.
+  Harness(const Harness& primary, RegistryOptions options) : data_(tmp_ / "data") {
+    std::filesystem::create_directories(data_);
+    std::filesystem::permissions(data_, std::filesystem::perms::owner_all);
+    std::filesystem::create_symlink(primary.data() + "/blz.db", data_ + "/blz.db");
+    std::filesystem::create_directory_symlink(primary.data() + "/blobs", data_ + "/blobs");
+    auto r = Registry::Open(data_, std::move(options));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) registry_ = std::move(*r);
+    token_ = primary.token();
+  }
+
   Registry& registry() { return *registry_; }
   const std::string& token() const { return token_; }
-  std::string data() const { return tmp_ / "data"; }
+  std::string data() const { return data_; }
 
   // Closes the registry and opens the same data directory again (a restart; the admin token
   // stays valid).
   void Reopen(RegistryOptions options = {}) {
     registry_.reset();
     if (options.blob_storage.empty()) options.blob_storage = storage_;
-    auto r = Registry::Open(tmp_ / "data", std::move(options));
+    auto r = Registry::Open(data_, std::move(options));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) registry_ = std::move(*r);
   }
@@ -190,6 +205,7 @@ class Harness {
 
  private:
   blz::testing::TempDir tmp_;
+  std::string data_;  // tmp_/data, or the primary's (a replica)
   std::unique_ptr<Registry> registry_;
   std::string token_;
   std::string storage_;  // the blob store's URL ("" = fs under data())

@@ -47,9 +47,10 @@ TEST(MigrationsTest, AppliesAllAndSetsUserVersion) {
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(ApplyMigrations(&*db, EmbeddedMigrations()).ok());
   EXPECT_EQ(*db->PragmaInt("user_version"), LatestSchemaVersion());
-  std::vector<std::string> want = {"blobs",        "lossy_deltas",   "manifest_blobs",
-                                   "manifests",    "patches",        "repositories",
-                                   "repository_blobs", "tags",       "tokens",
+  std::vector<std::string> want = {"blobs",        "gc_deletions",   "jobs",
+                                   "lossy_deltas", "manifest_blobs", "manifests",
+                                   "patches",      "repositories",   "repository_blobs",
+                                   "settings",     "tags",           "tokens",
                                    "uploads",      "value_diffs",    "version_stats",
                                    "versions"};
   EXPECT_EQ(Tables(&*db), want);
