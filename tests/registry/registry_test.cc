@@ -870,5 +870,33 @@ TEST_F(PatchEndpointTest, WithoutAPatchFunctionItIsUnsupported) {
   EXPECT_EQ(ErrorCodeOf(r), "UNSUPPORTED");
 }
 
+// `blz serve --redirect`: a blob GET answers 307 to a presigned URL of the store when the
+// driver has them (s3, under BLZ_TEST_STORAGE=s3), and is proxied as before when it has none
+// (fs). HEAD is never redirected.
+TEST(RegistryTest, RedirectSendsBlobGetsToPresignedUrlsWhereTheStoreHasThem) {
+  RegistryOptions o;
+  o.blob_redirect_expiry = std::chrono::seconds(600);
+  Harness h(o);
+  const std::string blob = "bytes a client may fetch from the store";
+  const std::string d = h.PushBlob("m", blob);
+  Response get = h.Call("GET", "/v2/m/blobs/" + d);
+  if (testing::TestStorageIsS3()) {
+    ASSERT_EQ(get.status, 307) << get.body;
+    const std::string location = get.Get("Location").value_or("");
+    EXPECT_EQ(location.rfind(blz::testing::CephS3Server::Get().endpoint() + "/blz-registry-tests/", 0),
+              0u)
+        << location;
+    EXPECT_NE(location.find("X-Amz-Expires=600"), std::string::npos) << location;
+    EXPECT_NE(location.find("/blobs/sha256/" + d.substr(7) + "?"), std::string::npos) << location;
+  } else {
+    ASSERT_EQ(get.status, 200) << get.body;
+    EXPECT_EQ(testing::BodyOf(get), blob);
+  }
+  EXPECT_EQ(get.Get("Docker-Content-Digest"), d);
+  EXPECT_EQ(h.Call("HEAD", "/v2/m/blobs/" + d).status, 200);
+  // A blob of another repository is still refused before any redirect.
+  EXPECT_EQ(h.Call("GET", "/v2/other/blobs/" + d).status, 404);
+}
+
 }  // namespace
 }  // namespace blz::registry
