@@ -83,6 +83,7 @@ class Harness {
     auto r = Registry::Open(data_, std::move(options));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) registry_ = std::move(*r);
+    if (registry_ == nullptr) return;  // the failure is reported above
     auto token = registry_->EnsureAdminToken();
     EXPECT_TRUE(token.ok() && token->has_value());
     if (token.ok() && token->has_value()) token_ = **token;
@@ -96,7 +97,12 @@ class Harness {
     std::filesystem::create_directories(data_);
     std::filesystem::permissions(data_, std::filesystem::perms::owner_all);
     std::filesystem::create_symlink(primary.data() + "/blz.db", data_ + "/blz.db");
-    std::filesystem::create_directory_symlink(primary.data() + "/blobs", data_ + "/blobs");
+    // The same blob store: the primary's bucket prefix (BLZ_TEST_STORAGE=s3), else its directory.
+    if (options.blob_storage.empty()) options.blob_storage = primary.storage_;
+    storage_ = options.blob_storage;
+    if (storage_.empty()) {
+      std::filesystem::create_directory_symlink(primary.data() + "/blobs", data_ + "/blobs");
+    }
     auto r = Registry::Open(data_, std::move(options));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) registry_ = std::move(*r);
