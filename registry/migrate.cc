@@ -99,9 +99,9 @@ bool Has(const std::vector<Column>& cols, const std::string& name) {
   return std::any_of(cols.begin(), cols.end(), [&](const Column& c) { return c.name == name; });
 }
 
-// The columns to copy: the target's, each of which the source must have. A "rowid" the target
-// lists (a PostgreSQL identity column) is read from SQLite's implicit rowid; a "rowid" the
-// source lists is written to SQLite's implicit one.
+// The columns to copy: the target's, each of which the source must have, and the other way
+// round. "rowid" (SQLite's implicit one, or the identity column PostgreSQL tables that need an
+// insertion order have) is copied when both sides have one, so ids and insertion order survive.
 Result<std::vector<Column>> CopyColumns(Database& from, Database& to, const std::string& table) {
   BLZ_ASSIGN_OR_RETURN(std::vector<Column> src, ListColumns(from, table));
   BLZ_ASSIGN_OR_RETURN(std::vector<Column> dst, ListColumns(to, table));
@@ -109,22 +109,25 @@ Result<std::vector<Column>> CopyColumns(Database& from, Database& to, const std:
   if (dst.empty()) {
     return Corruption(to.label() + ": has no table " + table + " (schema not migrated?)");
   }
-  if (Has(src, "rowid") && !Has(dst, "rowid") && !IsPostgres(to)) {
-    dst.push_back({"rowid", Kind::kInt});
-  }
+  const bool src_rowid = Has(src, "rowid") || !IsPostgres(from);
+  const bool dst_rowid = Has(dst, "rowid") || !IsPostgres(to);
+  std::vector<Column> out;
   for (const Column& c : dst) {
-    if (!Has(src, c.name) && !(c.name == "rowid" && !IsPostgres(from))) {
+    if (c.name == "rowid") continue;
+    if (!Has(src, c.name)) {
       return Corruption("table " + table + ": column " + c.name + " of " + to.label() +
                         " is missing in " + from.label() + " (schemas differ)");
     }
+    out.push_back(c);
   }
   for (const Column& c : src) {
-    if (!Has(dst, c.name)) {
+    if (c.name != "rowid" && !Has(dst, c.name)) {
       return Corruption("table " + table + ": column " + c.name + " of " + from.label() +
                         " is missing in " + to.label() + " (schemas differ)");
     }
   }
-  return dst;
+  if (src_rowid && dst_rowid) out.push_back({"rowid", Kind::kInt});
+  return out;
 }
 
 Status CopyTable(Database& from, Database& to, const std::string& table,

@@ -210,28 +210,86 @@ TEST_F(MigrateE2ETest, SingleBoxMovesToPostgresAndS3AndEveryVersionPullsByteIden
       << resumed.out << resumed.err;
 }
 
-TEST_F(MigrateE2ETest, ResumeOfACompleteMigrationCopiesNothingAndSucceeds) {
+// A run that stopped half-way (here: one tag row and one blob object missing from the target)
+// is continued by --resume, which copies only what is missing; a second --resume is a no-op.
+TEST_F(MigrateE2ETest, ResumeContinuesAHalfFinishedMigrationAndIsThenANoOp) {
   BLZ_REQUIRE_CORPUS(corpus);
+  const std::string psql = "/usr/lib/postgresql/15/bin/psql";
+  if (!fs::exists(psql)) GTEST_SKIP() << "no " << psql;
   db_ = FreshDatabase();
   ASSERT_FALSE(db_.empty());
   server_ = StartServe(BLZ_BINARY, work_ / "data", {}, work_ / "single");
   ASSERT_FALSE(server_.addr.empty()) << ReadFileBytes(work_ / "single.err");
   auto pusher = Client("pusher", server_.token);
-  ProcessResult r = Blz({"push", corpus + "/tiny-gpt2/base", server_.addr + "/e2e/model:v1"},
-                        pusher);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* tag : {"v1", "latest"}) {
+    ProcessResult r = Blz({"push", corpus + "/tiny-gpt2/base", server_.addr + "/e2e/model:" + tag},
+                          pusher);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
   StopServe(&server_);
 
   ProcessResult first = Migrate({}, S3Env());
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
   const std::set<std::string> bucket = BucketDigests();
+  ASSERT_FALSE(bucket.empty());
+
+  // Undo part of it, as an interrupted run would have left it.
+  ProcessResult del = RunProcess(
+      {psql, db_, "-v", "ON_ERROR_STOP=1", "-c", "DELETE FROM tags WHERE tag = 'latest'"}, {},
+      work_.path());
+  ASSERT_EQ(del.exit_code, 0) << del.out << del.err;
+  store::s3::S3Client client(CephS3Server::Get().Config(std::string("s3://") + kBucket));
+  const std::string lost = *bucket.begin();
+  ASSERT_TRUE(client.DeleteObject(prefix_ + "/blobs/sha256/" + lost.substr(7)).ok());
+
   ProcessResult resumed = Migrate({"--resume"}, S3Env());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("table tags: 2 rows (1 copied, 1 already present)"),
+            std::string::npos)
+      << resumed.out;
   EXPECT_NE(resumed.out.find("table repositories: 1 rows (0 copied, 1 already present)"),
             std::string::npos)
       << resumed.out;
-  EXPECT_NE(resumed.out.find("blobs: 0 copied (0.00 MB)"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("blobs: 1 copied"), std::string::npos) << resumed.out;
   EXPECT_EQ(BucketDigests(), bucket);
+
+  ProcessResult noop = Migrate({"--resume"}, S3Env());
+  ASSERT_EQ(noop.exit_code, 0) << noop.out << noop.err;
+  EXPECT_NE(noop.out.find("table tags: 2 rows (0 copied, 2 already present)"), std::string::npos)
+      << noop.out;
+  EXPECT_NE(noop.out.find("blobs: 0 copied (0.00 MB)"), std::string::npos) << noop.out;
+}
+
+// The generic copier the other way of the seams: SQLite + file into a second SQLite + file
+// (SQLite rowids kept), served from there.
+TEST_F(MigrateE2ETest, SqliteAndFileIntoAnotherSqliteAndFile) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string v1 = corpus + "/tiny-gpt2/base";
+  server_ = StartServe(BLZ_BINARY, work_ / "data", {}, work_ / "single");
+  ASSERT_FALSE(server_.addr.empty()) << ReadFileBytes(work_ / "single.err");
+  const std::string admin = server_.token;
+  auto pusher = Client("pusher", admin);
+  ProcessResult r = Blz({"push", v1, server_.addr + "/e2e/model:v1"}, pusher);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  StopServe(&server_);
+
+  const std::string to = work_ / "moved";
+  ProcessResult m = Blz({"admin", "migrate", "--from",
+                         "sqlite:" + (work_ / "data/blz.db") + ",file:" + (work_ / "data"),
+                         "--to", "sqlite:" + to + "/blz.db,file:" + to},
+                        {});
+  ASSERT_EQ(m.exit_code, 0) << m.out << m.err;
+  EXPECT_NE(m.out.find("0 sequences reset"), std::string::npos) << m.out;
+  server_ = StartServe(BLZ_BINARY, to, {"--private"}, work_ / "moved");
+  ASSERT_FALSE(server_.addr.empty()) << ReadFileBytes(work_ / "moved.err");
+  EXPECT_TRUE(server_.token.empty());
+  auto puller = Client("puller", admin);
+  const std::string out = work_ / "out";
+  ProcessResult p = Blz({"pull", server_.addr + "/e2e/model:v1", "-o", out}, puller);
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  EXPECT_EQ(ReadTree(out), ReadTree(v1));
+  ProcessResult p2 = Blz({"push", v1, server_.addr + "/e2e/second:v1"}, puller);
+  EXPECT_EQ(p2.exit_code, 0) << p2.out << p2.err;
 }
 
 }  // namespace
