@@ -303,8 +303,21 @@ Result<MigrateReport> MigrateRegistry(const MigrateOptions& options) {
     BLZ_ASSIGN_OR_RETURN(FileLock lock, LockDataDir(to_dir));
     locks.push_back(std::move(lock));
   }
-  if (IsSqliteUrl(options.from_metadata) && !fs::exists(SqlitePath(options.from_metadata))) {
-    return NotFound("source metadata " + options.from_metadata + ": no such file");
+  if (IsSqliteUrl(options.from_metadata)) {
+    const std::string path = SqlitePath(options.from_metadata);
+    if (!fs::exists(path)) {
+      return NotFound("source metadata " + options.from_metadata + ": no such file");
+    }
+    // A SQLite file in a data directory of its own (blobs elsewhere, e.g. on S3): lock that
+    // directory too when `blz serve` ever used it.
+    std::string dir = fs::path(path).parent_path().string();
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    const bool same = !from_dir.empty() && fs::equivalent(dir, from_dir, ec);
+    if (!same && fs::exists(fs::path(dir) / kDataDirLockName, ec)) {
+      BLZ_ASSIGN_OR_RETURN(FileLock lock, LockDataDir(dir));
+      locks.push_back(std::move(lock));
+    }
   }
   if (options.from_metadata == options.to_metadata) {
     return InvalidArgument("--from and --to name the same metadata database");

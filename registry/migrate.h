@@ -6,7 +6,8 @@
 //
 // What it does, in order (nothing is copied before every check passed):
 //   1. Opens both databases and both stores; the file: stores' directories are locked with the
-//      data-directory lock of `blz serve` (registry/server.h LockDataDir), so a registry being
+//      data-directory lock of `blz serve` (registry/server.h LockDataDir; also the directory of a
+//      SQLite source holding blz.lock), so a registry being
 //      served cannot be migrated (nor migrated into). An S3 store is checked (CheckReachable: a
 //      wrong key fails here, naming the bucket and S3's code).
 //   2. Refuses a target database that holds any row in a copied table (kAlreadyExists, naming
