@@ -53,6 +53,9 @@ std::vector<std::string> AutoPruneAfterPull(const std::string& cache_flag,
 // logout, token create|list|revoke (cli/commands_token.cc).
 void AddTokenCommands(CLI::App& app, std::vector<Command>* commands);
 
+// admin migrate (cli/commands_admin.cc).
+void AddAdminCommands(CLI::App& app, std::vector<Command>* commands);
+
 // delta create|apply (cli/commands_delta.cc).
 void AddDeltaCommands(CLI::App& app, std::vector<Command>* commands);
 // The .wdelta branches of `blz inspect` and `blz verify` (cli/commands_delta.cc): a file that

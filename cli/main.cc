@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   AddTokenCommands(app, &commands);
   AddExportCommands(app, &commands);
   AddDeltaCommands(app, &commands);
+  AddAdminCommands(app, &commands);
 
   // "--progress plain" is accepted as "--progress=plain" (see JoinProgressValues).
   std::vector<std::string> joined = JoinProgressValues(argc, argv);
