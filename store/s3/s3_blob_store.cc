@@ -1,6 +1,7 @@
 // The S3 blob driver (store/s3/s3_blob_store.h).
 #include "store/s3/s3_blob_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +98,12 @@ std::string S3BlobStore::BlobsPrefix() const {
   std::string p = config_.prefix;
   while (!p.empty() && p.back() == '/') p.pop_back();
   return p.empty() ? "blobs/" : p + "/blobs/";
+}
+
+std::string S3BlobStore::UploadsPrefix() const {
+  std::string p = config_.prefix;
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  return p.empty() ? "uploads/" : p + "/uploads/";
 }
 
 Result<std::string> S3BlobStore::KeyFor(std::string_view digest) const {
@@ -345,6 +352,82 @@ Result<std::string> S3BlobStore::PresignGet(std::string_view digest,
                            std::chrono::duration_cast<std::chrono::seconds>(
                                Clock::now().time_since_epoch())
                                .count());
+}
+
+// -- upload parts: objects <prefix>/uploads/<session>/<name>, shared by every replica --
+
+Status S3BlobStore::PutUploadPart(std::string_view session, std::string_view name,
+                                  const std::string& path) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
+  S3Client client(config_);
+  BLZ_RETURN_IF_ERROR(client.PutObjectFromFile(
+      UploadsPrefix() + std::string(session) + "/" + std::string(name), path));
+  ::unlink(path.c_str());
+  return Status::Ok();
+}
+
+Status S3BlobStore::ConcatUploadParts(std::string_view session,
+                                      const std::vector<std::string>& names,
+                                      const std::string& dest) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  for (const std::string& name : names) BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
+  S3Client client(config_);
+  auto fetch = [&](const std::string& name, const std::string& to) -> Status {
+    Status got = client.GetObjectToFile(UploadsPrefix() + std::string(session) + "/" + name, to);
+    if (got.code() == Code::kNotFound) {
+      return NotFound("upload part " + std::string(session) + "/" + name + " is missing from " +
+                      Describe());
+    }
+    return got;
+  };
+  if (names.empty()) {
+    int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return IOError(dest + ": cannot create: " + std::strerror(errno));
+    ::close(fd);
+    return Status::Ok();
+  }
+  BLZ_RETURN_IF_ERROR(fetch(names[0], dest));
+  for (size_t i = 1; i < names.size(); ++i) {
+    const std::string temp = NewTempPath("part");
+    Status s = fetch(names[i], temp);
+    if (s.ok()) s = AppendFileTo(temp, dest);
+    ::unlink(temp.c_str());
+    BLZ_RETURN_IF_ERROR(s);
+  }
+  return Status::Ok();
+}
+
+Status S3BlobStore::DeleteUploadParts(std::string_view session) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  S3Client client(config_);
+  const std::string prefix = UploadsPrefix() + std::string(session) + "/";
+  std::string token;
+  do {
+    BLZ_ASSIGN_OR_RETURN(ListObjectsResult listed, client.ListObjectsV2(prefix, token));
+    for (const ListedObject& object : listed.objects) {
+      BLZ_RETURN_IF_ERROR(client.DeleteObject(object.key));
+    }
+    token = listed.next_continuation_token;
+  } while (!token.empty());
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> S3BlobStore::ListUploadPartSessions() const {
+  S3Client client(config_);
+  const std::string prefix = UploadsPrefix();
+  std::vector<std::string> out;
+  std::string token;
+  do {
+    BLZ_ASSIGN_OR_RETURN(ListObjectsResult listed, client.ListObjectsV2(prefix, token));
+    for (const ListedObject& object : listed.objects) {
+      std::string rest = object.key.substr(prefix.size());
+      std::string session = rest.substr(0, rest.find('/'));
+      if (out.empty() || out.back() != session) out.push_back(session);
+    }
+    token = listed.next_continuation_token;
+  } while (!token.empty());
+  return out;
 }
 
 }  // namespace blz::store::s3
