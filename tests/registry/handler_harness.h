@@ -97,6 +97,9 @@ class Harness {
     std::filesystem::permissions(data_, std::filesystem::perms::owner_all);
     std::filesystem::create_symlink(primary.data() + "/blz.db", data_ + "/blz.db");
     std::filesystem::create_directory_symlink(primary.data() + "/blobs", data_ + "/blobs");
+    // The primary's store (s3: the same bucket and prefix), as replicas share it.
+    if (options.blob_storage.empty()) options.blob_storage = primary.storage_;
+    storage_ = options.blob_storage;
     auto r = Registry::Open(data_, std::move(options));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) registry_ = std::move(*r);
