@@ -186,6 +186,17 @@ Status Registry::PurgeStaleUploads(bool orphans) {
     (void)blobs_->DeleteUploadParts(uuid);  // best effort: the orphan pass finds leftovers
     RemoveAll(SessionPath(uuid));           // a session file of an older version
   }
+  // Local parts (fs: the parts; s3: copies of those this replica received) whose session is
+  // gone, e.g. finished on another replica. A session's row is created before its parts.
+  std::error_code dir_ec;
+  for (const auto& entry : std::filesystem::directory_iterator(blobs_->uploads_dir(), dir_ec)) {
+    const std::string fname = entry.path().filename().string();
+    if (fname.rfind("parts-", 0) != 0) continue;
+    Result<store::UploadRecord> up = db_->GetUpload(fname.substr(6));
+    if (!up.ok() && up.status().code() == Code::kNotFound) {
+      (void)blobs_->DeleteUploadParts(fname.substr(6));
+    }
+  }
   if (!orphans) return Status::Ok();
   // Parts whose session is gone (a replica stopped between storing a part and its row's end).
   // A session's row is created before any of its parts, so this never takes a live one's.

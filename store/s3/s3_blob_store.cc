@@ -354,16 +354,30 @@ Result<std::string> S3BlobStore::PresignGet(std::string_view digest,
                                .count());
 }
 
-// -- upload parts: objects <prefix>/uploads/<session>/<name>, shared by every replica --
+// -- upload parts: objects <prefix>/uploads/<session>/<name>, shared by every replica; the
+//    replica that received a part keeps it in <root>/uploads/parts-<session>/ too, so finishing
+//    on the same replica (the usual case) downloads nothing. --
+
+std::string S3BlobStore::LocalPartsDir(std::string_view session) const {
+  return uploads_dir() + "/parts-" + std::string(session);
+}
 
 Status S3BlobStore::PutUploadPart(std::string_view session, std::string_view name,
                                   const std::string& path) const {
   BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
   BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
-  S3Client client(config_);
-  BLZ_RETURN_IF_ERROR(client.PutObjectFromFile(
-      UploadsPrefix() + std::string(session) + "/" + std::string(name), path));
-  ::unlink(path.c_str());
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return IOError(path + ": cannot stat: " + std::strerror(errno));
+  // Multipart from the threshold on: a single PUT is limited to 5 GiB, a chunk is not.
+  BLZ_RETURN_IF_ERROR(
+      Upload(UploadsPrefix() + std::string(session) + "/" + std::string(name), path,
+             uint64_t(st.st_size)));
+  const std::string dir = LocalPartsDir(session);
+  const std::string local = dir + "/" + std::string(name);
+  if ((::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) ||
+      ::rename(path.c_str(), local.c_str()) != 0) {
+    ::unlink(path.c_str());  // the local copy is only a shortcut
+  }
   return Status::Ok();
 }
 
@@ -372,28 +386,29 @@ Status S3BlobStore::ConcatUploadParts(std::string_view session,
                                       const std::string& dest) const {
   BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
   for (const std::string& name : names) BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
-  S3Client client(config_);
-  auto fetch = [&](const std::string& name, const std::string& to) -> Status {
-    Status got = client.GetObjectToFile(UploadsPrefix() + std::string(session) + "/" + name, to);
-    if (got.code() == Code::kNotFound) {
-      return NotFound("upload part " + std::string(session) + "/" + name + " is missing from " +
-                      Describe());
-    }
-    return got;
-  };
-  if (names.empty()) {
-    int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return IOError(dest + ": cannot create: " + std::strerror(errno));
-    ::close(fd);
-    return Status::Ok();
+  const std::string dir = LocalPartsDir(session);
+  if (names.size() == 1 && ::link((dir + "/" + names[0]).c_str(), dest.c_str()) == 0) {
+    return Status::Ok();  // received here: linked, neither copied nor downloaded
   }
-  BLZ_RETURN_IF_ERROR(fetch(names[0], dest));
-  for (size_t i = 1; i < names.size(); ++i) {
+  S3Client client(config_);
+  int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return IOError(dest + ": cannot create: " + std::strerror(errno));
+  ::close(fd);
+  for (const std::string& name : names) {
+    const std::string local = dir + "/" + name;
+    if (::access(local.c_str(), R_OK) == 0) {
+      BLZ_RETURN_IF_ERROR(AppendFileTo(local, dest));
+      continue;
+    }
     const std::string temp = NewTempPath("part");
-    Status s = fetch(names[i], temp);
-    if (s.ok()) s = AppendFileTo(temp, dest);
+    Status got = client.GetObjectToFile(UploadsPrefix() + std::string(session) + "/" + name, temp);
+    if (got.code() == Code::kNotFound) {
+      got = NotFound("upload part " + std::string(session) + "/" + name + " is missing from " +
+                     Describe());
+    }
+    if (got.ok()) got = AppendFileTo(temp, dest);
     ::unlink(temp.c_str());
-    BLZ_RETURN_IF_ERROR(s);
+    BLZ_RETURN_IF_ERROR(got);
   }
   return Status::Ok();
 }
@@ -401,6 +416,7 @@ Status S3BlobStore::ConcatUploadParts(std::string_view session,
 Status S3BlobStore::DeleteUploadParts(std::string_view session) const {
   BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
   S3Client client(config_);
+  RemoveAll(LocalPartsDir(session));
   const std::string prefix = UploadsPrefix() + std::string(session) + "/";
   std::string token;
   do {

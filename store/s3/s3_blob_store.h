@@ -79,6 +79,8 @@ class S3BlobStore final : public BlobStore {
 
   std::string BlobsPrefix() const;  // "<prefix>/blobs/"
   std::string UploadsPrefix() const;  // "<prefix>/uploads/"
+  // <root>/uploads/parts-<session>: local copies of the parts this replica received.
+  std::string LocalPartsDir(std::string_view session) const;
   std::string CachePath(std::string_view digest) const;
   Status Upload(const std::string& key, const std::string& path, uint64_t size) const;
   // Downloads the object to `path` and hashes it.
