@@ -162,7 +162,7 @@ class Registry {
   // Opens (creating when needed) the data directory: <data>/blobs, <data>/uploads, and the
   // metadata DB options.metadata_url (default <data>/blz.db; migrated). Leftover temporary files in <data>/uploads (not
   // upload sessions) are removed, and so are upload sessions older than
-  // options.upload_max_age and session files without a session. Versions without a structural hash (rows of a schema-1 DB) get
+  // options.upload_max_age or idle, and upload parts without a session. Versions without a structural hash (rows of a schema-1 DB) get
   // one from their archive's header; those whose archive is missing or cannot be identified
   // stay without (and are retried at the next Open). The archive storage is opened
   // (<data>/cache, registry/archive_storage.h) and archives still stored raw are queued for
