@@ -115,11 +115,13 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataDb> db,
                        store::MetadataDb::Open(metadata_url));
   // Temporary files of a previous run (request bodies, computed patches) are garbage; upload
-  // sessions ("session-<uuid>") survive restarts.
+  // sessions' parts (fs: "parts-<uuid>") survive restarts.
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(blobs->uploads_dir(), ec)) {
     std::string fname = entry.path().filename().string();
-    if (fname.rfind("session-", 0) != 0) RemoveAll(entry.path().string());
+    if (fname.rfind("session-", 0) != 0 && fname.rfind("parts-", 0) != 0) {
+      RemoveAll(entry.path().string());
+    }
   }
   std::unique_ptr<Registry> registry(
       new Registry(data_dir, std::move(options), std::move(blobs), std::move(db)));
@@ -165,37 +167,55 @@ std::string Registry::SessionPath(const std::string& uuid) const {
 Status Registry::PurgeStaleUploads(bool orphans) {
   const int64_t now = int64_t(std::time(nullptr));
   last_upload_purge_.store(now);
-  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stale,
-                       db_->ListUploadsStartedBy(now - int64_t(options_.upload_max_age.count())));
-  // Idle: no byte received for options_.upload_idle_timeout (every chunk rewrites the
-  // session's file, so its modification time is the last activity).
-  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> sessions,
-                       db_->ListUploadsStartedBy(std::numeric_limits<int64_t>::max()));
-  const auto idle_cutoff = std::chrono::system_clock::now() - options_.upload_idle_timeout;
-  for (std::string& uuid : sessions) {
-    Result<std::chrono::system_clock::time_point> mtime = FileModifiedTime(SessionPath(uuid));
-    if (mtime.ok() && *mtime <= idle_cutoff) stale.push_back(std::move(uuid));
-  }
+  const int64_t old_cutoff = now - int64_t(options_.upload_max_age.count());
+  // Idle: no chunk for options_.upload_idle_timeout (the row's `updated`, written by every
+  // chunk on any replica).
+  const int64_t idle_cutoff = now - int64_t(std::chrono::duration_cast<std::chrono::seconds>(
+                                                options_.upload_idle_timeout)
+                                                .count());
+  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stale, db_->ListUploadsStartedBy(old_cutoff));
+  BLZ_ASSIGN_OR_RETURN(std::vector<std::string> idle, db_->ListUploadsIdleSince(idle_cutoff));
+  stale.insert(stale.end(), idle.begin(), idle.end());
   for (const std::string& uuid : stale) {
     KeyedMutex::Lock lock(&upload_locks_, uuid);
     // Judged again under the lock: a chunk may have arrived meanwhile.
-    Result<std::chrono::system_clock::time_point> mtime = FileModifiedTime(SessionPath(uuid));
     Result<store::UploadRecord> up = db_->GetUpload(uuid);
     if (!up.ok()) continue;  // finished or cancelled meanwhile
-    if (up->started > now - int64_t(options_.upload_max_age.count()) && mtime.ok() &&
-        *mtime > idle_cutoff) {
-      continue;
-    }
+    if (up->started > old_cutoff && up->updated > idle_cutoff) continue;
     BLZ_RETURN_IF_ERROR(db_->DeleteUpload(uuid));
-    RemoveAll(SessionPath(uuid));
+    (void)blobs_->DeleteUploadParts(uuid);  // best effort: the orphan pass finds leftovers
+    RemoveAll(SessionPath(uuid));           // a session file of an older version
+  }
+  // Local parts (fs: the parts; s3: copies of those this replica received) whose session is
+  // gone, e.g. finished on another replica. A session's row is created before its parts.
+  std::error_code dir_ec;
+  for (const auto& entry : std::filesystem::directory_iterator(blobs_->uploads_dir(), dir_ec)) {
+    const std::string fname = entry.path().filename().string();
+    if (fname.rfind("parts-", 0) != 0) continue;
+    Result<store::UploadRecord> up = db_->GetUpload(fname.substr(6));
+    if (!up.ok() && up.status().code() == Code::kNotFound) {
+      (void)blobs_->DeleteUploadParts(fname.substr(6));
+    }
   }
   if (!orphans) return Status::Ok();
+  // Parts whose session is gone (a replica stopped between storing a part and its row's end).
+  // A session's row is created before any of its parts, so this never takes a live one's.
+  if (Result<std::vector<std::string>> sessions = blobs_->ListUploadPartSessions();
+      sessions.ok()) {
+    for (const std::string& uuid : *sessions) {
+      Result<store::UploadRecord> up = db_->GetUpload(uuid);
+      if (!up.ok() && up.status().code() == Code::kNotFound) {
+        (void)blobs_->DeleteUploadParts(uuid);
+      }
+    }
+  }
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(blobs_->uploads_dir(), ec)) {
     const std::string fname = entry.path().filename().string();
     if (fname.rfind("session-", 0) != 0) continue;
-    Result<store::UploadRecord> up = db_->GetUpload(fname.substr(8));
-    if (!up.ok() && up.status().code() == Code::kNotFound) RemoveAll(entry.path().string());
+    // Session files of an older version: the bytes of a session now recorded in the row and
+    // the store; a session still open across the upgrade restarts its upload.
+    RemoveAll(entry.path().string());
   }
   return Status::Ok();
 }
@@ -408,14 +428,14 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
                                   "upload session '" + route->ref + "' is unknown"));
     }
     if (std::optional<std::string> cr = head.Get("Content-Range"); cr.has_value()) {
-      Result<uint64_t> size = FileSizeOf(SessionPath(route->ref));
+      const uint64_t size = up->size;  // the row's offset: the same on every replica
       std::optional<ByteRange> r = ParseChunkRange(*cr);
-      if (size.ok() && (!r.has_value() || r->first != *size)) {
+      if (!r.has_value() || r->first != size) {
         Response err = ErrorResponse(OciError::kRangeInvalid,
                                      "chunk Content-Range '" + *cr + "' does not continue at byte " +
-                                         std::to_string(*size));
+                                         std::to_string(size));
         err.Set("Location", "/v2/" + route->name + "/blobs/uploads/" + route->ref);
-        err.Set("Range", UploadRange(*size));
+        err.Set("Range", UploadRange(size));
         err.Set("Docker-Upload-UUID", route->ref);
         return reject(std::move(err));
       }

@@ -162,7 +162,7 @@ class Registry {
   // Opens (creating when needed) the data directory: <data>/blobs, <data>/uploads, and the
   // metadata DB options.metadata_url (default <data>/blz.db; migrated). Leftover temporary files in <data>/uploads (not
   // upload sessions) are removed, and so are upload sessions older than
-  // options.upload_max_age and session files without a session. Versions without a structural hash (rows of a schema-1 DB) get
+  // options.upload_max_age or idle, and upload parts without a session. Versions without a structural hash (rows of a schema-1 DB) get
   // one from their archive's header; those whose archive is missing or cannot be identified
   // stay without (and are retried at the next Open). The archive storage is opened
   // (<data>/cache, registry/archive_storage.h) and archives still stored raw are queued for
@@ -382,14 +382,20 @@ class Registry {
                                                  const std::string& archive_digest);
 
   std::string SessionPath(const std::string& uuid) const;
-  // Deletes the upload sessions started more than options_.upload_max_age ago (each under its
-  // upload lock, so never during a request of that session); with `orphans`, also session files
-  // without a session (only safe while no session is being started: at Open).
+  // Deletes the upload sessions started more than options_.upload_max_age ago or idle (no chunk,
+  // by the row's `updated`) for options_.upload_idle_timeout, rows and stored parts; with
+  // `orphans` (at Open), also stored parts and old session files without a session.
   Status PurgeStaleUploads(bool orphans);
-  // Appends the request body (file or memory) to an upload session's file; checks
-  // Content-Range. Sets *error and returns false on failure.
-  bool AppendChunk(const Route& route, const Request& request, uint64_t* new_size,
-                   Response* error);
+  // Checks a chunk of `*chunk` bytes (the request body) against the session's offset `size`
+  // (Content-Range, the blob size cap). Sets *error and returns false on failure.
+  bool CheckChunk(const Route& route, const Request& request, uint64_t size, uint64_t* chunk,
+                  Response* error);
+  // Stores the request body (file or memory) as the next part of session `up` in the blob store
+  // and advances the session's offset in the database (conditional on `up.size`: 416 when
+  // another request, through any replica, got there first). Sets *error and returns false on
+  // failure.
+  bool AppendChunk(const Route& route, const Request& request, const store::UploadRecord& up,
+                   uint64_t* new_size, Response* error);
 
   std::string data_dir_;
   RegistryOptions options_;

@@ -1,8 +1,5 @@
 // Blob uploads: POST /v2/<name>/blobs/uploads/ (sessions and monolithic uploads) and
 // GET, PATCH, PUT, DELETE /v2/<name>/blobs/uploads/<uuid> (docs/registry-api.md).
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +11,7 @@
 #include "core/checked.h"
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "store/blob_store.h"
 #include "registry/errors.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
@@ -34,63 +32,6 @@ std::string NewUuid() {
   std::string hex = RandomHex(16);
   return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
          hex.substr(16, 4) + "-" + hex.substr(20, 12);
-}
-
-// Appends all of `src` to `dst` (both regular files) in the kernel where possible.
-Status AppendFile(const std::string& src, const std::string& dst) {
-  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return IOError(src + ": cannot open: " + std::strerror(errno));
-  // Not O_APPEND: copy_file_range refuses such descriptors. Write from the end instead.
-  int out = ::open(dst.c_str(), O_WRONLY | O_CLOEXEC);
-  if (out < 0 || ::lseek(out, 0, SEEK_END) < 0) {
-    Status s = IOError(dst + ": cannot open for appending: " + std::strerror(errno));
-    ::close(in);
-    if (out >= 0) ::close(out);
-    return s;
-  }
-  Status status;
-  bool fallback = false;
-  while (!fallback) {
-    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, 1 << 30, 0);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP) {
-        fallback = true;
-        break;
-      }
-      status = IOError(dst + ": append failed: " + std::strerror(errno));
-      break;
-    }
-  }
-  if (fallback) {
-    std::vector<char> buf(1 << 20);
-    while (true) {
-      ssize_t n = ::read(in, buf.data(), buf.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        status = IOError(src + ": read failed: " + std::strerror(errno));
-        break;
-      }
-      if (n == 0) break;
-      const char* p = buf.data();
-      size_t left = size_t(n);
-      while (left > 0) {
-        ssize_t w = ::write(out, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) break;
-        p += w;
-        left -= size_t(w);
-      }
-      if (left > 0) {
-        status = IOError(dst + ": write failed: " + std::strerror(errno));
-        break;
-      }
-    }
-  }
-  ::close(in);
-  if (::close(out) != 0 && status.ok()) status = IOError(dst + ": close failed");
-  return status;
 }
 
 // The headers every upload-session response carries: where to send the next chunk and how many
@@ -165,8 +106,8 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
       return db_->CreateUpload(uuid, route.name, route.client, options_.max_uploads_per_token,
                                options_.max_uploads_per_repository);
     };
-    Status s = WriteFileAtomic(SessionPath(uuid), "");
-    if (s.ok()) s = create();
+    // The session is its row (offset 0, no parts): any replica continues it.
+    Status s = create();
     if (s.code() == Code::kTooLarge &&
         int64_t(std::time(nullptr)) - last_upload_purge_.load() >= 60) {
       // At a cap: first drop the idle sessions (at most once a minute), then try again.
@@ -174,7 +115,6 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
       s = create();
     }
     if (!s.ok()) {
-      RemoveAll(SessionPath(uuid));
       if (s.code() == Code::kTooLarge) {
         // Too many open sessions (docs/registry-api.md, "Quotas and limits").
         Response res = ErrorResponse(OciError::kTooManyRequests, s.message(),
@@ -220,94 +160,111 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
   return BlobCreated(route.name, info->digest);
 }
 
-bool Registry::AppendChunk(const Route& route, const Request& request, uint64_t* new_size,
-                           Response* error) {
-  const std::string session = SessionPath(route.ref);
-  Result<uint64_t> size = FileSizeOf(session);
-  if (!size.ok()) {
-    *error = size.status().code() == Code::kNotFound
-                 ? ErrorResponse(OciError::kBlobUploadUnknown,
-                                 "upload session '" + route.ref + "' lost its data")
-                 : ErrorResponse(size.status(), ErrorContext::kUpload);
-    return false;
-  }
-  std::string body_file = request.body_file;
-  std::string own_temp;
-  uint64_t chunk = request.body.size();
-  if (!body_file.empty()) {
-    Result<uint64_t> n = FileSizeOf(body_file);
+bool Registry::CheckChunk(const Route& route, const Request& request, uint64_t size,
+                          uint64_t* chunk, Response* error) {
+  *chunk = request.body.size();
+  if (!request.body_file.empty()) {
+    Result<uint64_t> n = FileSizeOf(request.body_file);
     if (!n.ok()) {
       *error = ErrorResponse(n.status(), ErrorContext::kGeneral);
       return false;
     }
-    chunk = *n;
+    *chunk = *n;
   }
   auto fail_range = [&](const std::string& msg) {
     *error = ErrorResponse(OciError::kRangeInvalid, msg);
-    SetUploadProgress(error, route.name, route.ref, *size);
+    SetUploadProgress(error, route.name, route.ref, size);
     return false;
   };
   if (std::optional<std::string> cr = request.head.Get("Content-Range"); cr.has_value()) {
     std::optional<ByteRange> r = ParseChunkRange(*cr);
     if (!r.has_value()) return fail_range("malformed chunk Content-Range '" + *cr + "'");
-    if (r->first != *size) {
+    if (r->first != size) {
       return fail_range("chunk starts at byte " + std::to_string(r->first) +
-                        " but the upload has " + std::to_string(*size) + " bytes");
+                        " but the upload has " + std::to_string(size) + " bytes");
     }
-    if (r->length() != chunk) {
+    if (r->length() != *chunk) {
       return fail_range("chunk Content-Range '" + *cr + "' announces " +
                         std::to_string(r->length()) + " bytes but the body has " +
-                        std::to_string(chunk));
+                        std::to_string(*chunk));
     }
   }
   uint64_t total = 0;
-  if (!CheckedAdd(*size, chunk, &total) || total > options_.max_blob_bytes) {
+  if (!CheckedAdd(size, *chunk, &total) || total > options_.max_blob_bytes) {
     *error = ErrorResponse(OciError::kTooLarge, "upload would exceed the blob size limit of " +
                                                     std::to_string(options_.max_blob_bytes) +
                                                     " bytes");
     return false;
   }
-  if (chunk > 0 && *size == 0 && !body_file.empty()) {
-    // The first (often the only) chunk: move the streamed body into place instead of copying
-    // it; both files are in <data>/uploads, so this is a rename over the empty session file.
-    if (::rename(body_file.c_str(), session.c_str()) != 0) {
-      *error = ErrorResponse(IOError(session + ": cannot move the uploaded body into place: " +
-                                     std::strerror(errno)),
-                             ErrorContext::kUpload);
-      return false;
-    }
-  } else if (chunk > 0) {
-    if (body_file.empty()) {
-      own_temp = blobs_->NewTempPath("body");
-      Status s = WriteFileAtomic(own_temp, request.body);
-      if (!s.ok()) {
-        *error = ErrorResponse(s, ErrorContext::kUpload);
-        return false;
-      }
-      body_file = own_temp;
-    }
-    Status s = AppendFile(body_file, session);
-    if (!own_temp.empty()) RemoveAll(own_temp);
+  return true;
+}
+
+namespace {
+
+// A part's name: its offset (zero-padded, so names sort like offsets) and random bytes, so two
+// chunks sent at the same offset through two replicas never overwrite each other's part.
+std::string PartName(uint64_t offset) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%020llu", static_cast<unsigned long long>(offset));
+  return std::string(buf) + "-" + RandomHex(8);
+}
+
+}  // namespace
+
+bool Registry::AppendChunk(const Route& route, const Request& request,
+                           const store::UploadRecord& up, uint64_t* new_size, Response* error) {
+  uint64_t chunk = 0;
+  if (!CheckChunk(route, request, up.size, &chunk, error)) return false;
+  *new_size = up.size + chunk;
+  if (chunk == 0) return true;
+  std::string body_file = request.body_file;
+  std::optional<ScopedRemoveAll> own_temp;
+  if (body_file.empty()) {
+    body_file = blobs_->NewTempPath("body");
+    own_temp.emplace(body_file);
+    Status s = WriteFileAtomic(body_file, request.body);
     if (!s.ok()) {
-      // Undo a partial append so the session stays consistent with what the client was told.
-      if (::truncate(session.c_str(), off_t(*size)) != 0) {
-        s = s.WithContext("and truncating back failed");
-      }
       *error = ErrorResponse(s, ErrorContext::kUpload);
       return false;
     }
   }
-  *new_size = total;
+  // The bytes go to the shared store first, then the row moves the offset, conditionally: of
+  // two chunks at one offset (through two replicas) exactly one is recorded; the other's part is
+  // left for DeleteUploadParts (finish, cancel, purge) and its sender gets 416.
+  const std::string part = PartName(up.size);
+  if (Status s = blobs_->PutUploadPart(route.ref, part, body_file); !s.ok()) {
+    *error = ErrorResponse(s, ErrorContext::kUpload);
+    return false;
+  }
+  Status s = db_->AdvanceUpload(route.ref, up.size, *new_size, part);
+  if (s.code() == Code::kNotFound) {
+    (void)blobs_->DeleteUploadParts(route.ref);  // finished, cancelled or purged meanwhile
+    *error = UnknownUpload(route.ref);
+    return false;
+  }
+  if (s.code() == Code::kInvalidArgument) {
+    Result<store::UploadRecord> now = db_->GetUpload(route.ref);
+    *error = ErrorResponse(OciError::kRangeInvalid,
+                           "chunk starts at byte " + std::to_string(up.size) +
+                               " but the upload has meanwhile received more: " + s.message());
+    SetUploadProgress(error, route.name, route.ref, now.ok() ? now->size : up.size);
+    return false;
+  }
+  if (!s.ok()) {
+    *error = ErrorResponse(s, ErrorContext::kUpload);
+    return false;
+  }
   return true;
 }
 
 Response Registry::PatchUpload(const Route& route, const Request& request) {
   if (!IsUuid(route.ref)) return UnknownUpload(route.ref);
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
-  if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
+  Result<store::UploadRecord> up = db_->GetUpload(route.ref);
+  if (!up.ok() || up->repository != route.name) return UnknownUpload(route.ref);
   uint64_t size = 0;
   Response error;
-  if (!AppendChunk(route, request, &size, &error)) return error;
+  if (!AppendChunk(route, request, *up, &size, &error)) return error;
   Response res = Empty(202);
   SetUploadProgress(&res, route.name, route.ref, size);
   return res;
@@ -316,44 +273,73 @@ Response Registry::PatchUpload(const Route& route, const Request& request) {
 Response Registry::UploadStatus(const Route& route) {
   if (!IsUuid(route.ref)) return UnknownUpload(route.ref);
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
-  if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
-  Result<uint64_t> size = FileSizeOf(SessionPath(route.ref));
-  if (!size.ok()) return ErrorResponse(size.status(), ErrorContext::kUpload);
+  Result<store::UploadRecord> up = db_->GetUpload(route.ref);
+  if (!up.ok() || up->repository != route.name) return UnknownUpload(route.ref);
   Response res = Empty(204);
-  SetUploadProgress(&res, route.name, route.ref, *size);
+  SetUploadProgress(&res, route.name, route.ref, up->size);
   return res;
 }
 
 Response Registry::FinishUpload(const Route& route, const Request& request) {
   if (!IsUuid(route.ref)) return UnknownUpload(route.ref);
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
-  if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
+  Result<store::UploadRecord> up = db_->GetUpload(route.ref);
+  if (!up.ok() || up->repository != route.name) return UnknownUpload(route.ref);
   std::optional<std::string> digest = route.Query("digest");
   if (!digest.has_value() || !IsValidOciDigest(*digest)) {
     return ErrorResponse(OciError::kDigestInvalid,
                          "closing PUT needs ?digest=sha256:<64 hex> or sha512:<128 hex>",
                          json{{"digest", digest.value_or("")}});
   }
-  uint64_t size = 0;
+  uint64_t chunk = 0;
   Response error;
-  if (!AppendChunk(route, request, &size, &error)) return error;
-  const std::string session = SessionPath(route.ref);
+  if (!CheckChunk(route, request, up->size, &chunk, &error)) return error;
+  // The blob is assembled here: the stored parts in order, then this request's body (never
+  // stored as a part). With no parts the body itself is published (a single PUT: no copy).
+  std::string assembled;
+  std::optional<ScopedRemoveAll> own_temp;
+  if (up->parts.empty() && !request.body_file.empty()) {
+    assembled = request.body_file;
+  } else {
+    assembled = blobs_->NewTempPath("session");
+    own_temp.emplace(assembled);
+    Status s = up->parts.empty() ? WriteFileAtomic(assembled, request.body)
+                                 : blobs_->ConcatUploadParts(route.ref, up->parts, assembled);
+    if (s.ok() && !up->parts.empty() && chunk > 0) {
+      if (!request.body_file.empty()) {
+        s = store::AppendFileTo(request.body_file, assembled);
+      } else {
+        const std::string body = blobs_->NewTempPath("body");
+        s = WriteFileAtomic(body, request.body);
+        if (s.ok()) s = store::AppendFileTo(body, assembled);
+        RemoveAll(body);
+      }
+    }
+    if (!s.ok()) {
+      if (s.code() == Code::kNotFound) {
+        return ErrorResponse(OciError::kBlobUploadUnknown,
+                             "upload session '" + route.ref + "' lost its data: " + s.message());
+      }
+      return ErrorResponse(s, ErrorContext::kUpload);
+    }
+  }
   KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
   // Touched first, as in the monolithic upload above.
   if (Status t = db_->TouchBlob(*digest); !t.ok()) {
     return ErrorResponse(t, ErrorContext::kUpload);
   }
-  Result<store::BlobInfo> info = blobs_->Publish(session, *digest);
+  Result<store::BlobInfo> info = blobs_->Publish(assembled, *digest);
   if (!info.ok()) {
     if (info.status().code() == Code::kDigestMismatch) {
       // The session's bytes are not the blob the client meant: discard the session.
-      RemoveAll(session);
       (void)db_->DeleteUpload(route.ref);
+      (void)blobs_->DeleteUploadParts(route.ref);
     }
     return ErrorResponse(OciErrorFor(info.status(), ErrorContext::kUpload),
                          info.status().message(), json{{"digest", *digest}});
   }
   Status s = db_->DeleteUpload(route.ref);
+  if (s.ok()) (void)blobs_->DeleteUploadParts(route.ref);  // best effort: purges find leftovers
   if (s.ok()) s = db_->RecordBlob(info->digest, info->size);
   if (s.ok()) s = db_->LinkBlob(route.name, info->digest);
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);
@@ -364,9 +350,10 @@ Response Registry::CancelUpload(const Route& route) {
   if (!IsUuid(route.ref)) return UnknownUpload(route.ref);
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
   if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
-  RemoveAll(SessionPath(route.ref));
   Status s = db_->DeleteUpload(route.ref);
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);
+  (void)blobs_->DeleteUploadParts(route.ref);  // best effort: purges find leftovers
+  RemoveAll(SessionPath(route.ref));           // a session file of an older version
   return Empty(204);
 }
 

@@ -65,6 +65,9 @@ cmd_start() {
   command -v nginx > /dev/null 2>&1 || [ -x /usr/sbin/nginx ] || {
     log "nginx is not installed (scripts/setup.sh installs nginx-light)"; exit 77; }
   [ -f "$ceph_dir/start.sh" ] || { log "no S3 server: $ceph_dir/start.sh not found"; exit 77; }
+  # Without Ceph, start.sh would try to install it: a missing component is a skip here.
+  command -v radosgw > /dev/null 2>&1 || [ -x /usr/bin/radosgw ] || {
+    log "Ceph's radosgw is not installed (scripts/setup.sh installs ceph-mon ceph-osd radosgw)"; exit 77; }
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   (cd "$(dirname "$blz")" && echo "$(pwd)/$(basename "$blz")") > "$dir/blz"

@@ -34,6 +34,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [ "$cluster" -gt 0 ]; then
+  # PostgreSQL runs as another user when this runs as root: it must traverse mktemp's 0700 dir.
+  chmod 711 "$work"
   status=0
   settings=$(bash scripts/cluster.sh start "$work/cluster" "$cluster" "$blz") || status=$?
   if [ "$status" -eq 77 ]; then echo "conformance: SKIPPED: a cluster component is not installed"; exit 0; fi

@@ -23,6 +23,9 @@ packages=(
   # The S3 tests (tests/store/s3) run a real S3 server, Ceph's RADOS Gateway, as a throwaway
   # single-node cluster (../shared/tools/ceph-s3/start.sh): ~51 packages, 252 MiB installed.
   ceph-mon ceph-osd radosgw
+  # The round-robin load balancer in front of `blz serve` replicas (scripts/cluster.sh; the
+  # conformance suite through 2 replicas in scripts/test.sh).
+  nginx-light
 )
 # The web view (web/) is built with Node.js and npm (web/CMakeLists.txt fails without them),
 # and the export tests read GGUF files with an independent reader (@huggingface/gguf, web/):

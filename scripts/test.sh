@@ -46,6 +46,11 @@ phase_done browser
 # "Conformance"); non-zero on any failed spec.
 bash scripts/conformance.sh "$build/cli/blz"
 phase_done conformance
+# The same suite through nginx round robin over 2 replicas on PostgreSQL + S3 (scripts/cluster.sh),
+# so consecutive requests of one upload or pull reach different replicas; skips (exit 0, saying
+# so) when PostgreSQL, Ceph or nginx is not installed.
+bash scripts/conformance.sh --cluster 2 "$build/cli/blz"
+phase_done cluster
 # Then every libFuzzer target briefly (docs/fuzzing.md); non-zero on any crash.
 bash scripts/fuzz.sh short
 phase_done fuzz

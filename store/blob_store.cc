@@ -2,6 +2,7 @@
 // the streaming writer and the scrub loop (store/blob_store.h).
 #include "store/blob_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <utility>
+#include <vector>
 
 #include "core/text.h"
 
@@ -27,6 +29,69 @@ Result<uint64_t> LocalFileSize(const std::string& path) {
 }
 
 }  // namespace
+
+Status CheckUploadPartId(std::string_view what, std::string_view id) {
+  bool ok = !id.empty() && id.size() <= 128;
+  for (char c : id) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-');
+  if (!ok) return InvalidArgument("invalid upload " + std::string(what) + " '" + std::string(id) + "'");
+  return Status::Ok();
+}
+
+Status AppendFileTo(const std::string& src, const std::string& dst) {
+  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return IOError(src + ": cannot open: " + std::strerror(errno));
+  // Not O_APPEND: copy_file_range refuses such descriptors. Write from the end instead.
+  int out = ::open(dst.c_str(), O_WRONLY | O_CLOEXEC);
+  if (out < 0 || ::lseek(out, 0, SEEK_END) < 0) {
+    Status s = IOError(dst + ": cannot open for appending: " + std::strerror(errno));
+    ::close(in);
+    if (out >= 0) ::close(out);
+    return s;
+  }
+  Status status;
+  bool fallback = false;
+  while (!fallback) {
+    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, 1 << 30, 0);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP) {
+        fallback = true;
+        break;
+      }
+      status = IOError(dst + ": append failed: " + std::strerror(errno));
+      break;
+    }
+  }
+  if (fallback) {
+    std::vector<char> buf(1 << 20);
+    while (true) {
+      ssize_t n = ::read(in, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        status = IOError(src + ": read failed: " + std::strerror(errno));
+        break;
+      }
+      if (n == 0) break;
+      const char* p = buf.data();
+      size_t left = size_t(n);
+      while (left > 0) {
+        ssize_t w = ::write(out, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) break;
+        p += w;
+        left -= size_t(w);
+      }
+      if (left > 0) {
+        status = IOError(dst + ": write failed: " + std::strerror(errno));
+        break;
+      }
+    }
+  }
+  ::close(in);
+  if (::close(out) != 0 && status.ok()) status = IOError(dst + ": close failed");
+  return status;
+}
 
 Status MakePrivateDir(const std::string& dir) {
   struct stat st {};

@@ -157,6 +157,26 @@ class BlobStore {
   virtual Result<std::string> PresignGet(std::string_view digest,
                                          std::chrono::seconds expiry) const;
 
+  // -- upload parts: the chunks of an open upload session (registry/upload_handlers.cc), kept
+  //    where every replica using this store reads them (s3: objects
+  //    <PREFIX>/uploads/<session>/<name>; fs: files <root>/uploads/parts-<session>/<name>, as
+  //    local as the blobs). `session` is a session uuid, `name` a part name (both [0-9a-z-]);
+  //    the order of the parts is the caller's (the metadata database records it). --
+  // Stores the file at `path` (under uploads_dir()) as part `name` of `session`, consuming the
+  // file (fs: renamed into place; s3: one PUT, then removed). Errors: kInvalidArgument (a bad
+  // name), kIOError / the driver's errors (the file is left where it was).
+  virtual Status PutUploadPart(std::string_view session, std::string_view name,
+                               const std::string& path) const = 0;
+  // Writes the parts `names` of `session`, in that order, into a new file at `dest` (under
+  // uploads_dir()). fs: a single part is hard-linked (no copy). Errors: kNotFound (a part is
+  // missing), kIOError / the driver's errors (`dest` may hold a partial file).
+  virtual Status ConcatUploadParts(std::string_view session, const std::vector<std::string>& names,
+                                   const std::string& dest) const = 0;
+  // Removes every part of `session` (also ones no database row names). Missing: OK.
+  virtual Status DeleteUploadParts(std::string_view session) const = 0;
+  // The sessions that have parts stored (for purging parts whose session is gone).
+  virtual Result<std::vector<std::string>> ListUploadPartSessions() const = 0;
+
  protected:
   // Creates <root> and <root>/uploads owner-only (0700; an existing wider one is tightened with
   // a warning on stderr).
@@ -176,6 +196,15 @@ class BlobStore {
   std::string root_;
   std::string uploads_dir_;
 };
+
+// OK when `id` is a non-empty name of [0-9a-z-] (an upload session or part name), else
+// kInvalidArgument naming `what`. For drivers.
+Status CheckUploadPartId(std::string_view what, std::string_view id);
+
+// Appends all of `src` to `dst` (both regular files; `dst` must exist), in the kernel where
+// possible (copy_file_range). On error `dst` may hold a partial append. For drivers and the
+// upload handlers.
+Status AppendFileTo(const std::string& src, const std::string& dst);
 
 // Creates `dir` (and parents) owner-only (0700 whatever the umask; an existing wider one is
 // tightened with a warning on stderr). For drivers.

@@ -579,8 +579,8 @@ Status MetadataDb::CreateUploadLocked(std::string_view uuid, std::string_view re
     }
   }
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("INSERT INTO uploads (uuid, repository, started, owner) "
-                                   "VALUES (?1, ?2, ?3, ?4)"));
+                       db_.Prepare("INSERT INTO uploads (uuid, repository, started, owner, "
+                                   "updated) VALUES (?1, ?2, ?3, ?4, ?3)"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
   BLZ_RETURN_IF_ERROR(st.Bind(2, repository));
   BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
@@ -591,11 +591,63 @@ Status MetadataDb::CreateUploadLocked(std::string_view uuid, std::string_view re
 Result<UploadRecord> MetadataDb::GetUpload(std::string_view uuid) {
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("SELECT repository, started FROM uploads WHERE uuid = ?1"));
+                       db_.Prepare("SELECT repository, started, size, parts, updated "
+                                   "FROM uploads WHERE uuid = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
   BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return NotFound("upload session '" + std::string(uuid) + "' is unknown");
-  return UploadRecord{std::string(uuid), st.ColumnText(0), st.ColumnInt(1)};
+  UploadRecord up{std::string(uuid), st.ColumnText(0), st.ColumnInt(1)};
+  up.size = uint64_t(st.ColumnInt(2));
+  const std::string parts = st.ColumnText(3);
+  for (size_t begin = 0; begin < parts.size();) {
+    size_t end = parts.find(';', begin);
+    if (end == std::string::npos) end = parts.size();
+    if (end > begin) up.parts.push_back(parts.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  up.updated = st.ColumnInt(4);
+  return up;
+}
+
+Result<std::vector<std::string>> MetadataDb::ListUploadsIdleSince(int64_t unix_seconds) {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT uuid FROM uploads WHERE updated <= ?1 "
+                                                 "ORDER BY updated, uuid"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, unix_seconds));
+  std::vector<std::string> out;
+  for (;;) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
+Status MetadataDb::AdvanceUpload(std::string_view uuid, uint64_t old_size, uint64_t new_size,
+                                 std::string_view part) {
+  if (part.find(';') != std::string_view::npos) {
+    return InvalidArgument("upload part name '" + std::string(part) + "' contains ';'");
+  }
+  {
+    std::lock_guard lock(mu_);
+    BLZ_ASSIGN_OR_RETURN(
+        Statement st,
+        db_.Prepare("UPDATE uploads SET size = ?3, parts = parts || ?4, updated = ?5 "
+                    "WHERE uuid = ?1 AND size = ?2 RETURNING uuid"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, int64_t(old_size)));
+    BLZ_RETURN_IF_ERROR(st.Bind(3, int64_t(new_size)));
+    BLZ_RETURN_IF_ERROR(st.Bind(4, part.empty() ? std::string() : std::string(part) + ";"));
+    BLZ_RETURN_IF_ERROR(st.Bind(5, Now()));
+    BLZ_ASSIGN_OR_RETURN(bool changed, st.Step());
+    if (changed) {
+      BLZ_RETURN_IF_ERROR(st.Run());  // finish the statement
+      return Status::Ok();
+    }
+  }
+  BLZ_ASSIGN_OR_RETURN(UploadRecord up, GetUpload(uuid));
+  return InvalidArgument("upload session '" + std::string(uuid) + "' is at byte " +
+                         std::to_string(up.size) + ", not " + std::to_string(old_size));
 }
 
 Result<std::vector<std::string>> MetadataDb::ListUploadsStartedBy(int64_t unix_seconds) {

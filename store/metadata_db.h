@@ -187,6 +187,11 @@ struct UploadRecord {
   std::string uuid;
   std::string repository;
   int64_t started = 0;  // Unix seconds
+  // Shared by replicas (migrations/0009_upload_parts.sql): the bytes received so far, the names
+  // of the stored chunks in order (BlobStore::PutUploadPart), when the last chunk arrived.
+  uint64_t size = 0;
+  std::vector<std::string> parts;
+  int64_t updated = 0;  // Unix seconds
 };
 
 // One page of a lexically ordered listing (bytewise order).
@@ -407,6 +412,15 @@ class MetadataDb {
   Status DeleteUpload(std::string_view uuid);
   // The uuids of the sessions started at or before `unix_seconds`, oldest first.
   Result<std::vector<std::string>> ListUploadsStartedBy(int64_t unix_seconds);
+  // The uuids of the sessions whose last chunk (or start) was at or before `unix_seconds`.
+  Result<std::vector<std::string>> ListUploadsIdleSince(int64_t unix_seconds);
+  // Records that session `uuid` received a chunk stored as part `part` (a name without ';'; ""
+  // records none): its offset moves from `old_size` to `new_size`, in one conditional UPDATE
+  // (`... WHERE uuid = ? AND size = old_size`), the per-session lock of every replica: of two
+  // chunks sent at the same offset exactly one is recorded. Errors: kNotFound (no such session),
+  // kInvalidArgument (the session's offset is no longer `old_size`: the message names it).
+  Status AdvanceUpload(std::string_view uuid, uint64_t old_size, uint64_t new_size,
+                       std::string_view part);
 
   // -- replicas: shared settings, job leases, garbage collection's deletions
   //    (store/metadata_db_replicas.cc). Several processes sharing this database agree through

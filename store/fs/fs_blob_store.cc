@@ -207,4 +207,62 @@ Result<StoredHash> FsBlobStore::HashStored(std::string_view digest) const {
   return StoredHash{actual, uint64_t(hashed.st_size), uint64_t(hashed.st_ino)};
 }
 
+// -- upload parts: <root>/uploads/parts-<session>/<name> --
+
+Status FsBlobStore::PutUploadPart(std::string_view session, std::string_view name,
+                                  const std::string& path) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
+  const std::string dir = uploads_dir() + "/parts-" + std::string(session);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return IOError(dir + ": cannot create: " + std::strerror(errno));
+  }
+  const std::string part = dir + "/" + std::string(name);
+  // Same file system (both under uploads/): the chunk is moved, never copied.
+  if (::rename(path.c_str(), part.c_str()) != 0) {
+    return IOError(part + ": cannot move the chunk into place: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status FsBlobStore::ConcatUploadParts(std::string_view session,
+                                      const std::vector<std::string>& names,
+                                      const std::string& dest) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  const std::string dir = uploads_dir() + "/parts-" + std::string(session);
+  for (const std::string& name : names) BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
+  if (names.size() == 1) {
+    // The common case (one chunk, then the closing PUT): the part itself, linked, not copied.
+    const std::string part = dir + "/" + names[0];
+    if (::link(part.c_str(), dest.c_str()) == 0) return Status::Ok();
+    if (errno == ENOENT) return NotFound(part + ": upload part is missing");
+  }
+  int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return IOError(dest + ": cannot create: " + std::strerror(errno));
+  ::close(fd);
+  for (const std::string& name : names) {
+    const std::string part = dir + "/" + name;
+    if (::access(part.c_str(), F_OK) != 0) return NotFound(part + ": upload part is missing");
+    BLZ_RETURN_IF_ERROR(AppendFileTo(part, dest));
+  }
+  return Status::Ok();
+}
+
+Status FsBlobStore::DeleteUploadParts(std::string_view session) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  RemoveAll(uploads_dir() + "/parts-" + std::string(session));
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> FsBlobStore::ListUploadPartSessions() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(uploads_dir(), ec)) {
+    const std::string fname = entry.path().filename().string();
+    if (fname.rfind("parts-", 0) == 0) out.push_back(fname.substr(6));
+  }
+  if (ec) return IOError(uploads_dir() + ": cannot list: " + ec.message());
+  return out;
+}
+
 }  // namespace blz::store

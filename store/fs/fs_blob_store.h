@@ -42,6 +42,12 @@ class FsBlobStore final : public BlobStore {
   Result<std::vector<std::string>> ListDigests() const override;
   Result<uint64_t> RemoveIfOlder(std::string_view digest,
                                  std::chrono::system_clock::time_point cutoff) const override;
+  Status PutUploadPart(std::string_view session, std::string_view name,
+                       const std::string& path) const override;
+  Status ConcatUploadParts(std::string_view session, const std::vector<std::string>& names,
+                           const std::string& dest) const override;
+  Status DeleteUploadParts(std::string_view session) const override;
+  Result<std::vector<std::string>> ListUploadPartSessions() const override;
 
  protected:
   Result<BlobInfo> PublishVerified(const std::string& temp_path, const std::string& digest,

@@ -1,6 +1,7 @@
 // The S3 blob driver (store/s3/s3_blob_store.h).
 #include "store/s3/s3_blob_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +98,12 @@ std::string S3BlobStore::BlobsPrefix() const {
   std::string p = config_.prefix;
   while (!p.empty() && p.back() == '/') p.pop_back();
   return p.empty() ? "blobs/" : p + "/blobs/";
+}
+
+std::string S3BlobStore::UploadsPrefix() const {
+  std::string p = config_.prefix;
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  return p.empty() ? "uploads/" : p + "/uploads/";
 }
 
 Result<std::string> S3BlobStore::KeyFor(std::string_view digest) const {
@@ -345,6 +352,98 @@ Result<std::string> S3BlobStore::PresignGet(std::string_view digest,
                            std::chrono::duration_cast<std::chrono::seconds>(
                                Clock::now().time_since_epoch())
                                .count());
+}
+
+// -- upload parts: objects <prefix>/uploads/<session>/<name>, shared by every replica; the
+//    replica that received a part keeps it in <root>/uploads/parts-<session>/ too, so finishing
+//    on the same replica (the usual case) downloads nothing. --
+
+std::string S3BlobStore::LocalPartsDir(std::string_view session) const {
+  return uploads_dir() + "/parts-" + std::string(session);
+}
+
+Status S3BlobStore::PutUploadPart(std::string_view session, std::string_view name,
+                                  const std::string& path) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return IOError(path + ": cannot stat: " + std::strerror(errno));
+  // Multipart from the threshold on: a single PUT is limited to 5 GiB, a chunk is not.
+  BLZ_RETURN_IF_ERROR(
+      Upload(UploadsPrefix() + std::string(session) + "/" + std::string(name), path,
+             uint64_t(st.st_size)));
+  const std::string dir = LocalPartsDir(session);
+  const std::string local = dir + "/" + std::string(name);
+  if ((::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) ||
+      ::rename(path.c_str(), local.c_str()) != 0) {
+    ::unlink(path.c_str());  // the local copy is only a shortcut
+  }
+  return Status::Ok();
+}
+
+Status S3BlobStore::ConcatUploadParts(std::string_view session,
+                                      const std::vector<std::string>& names,
+                                      const std::string& dest) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  for (const std::string& name : names) BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
+  const std::string dir = LocalPartsDir(session);
+  if (names.size() == 1 && ::link((dir + "/" + names[0]).c_str(), dest.c_str()) == 0) {
+    return Status::Ok();  // received here: linked, neither copied nor downloaded
+  }
+  S3Client client(config_);
+  int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return IOError(dest + ": cannot create: " + std::strerror(errno));
+  ::close(fd);
+  for (const std::string& name : names) {
+    const std::string local = dir + "/" + name;
+    if (::access(local.c_str(), R_OK) == 0) {
+      BLZ_RETURN_IF_ERROR(AppendFileTo(local, dest));
+      continue;
+    }
+    const std::string temp = NewTempPath("part");
+    Status got = client.GetObjectToFile(UploadsPrefix() + std::string(session) + "/" + name, temp);
+    if (got.code() == Code::kNotFound) {
+      got = NotFound("upload part " + std::string(session) + "/" + name + " is missing from " +
+                     Describe());
+    }
+    if (got.ok()) got = AppendFileTo(temp, dest);
+    ::unlink(temp.c_str());
+    BLZ_RETURN_IF_ERROR(got);
+  }
+  return Status::Ok();
+}
+
+Status S3BlobStore::DeleteUploadParts(std::string_view session) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  S3Client client(config_);
+  RemoveAll(LocalPartsDir(session));
+  const std::string prefix = UploadsPrefix() + std::string(session) + "/";
+  std::string token;
+  do {
+    BLZ_ASSIGN_OR_RETURN(ListObjectsResult listed, client.ListObjectsV2(prefix, token));
+    for (const ListedObject& object : listed.objects) {
+      BLZ_RETURN_IF_ERROR(client.DeleteObject(object.key));
+    }
+    token = listed.next_continuation_token;
+  } while (!token.empty());
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> S3BlobStore::ListUploadPartSessions() const {
+  S3Client client(config_);
+  const std::string prefix = UploadsPrefix();
+  std::vector<std::string> out;
+  std::string token;
+  do {
+    BLZ_ASSIGN_OR_RETURN(ListObjectsResult listed, client.ListObjectsV2(prefix, token));
+    for (const ListedObject& object : listed.objects) {
+      std::string rest = object.key.substr(prefix.size());
+      std::string session = rest.substr(0, rest.find('/'));
+      if (out.empty() || out.back() != session) out.push_back(session);
+    }
+    token = listed.next_continuation_token;
+  } while (!token.empty());
+  return out;
 }
 
 }  // namespace blz::store::s3

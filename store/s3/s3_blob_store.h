@@ -62,6 +62,12 @@ class S3BlobStore final : public BlobStore {
                                  std::chrono::system_clock::time_point cutoff) const override;
   Result<std::string> PresignGet(std::string_view digest,
                                  std::chrono::seconds expiry) const override;
+  Status PutUploadPart(std::string_view session, std::string_view name,
+                       const std::string& path) const override;
+  Status ConcatUploadParts(std::string_view session, const std::vector<std::string>& names,
+                           const std::string& dest) const override;
+  Status DeleteUploadParts(std::string_view session) const override;
+  Result<std::vector<std::string>> ListUploadPartSessions() const override;
 
  protected:
   Result<BlobInfo> PublishVerified(const std::string& temp_path, const std::string& digest,
@@ -72,6 +78,9 @@ class S3BlobStore final : public BlobStore {
   S3BlobStore(std::string root, S3Config config, S3BlobStoreOptions options);
 
   std::string BlobsPrefix() const;  // "<prefix>/blobs/"
+  std::string UploadsPrefix() const;  // "<prefix>/uploads/"
+  // <root>/uploads/parts-<session>: local copies of the parts this replica received.
+  std::string LocalPartsDir(std::string_view session) const;
   std::string CachePath(std::string_view digest) const;
   Status Upload(const std::string& key, const std::string& path, uint64_t size) const;
   // Downloads the object to `path` and hashes it.

@@ -203,7 +203,8 @@ class Harness {
   }
   size_t UploadsCount() const {
     size_t n = 0;
-    for (const auto& e : std::filesystem::directory_iterator(data() + "/uploads")) {
+    // Also the chunks of open sessions the fs driver keeps in uploads/parts-<uuid>/.
+    for (const auto& e : std::filesystem::recursive_directory_iterator(data() + "/uploads")) {
       n += e.is_regular_file() ? 1 : 0;
     }
     return n;

@@ -233,6 +233,57 @@ TEST_P(BlobStoreContractTest, PresignedUrlsWhereTheDriverHasThem) {
   EXPECT_EQ(body, "presigned bytes");
 }
 
+// Upload parts (the chunks of an open upload session): stored from a file that is consumed,
+// read back concatenated in the caller's order, listed by session, and deleted with the
+// session; they are not blobs.
+TEST_P(BlobStoreContractTest, UploadPartsAreSharedConcatenatedAndDeleted) {
+  const std::string session = "0a1b2c3d-0000-4000-8000-00000000000" + std::string(1, 'e');
+  const std::vector<std::pair<std::string, std::string>> parts = {
+      {"00000000000000000000-aa", std::string(70000, 'a')},
+      {"00000000000000070000-bb", "second chunk"},
+      {"00000000000000070012-cc", std::string(3, 'c')}};
+  for (const auto& [name, bytes] : parts) {
+    const std::string temp = store_->NewTempPath("body");
+    testing::WriteFileBytes(temp, bytes);
+    Status put = store_->PutUploadPart(session, name, temp);
+    ASSERT_TRUE(put.ok()) << put.ToString();
+    EXPECT_FALSE(std::filesystem::exists(temp)) << "the chunk's file is consumed";
+  }
+  EXPECT_EQ(store_->PutUploadPart(session, "bad;name", store_->NewTempPath("x")).code(),
+            Code::kInvalidArgument);
+  auto sessions = store_->ListUploadPartSessions();
+  ASSERT_TRUE(sessions.ok()) << sessions.status().ToString();
+  EXPECT_EQ(*sessions, std::vector<std::string>{session});
+  EXPECT_TRUE(store_->ListDigests()->empty()) << "parts are not blobs";
+
+  // s3 keeps local copies of the parts it received; another replica has none: read as it would.
+  if (GetParam() == "s3") {
+    ASSERT_TRUE(std::filesystem::exists(store_->uploads_dir() + "/parts-" + session));
+    std::filesystem::remove_all(store_->uploads_dir() + "/parts-" + session);
+  }
+  // All three, in order; then one alone (fs: linked, not copied).
+  const std::string all = store_->NewTempPath("session");
+  Status concat = store_->ConcatUploadParts(
+      session, {parts[0].first, parts[1].first, parts[2].first}, all);
+  ASSERT_TRUE(concat.ok()) << concat.ToString();
+  EXPECT_EQ(testing::ReadFileBytes(all), parts[0].second + parts[1].second + parts[2].second);
+  const std::string one = store_->NewTempPath("session");
+  ASSERT_TRUE(store_->ConcatUploadParts(session, {parts[1].first}, one).ok());
+  EXPECT_EQ(testing::ReadFileBytes(one), parts[1].second);
+  EXPECT_EQ(store_->ConcatUploadParts(session, {"00000000000000000000-zz"},
+                                      store_->NewTempPath("session"))
+                .code(),
+            Code::kNotFound);
+
+  ASSERT_TRUE(store_->DeleteUploadParts(session).ok());
+  EXPECT_TRUE(store_->DeleteUploadParts(session).ok()) << "deleting nothing is OK";
+  sessions = store_->ListUploadPartSessions();
+  ASSERT_TRUE(sessions.ok());
+  EXPECT_TRUE(sessions->empty());
+  EXPECT_EQ(store_->ConcatUploadParts(session, {parts[0].first}, store_->NewTempPath("s")).code(),
+            Code::kNotFound);
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, BlobStoreContractTest, ::testing::Values("fs", "s3"),
                          [](const auto& p) { return p.param; });
 

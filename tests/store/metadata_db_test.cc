@@ -457,6 +457,58 @@ TEST_P(MetadataDbTest, UploadCapsHoldAcrossConnections) {
   EXPECT_EQ(open->size(), 7u);
 }
 
+// An upload session's offset moves only from the offset the caller read (the per-session lock
+// of replicas): of chunks sent at one offset through several connections exactly one is
+// recorded, the others are told the offset moved; the recorded parts come back in order.
+TEST_P(MetadataDbTest, UploadOffsetAdvancesOnceFromEachOffset) {
+  ASSERT_TRUE(db_->CreateUpload("u-1", "m").ok());
+  auto fresh = db_->GetUpload("u-1");
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->size, 0u);
+  EXPECT_TRUE(fresh->parts.empty());
+  EXPECT_GT(fresh->updated, 0);
+  constexpr int kConnections = 4;
+  std::vector<std::unique_ptr<MetadataDb>> dbs;
+  for (int c = 0; c < kConnections; ++c) {
+    auto db = MetadataDb::Open(url_);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    dbs.push_back(std::move(*db));
+  }
+  std::atomic<int> recorded{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kConnections; ++t) {
+    threads.emplace_back([&, t] {
+      Status s = dbs[t]->AdvanceUpload("u-1", 0, 10, "p0-" + std::to_string(t));
+      if (s.ok()) {
+        ++recorded;
+      } else {
+        EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+        EXPECT_NE(s.message().find("at byte 10"), std::string::npos) << s.ToString();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(recorded.load(), 1);
+  ASSERT_TRUE(db_->AdvanceUpload("u-1", 10, 15, "p10").ok());
+  EXPECT_EQ(db_->AdvanceUpload("u-1", 10, 20, "p10-late").code(), Code::kInvalidArgument);
+  ASSERT_TRUE(db_->AdvanceUpload("u-1", 15, 15, "").ok());  // an empty chunk: no part
+  EXPECT_EQ(db_->AdvanceUpload("u-1", 15, 16, "a;b").code(), Code::kInvalidArgument);
+  auto up = db_->GetUpload("u-1");
+  ASSERT_TRUE(up.ok());
+  EXPECT_EQ(up->size, 15u);
+  ASSERT_EQ(up->parts.size(), 2u);
+  EXPECT_EQ(up->parts[0].rfind("p0-", 0), 0u);
+  EXPECT_EQ(up->parts[1], "p10");
+  EXPECT_EQ(db_->AdvanceUpload("nope", 0, 1, "x").code(), Code::kNotFound);
+  // Idle by its last chunk, not by its start.
+  auto idle = db_->ListUploadsIdleSince(up->updated - 1);
+  ASSERT_TRUE(idle.ok());
+  EXPECT_TRUE(idle->empty());
+  idle = db_->ListUploadsIdleSince(up->updated);
+  ASSERT_TRUE(idle.ok());
+  EXPECT_EQ(*idle, std::vector<std::string>{"u-1"});
+}
+
 // Every method on one database through two connections: what one writes the other reads (the
 // registry's replicas share a database this way).
 TEST_P(MetadataDbTest, TwoConnectionsShareTheRows) {
