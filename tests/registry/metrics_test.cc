@@ -75,7 +75,7 @@ void ParseInto(const std::string& text, Exposition* out) {
       const size_t sp = rest.find(' ');
       const std::string name = rest.substr(0, sp), type = rest.substr(sp + 1);
       EXPECT_TRUE(e.helped.count(name)) << "TYPE before HELP: " << line;
-      EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram") << line;
+      EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram" || type == "summary") << line;
       if (type == "counter") {
         EXPECT_EQ(name.substr(name.size() - 6), "_total") << "counter name: " << name;
       }
