@@ -109,6 +109,9 @@ class BlobStore {
   // The calls timed so far, when this store is a TimedBlobStore (store/timed_blob_store.h);
   // nullptr for a bare driver.
   virtual const BlobStoreTimings* timings() const { return nullptr; }
+  // The driver itself: this store, or the one a decorator (TimedBlobStore) wraps. For tests
+  // that reach into a driver (FsBlobStore::PathFor).
+  virtual BlobStore& unwrapped() { return *this; }
 
   // Size and time written of a published blob (fs: also its path). Never downloads.
   // Errors: kInvalidArgument (malformed digest), kNotFound, kIOError / kUnavailable.

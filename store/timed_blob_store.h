@@ -36,6 +36,7 @@ class TimedBlobStore final : public BlobStore {
   Result<std::string> PresignGet(std::string_view digest,
                                  std::chrono::seconds expiry) const override;
   const BlobStoreTimings* timings() const override { return &timings_; }
+  BlobStore& unwrapped() override { return inner_->unwrapped(); }
 
  protected:
   Result<BlobInfo> PublishVerified(const std::string& temp_path, const std::string& digest,
