@@ -12,6 +12,7 @@
 #include "core/file_util.h"
 #include "registry/errors.h"
 #include "registry/forwarded.h"
+#include "registry/health_handlers.h"
 #include "registry/metrics_handlers.h"
 #include "registry/wire.h"
 
@@ -215,10 +216,12 @@ void HttpSession::OnHeader(beast::error_code ec) {
   }
 
   metrics_request_ = options_->metrics && IsMetricsTarget(head_.target);
+  // Health checks answer before the registry's routes and authentication (load balancers).
+  health_request_ = static_cast<int>(HealthTargetOf(head_.target));
   web_request_ = false;
   std::optional<Response> web;
-  if (!metrics_request_ && options_->web) web = options_->web(head_);
-  if (metrics_request_) {
+  if (!metrics_request_ && health_request_ == 0 && options_->web) web = options_->web(head_);
+  if (metrics_request_ || health_request_ != 0) {
     plan_ = BodyPlan();  // a body (none is expected) is read and discarded
     plan_.limit = kMaxIgnoredBodyBytes;
   } else if (web.has_value()) {
@@ -389,9 +392,13 @@ void HttpSession::OnBody() {
   // back to this connection's strand to write.
   const bool posted =
       handlers_->Post(plan_.heavy, [self = shared_from_this(), req = std::move(req),
-                                    metrics = metrics_request_]() {
+                                    metrics = metrics_request_,
+                                    health = health_request_]() {
         Response res = metrics ? HandleMetrics(*self->registry_, req.head)
-                               : self->registry_->Handle(req);
+                       : health != 0
+                           ? HandleHealth(*self->registry_, req.head,
+                                          static_cast<HealthTarget>(health))
+                           : self->registry_->Handle(req);
         net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
           self->SendResponse(std::move(res));
         });

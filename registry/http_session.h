@@ -104,6 +104,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   const SessionOptions* options_;
   std::string client_;  // the peer (or the client a trusted proxy names), for the access log
   bool metrics_request_ = false;  // GET /metrics (registry/metrics_handlers.h), not the registry's
+  int health_request_ = 0;        // HealthTarget of /healthz, /readyz (registry/health_handlers.h)
   bool web_request_ = false;      // answered by SessionOptions::web (logged as route "web")
 
   std::optional<http::request_parser<http::empty_body>> head_parser_;

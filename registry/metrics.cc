@@ -113,6 +113,8 @@ class Writer {
 std::string_view RouteKind(std::string_view target) {
   const std::string_view path = PathOf(target);
   if (path == "/metrics") return "metrics";
+  if (path == "/healthz") return "healthz";
+  if (path == "/readyz") return "readyz";
   const std::vector<std::string_view> c = Split(path);
   const size_t n = c.size();
   if (n == 0 || c[0] != "v2") return "other";
@@ -256,7 +258,7 @@ std::string Metrics::Render(const std::vector<MetricFamily>& extra) const {
   w.Sample("blz_gc_last_run_timestamp_seconds", {}, double(gc_last_run_ms_.load()) / 1000.0);
   for (const MetricFamily& f : extra) {
     w.Family(f.name, f.help, f.type);
-    for (const MetricSample& s : f.samples) w.Sample(f.name, s.labels, s.value);
+    for (const MetricSample& s : f.samples) w.Sample(f.name + s.suffix, s.labels, s.value);
   }
   return w.Take();
 }

@@ -29,7 +29,7 @@ namespace blz::registry {
 // The kind of route a request target addresses, a bounded label value: "base" (/v2/),
 // "catalog", "blob", "upload", "manifest", "referrers", "tags", "patch", "value_diff",
 // "structures", "storage", "repositories" (/v2/_blz/...), "bases", "versions", "version",
-// "stats", "patch_report", "delta", "delta_report" (/v2/<name>/blz/...), "metrics", or "other". Looks only at the path's
+// "stats", "patch_report", "delta", "delta_report" (/v2/<name>/blz/...), "metrics", "healthz", "readyz", or "other". Looks only at the path's
 // shape (no validation): "/v2/org/m/blobs/uploads/<uuid>?..." -> "upload".
 std::string_view RouteKind(std::string_view target);
 
@@ -37,8 +37,11 @@ std::string_view RouteKind(std::string_view target);
 struct MetricSample {
   std::vector<std::pair<std::string, std::string>> labels;
   double value = 0;
+  // Appended to the family's name for this sample: "_sum" / "_count" of a summary.
+  std::string suffix;
 };
-// A metric family computed at scrape time. `type`: "counter" or "gauge".
+// A metric family computed at scrape time. `type`: "counter", "gauge" or "summary" (samples
+// with suffix "_sum" and "_count").
 struct MetricFamily {
   std::string name;
   std::string help;

@@ -101,6 +101,50 @@ std::vector<MetricFamily> ScrapeFamilies(const StorageStatus& st, const StorageB
   return out;
 }
 
+std::vector<MetricFamily> DependencyFamilies(bool ready, const store::sql::QueryStats& queries,
+                                             const store::BlobStoreTimings* blobs) {
+  std::vector<MetricFamily> out;
+  out.push_back(Single("blz_ready",
+                       "1 when the metadata database and the blob store answer (GET /readyz "
+                       "is 200), else 0. Probed at most once a second.",
+                       "gauge", ready ? 1 : 0));
+  out.push_back(MetricFamily{"blz_metadata_query_seconds",
+                             "Statements run on the metadata database by this replica and "
+                             "their wall time (transaction BEGIN, COMMIT and lock waits "
+                             "included).",
+                             "summary",
+                             {{{}, queries.seconds, "_sum"}, {{}, double(queries.count), "_count"}}});
+  out.push_back(Single("blz_metadata_query_errors_total",
+                       "Statements on the metadata database that failed (a lost connection, a "
+                       "constraint, a serialization failure).",
+                       "counter", double(queries.errors)));
+  MetricFamily seconds{"blz_blob_store_seconds",
+                       "Calls of this replica to the blob store driver and their wall time, by "
+                       "operation: stat, get (a download or re-hash), put, delete, list.",
+                       "summary",
+                       {}};
+  MetricFamily errors{"blz_blob_store_errors_total",
+                      "Blob store driver calls that returned an error (not-found included), by "
+                      "operation.",
+                      "counter",
+                      {}};
+  if (blobs != nullptr) {
+    for (const auto& [op, t] :
+         {std::pair<const char*, const store::BlobStoreTimings::Op*>{"stat", &blobs->stat},
+          {"get", &blobs->get},
+          {"put", &blobs->put},
+          {"delete", &blobs->remove},
+          {"list", &blobs->list}}) {
+      seconds.samples.push_back({{{"op", op}}, t->seconds(), "_sum"});
+      seconds.samples.push_back({{{"op", op}}, double(t->count.load()), "_count"});
+      errors.samples.push_back({{{"op", op}}, double(t->errors.load()), ""});
+    }
+  }
+  out.push_back(std::move(seconds));
+  out.push_back(std::move(errors));
+  return out;
+}
+
 Response HandleMetrics(Registry& registry, const RequestHead& head) {
   if (head.method != "GET" && head.method != "HEAD") {
     Response res = ErrorResponse(OciError::kUnsupported,
@@ -109,8 +153,14 @@ Response HandleMetrics(Registry& registry, const RequestHead& head) {
     return res;
   }
   Response res;
-  res.body = registry.metrics().Render(
-      ScrapeFamilies(registry.storage().status(), MeasureStorage(registry.data_dir())));
+  std::vector<MetricFamily> families =
+      ScrapeFamilies(registry.storage().status(), MeasureStorage(registry.data_dir()));
+  for (MetricFamily& f : DependencyFamilies(registry.readiness().Check().ready,
+                                            registry.db().query_stats(),
+                                            registry.blobs().timings())) {
+    families.push_back(std::move(f));
+  }
+  res.body = registry.metrics().Render(families);
   res.Set("Content-Type", kMetricsContentType);
   res.Set("Cache-Control", "no-store");
   res.head_only = head.method == "HEAD";

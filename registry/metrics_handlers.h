@@ -41,6 +41,15 @@ StorageBytes MeasureStorage(const std::string& data_dir);
 // storage's status (registry/archive_storage.h StorageStatus).
 std::vector<MetricFamily> ScrapeFamilies(const StorageStatus& status, const StorageBytes& bytes);
 
+// The families of this replica's dependencies: blz_ready (gauge, 1 when /readyz would answer
+// 200), blz_metadata_query_seconds (summary: statements run on the metadata database and their
+// wall time), blz_metadata_query_errors_total, blz_blob_store_seconds{op} (summary over the
+// driver calls by op: stat, get, put, delete, list; store/timed_blob_store.h) and
+// blz_blob_store_errors_total{op}. `blobs` may be null (no timings: the blob families have no
+// samples).
+std::vector<MetricFamily> DependencyFamilies(bool ready, const store::sql::QueryStats& queries,
+                                             const store::BlobStoreTimings* blobs);
+
 // GET or HEAD /metrics: 200 with the exposition text (Content-Type kMetricsContentType);
 // another method: 405 with Allow: GET, HEAD. Walks the data directory (MeasureStorage): run it
 // off the I/O threads.

@@ -20,6 +20,7 @@
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
 #include "store/open_blob_store.h"
+#include "store/timed_blob_store.h"
 
 namespace blz::registry {
 
@@ -99,7 +100,9 @@ Registry::Registry(std::string data_dir, RegistryOptions options,
       db_(std::move(db)),
       computations_(std::make_unique<RateLimiter>(options_.computations_per_minute,
                                                    options_.computation_burst)),
-      shared_jobs_(std::make_unique<SharedJobs>(db_.get(), options_.job_leases)) {}
+      shared_jobs_(std::make_unique<SharedJobs>(db_.get(), options_.job_leases)),
+      readiness_(std::make_unique<ReadinessProbe>([this] { return db_->Ping(); },
+                                                  [this] { return blobs_->CheckReachable(); })) {}
 
 Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                                                  RegistryOptions options) {
@@ -107,6 +110,8 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
   blob_options.cache_bytes = options.blob_cache_bytes;
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<store::BlobStore> blobs,
                        store::OpenBlobStore(options.blob_storage, data_dir, blob_options));
+  // Every driver call is timed for /metrics (blz_blob_store_seconds).
+  blobs = std::make_unique<store::TimedBlobStore>(std::move(blobs));
   // A store that cannot be reached with these credentials fails the start, naming it.
   BLZ_RETURN_IF_ERROR(blobs->CheckReachable());
   const std::string metadata_url = options.metadata_url.empty()

@@ -43,6 +43,7 @@
 #include "registry/keyed_mutex.h"
 #include "registry/oci_manifest.h"
 #include "registry/metrics.h"
+#include "registry/readiness.h"
 #include "store/blob_store.h"
 #include "store/metadata_db.h"
 
@@ -219,6 +220,8 @@ class Registry {
   // The server's counters (GET /metrics, registry/metrics.h): the session records requests,
   // the handlers cache hits; garbage collection reports each run with metrics().RecordGc().
   Metrics& metrics() { return metrics_; }
+  // GET /readyz and blz_ready (registry/readiness.h): the metadata DB and the blob store.
+  ReadinessProbe& readiness() { return *readiness_; }
 
   struct Route;  // defined in registry/registry_internal.h
   struct DeltaQuery;  // defined in registry/delta_handlers.cc
@@ -422,6 +425,7 @@ class Registry {
   std::unique_ptr<ArchiveStorage> storage_;
   // Computations and garbage collection exclusive across the replicas of the DB.
   std::unique_ptr<SharedJobs> shared_jobs_;
+  std::unique_ptr<ReadinessProbe> readiness_;
   // ?async=1 computations; stopped first (~Registry), as they use everything above.
   std::unique_ptr<BackgroundJobs> jobs_;
 };

@@ -143,7 +143,8 @@ EOF
   "$nginx_bin" -p "$dir/nginx" -c "$dir/nginx/nginx.conf" -e "$dir/nginx/error.log" || {
     log "nginx did not start:"; cat "$dir/nginx/error.log" >&2; exit 1; }
   for _ in $(seq 1 50); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && break
+    # Through nginx: a replica that answers /readyz has its database and bucket (docs/operating.md).
+    curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && break
     sleep 0.1
   done
   log "$n replicas behind http://127.0.0.1:$port (PostgreSQL + S3), logs in $dir"

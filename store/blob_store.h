@@ -20,6 +20,7 @@
 #ifndef BLZ_STORE_BLOB_STORE_H_
 #define BLZ_STORE_BLOB_STORE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -45,6 +46,24 @@ struct BlobInfo {
 };
 
 class BlobWriter;
+
+// Calls that reached a driver, by operation, and their wall time (store/timed_blob_store.h;
+// blz_blob_store_seconds{op} on /metrics). Atomics: read from any thread.
+struct BlobStoreTimings {
+  struct Op {
+    std::atomic<uint64_t> count{0};
+    std::atomic<uint64_t> nanos{0};
+    std::atomic<uint64_t> errors{0};
+    void Add(std::chrono::steady_clock::duration d, bool ok) {
+      count.fetch_add(1, std::memory_order_relaxed);
+      nanos.fetch_add(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()),
+                      std::memory_order_relaxed);
+      if (!ok) errors.fetch_add(1, std::memory_order_relaxed);
+    }
+    double seconds() const { return double(nanos.load(std::memory_order_relaxed)) / 1e9; }
+  };
+  Op stat, get, put, remove, list;  // remove: the "delete" operation
+};
 
 // What BlobStore::Scrub found.
 struct ScrubReport {
@@ -86,6 +105,13 @@ class BlobStore {
   // (kUnauthorized for a refused signature or key, kNotFound for a missing bucket,
   // kUnavailable for a network failure).
   virtual Status CheckReachable() const { return Status::Ok(); }
+
+  // The calls timed so far, when this store is a TimedBlobStore (store/timed_blob_store.h);
+  // nullptr for a bare driver.
+  virtual const BlobStoreTimings* timings() const { return nullptr; }
+  // The driver itself: this store, or the one a decorator (TimedBlobStore) wraps. For tests
+  // that reach into a driver (FsBlobStore::PathFor).
+  virtual BlobStore& unwrapped() { return *this; }
 
   // Size and time written of a published blob (fs: also its path). Never downloads.
   // Errors: kInvalidArgument (malformed digest), kNotFound, kIOError / kUnavailable.
@@ -193,6 +219,7 @@ class BlobStore {
 
  private:
   friend class BlobWriter;
+  friend class TimedBlobStore;  // forwards the protected driver calls to the driver it wraps
   std::string root_;
   std::string uploads_dir_;
 };

@@ -51,18 +51,33 @@ Result<int64_t> MetadataDb::SchemaVersion() {
   return db_.SchemaVersion();
 }
 
+Status MetadataDb::Ping() {
+  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT 1"));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row || st.ColumnInt(0) != 1) return Unavailable(db_.label() + ": SELECT 1 returned no row");
+  return Status::Ok();
+}
+
 Status MetadataDb::RecordBlob(std::string_view digest, uint64_t size) {
   std::lock_guard lock(mu_);
+  std::optional<Transaction> tx;  // PostgreSQL: holds the epoch's share lock to the commit
+  if (db_.engine() == "postgresql") {
+    BLZ_ASSIGN_OR_RETURN(Transaction t, Transaction::Begin(&db_));
+    tx.emplace(std::move(t));
+  }
+  BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare(std::string("INSERT INTO blobs (digest, size, created, "
                                                "touched) VALUES (?1, ?2, ?3, ") +
-                                   kGcEpochSql +
+                                   epoch +
                                    ") ON CONFLICT (digest) DO UPDATE SET "
                                    "touched = excluded.touched"));  // a touch: see GC
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
   BLZ_RETURN_IF_ERROR(st.Bind(2, int64_t(size)));
   BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
-  return st.Run();
+  BLZ_RETURN_IF_ERROR(st.Run());
+  return tx.has_value() ? tx->Commit() : Status::Ok();
 }
 
 Result<int64_t> MetadataDb::RepositoryIdLocked(std::string_view repository) {

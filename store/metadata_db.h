@@ -260,6 +260,12 @@ class MetadataDb {
   // The database for messages: the SQLite file's path, or "postgresql://USER@HOST:PORT/DB"
   // (never a password).
   const std::string& label() const { return db_.label(); }
+  // Readiness (GET /readyz): runs `SELECT 1`. On PostgreSQL a dropped connection is
+  // re-established first (store/postgres/sql_driver.cc), so a server that came back answers
+  // again. Errors: the driver's (kUnavailable for a server that is down), naming the database.
+  Status Ping();
+  // The statements run so far and their wall time (sql::QueryStats; blz_metadata_query_seconds).
+  sql::QueryStats query_stats() const { return db_.query_stats(); }
 
   // -- blobs --
   // Records a published blob (idempotent).
@@ -491,6 +497,13 @@ class MetadataDb {
   Status ResolveGcDeletion(std::string_view digest);
 
  private:
+  // What a touch writes, read so that it serializes with StartGcMark: SQLite: kGcEpochSql (one
+  // writer at a time already). PostgreSQL, inside the caller's transaction: the 'gc_epoch' row
+  // read FOR SHARE (created as '0' when missing), as a number literal: a StartGcMark that
+  // started first is waited for and its epoch read; one that starts later waits for the
+  // touch's commit. (A plain subquery under READ COMMITTED reads the snapshot its statement
+  // started with, and could write the epoch a collection had just left.)
+  Result<std::string> GcEpochForTouchLocked();
   explicit MetadataDb(sql::Database db) : db_(std::move(db)) {}
   // Runs `attempt` (a whole transaction) again, up to 3 times in all, while it fails with
   // kUnavailable on PostgreSQL (a serialization failure or deadlock rolled it back). REQUIRES

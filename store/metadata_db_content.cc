@@ -16,8 +16,9 @@ int64_t Now() { return int64_t(std::time(nullptr)); }
 
 Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view digest) {
   {  // a touch (DeleteBlobUnlessTouched): on PostgreSQL it also waits for a collector's delete
+    BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked());
     BLZ_ASSIGN_OR_RETURN(Statement st,
-                         db_.Prepare(std::string("UPDATE blobs SET touched = ") + kGcEpochSql +
+                         db_.Prepare(std::string("UPDATE blobs SET touched = ") + epoch +
                                      " WHERE digest = ?1"));
     BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
     BLZ_RETURN_IF_ERROR(st.Run());
@@ -34,7 +35,11 @@ Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view 
 
 Status MetadataDb::LinkBlob(std::string_view repository, std::string_view digest) {
   std::lock_guard lock(mu_);
-  return LinkBlobLocked(repository, digest);
+  if (db_.engine() != "postgresql") return LinkBlobLocked(repository, digest);
+  // The epoch's share lock (GcEpochForTouchLocked) is held until the touch commits.
+  BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
+  BLZ_RETURN_IF_ERROR(LinkBlobLocked(repository, digest));
+  return tx.Commit();
 }
 
 Result<bool> MetadataDb::BlobLinked(std::string_view repository, std::string_view digest) {

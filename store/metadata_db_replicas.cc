@@ -4,6 +4,8 @@
 // bound by the caller), so the PostgreSQL driver runs the same text.
 #include <utility>
 
+#include <optional>
+
 #include "store/metadata_db.h"
 
 namespace blz::store {
@@ -192,13 +194,40 @@ Result<int64_t> MetadataDb::StartGcMark() {
   return epoch;
 }
 
+Result<std::string> MetadataDb::GcEpochForTouchLocked() {
+  if (db_.engine() != "postgresql") return std::string(kGcEpochSql);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      BLZ_ASSIGN_OR_RETURN(Statement st,
+                           db_.Prepare("SELECT CAST(value AS BIGINT) FROM settings "
+                                       "WHERE name = 'gc_epoch' FOR SHARE"));
+      BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (row) return std::to_string(st.ColumnInt(0));
+    }
+    // No collection yet: a row to lock (a StartGcMark inserting concurrently is waited for).
+    BLZ_ASSIGN_OR_RETURN(Statement insert,
+                         db_.Prepare("INSERT INTO settings (name, value) VALUES ('gc_epoch', '0') "
+                                     "ON CONFLICT (name) DO NOTHING"));
+    BLZ_RETURN_IF_ERROR(insert.Run());
+  }
+  return Internal(db_.label() + ": the garbage-collection epoch row is missing");
+}
+
 Status MetadataDb::TouchBlob(std::string_view digest) {
   std::lock_guard lock(mu_);
+  const bool sqlite = db_.engine() != "postgresql";
+  std::optional<Transaction> tx;
+  if (!sqlite) {
+    BLZ_ASSIGN_OR_RETURN(Transaction t, Transaction::Begin(&db_));
+    tx.emplace(std::move(t));
+  }
+  BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked());
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare(std::string("UPDATE blobs SET touched = ") + kGcEpochSql +
+                       db_.Prepare(std::string("UPDATE blobs SET touched = ") + epoch +
                                    " WHERE digest = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
-  return st.Run();
+  BLZ_RETURN_IF_ERROR(st.Run());
+  return tx.has_value() ? tx->Commit() : Status::Ok();
 }
 
 namespace {

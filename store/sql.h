@@ -18,6 +18,8 @@
 #ifndef BLZ_STORE_SQL_H_
 #define BLZ_STORE_SQL_H_
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -75,20 +77,54 @@ class DatabaseImpl {
   virtual Result<int64_t> SchemaVersion() = 0;
 };
 
+// The statements one Database ran and their wall time, for /metrics (blz_metadata_query_seconds):
+// a prepared statement counts once per execution (its first Step() after creation or a Bind;
+// every Step()'s time adds to `seconds`), Exec and a transaction's BEGIN, COMMIT and LockKey
+// once each. Thread-safe (atomics): read it from any thread while the connection is in use.
+struct QueryStats {
+  uint64_t count = 0;
+  double seconds = 0;
+  uint64_t errors = 0;  // of `count`, those that failed
+};
+class QueryTimer {
+ public:
+  void Add(std::chrono::steady_clock::duration elapsed, bool counted, bool ok) {
+    nanos_.fetch_add(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()),
+                     std::memory_order_relaxed);
+    if (counted) count_.fetch_add(1, std::memory_order_relaxed);
+    if (!ok) errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  QueryStats Get() const {
+    return QueryStats{count_.load(std::memory_order_relaxed),
+                      double(nanos_.load(std::memory_order_relaxed)) / 1e9,
+                      errors_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> nanos_{0};
+  std::atomic<uint64_t> errors_{0};
+};
+
 // A prepared statement. Bind parameters are 1-based; columns are 0-based. A PostgreSQL
 // statement runs at its first Step() with the values bound by then.
 class Statement {
  public:
   Statement() = default;
-  explicit Statement(std::unique_ptr<StatementImpl> impl) : impl_(std::move(impl)) {}
+  explicit Statement(std::unique_ptr<StatementImpl> impl,
+                     std::shared_ptr<QueryTimer> timer = nullptr)
+      : impl_(std::move(impl)), timer_(std::move(timer)) {}
 
-  Status Bind(int index, std::string_view text) { return impl_->Bind(index, text); }
-  Status Bind(int index, int64_t value) { return impl_->Bind(index, value); }
-  Status BindBlob(int index, std::string_view bytes) { return impl_->BindBlob(index, bytes); }
-  Status BindNull(int index) { return impl_->BindNull(index); }
+  Status Bind(int index, std::string_view text) { fresh_ = true; return impl_->Bind(index, text); }
+  Status Bind(int index, int64_t value) { fresh_ = true; return impl_->Bind(index, value); }
+  Status BindBlob(int index, std::string_view bytes) {
+    fresh_ = true;
+    return impl_->BindBlob(index, bytes);
+  }
+  Status BindNull(int index) { fresh_ = true; return impl_->BindNull(index); }
 
   // Runs one step: true when a row is available, false when the statement is done.
-  Result<bool> Step() { return impl_->Step(); }
+  Result<bool> Step();
   // Steps to completion, expecting no rows (INSERT/UPDATE/DELETE); rows are skipped.
   Status Run();
 
@@ -100,15 +136,18 @@ class Statement {
 
  private:
   std::unique_ptr<StatementImpl> impl_;
+  std::shared_ptr<QueryTimer> timer_;  // null: not timed
+  bool fresh_ = true;                  // the next Step() starts an execution
 };
 
 class Database {
  public:
   Database() = default;
-  explicit Database(std::unique_ptr<DatabaseImpl> impl) : impl_(std::move(impl)) {}
+  explicit Database(std::unique_ptr<DatabaseImpl> impl)
+      : impl_(std::move(impl)), timer_(std::make_shared<QueryTimer>()) {}
 
   // Runs constant SQL (one or more statements, no parameters, no results).
-  Status Exec(std::string_view sql) { return impl_->Exec(sql); }
+  Status Exec(std::string_view sql);
   // Prepares a single statement.
   Result<Statement> Prepare(std::string_view sql);
   // The schema version (SQLite: PRAGMA user_version; PostgreSQL: schema_migrations).
@@ -117,9 +156,13 @@ class Database {
   std::string_view engine() const { return impl_->engine(); }
   const std::string& label() const { return impl_->label(); }
   DatabaseImpl* impl() { return impl_.get(); }
+  // What ran on this connection so far (QueryTimer).
+  QueryStats query_stats() const { return timer_ ? timer_->Get() : QueryStats{}; }
+  QueryTimer* timer() const { return timer_.get(); }
 
  private:
   std::unique_ptr<DatabaseImpl> impl_;
+  std::shared_ptr<QueryTimer> timer_;
 };
 
 // RAII transaction: Begin() starts it, the destructor rolls back unless Commit() succeeded.

@@ -6,6 +6,8 @@
 // catalog) is read through another.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/digest.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/store/postgres/postgres_fixture.h"
 #include "tests/test_util.h"
@@ -42,6 +45,14 @@ class PostgresE2ETest : public PostgresTest {
   ProcessResult Curl(std::vector<std::string> args) {
     args.insert(args.begin(), {"/usr/bin/curl", "-sS"});
     return RunProcess(args, {}, work_.path());
+  }
+  // Runs curl; returns the HTTP status ("000" when none) and puts the body in *body.
+  std::string Http(std::vector<std::string> args, std::string* body = nullptr) {
+    const std::string out = work_ / "curl-body";
+    args.insert(args.begin(), {"-o", out, "-w", "%{http_code}", "--max-time", "30"});
+    ProcessResult r = Curl(args);
+    if (body != nullptr) *body = ReadFileBytes(out);
+    return r.out;
   }
   std::map<std::string, std::string> ClientEnv(const std::string& name) {
     return {{"BLZ_CONFIG_DIR", work_ / ("config-" + name)},
@@ -174,6 +185,71 @@ TEST_F(PostgresE2ETest, ReplicasStartingTogetherPrintOneAdminToken) {
   for (int i = 0; i < kReplicas; ++i) errors += ReadFileBytes(work_ / ("r" + std::to_string(i) + ".err"));
   EXPECT_EQ(listening, kReplicas) << errors;
   EXPECT_EQ(tokens, 1) << errors;
+}
+
+// Faults (issue 25): the PostgreSQL server stops while `blz serve` is serving. /readyz turns
+// 503 naming the metadata database, a manifest GET answers 503 (the process lives on, /healthz
+// stays 200), and once the server is back on the same port and data directory the replica
+// reconnects by itself: /readyz 200 and the same manifest, without restarting blz.
+TEST_F(PostgresE2ETest, DatabaseDownWhileServingIsReportedAndRecoveredWithoutRestart) {
+  const std::string url = FreshDatabase();
+  ServeProcess a = StartServe(BLZ_BINARY, work_ / "data", {"--metadata", url}, work_ / "a");
+  ASSERT_FALSE(a.addr.empty()) << ReadFileBytes(work_ / "a.err");
+  ASSERT_EQ(a.token.size(), 64u) << ReadFileBytes(work_ / "a.out");
+  const std::string base = "http://" + a.addr;
+  const std::string auth = "Authorization: Bearer " + a.token;
+
+  const std::string config = "{}";
+  const std::string config_digest = MakeDigest(Sha256Hex(config));
+  WriteFileBytes(work_ / "config.json", config);
+  ASSERT_EQ(Http({"-X", "POST", "-H", auth, "-H", "Content-Type: application/octet-stream",
+                  "--data-binary", "@" + (work_ / "config.json"),
+                  base + "/v2/team/m/blobs/uploads/?digest=" + config_digest}),
+            "201");
+  const std::string manifest =
+      R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",)"
+      R"("config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":")" +
+      config_digest + R"(","size":2},"layers":[]})";
+  WriteFileBytes(work_ / "manifest.json", manifest);
+  ASSERT_EQ(Http({"-X", "PUT", "-H", auth, "-H",
+                  "Content-Type: application/vnd.oci.image.manifest.v1+json", "--data-binary",
+                  "@" + (work_ / "manifest.json"), base + "/v2/team/m/manifests/v1"}),
+            "201");
+  std::string body;
+  ASSERT_EQ(Http({"-H", auth, base + "/v2/team/m/manifests/v1"}, &body), "200");
+  EXPECT_EQ(body, manifest);
+  ASSERT_EQ(Http({base + "/readyz"}, &body), "200") << body;
+
+  ASSERT_TRUE(server().Halt().ok());
+  // The readiness result is cached for about a second: poll (bounded) until it turns.
+  std::string code;
+  for (int i = 0; i < 100 && code != "503"; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    code = Http({base + "/readyz"}, &body);
+  }
+  EXPECT_EQ(code, "503") << body;
+  EXPECT_NE(body.find("\"part\":\"metadata\""), std::string::npos) << body;
+  EXPECT_NE(body.find("127.0.0.1:" + std::to_string(server().port())), std::string::npos) << body;
+  EXPECT_EQ(body.find("\"part\":\"storage\""), std::string::npos) << body;
+  EXPECT_EQ(Http({"-H", auth, base + "/v2/team/m/manifests/v1"}, &body), "503") << body;
+  EXPECT_EQ(Http({base + "/v2/team/m/manifests/v1"}, &body), "503") << body;
+  EXPECT_EQ(Http({base + "/healthz"}, &body), "200") << body;
+  EXPECT_EQ(::kill(a.pid, 0), 0) << "blz serve exited: " << ReadFileBytes(work_ / "a.err");
+
+  ASSERT_TRUE(server().Resume().ok());
+  code.clear();
+  for (int i = 0; i < 100 && code != "200"; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    code = Http({base + "/readyz"}, &body);
+  }
+  EXPECT_EQ(code, "200") << body;
+  ASSERT_EQ(Http({"-H", auth, base + "/v2/team/m/manifests/v1"}, &body), "200") << body;
+  EXPECT_EQ(body, manifest);
+  std::string metrics;
+  EXPECT_EQ(Http({base + "/metrics"}, &metrics), "200");
+  EXPECT_NE(metrics.find("blz_ready 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("blz_metadata_query_errors_total "), std::string::npos) << metrics;
+  StopServe(&a);
 }
 
 }  // namespace

@@ -321,7 +321,7 @@ TEST(ArchiveStorageTest, RebuildIsCheckedBeforeItIsPublished) {
   ASSERT_TRUE(pa.ok() && pb.ok());
 
   // A damaged full patch (a payload byte near its end): the rebuild fails, nothing is cached.
-  const std::string path_a = *dynamic_cast<store::FsBlobStore&>(h.registry().blobs()).PathFor(pa->patch_digest);
+  const std::string path_a = *dynamic_cast<store::FsBlobStore&>(h.registry().blobs().unwrapped()).PathFor(pa->patch_digest);
   const std::string good = blz::testing::ReadFileBytes(path_a);
   std::string bytes = good;
   bytes[bytes.size() - 20] ^= 0x5a;

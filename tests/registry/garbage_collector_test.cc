@@ -26,7 +26,7 @@ using testing::Harness;
 // Makes a stored blob look written `age` ago (GC keeps younger unreferenced blobs). A blob a
 // concurrent collection removed already stays removed.
 void Backdate(Harness* h, const std::string& digest, std::chrono::seconds age) {
-  auto path = dynamic_cast<store::FsBlobStore&>(h->registry().blobs()).PathFor(digest);
+  auto path = dynamic_cast<store::FsBlobStore&>(h->registry().blobs().unwrapped()).PathFor(digest);
   ASSERT_TRUE(path.ok());
   std::error_code ec;
   std::filesystem::last_write_time(*path, std::filesystem::file_time_type::clock::now() - age,

@@ -619,6 +619,40 @@ TEST(MetricsLiveTest, ServedNextToTheRegistryUnlessDisabled) {
   (*off)->Stop();
 }
 
+// GET /healthz and /readyz through the real server of a private registry: answered without a
+// token (load balancers have none), even with /metrics off, and counted under their own route
+// kinds; the registry's routes stay closed to anonymous callers.
+TEST(HealthLiveTest, HealthAndReadinessNeedNoTokenOnAPrivateRegistry) {
+  blz::testing::TempDir tmp;
+  RegistryOptions options;
+  options.private_mode = true;
+  auto r = Registry::Open(tmp / "data", options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  LogCapture log;
+  auto server = Server::Start(r->get(), "127.0.0.1:0", 2,
+                              SessionOptions{LogFormat::kText, log.Sink(), /*metrics=*/false});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Client c((*server)->port());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.Send(Make(http::verb::get, "/v2/_catalog")).result_int(), 401);
+  Res healthz = c.Send(Make(http::verb::get, "/healthz"));
+  ASSERT_EQ(healthz.result_int(), 200) << healthz.body();
+  EXPECT_EQ(nlohmann::json::parse(healthz.body()).at("status"), "ok");
+  EXPECT_EQ(healthz[http::field::content_type], "application/json");
+  Res readyz = c.Send(Make(http::verb::get, "/readyz"));
+  ASSERT_EQ(readyz.result_int(), 200) << readyz.body();
+  EXPECT_EQ(nlohmann::json::parse(readyz.body()).at("status"), "ready");
+  EXPECT_EQ(c.Send(Make(http::verb::post, "/readyz")).result_int(), 405);
+  (*server)->Stop();
+  const std::string scrape = (*r)->metrics().Render();
+  EXPECT_NE(scrape.find("blz_http_requests_total{route=\"healthz\",method=\"GET\",code=\"200\"} 1\n"),
+            std::string::npos)
+      << scrape;
+  EXPECT_NE(scrape.find("blz_http_requests_total{route=\"readyz\",method=\"GET\",code=\"200\"} 1\n"),
+            std::string::npos)
+      << scrape;
+}
+
 // --trusted-proxy: X-Forwarded-For/-Proto/-Host change the access log's client and the auth
 // realm only when the connection comes from a trusted proxy.
 TEST(TrustedProxyLiveTest, ForwardedHeadersOnlyFromTrustedProxies) {

@@ -10,7 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "registry/health_handlers.h"
 #include "registry/metrics_handlers.h"
+#include "registry/readiness.h"
 #include "tests/registry/handler_harness.h"
 #include "tests/test_util.h"
 
@@ -43,7 +45,10 @@ std::string FamilyOf(const std::string& name, const std::map<std::string, std::s
     if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
       std::string base = name.substr(0, name.size() - s.size());
       auto it = types.find(base);
-      if (it != types.end() && it->second == "histogram") return base;
+      if (it != types.end() &&
+          (it->second == "histogram" || (it->second == "summary" && s != "_bucket"))) {
+        return base;
+      }
     }
   }
   return name;
@@ -70,7 +75,7 @@ void ParseInto(const std::string& text, Exposition* out) {
       const size_t sp = rest.find(' ');
       const std::string name = rest.substr(0, sp), type = rest.substr(sp + 1);
       EXPECT_TRUE(e.helped.count(name)) << "TYPE before HELP: " << line;
-      EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram") << line;
+      EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram" || type == "summary") << line;
       if (type == "counter") {
         EXPECT_EQ(name.substr(name.size() - 6), "_total") << "counter name: " << name;
       }
@@ -141,6 +146,8 @@ TEST(MetricsTest, RouteKinds) {
       {"/v2/_blz/structures/" + std::string(64, 'b'), "structures"},
       {"/metrics", "metrics"},
       {"/metrics?x=1", "metrics"},
+      {"/healthz", "healthz"},
+      {"/readyz?verbose", "readyz"},
       {"/", "other"},
       {"-", "other"},
       {"/v2/m", "other"},
@@ -286,6 +293,87 @@ TEST(MetricsHandlerTest, IsMetricsTarget) {
   EXPECT_FALSE(IsMetricsTarget("/metrics/"));
   EXPECT_FALSE(IsMetricsTarget("/v2/metrics"));
   EXPECT_FALSE(IsMetricsTarget("/metricsx"));
+}
+
+// The dependency families: readiness, the metadata DB's statements, the blob store's calls
+// by operation (a push stores at least one blob: one "put").
+TEST(MetricsHandlerTest, DependencyLatenciesAndReadiness) {
+  testing::Harness h;
+  h.PushBlob("m", std::string(100, 'd'));
+  RequestHead head;
+  head.method = "GET";
+  head.target = "/metrics";
+  Response res = HandleMetrics(h.registry(), head);
+  ASSERT_EQ(res.status, 200) << res.body;
+  Exposition e = Parse(res.body);
+  EXPECT_EQ(e.types.at("blz_ready"), "gauge");
+  EXPECT_EQ(e.Get("blz_ready"), 1);
+  EXPECT_EQ(e.types.at("blz_metadata_query_seconds"), "summary");
+  EXPECT_GT(e.Get("blz_metadata_query_seconds_count"), 0);
+  EXPECT_GE(e.Get("blz_metadata_query_seconds_sum"), 0);
+  EXPECT_EQ(e.types.at("blz_blob_store_seconds"), "summary");
+  EXPECT_GE(e.Get("blz_blob_store_seconds_count{op=\"put\"}"), 1);
+  for (const char* op : {"stat", "get", "put", "delete", "list"}) {
+    EXPECT_GE(e.Get(std::string("blz_blob_store_seconds_sum{op=\"") + op + "\"}"), 0) << op;
+    EXPECT_GE(e.Get(std::string("blz_blob_store_errors_total{op=\"") + op + "\"}"), 0) << op;
+  }
+  EXPECT_GE(e.Get("blz_metadata_query_errors_total"), 0);
+}
+
+TEST(MetricsTest, DependencyFamiliesWithoutBlobTimingsAreWellFormed) {
+  Metrics m;
+  store::sql::QueryStats q;
+  q.count = 3;
+  q.seconds = 0.25;
+  q.errors = 1;
+  Exposition e = Parse(m.Render(DependencyFamilies(false, q, nullptr)));
+  EXPECT_EQ(e.Get("blz_ready"), 0);
+  EXPECT_EQ(e.Get("blz_metadata_query_seconds_count"), 3);
+  EXPECT_EQ(e.Get("blz_metadata_query_seconds_sum"), 0.25);
+  EXPECT_EQ(e.Get("blz_metadata_query_errors_total"), 1);
+}
+
+// The probe's cache: within the ttl the last result is reused (no probe); past it both parts
+// are probed again. A failing part makes the replica unready and /readyz answer 503 naming it.
+TEST(HealthHandlerTest, ReadinessIsCachedAndNamesTheFailedPart) {
+  int pings = 0;
+  ReadinessProbe cached([&] { ++pings; return Status::Ok(); }, [] { return Status::Ok(); },
+                        std::chrono::hours(1));
+  EXPECT_TRUE(cached.Check().ready);
+  EXPECT_TRUE(cached.Check().ready);
+  EXPECT_EQ(pings, 1);
+  int fresh_pings = 0;
+  ReadinessProbe fresh([&] { ++fresh_pings; return Unavailable("postgresql://blz@db:5432/blz: down"); },
+                       [] { return Status::Ok(); }, std::chrono::milliseconds(0));
+  Readiness r = fresh.Check();
+  EXPECT_FALSE(r.ready);
+  EXPECT_FALSE(r.metadata.ok());
+  EXPECT_TRUE(r.storage.ok());
+  (void)fresh.Check();
+  EXPECT_EQ(fresh_pings, 2);
+}
+
+TEST(HealthHandlerTest, HealthzAndReadyzOfAWorkingRegistry) {
+  testing::Harness h;
+  RequestHead head;
+  head.method = "GET";
+  head.target = "/healthz";
+  EXPECT_EQ(HealthTargetOf("/healthz"), HealthTarget::kHealthz);
+  EXPECT_EQ(HealthTargetOf("/readyz?x"), HealthTarget::kReadyz);
+  EXPECT_EQ(HealthTargetOf("/readyz/"), HealthTarget::kNone);
+  EXPECT_EQ(HealthTargetOf("/v2/healthz"), HealthTarget::kNone);
+  Response healthz = HandleHealth(h.registry(), head, HealthTarget::kHealthz);
+  EXPECT_EQ(healthz.status, 200);
+  EXPECT_EQ(healthz.body, "{\"status\":\"ok\"}\n");
+  head.target = "/readyz";
+  Response readyz = HandleHealth(h.registry(), head, HealthTarget::kReadyz);
+  EXPECT_EQ(readyz.status, 200) << readyz.body;
+  EXPECT_EQ(readyz.body, "{\"status\":\"ready\"}\n");
+  EXPECT_EQ(readyz.Get("Cache-Control"), "no-store");
+  head.method = "DELETE";
+  Response del = HandleHealth(h.registry(), head, HealthTarget::kReadyz);
+  EXPECT_EQ(del.status, 405);
+  EXPECT_EQ(del.Get("Allow"), "GET, HEAD");
 }
 
 }  // namespace

@@ -137,7 +137,7 @@ TEST(StorageIntegrityTest, DamagedBlobIsQuarantinedInsteadOfServed) {
   Harness h(StorageOptions());
   const std::string bytes = "{\"a config\":1}";
   const std::string digest = h.PushBlob("org/m", bytes);
-  const std::string path = *dynamic_cast<store::FsBlobStore&>(h.registry().blobs()).PathFor(digest);
+  const std::string path = *dynamic_cast<store::FsBlobStore&>(h.registry().blobs().unwrapped()).PathFor(digest);
   FlipByte(path, 3);
 
   Response r = h.Call("GET", "/v2/org/m/blobs/" + digest);
@@ -169,7 +169,7 @@ TEST(StorageIntegrityTest, IntactBlobIsHashedOncePerFileVersion) {
   // Over the bound, blobs are not hashed on read (the scrub covers them).
   o.storage.verify_on_read_bytes = 4;
   h.Reopen(o);
-  FlipByte(*dynamic_cast<store::FsBlobStore&>(h.registry().blobs()).PathFor(digest), 0);
+  FlipByte(*dynamic_cast<store::FsBlobStore&>(h.registry().blobs().unwrapped()).PathFor(digest), 0);
   EXPECT_EQ(h.Call("GET", "/v2/org/m/blobs/" + digest).status, 200);
 }
 
@@ -181,7 +181,7 @@ TEST(StorageIntegrityTest, DamagedFullPatchIsNotServed) {
   ASSERT_TRUE(h.registry().storage().Compress(d).ok());  // the raw archive is dropped
   auto rec = h.registry().db().FindPatch("", d);
   ASSERT_TRUE(rec.ok());
-  const std::string patch_path = *dynamic_cast<store::FsBlobStore&>(h.registry().blobs()).PathFor(rec->patch_digest);
+  const std::string patch_path = *dynamic_cast<store::FsBlobStore&>(h.registry().blobs().unwrapped()).PathFor(rec->patch_digest);
   FlipByte(patch_path, 10);
 
   Response r = h.Call("GET", "/v2/org/m/blz/patch?to=" + d);
@@ -226,7 +226,7 @@ TEST(StorageIntegrityTest, RebuildFromADamagedFullPatchQuarantinesIt) {
   ASSERT_TRUE(h.registry().storage().Compress(d).ok());
   auto rec = h.registry().db().FindPatch("", d);
   ASSERT_TRUE(rec.ok());
-  const std::string patch_path = *dynamic_cast<store::FsBlobStore&>(h.registry().blobs()).PathFor(rec->patch_digest);
+  const std::string patch_path = *dynamic_cast<store::FsBlobStore&>(h.registry().blobs().unwrapped()).PathFor(rec->patch_digest);
   FlipByte(patch_path, 10);
 
   Response r = h.Call("GET", "/v2/org/m/blobs/" + d);
@@ -265,7 +265,7 @@ TEST(StorageIntegrityTest, DamagedCachedPatchIsRecomputed) {
   ASSERT_EQ(first.status, 200) << first.body;
   const std::string good = BodyOf(first);
   const std::string patch_digest = first.Get("Docker-Content-Digest").value_or("");
-  FlipByte(*dynamic_cast<store::FsBlobStore&>(h.registry().blobs()).PathFor(patch_digest), 5);
+  FlipByte(*dynamic_cast<store::FsBlobStore&>(h.registry().blobs().unwrapped()).PathFor(patch_digest), 5);
   Response again = h.Call("GET", target);
   EXPECT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(again.Get("Blz-Patch-Cache").value_or(""), "miss");

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <ctime>
 #include <set>
 #include <string>
 #include <thread>
@@ -10,6 +12,8 @@
 
 #include "core/digest.h"
 #include "store/metadata_db.h"
+#include "store/postgres/connection.h"
+#include "tests/store/postgres/postgres_fixture.h"
 #include "tests/test_util.h"
 
 namespace blz::store {
@@ -236,6 +240,78 @@ TEST_F(ReplicasDbTest, FailedDeleteStaysRecorded) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, BlobDeletion::kDeleted);
   EXPECT_TRUE(a_->ListGcDeletions()->empty());
+}
+
+// The touch race on PostgreSQL (READ COMMITTED): a touch while a collection's epoch increment
+// is uncommitted must wait for it and write the new epoch. With a plain subquery the touch's
+// statement read the old epoch from its snapshot, so the collection that had just marked saw
+// the blob as untouched and could delete it under a push.
+class GcEpochPostgresTest : public blz::testing::PostgresTest {};
+
+TEST_F(GcEpochPostgresTest, TouchDuringAnUncommittedMarkWritesTheNewEpoch) {
+  const std::string url = FreshDatabase();
+  ASSERT_FALSE(url.empty());
+  auto opened = MetadataDb::Open(url);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<MetadataDb> replica = std::move(*opened);
+  const std::string d = D("touched-while-marking");
+  ASSERT_TRUE(replica->RecordBlob(d, 10).ok());
+  ASSERT_TRUE(replica->StartGcMark().ok());  // epoch 1
+
+  // A collector's StartGcMark, held open: the epoch row is updated to 2, not yet committed.
+  auto collector = postgres::Connection::Open(url);
+  ASSERT_TRUE(collector.ok()) << collector.status().ToString();
+  ASSERT_TRUE(collector->Exec("BEGIN").ok());
+  ASSERT_TRUE(collector->Exec("UPDATE settings SET value = '2' WHERE name = 'gc_epoch'").ok());
+
+  std::atomic<bool> done{false};
+  Status touched;
+  std::thread toucher([&] {
+    touched = replica->TouchBlob(d);
+    done = true;
+  });
+  // Wait (bounded) until the touch either finished or waits for a lock.
+  auto watcher = postgres::Connection::Open(url);
+  ASSERT_TRUE(watcher.ok()) << watcher.status().ToString();
+  for (int i = 0; i < 200 && !done; ++i) {
+    auto rows = watcher->Query(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'");
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    if (*rows->Int(0, 0) > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_TRUE(collector->Exec("COMMIT").ok());
+  toucher.join();
+  ASSERT_TRUE(touched.ok()) << touched.ToString();
+  auto rows = watcher->Query("SELECT touched FROM blobs WHERE digest = $1",
+                             {postgres::Param::Text(d)});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1);
+  EXPECT_EQ(*rows->Int(0, 0), 2) << "the touch wrote the epoch the collection had just left";
+
+  // And so the collection that marked epoch 2 keeps the blob.
+  const int64_t later = int64_t(std::time(nullptr)) + 100;
+  uint64_t freed = 0;
+  Result<BlobDeletion> r = replica->DeleteBlobUnlessTouched(
+      d, later, 2, "gc-A", later, [&]() -> Result<uint64_t> { return uint64_t(10); }, &freed);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, BlobDeletion::kKept);
+}
+
+// The first touch ever (no epoch row yet) on PostgreSQL writes 0, as on SQLite, and a
+// collection's first mark after it is 1.
+TEST_F(GcEpochPostgresTest, TouchBeforeAnyCollectionWritesEpochZero) {
+  const std::string url = FreshDatabase();
+  ASSERT_FALSE(url.empty());
+  auto opened = MetadataDb::Open(url);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const std::string d = D("first-touch");
+  ASSERT_TRUE((*opened)->RecordBlob(d, 10).ok());
+  ASSERT_TRUE((*opened)->TouchBlob(d).ok());
+  ASSERT_TRUE((*opened)->LinkBlob("team/m", d).ok());
+  Result<int64_t> mark = (*opened)->StartGcMark();
+  ASSERT_TRUE(mark.ok()) << mark.status().ToString();
+  EXPECT_EQ(*mark, 1);
 }
 
 }  // namespace

@@ -65,6 +65,22 @@ Result<std::string> PostgresServer::CreateDatabase(const std::string& name) {
   return Trim(r.out);
 }
 
+Status PostgresServer::Halt() {
+  if (dir_.empty()) return Internal("Halt on a stopped server");
+  ProcessResult r = RunProcess({"/bin/bash", Script(), "halt", dir_}, {},
+                               std::filesystem::temp_directory_path().string(), 60);
+  if (r.exit_code != 0) return Unavailable("postgres_server.sh halt: " + r.err);
+  return Status::Ok();
+}
+
+Status PostgresServer::Resume() {
+  if (dir_.empty()) return Internal("Resume on a stopped server");
+  ProcessResult r = RunProcess({"/bin/bash", Script(), "resume", dir_}, {},
+                               std::filesystem::temp_directory_path().string(), 60);
+  if (r.exit_code != 0) return Unavailable("postgres_server.sh resume: " + r.err);
+  return Status::Ok();
+}
+
 void PostgresServer::Stop() {
   if (dir_.empty()) return;
   (void)RunProcess({"/bin/bash", Script(), "stop", dir_}, {},

@@ -41,6 +41,11 @@ class PostgresServer {
   // Creates an empty database `name` ([a-z0-9_]+) and returns its URL.
   Result<std::string> CreateDatabase(const std::string& name);
 
+  // A fault for tests: stops the server (pg_ctl -m fast), keeping its directory and port.
+  Status Halt();
+  // Starts a halted server again on the same port and data directory.
+  Status Resume();
+
   // Stops the server and deletes its directory. Idempotent.
   void Stop();
 

@@ -7,6 +7,8 @@
 #   psql "$url" -c 'select 1'
 #   tests/store/postgres/postgres_server.sh createdb DIR NAME          # prints NAME's URL
 #   tests/store/postgres/postgres_server.sh stop DIR                   # stops, deletes DIR
+#   tests/store/postgres/postgres_server.sh halt DIR     # stops the server, keeps DIR (a fault)
+#   tests/store/postgres/postgres_server.sh resume DIR   # starts it again: same port and data
 #
 # DIR must not exist or be empty. PORT defaults to a free one. The URL is
 # postgresql://blz@127.0.0.1:PORT/blz (database "blz", superuser "blz", no password).
@@ -46,10 +48,18 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# Starts the server of "$dir/data" on 127.0.0.1:$1.
+pg_start() {
+  as_server_user "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+    -o "-c listen_addresses=127.0.0.1 -p $1 -k $dir -c fsync=off \
+        -c synchronous_commit=off -c full_page_writes=off -c max_connections=50" \
+    start > "$dir/pg_ctl.log" 2>&1
+}
+
 cmd=${1:-}
 dir=${2:-}
 if [ -z "$cmd" ] || [ -z "$dir" ]; then
-  echo "usage: $0 start DIR [PORT] | createdb DIR NAME | stop DIR" >&2
+  echo "usage: $0 start DIR [PORT] | createdb DIR NAME | halt DIR | resume DIR | stop DIR" >&2
   exit 2
 fi
 bindir=$(find_bindir)
@@ -79,10 +89,7 @@ case "$cmd" in
     # port picked here may be taken by someone else before the server binds it (tests run in
     # parallel): then try another one, unless the caller chose the port.
     for attempt in 1 2 3; do
-      if as_server_user "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-          -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off \
-              -c synchronous_commit=off -c full_page_writes=off -c max_connections=50" \
-          start > "$dir/pg_ctl.log" 2>&1; then
+      if pg_start "$port"; then
         break
       fi
       if [ -z "${3:-}" ] && [ "$attempt" -lt 3 ] && grep -q "could not bind" "$dir/server.log"; then
@@ -103,10 +110,15 @@ case "$cmd" in
     echo "$port" > "$dir/port"
     if [ -z "${BLZ_PG_NO_WATCHDOG:-}" ]; then
       owner=$PPID
-      postmaster=$(head -n 1 "$dir/data/postmaster.pid")
       (
-        alive() { kill -0 "$postmaster" 2> /dev/null && grep -q postgres "/proc/$postmaster/cmdline"; }
-        while kill -0 "$owner" 2> /dev/null && alive; do sleep 1; done
+        # The postmaster of the moment (halt + resume start a new one).
+        alive() {
+          postmaster=$(head -n 1 "$dir/data/postmaster.pid" 2> /dev/null) || return 1
+          [ -n "$postmaster" ] && kill -0 "$postmaster" 2> /dev/null &&
+            grep -q postgres "/proc/$postmaster/cmdline"
+        }
+        # A halted server (halt: the file "halted") is waited for, not cleaned up.
+        while kill -0 "$owner" 2> /dev/null && { alive || [ -e "$dir/halted" ]; }; do sleep 1; done
         if alive; then
           if [ -d "$dir/data" ]; then
             as_server_user "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop > /dev/null 2>&1 || true
@@ -129,6 +141,18 @@ case "$cmd" in
     fi
     echo "postgresql://blz@127.0.0.1:$port/$name"
     ;;
+  halt)
+    touch "$dir/halted"
+    as_server_user "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop > "$dir/pg_ctl.log" 2>&1
+    ;;
+  resume)
+    if ! pg_start "$(cat "$dir/port")"; then
+      echo "postgres_server: pg_ctl start (resume) failed:" >&2
+      cat "$dir/pg_ctl.log" "$dir/server.log" >&2 || true
+      exit 1
+    fi
+    rm -f "$dir/halted"
+    ;;
   stop)
     if [ -d "$dir/data" ]; then
       as_server_user "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 30 stop \
@@ -137,7 +161,7 @@ case "$cmd" in
     rm -rf "$dir"
     ;;
   *)
-    echo "usage: $0 start DIR [PORT] | createdb DIR NAME | stop DIR" >&2
+    echo "usage: $0 start DIR [PORT] | createdb DIR NAME | halt DIR | resume DIR | stop DIR" >&2
     exit 2
     ;;
 esac

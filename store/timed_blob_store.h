@@ -1,0 +1,53 @@
+// A timing decorator over any BlobStore driver (store/blob_store.h), for /metrics
+// (blz_blob_store_seconds{op}): every call that reaches the driver is counted and timed under
+// one of five operations:
+//   stat   Stat
+//   get    LocalFile (s3: a download on a cache miss), HashStored (Verify, Scrub)
+//   put    PublishVerified (the driver's half of Publish, PutBytes, BlobWriter::Commit)
+//   delete RemoveIfOlder, Quarantine
+//   list   ListDigests, CheckReachable (s3: a listing of the prefix)
+// PresignGet (a local computation) is passed through untimed. Everything else (the write path,
+// temporary files) is the base class's, over the same data directory as the inner driver.
+//
+// Thread safety: as the inner driver's; the counters are atomics.
+#ifndef BLZ_STORE_TIMED_BLOB_STORE_H_
+#define BLZ_STORE_TIMED_BLOB_STORE_H_
+
+#include <memory>
+
+#include "store/blob_store.h"
+
+namespace blz::store {
+
+class TimedBlobStore final : public BlobStore {
+ public:
+  explicit TimedBlobStore(std::unique_ptr<BlobStore> inner);
+
+  std::string_view driver() const override { return inner_->driver(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  Status CheckReachable() const override;
+  Result<BlobInfo> Stat(std::string_view digest) const override;
+  Result<BlobInfo> LocalFile(std::string_view digest) const override;
+  Result<std::string> Quarantine(std::string_view digest,
+                                 uint64_t hashed_identity) const override;
+  Result<std::vector<std::string>> ListDigests() const override;
+  Result<uint64_t> RemoveIfOlder(std::string_view digest,
+                                 std::chrono::system_clock::time_point cutoff) const override;
+  Result<std::string> PresignGet(std::string_view digest,
+                                 std::chrono::seconds expiry) const override;
+  const BlobStoreTimings* timings() const override { return &timings_; }
+  BlobStore& unwrapped() override { return inner_->unwrapped(); }
+
+ protected:
+  Result<BlobInfo> PublishVerified(const std::string& temp_path, const std::string& digest,
+                                   uint64_t size, bool synced) const override;
+  Result<StoredHash> HashStored(std::string_view digest) const override;
+
+ private:
+  std::unique_ptr<BlobStore> inner_;
+  mutable BlobStoreTimings timings_;
+};
+
+}  // namespace blz::store
+
+#endif  // BLZ_STORE_TIMED_BLOB_STORE_H_
