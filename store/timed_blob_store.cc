@@ -49,6 +49,25 @@ Result<std::string> TimedBlobStore::PresignGet(std::string_view digest,
   return inner_->PresignGet(digest, expiry);
 }
 
+Status TimedBlobStore::PutUploadPart(std::string_view session, std::string_view name,
+                                     const std::string& path) const {
+  return Timed(&timings_.put, [&] { return inner_->PutUploadPart(session, name, path); });
+}
+
+Status TimedBlobStore::ConcatUploadParts(std::string_view session,
+                                         const std::vector<std::string>& names,
+                                         const std::string& dest) const {
+  return Timed(&timings_.get, [&] { return inner_->ConcatUploadParts(session, names, dest); });
+}
+
+Status TimedBlobStore::DeleteUploadParts(std::string_view session) const {
+  return Timed(&timings_.remove, [&] { return inner_->DeleteUploadParts(session); });
+}
+
+Result<std::vector<std::string>> TimedBlobStore::ListUploadPartSessions() const {
+  return Timed(&timings_.list, [&] { return inner_->ListUploadPartSessions(); });
+}
+
 Result<BlobInfo> TimedBlobStore::PublishVerified(const std::string& temp_path,
                                                  const std::string& digest, uint64_t size,
                                                  bool synced) const {

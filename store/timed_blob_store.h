@@ -3,9 +3,11 @@
 // one of five operations:
 //   stat   Stat
 //   get    LocalFile (s3: a download on a cache miss), HashStored (Verify, Scrub)
-//   put    PublishVerified (the driver's half of Publish, PutBytes, BlobWriter::Commit)
-//   delete RemoveIfOlder, Quarantine
-//   list   ListDigests, CheckReachable (s3: a listing of the prefix)
+//   put    PublishVerified (the driver's half of Publish, PutBytes, BlobWriter::Commit),
+//          PutUploadPart
+//   get    also ConcatUploadParts (the parts of an upload read back)
+//   delete RemoveIfOlder, Quarantine, DeleteUploadParts
+//   list   ListDigests, CheckReachable (s3: a listing of the prefix), ListUploadPartSessions
 // PresignGet (a local computation) is passed through untimed. Everything else (the write path,
 // temporary files) is the base class's, over the same data directory as the inner driver.
 //
@@ -35,6 +37,12 @@ class TimedBlobStore final : public BlobStore {
                                  std::chrono::system_clock::time_point cutoff) const override;
   Result<std::string> PresignGet(std::string_view digest,
                                  std::chrono::seconds expiry) const override;
+  Status PutUploadPart(std::string_view session, std::string_view name,
+                       const std::string& path) const override;
+  Status ConcatUploadParts(std::string_view session, const std::vector<std::string>& names,
+                           const std::string& dest) const override;
+  Status DeleteUploadParts(std::string_view session) const override;
+  Result<std::vector<std::string>> ListUploadPartSessions() const override;
   const BlobStoreTimings* timings() const override { return &timings_; }
   BlobStore& unwrapped() override { return inner_->unwrapped(); }
 
