@@ -625,17 +625,8 @@ Result<UploadRecord> MetadataDb::GetUpload(std::string_view uuid) {
 }
 
 Result<std::vector<std::string>> MetadataDb::ListUploadsIdleSince(int64_t unix_seconds) {
-  std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT uuid FROM uploads WHERE updated <= ?1 "
-                                                 "ORDER BY updated, uuid"));
-  BLZ_RETURN_IF_ERROR(st.Bind(1, unix_seconds));
-  std::vector<std::string> out;
-  for (;;) {
-    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return ListUploadUuids("SELECT uuid FROM uploads WHERE updated <= ?1 ORDER BY updated, uuid",
+                             unix_seconds);
 }
 
 Status MetadataDb::AdvanceUpload(std::string_view uuid, uint64_t old_size, uint64_t new_size,
@@ -666,9 +657,14 @@ Status MetadataDb::AdvanceUpload(std::string_view uuid, uint64_t old_size, uint6
 }
 
 Result<std::vector<std::string>> MetadataDb::ListUploadsStartedBy(int64_t unix_seconds) {
+  return ListUploadUuids("SELECT uuid FROM uploads WHERE started <= ?1 ORDER BY started, uuid",
+                             unix_seconds);
+}
+
+Result<std::vector<std::string>> MetadataDb::ListUploadUuids(std::string_view sql,
+                                                                 int64_t unix_seconds) {
   std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT uuid FROM uploads WHERE started <= ?1 "
-                                                 "ORDER BY started, uuid"));
+  BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
   BLZ_RETURN_IF_ERROR(st.Bind(1, unix_seconds));
   std::vector<std::string> out;
   for (;;) {

@@ -537,6 +537,8 @@ class MetadataDb {
                                                                std::string_view keep_params);
   Result<Page> ListLocked(std::string_view sql_prefix, std::optional<int64_t> repository_id,
                           std::optional<uint64_t> limit, std::string_view last);
+  // Takes mu_. The uuids `sql` selects with ?1 = `unix_seconds`.
+  Result<std::vector<std::string>> ListUploadUuids(std::string_view sql, int64_t unix_seconds);
 
   std::mutex mu_;
   sql::Database db_;

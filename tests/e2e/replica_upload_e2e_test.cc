@@ -54,14 +54,10 @@ class ReplicaUploadE2ETest : public PostgresTest {
     if (!s3.available()) GTEST_SKIP() << s3.skip_reason();
     ASSERT_TRUE(s3.CreateBucket(kBucket).ok());
     prefix_ = "reg-" + RandomHex(4);
-    const std::string storage = std::string("s3://") + kBucket + "/" + prefix_ +
-                                "?path_style=1&endpoint=" + s3.endpoint();
+    const std::string storage = s3.StorageUrl(kBucket, prefix_);
     const std::string metadata = FreshDatabase();
     ASSERT_FALSE(metadata.empty());
-    const std::map<std::string, std::string> env = {
-        {"AWS_ACCESS_KEY_ID", s3.var("S3_ACCESS_KEY")},
-        {"AWS_SECRET_ACCESS_KEY", s3.var("S3_SECRET_KEY")},
-        {"AWS_REGION", s3.var("S3_REGION")}};
+    const std::map<std::string, std::string> env = s3.AwsEnv();
     // StartServe passes the test's own environment: set the keys there while starting.
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     for (const char* name : {"a", "b", "c"}) {

@@ -47,15 +47,9 @@ class S3StorageE2ETest : public ::testing::Test {
   }
   void TearDown() override { StopServe(&server_); }
 
-  std::string StorageUrl() const {
-    return std::string("s3://") + kBucket + "/" + prefix_ + "?path_style=1&endpoint=" +
-           CephS3Server::Get().endpoint();
-  }
+  std::string StorageUrl() const { return CephS3Server::Get().StorageUrl(kBucket, prefix_); }
   std::map<std::string, std::string> ServerEnv(const std::string& secret = {}) {
-    CephS3Server& s3 = CephS3Server::Get();
-    return {{"AWS_ACCESS_KEY_ID", s3.var("S3_ACCESS_KEY")},
-            {"AWS_SECRET_ACCESS_KEY", secret.empty() ? s3.var("S3_SECRET_KEY") : secret},
-            {"AWS_REGION", s3.var("S3_REGION")}};
+    return CephS3Server::Get().AwsEnv(secret);
   }
 
   // Starts `blz serve --storage <bucket>` on <work>/data with `extra` flags and the S3 keys in

@@ -43,6 +43,18 @@ class CephS3Server {
   const std::string& var(const std::string& name) { return env_[name]; }
   const std::string& endpoint() { return env_["S3_ENDPOINT"]; }
 
+  // The AWS_* variables that give a client (a `blz serve`, the registry) this server's keys;
+  // `secret` overrides the secret key when not empty.
+  std::map<std::string, std::string> AwsEnv(const std::string& secret = {}) {
+    return {{"AWS_ACCESS_KEY_ID", env_["S3_ACCESS_KEY"]},
+            {"AWS_SECRET_ACCESS_KEY", secret.empty() ? env_["S3_SECRET_KEY"] : secret},
+            {"AWS_REGION", env_["S3_REGION"]}};
+  }
+  // The --storage URL of `prefix` in `bucket` on this server.
+  std::string StorageUrl(const std::string& bucket, const std::string& prefix) {
+    return "s3://" + bucket + "/" + prefix + "?path_style=1&endpoint=" + endpoint();
+  }
+
   // A complete config for `url` ("s3://BUCKET/PREFIX"): the endpoint, path style, the keys
   // (`secret` overrides the secret key when not empty), short timeouts.
   store::s3::S3Config Config(const std::string& url, const std::string& secret = {}) {
@@ -50,10 +62,7 @@ class CephS3Server {
                                    "path_style=1&endpoint=" + endpoint());
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     store::s3::S3Config config = c.ok() ? *c : store::s3::S3Config{};
-    std::map<std::string, std::string> vars = {
-        {"AWS_ACCESS_KEY_ID", env_["S3_ACCESS_KEY"]},
-        {"AWS_SECRET_ACCESS_KEY", secret.empty() ? env_["S3_SECRET_KEY"] : secret},
-        {"AWS_REGION", env_["S3_REGION"]}};
+    std::map<std::string, std::string> vars = AwsEnv(secret);
     Status st = store::s3::ApplyS3Environment(&config, [vars](const char* name) -> const char* {
       auto it = vars.find(name);
       return it == vars.end() ? nullptr : it->second.c_str();
