@@ -526,6 +526,16 @@ Result<GgufModelPlan> PlanHfToGguf(const HfModelInfo& model, CastType cast) {
   BLZ_ASSIGN_OR_RETURN(GgufVocab vocab, ConvertHfTokenizer(model.files, config, defaults,
                                                            model.name.empty() ? "the model"
                                                                               : model.name));
+  // Without config.json's vocab_size, {arch}.vocab_size came from the embedding's rows and the
+  // token list from the tokenizer's count: a GGUF where they differ is one llama.cpp cannot load
+  // (and its config.json would not convert back), so refuse it here.
+  if (auto vs = values.find(arch + ".vocab_size");
+      vs != values.end() && vocab.tokens.size() != vs->second.u) {
+    return InvalidArgument("the tokenizer has " + std::to_string(vocab.tokens.size()) +
+                           " tokens but " + arch + ".vocab_size is " +
+                           std::to_string(vs->second.u) +
+                           " (token_embd's rows; config.json has no vocab_size)");
+  }
   for (GgufKv& kv : GgufVocabKvs(vocab)) plan.metadata.push_back(std::move(kv));
   return plan;
 }

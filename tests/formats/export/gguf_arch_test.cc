@@ -572,6 +572,28 @@ TEST(GgufArchErrors, MissingOrMistypedConfigField) {
   EXPECT_EQ(plan.status().code(), Code::kCorruption);
 }
 
+// Found by fuzz_hf_plan (docs/fuzzing.md): without config.json's vocab_size, llama.vocab_size
+// came from the embedding's rows (8) while the token list came from the tokenizer (10 tokens),
+// a GGUF that does not load and whose config.json did not plan back to GGUF.
+TEST(GgufArchErrors, TokenCountDiffersFromEmbeddingRowsWithoutVocabSize) {
+  HfModelInfo m = Decoder(DecoderCfg());
+  m.files["tokenizer.json"] = ByteLevelTokenizer(10);
+  auto cfg = nlohmann::json::parse(m.config_json);
+  cfg.erase("vocab_size");
+  m.config_json = cfg.dump();
+  auto plan = PlanHfToGguf(m, CastType::kF16);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("the tokenizer has 10 tokens but llama.vocab_size is 8"),
+            std::string::npos)
+      << plan.status().message();
+  // With as many tokens as rows, the same config plans, and its GGUF plans back.
+  m.files["tokenizer.json"] = ByteLevelTokenizer(8);
+  plan = PlanHfToGguf(m, CastType::kF16);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(Find(*plan, "llama.vocab_size")->AsUInt(), 8u);
+}
+
 TEST(GgufArchErrors, HeadsDoNotDivideRows) {
   DecoderCfg c;
   HfModelInfo m = Decoder(c);
