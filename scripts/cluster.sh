@@ -97,7 +97,7 @@ cmd_start() {
   done
   for k in $(seq 1 "$n"); do
     start_replica "$dir" "$k" || exit 1
-    upstream+="    server 127.0.0.1:$(cat "$dir/r$k/port") max_fails=1 fail_timeout=5s;"$'\n'
+    upstream+="    server 127.0.0.1:$(cat "$dir/r$k/port") max_fails=1 fail_timeout=2s;"$'\n'
     replicas+="http://127.0.0.1:$(cat "$dir/r$k/port") "
   done
   local token
