@@ -122,7 +122,9 @@ http {
   uwsgi_temp_path $dir/nginx/tmp/uwsgi;
   scgi_temp_path $dir/nginx/tmp/scgi;
   upstream blz {
-$upstream  }
+$upstream    keepalive 32;
+    keepalive_timeout 20s;
+  }
   server {
     listen 127.0.0.1:$port;
     client_max_body_size 0;
