@@ -91,7 +91,7 @@ push_pull() {
     bytes=$(du -cb "$WORK/model"/* | tail -1 | cut -f1)
     t0=$(now)
     BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/client/push BLZ_CONFIG_DIR=$WORK/client/config \
-      "$BLZ" push "$WORK/model" "${url#http://}/bench/m:r$run" -q
+      "$BLZ" push "$WORK/model" "${url#http://}/bench/m:r$run" -q > /dev/null
     t1=$(now)
     record "$label push MB/s" "$(python3 -c "print(round($bytes / 1e6 / ($t1 - $t0), 1))")"
     wait_idle "$url" "$token"
@@ -103,7 +103,7 @@ push_pull() {
       rm -rf "$WORK/out" "$WORK/client/pull"
       t0=$(now)
       BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/client/pull BLZ_CONFIG_DIR=$WORK/client/config \
-        "$BLZ" pull "${url#http://}/bench/m:r$run" -o "$WORK/out" --no-patch -q
+        "$BLZ" pull "${url#http://}/bench/m:r$run" -o "$WORK/out" --no-patch -q > /dev/null
       t1=$(now)
       cmp -s "$WORK/out/model.safetensors" "$WORK/model/model.safetensors" ||
         { log "$label: the pull differs from the push"; exit 1; }
