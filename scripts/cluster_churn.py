@@ -7,6 +7,8 @@ For --duration seconds, through nginx (round robin over every replica):
     chunks (--chunk-size 64 KiB, so one upload's PATCHes land on different replicas), and
     removes versions (`blz rm`, which drops the manifest and every tag on it) or untags
     (DELETE /v2/<repo>/manifests/<tag>);
+  - pullers pull random tags (a success must be byte-identical to one of the repository's
+    versions; a tag removed meanwhile makes a failure that only counts);
   - a collector asks for garbage collection (POST /v2/_blz/gc) every few seconds;
   - a killer kills -9 a random replica at a random moment (`cluster.sh kill`) and restarts it
     after a random pause (`cluster.sh restart`).
@@ -298,6 +300,46 @@ class Pusher(threading.Thread):
             self.stats.fail(str(e))
 
 
+class Puller(threading.Thread):
+    """Pulls random tags during the churn (a store of its own kept across pulls, so that later
+    pulls ask for patches from versions it holds). A tag may be removed meanwhile, so a failed
+    pull only counts; a pull that succeeds must be byte-identical to one of the repository's
+    versions."""
+
+    def __init__(self, cluster, stats, index, seed, deadline, work, pushers, versions):
+        super().__init__(daemon=True)
+        self.c, self.stats, self.rng, self.deadline = cluster, stats, random.Random(seed), deadline
+        self.work, self.pushers, self.versions = work, pushers, versions
+        self.env = dict(os.environ, BLZ_TOKEN=cluster.token,
+                        BLZ_CACHE_DIR=os.path.join(work, f"cache-puller{index}"),
+                        BLZ_CONFIG_DIR=os.path.join(work, f"config-puller{index}"))
+        self.out = os.path.join(work, f"puller{index}")
+
+    def run(self):
+        models = {(p.i, v): read_tree(p.model_dir(v)) for p in self.pushers
+                  for v in range(self.versions)}
+        while time.time() < self.deadline:
+            p = self.rng.choice(self.pushers)
+            tag = f"t{self.rng.randrange(4)}"
+            shutil.rmtree(self.out, ignore_errors=True)
+            try:
+                r = subprocess.run([self.c.args.blz, "pull", f"{self.c.host}/{p.repo}:{tag}",
+                                    "-o", self.out, "-q"], env=self.env, capture_output=True,
+                                   text=True, timeout=120)
+            except subprocess.TimeoutExpired:
+                self.stats.add("churn pulls timed out")
+                continue
+            if r.returncode != 0:
+                self.stats.add(f"churn pulls failed (exit {r.returncode})")
+                continue
+            got = read_tree(self.out)
+            if not any(got == models[(p.i, v)] for v in range(self.versions)):
+                self.stats.fail(f"{p.repo}:{tag}: a pull during the churn gave bytes of no version")
+            else:
+                self.stats.add("churn pulls byte-identical")
+            time.sleep(self.rng.uniform(0, 0.3))
+
+
 class Collector(threading.Thread):
     def __init__(self, cluster, stats, seed, deadline):
         super().__init__(daemon=True)
@@ -447,6 +489,7 @@ def main():
     ap.add_argument("--duration", type=float, default=45)
     ap.add_argument("--repos", type=int, default=3)
     ap.add_argument("--versions", type=int, default=3)
+    ap.add_argument("--pullers", type=int, default=2)
     ap.add_argument("--grace", type=float, default=3, help="the replicas' --gc-grace, seconds")
     ap.add_argument("--idle-timeout", type=float, default=10,
                     help="the replicas' --upload-idle-timeout, seconds")
@@ -464,7 +507,9 @@ def main():
     deadline = time.time() + args.duration
     pushers = [Pusher(cluster, stats, i, master.randrange(2**31), deadline, args.work)
                for i in range(args.repos)]
-    others = [Collector(cluster, stats, master.randrange(2**31), deadline),
+    others = [Puller(cluster, stats, n, master.randrange(2**31), deadline, args.work, pushers,
+                     args.versions) for n in range(args.pullers)]
+    others += [Collector(cluster, stats, master.randrange(2**31), deadline),
               Killer(cluster, stats, master.randrange(2**31), deadline, len(cluster.replicas))]
     for t in pushers + others:
         t.start()
