@@ -32,7 +32,7 @@ export BLZ_TOKEN=$BLZ_CLUSTER_TOKEN BLZ_CONFIG_DIR=$work/config
 failures=0
 fail() { echo "failover: FAIL: $*" >&2; failures=$((failures + 1)); }
 
-python3 -c 'import sys; sys.path.insert(0, "scripts"); from cluster_churn import write_model
+python3 -B -c 'import sys; sys.path.insert(0, "scripts"); from cluster_churn import write_model
 for v in range(4): write_model(sys.argv[1] + "/v%d" % v, 7, v)' "$work/models"
 BLZ_CACHE_DIR=$work/cache-push "$blz" push "$work/models/v0" "$host/failover/m:v0" -q --json \
   > "$work/push.json"
