@@ -139,10 +139,11 @@ $upstream    keepalive 32;
       proxy_buffering off;
       proxy_read_timeout 600s;
       proxy_send_timeout 600s;
-      # A replica that refuses the connection or does not accept it within 2 s (killed,
-      # restarting, host gone): the request goes to the next replica, if nothing of it was
-      # sent yet (nginx never retries a POST/PATCH once sent, nor any request whose streamed
-      # body it already passed on) and nothing was answered; at most 3 tries within 10 s.
+      # A replica that refuses the connection, does not accept it within 2 s or drops it
+      # before answering (killed, restarting, host gone): the request goes to the next
+      # replica, unless part of the answer already reached the client; a POST or PATCH only if
+      # it was not sent yet, and no request whose streamed body was already passed on. At
+      # most 3 tries within 10 s (docs/operating.md, "Scale out").
       proxy_connect_timeout 2s;
       proxy_next_upstream error timeout;
       proxy_next_upstream_tries 3;
