@@ -227,8 +227,8 @@ TEST_F(S3StorageE2ETest, WrongSecretFailsTheStartNamingTheBucketAndS3sCode) {
 
 // The S3 server stops while `blz serve --storage s3://` runs (its RADOS Gateway process is
 // stopped; the cluster's monitor and OSD keep the objects), then comes back on the same port:
-// requests that need the bucket answer a 5xx naming S3 within the client's retries (no hang,
-// no crash), /readyz says not ready naming the storage, requests that need only the database
+// requests that need the bucket (a blob GET and HEAD, a monolithic upload, a chunk of an open
+// upload session) answer a 5xx naming S3 within the client's retries (no hang, no crash), /readyz says not ready naming the storage, requests that need only the database
 // keep working, nothing half-written reaches the bucket, and once the gateway is back the same
 // process serves everything again (no restart of blz).
 TEST_F(S3StorageE2ETest, S3DownWhileServingIsReportedAndRecoveredWithoutRestart) {
@@ -245,6 +245,27 @@ TEST_F(S3StorageE2ETest, S3DownWhileServingIsReportedAndRecoveredWithoutRestart)
     if (e.is_regular_file()) fs::remove(e.path());
   }
   const std::set<std::string> before = BucketDigests();
+  // A chunked upload session, opened while S3 is up; its chunk comes while it is down.
+  ProcessResult opened = Curl({"-X", "POST", "-D", work_ / "open.h", "-o", "/dev/null",
+                               url + "/v2/e2e/down/blobs/uploads/"});
+  ASSERT_EQ(opened.exit_code, 0) << opened.err;
+  std::string session;
+  {
+    std::istringstream in(ReadFileBytes(work_ / "open.h"));
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("Location: ", 0) == 0 || line.rfind("location: ", 0) == 0) {
+        session = line.substr(10);
+        while (!session.empty() && (session.back() == '\r' || session.back() == ' ')) session.pop_back();
+      }
+    }
+  }
+  ASSERT_EQ(session.rfind("/v2/e2e/down/blobs/uploads/", 0), 0u) << ReadFileBytes(work_ / "open.h");
+  const std::string chunk = "a chunk sent while S3 was down " + RandomHex(8);
+  WriteFileBytes(work_ / "chunk.bin", chunk);
+  const std::vector<std::string> patch = {
+      "-X", "PATCH", "-H", "Content-Type: application/octet-stream", "-H",
+      "Content-Range: 0-" + std::to_string(chunk.size() - 1), "--data-binary",
+      "@" + (work_ / "chunk.bin"), url + session};
 
   // The gateway goes away (SIGTERM to radosgw; the rest of the Ceph cluster stays up).
   const std::string dir = CephS3Server::Get().var("CEPH_S3_DIR");
@@ -297,6 +318,8 @@ TEST_F(S3StorageE2ETest, S3DownWhileServingIsReportedAndRecoveredWithoutRestart)
   auto [up_code, up_body] = curl({"-X", "POST", "--data-binary", "@" + (work_ / "down.bin"), upload_url});
   EXPECT_EQ(up_code[0], '5') << up_code << up_body;
   EXPECT_NE(up_body.find("S3"), std::string::npos) << up_body;
+  auto [patch_code, patch_body] = curl(patch);
+  EXPECT_EQ(patch_code[0], '5') << patch_code << patch_body;
   // The database alone still answers: the manifest, the tag list.
   EXPECT_EQ(curl({"-o", "/dev/null", "-H", "Accept: application/vnd.oci.image.manifest.v1+json",
                   url + "/v2/e2e/down/manifests/base"}).first,
@@ -319,6 +342,13 @@ TEST_F(S3StorageE2ETest, S3DownWhileServingIsReportedAndRecoveredWithoutRestart)
     ASSERT_TRUE(parts.ok()) << parts.status().ToString();
     EXPECT_TRUE(parts->objects.empty()) << parts->objects.size() << " upload parts left";
   }
+  // The chunk that failed moved nothing: the session takes it again at offset 0 and finishes.
+  auto [patch2_code, patch2_body] = curl(patch);
+  EXPECT_EQ(patch2_code, "202") << patch2_body;
+  const std::string chunk_digest = MakeDigest(Sha256Hex(chunk));
+  auto [put_code, put_body] = curl({"-X", "PUT", url + session + "?digest=" + chunk_digest});
+  EXPECT_EQ(put_code, "201") << put_body;
+  EXPECT_EQ(curl({url + "/v2/e2e/down/blobs/" + chunk_digest}).second, chunk);
   auto [up2_code, up2_body] = curl({"-X", "POST", "--data-binary", "@" + (work_ / "down.bin"), upload_url});
   EXPECT_EQ(up2_code, "201") << up2_body;
   auto [get2_code, get2_body] = curl({url + "/v2/e2e/down/blobs/" + blob_digest});
