@@ -42,8 +42,8 @@ archive=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["diges
 # requests_through_nginx LABEL: prints how many of 20 manifest GETs and 20 blob GETs (curl,
 # no retry) were not 200 with the right bytes.
 requests_through_nginx() {
-  local bad=0 i code
-  for i in $(seq 1 20); do
+  local bad=0 code
+  for _ in $(seq 1 20); do
     code=$(curl -s -o "$work/m.json" -w '%{http_code}' -H "Authorization: Bearer $BLZ_TOKEN" \
       -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
       "$BLZ_CLUSTER_URL/v2/failover/m/manifests/v0") || true
