@@ -12,9 +12,10 @@ For --duration seconds, through nginx (round robin over every replica):
   - a collector asks for garbage collection (POST /v2/_blz/gc) every few seconds;
   - a killer kills -9 a random replica at a random moment (`cluster.sh kill`) and restarts it
     after a random pause (`cluster.sh restart`).
-Every random choice comes from --seed (printed); the kill moments and the interleaving of
-threads still vary with the machine's timing, so a failure prints the seed and the log of
-operations to reproduce as closely as one can.
+Every random choice comes from --seed (printed first: BLZ_CHURN_SEED reruns it); the moments
+of the kills relative to requests and the interleaving of the threads still vary with the
+machine's timing, so a seed reproduces the sequence of operations, not the exact race. Kills,
+failed attempts and failed checks are logged as they happen.
 
 Then, with every replica up again:
   1. every repository's tag list is exactly the tags the pushers left (a push or rm that
