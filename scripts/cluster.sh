@@ -15,7 +15,8 @@
 # --storage URL), BLZ_CLUSTER_DIR. Everything else goes to stderr; the logs stay in
 # DIR/r<K>/serve.err, DIR/nginx/*.log until `stop`. The S3 keys reach the replicas as
 # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in their environment, never on a command line.
-# Extra `blz serve` flags for every replica: BLZ_CLUSTER_SERVE_FLAGS (word-split).
+# Extra `blz serve` flags for every replica: BLZ_CLUSTER_SERVE_FLAGS (word-split), read by
+# `start` and kept in DIR/serve_flags for `restart`.
 # Exit codes: 0 ok, 1 a part failed to start (its log is printed; `stop DIR` removes what did
 # start), 2 usage, 77 a component
 # (PostgreSQL, Ceph, nginx) is not installed.
@@ -38,11 +39,11 @@ start_replica() {
   port=$(cat "$dir/r$k/port")
   # shellcheck disable=SC1091
   set -a; . "$dir/s3.env"; set +a
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2046
   AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=$S3_REGION \
     setsid "$blz" serve --data "$dir/r$k/data" --listen "127.0.0.1:$port" \
     --metadata "$(cat "$dir/pg.url")" --storage "$(cat "$dir/storage.url")" \
-    --trusted-proxy 127.0.0.1 ${BLZ_CLUSTER_SERVE_FLAGS:-} \
+    --trusted-proxy 127.0.0.1 $(cat "$dir/serve_flags") \
     > "$dir/r$k/serve.out" 2> "$dir/r$k/serve.err" < /dev/null &
   echo $! > "$dir/r$k/pid"
   local pid=$!
@@ -71,6 +72,8 @@ cmd_start() {
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   (cd "$(dirname "$blz")" && echo "$(pwd)/$(basename "$blz")") > "$dir/blz"
+  # The extra flags, kept for `restart` (a restarted replica runs as it ran before).
+  echo "${BLZ_CLUSTER_SERVE_FLAGS:-}" > "$dir/serve_flags"
 
   # PostgreSQL (its watchdog is off: the cluster outlives this script; `stop` stops it).
   BLZ_PG_NO_WATCHDOG=1 bash "$pg_script" start "$dir/pg" > "$dir/pg.url" || {
@@ -119,7 +122,9 @@ http {
   uwsgi_temp_path $dir/nginx/tmp/uwsgi;
   scgi_temp_path $dir/nginx/tmp/scgi;
   upstream blz {
-$upstream  }
+$upstream    keepalive 32;
+    keepalive_timeout 20s;
+  }
   server {
     listen 127.0.0.1:$port;
     client_max_body_size 0;
@@ -134,6 +139,15 @@ $upstream  }
       proxy_buffering off;
       proxy_read_timeout 600s;
       proxy_send_timeout 600s;
+      # A replica that refuses the connection, does not accept it within 2 s or drops it
+      # before answering (killed, restarting, host gone): the request goes to the next
+      # replica, unless part of the answer already reached the client; a POST or PATCH only if
+      # it was not sent yet, and no request whose streamed body was already passed on. At
+      # most 3 tries within 10 s (docs/operating.md, "Scale out").
+      proxy_connect_timeout 2s;
+      proxy_next_upstream error timeout;
+      proxy_next_upstream_tries 3;
+      proxy_next_upstream_timeout 10s;
     }
   }
 }

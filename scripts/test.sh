@@ -50,6 +50,16 @@ phase_done conformance
 # so consecutive requests of one upload or pull reach different replicas; skips (exit 0, saying
 # so) when PostgreSQL, Ceph or nginx is not installed.
 bash scripts/conformance.sh --cluster 2 "$build/cli/blz"
+# Then the proof under failure (issue 25): nginx routing around a replica killed with kill -9,
+# and the churn test (3 replicas; pushes, removals and GC under kill -9; then byte-identical
+# pulls and a bucket with nothing leaked). Each prints its seed or skips (exit 77) without
+# PostgreSQL, Ceph or nginx.
+for t in cluster_failover cluster_churn; do
+  status=0
+  bash "scripts/$t.sh" "$build/cli/blz" || status=$?
+  if [ "$status" -eq 77 ]; then continue; fi
+  if [ "$status" -ne 0 ]; then echo "test.sh: scripts/$t.sh failed (exit $status)" >&2; exit 1; fi
+done
 phase_done cluster
 # Then every libFuzzer target briefly (docs/fuzzing.md); non-zero on any crash.
 bash scripts/fuzz.sh short

@@ -3,11 +3,13 @@
 // Ceph is not installed): push, byte-identical pull, a patch pull (the server mmaps archives
 // fetched into its local cache), garbage collection removing an unreferenced blob from the
 // bucket, `--redirect` answering blob GETs with 307 to the gateway, and a wrong secret failing
-// the start with the bucket and S3's error code named.
+// the start with the bucket and S3's error code named; and the S3 gateway stopping while the
+// registry serves (clear 5xx, readiness false, recovery without a restart).
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -221,6 +223,142 @@ TEST_F(S3StorageE2ETest, WrongSecretFailsTheStartNamingTheBucketAndS3sCode) {
   EXPECT_NE(r.err.find("SignatureDoesNotMatch"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(secret), std::string::npos) << "the secret was printed";
   EXPECT_EQ(r.out.find("listening on"), std::string::npos) << r.out;
+}
+
+// The S3 server stops while `blz serve --storage s3://` runs (its RADOS Gateway process is
+// stopped; the cluster's monitor and OSD keep the objects), then comes back on the same port:
+// requests that need the bucket (a blob GET and HEAD, a monolithic upload, a chunk of an open
+// upload session) answer a 5xx naming S3 within the client's retries (no hang, no crash), /readyz says not ready naming the storage, requests that need only the database
+// keep working, nothing half-written reaches the bucket, and once the gateway is back the same
+// process serves everything again (no restart of blz).
+TEST_F(S3StorageE2ETest, S3DownWhileServingIsReportedAndRecoveredWithoutRestart) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string base = corpus + "/tiny-gpt2/base";
+  ASSERT_NO_FATAL_FAILURE(Start({}));
+  ProcessResult push = Blz({"push", base, server_.addr + "/e2e/down:base", "--json"}, Client("pusher"));
+  ASSERT_EQ(push.exit_code, 0) << push.out << push.err;
+  WaitForStorageIdle();
+  const std::string archive = nlohmann::json::parse(push.out).at("digest").get<std::string>();
+  const std::string url = "http://" + server_.addr;
+  // The local cache would serve the archive without S3: empty it, so that its GET needs the bucket.
+  for (auto& e : fs::recursive_directory_iterator(work_ / "data/cache/blobs")) {
+    if (e.is_regular_file()) fs::remove(e.path());
+  }
+  const std::set<std::string> before = BucketDigests();
+  // A chunked upload session, opened while S3 is up; its chunk comes while it is down.
+  ProcessResult opened = Curl({"-X", "POST", "-D", work_ / "open.h", "-o", "/dev/null",
+                               url + "/v2/e2e/down/blobs/uploads/"});
+  ASSERT_EQ(opened.exit_code, 0) << opened.err;
+  std::string session;
+  {
+    std::istringstream in(ReadFileBytes(work_ / "open.h"));
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("Location: ", 0) == 0 || line.rfind("location: ", 0) == 0) {
+        session = line.substr(10);
+        while (!session.empty() && (session.back() == '\r' || session.back() == ' ')) session.pop_back();
+      }
+    }
+  }
+  ASSERT_EQ(session.rfind("/v2/e2e/down/blobs/uploads/", 0), 0u) << ReadFileBytes(work_ / "open.h");
+  const std::string chunk = "a chunk sent while S3 was down " + RandomHex(8);
+  WriteFileBytes(work_ / "chunk.bin", chunk);
+  const std::vector<std::string> patch = {
+      "-X", "PATCH", "-H", "Content-Type: application/octet-stream", "-H",
+      "Content-Range: 0-" + std::to_string(chunk.size() - 1), "--data-binary",
+      "@" + (work_ / "chunk.bin"), url + session};
+
+  // The gateway goes away (SIGTERM to radosgw; the rest of the Ceph cluster stays up).
+  const std::string dir = CephS3Server::Get().var("CEPH_S3_DIR");
+  ASSERT_FALSE(dir.empty());
+  const std::string pid_file = dir + "/run/client.rgw.s3.pid";
+  std::string pid = ReadFileBytes(pid_file);
+  while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+  ASSERT_FALSE(pid.empty()) << pid_file;
+  ASSERT_EQ(std::system(("kill -TERM " + pid + " && for i in $(seq 1 200); do kill -0 " + pid +
+                         " 2>/dev/null || exit 0; sleep 0.05; done; exit 1").c_str()),
+            0)
+      << "radosgw did not stop";
+  struct GatewayBack {  // whatever the assertions do, the gateway comes back for later tests
+    std::string dir;
+    bool done = false;
+    void Start() {
+      if (done) return;
+      done = true;
+      const std::string cmd = "radosgw -c '" + dir + "/ceph.conf' -n client.rgw.s3 </dev/null >>'" +
+                              dir + "/log/client.rgw.s3.out' 2>&1";
+      EXPECT_EQ(std::system(cmd.c_str()), 0) << "radosgw did not start again";
+    }
+    ~GatewayBack() { Start(); }
+  } back{dir};
+
+  auto curl = [&](std::vector<std::string> args) {
+    // --max-time: a hang is a failure here, not a stuck test.
+    args.insert(args.begin(), {"--max-time", "120", "-w", "\n%{http_code}"});
+    ProcessResult r = Curl(args);
+    const size_t nl = r.out.rfind('\n');
+    return std::pair<std::string, std::string>{r.out.substr(nl + 1), r.out.substr(0, nl)};
+  };
+  // Readiness names the storage.
+  auto [ready_code, ready_body] = curl({url + "/readyz"});
+  EXPECT_EQ(ready_code, "503") << ready_body;
+  EXPECT_NE(ready_body.find("storage"), std::string::npos) << ready_body;
+  EXPECT_EQ(curl({url + "/healthz"}).first, "200");
+  // A blob GET that needs the bucket, a HEAD (asks S3), an upload (publishes to S3): 5xx, naming S3.
+  auto [get_code, get_body] =
+      curl({"-o", work_ / "get.out", url + "/v2/e2e/down/blobs/" + archive});
+  EXPECT_EQ(get_code[0], '5') << get_code;
+  EXPECT_NE(ReadFileBytes(work_ / "get.out").find("S3"), std::string::npos)
+      << ReadFileBytes(work_ / "get.out");
+  auto [head_code, head_body] = curl({"-I", url + "/v2/e2e/down/blobs/" + archive});
+  EXPECT_EQ(head_code[0], '5') << head_code << head_body;
+  const std::string blob = "written while S3 was down " + RandomHex(8);
+  const std::string blob_digest = MakeDigest(Sha256Hex(blob));
+  WriteFileBytes(work_ / "down.bin", blob);
+  const std::string upload_url = url + "/v2/e2e/down/blobs/uploads/?digest=" + blob_digest;
+  auto [up_code, up_body] = curl({"-X", "POST", "--data-binary", "@" + (work_ / "down.bin"), upload_url});
+  EXPECT_EQ(up_code[0], '5') << up_code << up_body;
+  EXPECT_NE(up_body.find("S3"), std::string::npos) << up_body;
+  auto [patch_code, patch_body] = curl(patch);
+  EXPECT_EQ(patch_code[0], '5') << patch_code << patch_body;
+  // The database alone still answers: the manifest, the tag list.
+  EXPECT_EQ(curl({"-o", "/dev/null", "-H", "Accept: application/vnd.oci.image.manifest.v1+json",
+                  url + "/v2/e2e/down/manifests/base"}).first,
+            "200");
+  EXPECT_EQ(curl({"-o", "/dev/null", url + "/v2/e2e/down/tags/list"}).first, "200");
+
+  // The gateway comes back on the same port; the same blz process recovers.
+  back.Start();
+  bool ready = false;
+  for (int i = 0; i < 600 && !ready; ++i) {
+    ready = curl({url + "/readyz"}).first == "200";
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(ready) << curl({url + "/readyz"}).second;
+  // Nothing of the failed upload reached the bucket (blobs or upload parts).
+  EXPECT_EQ(BucketDigests(), before);
+  {
+    store::s3::S3Client client(CephS3Server::Get().Config(std::string("s3://") + kBucket));
+    auto parts = client.ListObjectsV2(prefix_ + "/uploads/");
+    ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+    EXPECT_TRUE(parts->objects.empty()) << parts->objects.size() << " upload parts left";
+  }
+  // The chunk that failed moved nothing: the session takes it again at offset 0 and finishes.
+  auto [patch2_code, patch2_body] = curl(patch);
+  EXPECT_EQ(patch2_code, "202") << patch2_body;
+  const std::string chunk_digest = MakeDigest(Sha256Hex(chunk));
+  auto [put_code, put_body] = curl({"-X", "PUT", url + session + "?digest=" + chunk_digest});
+  EXPECT_EQ(put_code, "201") << put_body;
+  EXPECT_EQ(curl({url + "/v2/e2e/down/blobs/" + chunk_digest}).second, chunk);
+  auto [up2_code, up2_body] = curl({"-X", "POST", "--data-binary", "@" + (work_ / "down.bin"), upload_url});
+  EXPECT_EQ(up2_code, "201") << up2_body;
+  auto [get2_code, get2_body] = curl({url + "/v2/e2e/down/blobs/" + blob_digest});
+  EXPECT_EQ(get2_code, "200");
+  EXPECT_EQ(get2_body, blob);
+  const std::string out = work_ / "out-after";
+  ProcessResult pull = Blz({"pull", server_.addr + "/e2e/down:base", "-o", out, "--no-patch"},
+                           Client("puller", /*login=*/false));
+  ASSERT_EQ(pull.exit_code, 0) << pull.out << pull.err;
+  EXPECT_EQ(ReadTree(out), ReadTree(base));
 }
 
 }  // namespace
