@@ -16,6 +16,7 @@
 #include "registry/auth.h"
 #include "registry/background_jobs.h"
 #include "registry/errors.h"
+#include "registry/hub/version_files.h"
 #include "registry/rate_limiter.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
@@ -140,6 +141,8 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                        ArchiveStorage::Open(registry->blobs_.get(), registry->db_.get(), data_dir,
                                             registry->options_.full_patch,
                                             registry->options_.storage));
+  registry->version_files_ =
+      std::make_unique<hub::VersionFiles>(registry->storage_.get(), registry->db_.get());
   BLZ_RETURN_IF_ERROR(registry->PurgeStaleUploads(/*orphans=*/true));
   BLZ_RETURN_IF_ERROR(registry->BackfillStructuralHashes());
   BLZ_RETURN_IF_ERROR(registry->storage_->ScheduleAll());
