@@ -16,6 +16,7 @@
 #include "registry/auth.h"
 #include "registry/background_jobs.h"
 #include "registry/errors.h"
+#include "registry/hub/hub_api.h"
 #include "registry/hub/version_files.h"
 #include "registry/rate_limiter.h"
 #include "registry/registry_internal.h"
@@ -386,6 +387,11 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
   BodyPlan plan;
   plan.kind = BodyPlan::Kind::kMemory;
   plan.limit = kMaxIgnoredBodyBytes;
+  if (hub::IsHubTarget(head.target)) {  // the Hugging Face Hub API (registry/hub/hub_api.h)
+    plan.limit = hub::kMaxHubBodyBytes;
+    plan.heavy = hub::IsHeavyHubRequest(head);
+    return plan;
+  }
   Response error;
   std::optional<Route> route = Prepare(head, &error);
   auto reject = [&](Response r) {
@@ -472,9 +478,15 @@ Response Registry::Handle(const Request& request) {
   Response res;
   try {
     Response error;
-    std::optional<Route> route = Prepare(request.head, &error);
-    res = route.has_value() ? Dispatch(*route, request) : std::move(error);
-    if (route.has_value()) res.principal = route->principal;
+    if (hub::IsHubTarget(request.head.target)) {  // the Hugging Face Hub API
+      res = hub::HandleHub(hub::HubContext{db_.get(), version_files_.get(), auth_.get(),
+                                           options_.private_mode, options_.public_url},
+                           request);
+    } else {
+      std::optional<Route> route = Prepare(request.head, &error);
+      res = route.has_value() ? Dispatch(*route, request) : std::move(error);
+      if (route.has_value()) res.principal = route->principal;
+    }
   } catch (const std::exception& e) {
     res = ErrorResponse(OciError::kUnknown, std::string("internal error: ") + e.what());
   }
