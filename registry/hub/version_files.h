@@ -6,7 +6,8 @@
 // Listing: the first listing of an archive reads its header (and the bytes of its small files,
 // for their Git blob id) and records the result in the metadata DB (table version_files,
 // migrations/0010_version_files.sql); every later listing, on any replica, reads the DB only and
-// needs no archive bytes at all.
+// needs no archive bytes at all. The registry lists each version once at its manifest PUT,
+// while the raw archive is still stored (registry/manifest_handlers.cc).
 //
 // Reading: a file's bytes are its pieces (raw and tensor pieces, 64-byte aligned in the archive's
 // data section, so not contiguous), mapped onto byte segments of the archive file. Slice()

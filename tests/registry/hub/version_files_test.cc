@@ -200,5 +200,22 @@ TEST(VersionFilesTest, ListingIsRecordedAndNeedsNoRebuild) {
   EXPECT_EQ(h.registry().storage().status().rebuilds, 1u);
 }
 
+// A manifest PUT records the listing while the raw archive is at hand: a version compressed
+// before anyone listed it still lists without a rebuild.
+TEST(VersionFilesTest, PushRecordsTheListing) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  Harness h(FullPatchOptions());
+  const std::string digest =
+      PushVersion(&h, "org/gpt2", "v1", PackArchive(corpus + "/tiny-gpt2/base"));
+  auto rows = h.registry().db().ListVersionFiles(digest);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->size(), 2u);
+  ASSERT_TRUE(h.registry().storage().Compress(digest).ok());
+  auto list = h.registry().version_files().List(digest);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->size(), 2u);
+  EXPECT_EQ(h.registry().storage().status().rebuilds, 0u);
+}
+
 }  // namespace
 }  // namespace blz::registry::hub
