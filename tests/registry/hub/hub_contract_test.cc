@@ -1,9 +1,12 @@
 // The Hugging Face Hub read API (registry/hub/hub_api.h) against a live registry, replaying
-// request by request what huggingface_hub sends, pinned to huggingface_hub v1.1 (the sources
-// read: src/huggingface_hub/file_download.py hf_hub_download / get_hf_file_metadata /
-// _get_metadata_or_catch_error / http_get, _snapshot_download.py snapshot_download,
-// hf_api.py model_info / list_repo_tree / get_paths_info / list_repo_refs / whoami,
-// utils/_http.py hf_raise_for_status), and checking every header those read:
+// request by request what huggingface_hub sends and checking every header it reads. Followed:
+// huggingface_hub's src/huggingface_hub/file_download.py of the Xet era (get_hf_file_metadata
+// returning xet_file_data, as in 0.3x and 1.x: hf_hub_download, _get_metadata_or_catch_error,
+// http_get), _snapshot_download.py snapshot_download (revision None -> "main", repo_info, then
+// hf_hub_download per sibling at repo_info.sha; list_repo_tree only when siblings are missing),
+// hf_api.py (model_info, list_repo_tree, get_paths_info, list_repo_refs, whoami) and
+// utils/_http.py hf_raise_for_status. 1.x moved from requests to httpx without changing these
+// requests or headers. The sequence:
 //   snapshot_download(repo_id, revision=None):
 //     GET  /api/models/{repo_id}[/revision/{rev}]   -> json "sha" (40 hex), "siblings"[].rfilename
 //     then hf_hub_download(repo_id, f, revision=<sha>) for every sibling:
