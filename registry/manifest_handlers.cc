@@ -13,6 +13,7 @@
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "registry/errors.h"
+#include "registry/hub/version_files.h"
 #include "registry/oci_manifest.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
@@ -141,6 +142,9 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
   Status s = db_->PutManifest(put);
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kManifest);
   if (!put.archive_digest.empty()) {
+    // Record its files for the Hugging Face Hub API now, while the raw archive is at hand (a
+    // first listing later could need it rebuilt from its full patch); a failure only defers it.
+    (void)version_files_->List(put.archive_digest);
     storage_->Schedule(put.archive_digest);  // store it as a full patch, in the background
   }
   Response res = Empty(201);

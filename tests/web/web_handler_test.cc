@@ -276,7 +276,11 @@ TEST(WebHandlerTest, EveryResponseCarriesTheSecurityHeadersOnce) {
 TEST(WebHandlerTest, RegistryPathsAreNotItsBusiness) {
   for (const char* target : {"/v2", "/v2/", "/v2/_catalog", "/v2/org/m/blobs/sha256:00",
                              "/v2/_blz/repositories?n=1", "/v2?x", "/metrics", "/metrics?x=1",
-                             "*", "http://example.com/"}) {
+                             "*", "http://example.com/",
+                             // The Hugging Face Hub API (registry/hub/hub_api.h).
+                             "/api/models/org/m", "/api/models/org/m/tree/main?recursive=1",
+                             "/api/whoami-v2", "/org/m/resolve/main/config.json",
+                             "/m/resolve/main/sub/model.safetensors"}) {
     for (const char* method : {"GET", "HEAD", "PUT", "DELETE"}) {
       EXPECT_FALSE(HandleWeb(Head(method, target), Table()).has_value()) << method << " " << target;
     }
@@ -286,6 +290,8 @@ TEST(WebHandlerTest, RegistryPathsAreNotItsBusiness) {
   EXPECT_TRUE(IsWebTarget("/assets/x.js"));
   EXPECT_TRUE(IsWebTarget("/metricsx"));
   EXPECT_TRUE(IsWebTarget("/v2x"));
+  EXPECT_TRUE(IsWebTarget("/api"));
+  EXPECT_TRUE(IsWebTarget("/resolve/main/x"));
 }
 
 // --- The embedded build of web/src (web/build.mjs, web/tools/embed_assets.mjs) ---
