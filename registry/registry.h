@@ -311,6 +311,10 @@ class Registry {
   // manifest digest, size and structure) and, of the `have` archives the client holds, those
   // the caller may patch from, best first (docs/registry-api.md, "Choosing a base").
   Response GetBases(const Route& route, const RequestHead& head);
+  // GET /v2/<name>/blz/bases?push=1&have=<digest>,...[&structure=<hash>][&to-push=<digest>]:
+  // before a push, which of the client's archives the registry holds as bases for a patch
+  // upload, best first (docs/registry-api.md, "Choosing a base for a push").
+  Response GetPushBases(const Route& route);
   // POST /v2/_blz/gc[?dry_run=true]: GcReport as JSON.
   Response RunGc(const Route& route);
   Response ListStructure(const Route& route);
