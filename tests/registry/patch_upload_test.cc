@@ -241,6 +241,37 @@ TEST_F(PatchUploadTest, BaseStoredAsAFullPatchIsRebuiltToApplyTheUpload) {
   EXPECT_EQ(h.PutManifest("org/m", "v2", h.ManifestFor("org/m", target_, false)).status, 201);
 }
 
+// The bases of a push (GET /v2/<name>/blz/bases?push=1): versions the caller may read, of the
+// pushed archive's structure or of this repository, the same structure and repository first.
+TEST_F(PatchUploadTest, PushBasesOfferVersionsOfTheSameStructureOrRepository) {
+  Harness h(WithPatchUploads());
+  ASSERT_EQ(PushVersion(&h, "org/m", "v1", base_), base_digest_);
+  const std::string other_structure = PushVersion(&h, "org/other", "x", TinyArchive(3, 1));
+  const std::string same_structure = PushVersion(&h, "org/other", "y", TinyArchive(5, 2));
+  const std::string unknown = MakeDigest(Sha256Hex(std::string("nobody pushed this")));
+  auto v1 = h.registry().db().FindVersion("org/m", base_digest_);
+  ASSERT_TRUE(v1.ok());
+  const std::string have = "&have=" + other_structure + "," + same_structure + "," + unknown +
+                           "," + base_digest_ + "," + target_digest_;
+  auto digests = [](const Response& r) {
+    std::vector<std::string> out;
+    const nlohmann::json doc = nlohmann::json::parse(r.body);
+    for (const auto& b : doc["bases"]) out.push_back(b["digest"]);
+    return out;
+  };
+  Response r = h.Call("GET", "/v2/org/m/blz/bases?push=1" + have + "&structure=" +
+                                 v1->structural_hash + "&to-push=" + target_digest_);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(nlohmann::json::parse(r.body)["to"].is_null());
+  EXPECT_EQ(digests(r), (std::vector<std::string>{base_digest_, same_structure}));
+  EXPECT_EQ(nlohmann::json::parse(r.body)["bases"][0]["name"], "org/m:v1");
+  // Without the structure: the versions of this repository only.
+  Response no_structure = h.Call("GET", "/v2/org/m/blz/bases?push=1" + have);
+  ASSERT_EQ(no_structure.status, 200) << no_structure.body;
+  EXPECT_EQ(digests(no_structure), (std::vector<std::string>{base_digest_}));
+  EXPECT_EQ(h.Call("GET", "/v2/org/m/blz/bases?push=1" + have + "&structure=xyz").status, 400);
+}
+
 TEST_F(PatchUploadTest, RegistryWithoutTheFunctionRefusesPatchUploads) {
   Harness h;
   ASSERT_EQ(PushVersion(&h, "org/m", "v1", base_), base_digest_);
