@@ -198,5 +198,42 @@ TEST_F(PatchPushE2ETest, PushSaysItUploadedAPatchAndFromWhichVersion) {
   StopServe(&server);
 }
 
+// Any failure of the patch route falls back to the full upload and says so: here the local
+// copy of the base is damaged, so the patch (if one is made at all) does not rebuild the
+// archive on the registry's side.
+TEST_F(PatchPushE2ETest, APatchThatFailsFallsBackToTheFullUploadWithANote) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string a = corpus + "/roberta-lora/checkpoint-2000";
+  const std::string b = corpus + "/roberta-lora/checkpoint-2400";
+  if (!fs::exists(a) || !fs::exists(b)) GTEST_SKIP() << "roberta-lora checkpoints missing";
+  ServeProcess server = StartServe(BLZ_BINARY, work_ / "data", {}, work_ / "serve");
+  ASSERT_FALSE(server.addr.empty()) << ReadFileBytes(work_ / "serve.err");
+  const std::string cache = work_ / "cache";
+  ProcessResult first =
+      Blz({"push", a, server.addr + "/lora/run:a", "--json"}, server.token, cache);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  const std::string digest = json::parse(first.out)["digest"];
+  const std::string blob =
+      cache + "/blobs/sha256/" + digest.substr(7, 2) + "/" + digest.substr(7);
+  ASSERT_TRUE(fs::exists(blob)) << blob;
+  fs::permissions(blob, fs::perms::owner_read | fs::perms::owner_write);
+  std::string bytes = ReadFileBytes(blob);
+  bytes[bytes.size() - 1000] ^= 0x40;  // inside the last tensor's data
+  WriteFileBytes(blob, bytes);
+
+  ProcessResult second =
+      Blz({"push", b, server.addr + "/lora/run:b", "--json"}, server.token, cache);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  const json r = json::parse(second.out);
+  EXPECT_FALSE(r.value("uploaded_as_patch", true)) << second.out;
+  EXPECT_NE(second.err.find("not sent as a patch"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("uploading the full archive"), std::string::npos) << second.err;
+  ProcessResult pulled = Blz({"pull", server.addr + "/lora/run:b", "-o", work_ / "b"},
+                             server.token, work_ / "pull-cache");
+  ASSERT_EQ(pulled.exit_code, 0) << pulled.out << pulled.err;
+  EXPECT_TRUE(TreeOf(work_ / "b") == TreeOf(b));
+  StopServe(&server);
+}
+
 }  // namespace
 }  // namespace blz::testing
