@@ -3,7 +3,8 @@
 // UploadBlobResumable:
 //  1. Looks for a session remembered in the store (<store>/uploads/<key>.json, key =
 //     SHA-256("<registry>\n<repository>\n<digest>"), or with "\n<patch_from>" appended for a
-//     patch upload, {"registry","repository","digest","size","location"[,"patch_from"]}) and asks the registry how far it got: GET <location> (204 with
+//     patch upload, {"registry","repository","digest","size","location"[,"patch_from"]}) and
+//     asks the registry how far it got: GET <location> (204 with
 //     `Range: 0-<last>` / Blz-Upload-Offset). A session the registry no longer knows (404)
 //     is forgotten and a new one opened.
 //  2. Otherwise opens one: POST /v2/<name>/blobs/uploads/ (202 + Location), and remembers it.

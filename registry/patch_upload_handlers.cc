@@ -55,7 +55,9 @@ std::optional<Response> Registry::CheckPatchBase(const Route& route, const std::
   // unknown digest does (ReadableVersionOf decides without per-repository lookups).
   Result<store::VersionRecord> v = ReadableVersionOf(route, base);
   if (!v.ok()) {
-    if (v.status().code() != Code::kNotFound) return ErrorResponse(v.status(), ErrorContext::kUpload);
+    if (v.status().code() != Code::kNotFound) {
+      return ErrorResponse(v.status(), ErrorContext::kUpload);
+    }
     return ErrorResponse(OciError::kBlobUnknown,
                          "base archive " + base +
                              " is not a model version this registry holds that you may read; "
