@@ -215,6 +215,7 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     ProgressArgs progress;
     uint64_t chunk_size = client::kDefaultChunkBytes;
     bool fail_on_nan = false;
+    bool no_patch = false;
     TransferArgs transfer;
     RegistryConnectionArgs conn;
   };
@@ -240,10 +241,14 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
   sub->add_flag("--fail-on-nan", args->fail_on_nan,
                 "refuse to push (exit 1, nothing sent) when a tensor holds NaN or Inf values; "
                 "without it such tensors are named in a warning and the push proceeds");
+  sub->add_flag("--no-patch", args->no_patch,
+                "upload the whole archive, never a patch from a version the registry holds");
   sub->footer(
       "Every tensor is read once before the upload: tensors holding NaN/Inf values are named\n"
       "in a warning on stderr (--fail-on-nan refuses the push instead).\n"
       "Only the blobs the registry lacks are uploaded; the tag is set last.\n"
+      "A new version is sent as a patch from a version both this client and the registry\n"
+      "hold (pulled or pushed before) when that is smaller (--no-patch: never).\n"
       "An interrupted push continues where it stopped when run again: the packed archive\n"
       "and the upload session are kept in the local store.\n"
       "Token: $BLZ_TOKEN, else the one stored by `blz login HOST:PORT`.");
@@ -282,6 +287,7 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     options.retry = RetryPolicyFrom(args->transfer);
     options.on_retry = RetryLog(args->transfer, args->progress);
     options.chunk_bytes = args->chunk_size;
+    options.allow_patch = !args->no_patch;
     BLZ_ASSIGN_OR_RETURN(options.http, HttpOptionsFor(args->conn, args->transfer.stall_timeout,
                                                       ref.registry));
     BLZ_ASSIGN_OR_RETURN(client::PushResult r, client::Push(args->input, ref.ToUrl(), options));
@@ -302,15 +308,21 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
                  {"total_bytes", r.total_bytes}, {"blobs_uploaded", r.blobs_uploaded},
                  {"blobs_skipped", r.blobs_skipped}, {"packed", r.packed},
                  {"reused_pack", r.reused_pack}, {"bytes_resumed", r.bytes_resumed},
-                 {"retries", r.retries}, {"kept", r.kept}});
+                 {"retries", r.retries}, {"kept", r.kept},
+                 {"uploaded_as_patch", r.uploaded_as_patch},
+                 {"patch_from", NullIfEmpty(r.patch_from)},
+                 {"patch_from_name", NullIfEmpty(r.patch_from_name)},
+                 {"patch_bytes", r.patch_bytes}});
     } else {
+      const std::string as_patch =
+          r.uploaded_as_patch ? " as a patch from " + r.patch_from_name : "";
       std::printf("pushed %s\n  model %s (%s)\n  manifest %s\n  by digest %s\n  uploaded %s "
-                  "of %s (%d blobs sent, %d already present)\n",
+                  "of %s%s (%d blobs sent, %d already present)\n",
                   Esc(ref.ToUrl()).c_str(), Esc(r.archive_digest).c_str(),
                   FormatBytes(r.archive_size).c_str(), Esc(r.manifest_digest).c_str(),
                   Esc(by_digest.ToUrl()).c_str(),
                   FormatBytes(r.bytes_uploaded).c_str(), FormatBytes(r.total_bytes).c_str(),
-                  r.blobs_uploaded, r.blobs_skipped);
+                  Esc(as_patch).c_str(), r.blobs_uploaded, r.blobs_skipped);
     }
     return Status::Ok();
   }, exit_code});

@@ -63,8 +63,9 @@ class Upload {
     chunk_ = std::max(options_.chunk_bytes, kMinChunkBytes);
     options_.retry.max_attempts = std::max(1, options_.retry.max_attempts);
     if (!options_.store_dir.empty()) {
-      session_path_ = options_.store_dir + "/uploads/" +
-                      Sha256Hex(options_.registry + "\n" + name_ + "\n" + digest_) + ".json";
+      std::string key = options_.registry + "\n" + name_ + "\n" + digest_;
+      if (!options_.patch_from.empty()) key += "\n" + options_.patch_from;
+      session_path_ = options_.store_dir + "/uploads/" + Sha256Hex(key) + ".json";
     }
   }
 
@@ -125,7 +126,8 @@ void Upload::LoadSession() {
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   if (!j.is_object() || j.value("registry", "") != options_.registry ||
       j.value("repository", "") != name_ || j.value("digest", "") != digest_ ||
-      !j.contains("size") || !j["size"].is_number_unsigned() || j["size"].get<uint64_t>() != size_) {
+      j.value("patch_from", "") != options_.patch_from || !j.contains("size") ||
+      !j["size"].is_number_unsigned() || j["size"].get<uint64_t>() != size_) {
     ForgetSession();
     return;
   }
@@ -138,11 +140,14 @@ void Upload::SaveSession() const {
   std::filesystem::create_directories(options_.store_dir + "/uploads", ec);
   nlohmann::ordered_json j = {{"registry", options_.registry}, {"repository", name_},
                               {"digest", digest_}, {"size", size_}, {"location", location_}};
+  if (!options_.patch_from.empty()) j["patch_from"] = options_.patch_from;
   (void)WriteFileAtomic(session_path_, j.dump() + "\n");  // best effort: costs only a resume
 }
 
 Status Upload::Open(AttemptInfo* info) {
-  Result<HttpResponse> r = http_.Send(NewRequest("POST", "/v2/" + name_ + "/blobs/uploads/"));
+  std::string target = "/v2/" + name_ + "/blobs/uploads/";
+  if (!options_.patch_from.empty()) target += "?blz-patch-from=" + options_.patch_from;
+  Result<HttpResponse> r = http_.Send(NewRequest("POST", target));
   if (!r.ok()) return Transport(r.status(), info);
   if (r->status != 202) return Refused(*r, info);
   location_ = LocationPath(r->Header("Location"));
@@ -233,7 +238,11 @@ Status Upload::Finish(AttemptInfo* info) {
   }
   if (r->status != 201) {
     Status s = Refused(*r, info);
-    if (s.code() == Code::kDigestMismatch) ForgetSession();  // the registry discarded it
+    // The registry discarded the session (a patch it could not apply, too).
+    if (s.code() == Code::kDigestMismatch ||
+        (!options_.patch_from.empty() && r->status >= 400 && r->status < 500)) {
+      ForgetSession();
+    }
     return s;
   }
   const std::string server_digest = r->Header("Docker-Content-Digest");

@@ -2,8 +2,9 @@
 //
 // UploadBlobResumable:
 //  1. Looks for a session remembered in the store (<store>/uploads/<key>.json, key =
-//     SHA-256("<registry>\n<repository>\n<digest>"), {"registry","repository","digest",
-//     "size","location"}) and asks the registry how far it got: GET <location> (204 with
+//     SHA-256("<registry>\n<repository>\n<digest>"), or with "\n<patch_from>" appended for a
+//     patch upload, {"registry","repository","digest","size","location"[,"patch_from"]}) and
+//     asks the registry how far it got: GET <location> (204 with
 //     `Range: 0-<last>` / Blz-Upload-Offset). A session the registry no longer knows (404)
 //     is forgotten and a new one opened.
 //  2. Otherwise opens one: POST /v2/<name>/blobs/uploads/ (202 + Location), and remembers it.
@@ -45,6 +46,11 @@ struct UploadOptions {
   uint64_t chunk_bytes = kDefaultChunkBytes;
   RetryLogFn on_retry;
   ProgressFn progress;  // (bytes the registry holds, size)
+  // A patch upload (docs/registry-api.md, "Patch uploads"): the file is a patch from this base
+  // archive (a digest) to blob `digest`; the session is opened with ?blz-patch-from= and
+  // remembered under its own key (the base is part of it), so a full upload of the same blob
+  // never continues a patch session or the other way round.
+  std::string patch_from;
 };
 
 struct UploadResult {

@@ -8,9 +8,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "client/auth.h"
+#include "client/base_choice.h"
 #include "client/local_store.h"
 #include "client/manifest.h"
 #include "client/pack_cache.h"
@@ -20,6 +24,9 @@
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "formats/blz_archive.h"
+#include "formats/identify.h"
+#include "formats/structural_hash.h"
+#include "patcher/patch.h"
 
 namespace blz::client {
 namespace {
@@ -67,6 +74,112 @@ Result<std::string> InputFingerprint(const std::string& input) {
   std::string text = "blz-pack-v1\n";
   for (const auto& [rel, line] : entries) text += rel + '\0' + line + '\n';
   return Sha256Hex(text);
+}
+
+// The archive a directory was pulled as, when `input` is a snapshot directory of the local
+// store (client/snapshot.h): its "<parent>/.<name>.json" names the archive digest. "" when not.
+std::string SnapshotOrigin(const std::string& input) {
+  std::string dir = input;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : dir.substr(0, slash);
+  const std::string base = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  Result<std::string> text = ReadSmallFile(parent + "/." + base + ".json", 64 * 1024);
+  if (!text.ok()) return "";
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("blz_snapshot") || !j.contains("digest") ||
+      !j["digest"].is_string()) {
+    return "";
+  }
+  const std::string digest = j["digest"].get<std::string>();
+  return ParseDigest(digest).ok() ? digest : "";
+}
+
+// The archives this client holds that may serve as the base of a patch upload of `target` to
+// registry/repository, best guess first: the version the pushed directory was pulled as, then
+// those of the same registry+repository (most recent first), then every other held one
+// (client/base_choice.h CandidateBases).
+std::vector<std::string> PushCandidates(const std::vector<HeldVersion>& held,
+                                        const LocalStore& store, const std::string& input,
+                                        std::string_view registry, std::string_view repository,
+                                        const std::string& target) {
+  std::vector<std::string> out;
+  if (std::string origin = SnapshotOrigin(input);
+      !origin.empty() && origin != target && store.HasBlob(origin)) {
+    out.push_back(origin);
+  }
+  for (std::string& d : CandidateBases(held, registry, repository, target)) {
+    if (out.size() >= kMaxBaseCandidates) break;
+    if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// Tries to send the archive as a patch from a version both sides hold (push.h). OK with
+// result->uploaded_as_patch set when it was; OK without it when there was nothing to patch
+// from; an error (the caller falls back to the full upload, with a note) otherwise.
+Status TryPatchUpload(RegistryClient* client, const LocalStore& store, const Reference& ref,
+                      const std::string& input, const formats::BlzArchive& archive,
+                      const std::string& archive_path, const ModelManifest& manifest,
+                      UploadOptions upload, const PushOptions& options, PushResult* result) {
+  BLZ_ASSIGN_OR_RETURN(std::vector<HeldVersion> held, store.AllVersions());
+  const std::vector<std::string> candidates =
+      PushCandidates(held, store, input, ref.registry.ToString(), ref.name,
+                     manifest.archive_digest);
+  if (candidates.empty()) return Status::Ok();
+  std::string structure;
+  if (Result<formats::StructuralInput> in = formats::StructuralInputFromArchive(archive);
+      in.ok()) {
+    structure = formats::StructuralHash(*in);
+  }
+  Result<std::vector<RemoteVersion>> ranked =
+      client->GetPushBases(ref.name, candidates, structure, manifest.archive_digest);
+  if (!ranked.ok()) {
+    if (ranked.status().code() == Code::kUnsupported) return Status::Ok();  // an older registry
+    return ranked.status().WithContext("asking the registry for bases");
+  }
+  if (ranked->empty()) return Status::Ok();
+  const RemoteVersion& base = ranked->front();
+  const std::string name = base.name.empty() ? BaseDisplayName(held, base.digest) : base.name;
+  result->patch_from = base.digest;
+  result->patch_from_name = name;
+
+  BLZ_ASSIGN_OR_RETURN(std::string staging, store.MakeStagingDir());
+  ScopedRemoveAll guard(staging);
+  const std::string patch_path = staging + "/push.blzpatch";
+  patcher::DiffOptions diff;
+  // Both digests are known: the base's is its name in the content-addressed store, the
+  // archive's was computed above. A damaged local base gives a patch the registry refuses
+  // (it checks the result's SHA-256), and the push falls back.
+  diff.known_base_digest = base.digest;
+  diff.known_target_digest = manifest.archive_digest;
+  patcher::DiffStats stats;
+  {
+    ProgressMeter meter("computing the patch from " + name, WorkMeterOptions(options.progress));
+    BLZ_RETURN_IF_ERROR(patcher::CreatePatch(store.BlobPath(base.digest), archive_path,
+                                             patch_path, diff, &stats)
+                            .WithContext("computing the patch from " + name));
+    meter.Finish();
+  }
+  result->patch_bytes = stats.patch_bytes;
+  if (stats.patch_bytes >= manifest.archive_size) {
+    return Unavailable("the patch from " + name + " (" + std::to_string(stats.patch_bytes) +
+                       " bytes) is not smaller than the archive (" +
+                       std::to_string(manifest.archive_size) + " bytes)");
+  }
+  upload.patch_from = base.digest;
+  ProgressMeter meter("pushing " + ref.name + ":" + ref.tag + " (patch from " + name + ")",
+                      options.progress);
+  upload.progress = meter.Callback();
+  Result<UploadResult> up = UploadBlobResumable(ref.name, manifest.archive_digest, patch_path,
+                                                stats.patch_bytes, upload);
+  if (!up.ok()) return up.status().WithContext("uploading the patch from " + name);
+  meter.Finish();
+  result->bytes_resumed = up->resumed_from;
+  result->retries += up->retries;
+  result->bytes_uploaded += up->bytes_sent;
+  result->uploaded_as_patch = true;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -187,22 +300,40 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
                          }));
     have_archive.size = manifest.archive_size;
   }
+  UploadOptions u;
+  u.host = ref.registry.host;
+  u.port = ref.registry.port;
+  u.http = options.http;
+  u.http.tls = ref.registry.tls;  // the scheme comes from the reference
+  u.registry = ref.registry.ToString();
+  u.token = client_options.token;
+  u.store_dir = store.has_value() ? store->dir() : std::string();
+  u.retry = options.retry;
+  u.chunk_bytes = options.chunk_bytes;
+  u.on_retry = options.on_retry;
   if (have_archive.exists && have_archive.size == manifest.archive_size) {
     ++result.blobs_skipped;
+  } else if (options.allow_patch && store.has_value() &&
+             [&] {
+               // A patch against a version both sides hold, when smaller (push.h); any failure
+               // falls back to the full upload below, and says so.
+               Status s = TryPatchUpload(&client, *store, ref, input, archive, archive_path,
+                                         manifest, u, options, &result);
+               if (!s.ok() && s.code() != Code::kUnauthorized) {  // the full upload says that
+                 result.notes.push_back("not sent as a patch: " + s.ToString() +
+                                        "; uploading the full archive");
+               }
+               if (!result.uploaded_as_patch) {
+                 result.patch_from.clear();
+                 result.patch_from_name.clear();
+                 result.patch_bytes = 0;
+               }
+               return result.uploaded_as_patch;
+             }()) {
+    ++result.blobs_uploaded;
   } else {
     ProgressMeter meter("pushing " + ref.name + ":" + ref.tag, options.progress);
     if (manifest.archive_size > options.chunk_bytes) {
-      UploadOptions u;
-      u.host = ref.registry.host;
-      u.port = ref.registry.port;
-      u.http = options.http;
-      u.http.tls = ref.registry.tls;  // the scheme comes from the reference
-      u.registry = ref.registry.ToString();
-      u.token = client_options.token;
-      u.store_dir = store.has_value() ? store->dir() : std::string();
-      u.retry = options.retry;
-      u.chunk_bytes = options.chunk_bytes;
-      u.on_retry = options.on_retry;
       u.progress = meter.Callback();
       BLZ_ASSIGN_OR_RETURN(UploadResult up,
                            UploadBlobResumable(ref.name, manifest.archive_digest, archive_path,

@@ -23,6 +23,16 @@
 //   share <store>/packed/ safely: an archive in use is never removed, and a new one replaces
 //   only those no running push uses (client/pack_cache.h).
 //
+// Sent as a patch (issue 27; docs/registry-api.md "Patch uploads"): when the registry lacks the
+// archive, the client offers the archives it holds (the version a pushed snapshot directory was
+// pulled as, client/snapshot.h; then those of the same registry+repository, most recent first;
+// then any other) to GET /v2/<name>/blz/bases?push=1, which keeps the versions the caller may
+// read of the same structure or repository, best first. The patch from the first one is
+// computed locally (patcher::CreatePatch) and, when smaller than the archive, uploaded with
+// ?blz-patch-from= (resumable like any chunked upload, client/blob_upload.h); the registry
+// applies it and checks the archive digest. A patch not smaller, a registry without the
+// extension or any failure falls back to the full upload, with a note saying why.
+//
 // Kept as a local version (as docker keeps what it pushes): once the tag is set, the archive
 // enters the local store (hard-linked from packed/, or copied from a .blz given) and is
 // recorded under the reference and tag pushed, with its manifest digest, as a pull would
@@ -53,6 +63,7 @@ struct PushOptions {
   uint64_t chunk_bytes = kDefaultChunkBytes;
   RetryLogFn on_retry;
   bool keep = true;  // keep the version in the local store (see above)
+  bool allow_patch = true;  // try a patch upload (see above); false = `blz push --no-patch`
 };
 
 struct PushResult {
@@ -70,7 +81,11 @@ struct PushResult {
   uint64_t bytes_resumed = 0;   // archive bytes the registry held from an interrupted push
   int retries = 0;
   bool kept = false;            // the version is held in the local store
-  std::vector<std::string> notes;  // why it was not kept, when it was not
+  std::vector<std::string> notes;  // why it was not kept / not sent as a patch
+  bool uploaded_as_patch = false;  // the archive was sent as a patch (see above)
+  std::string patch_from;          // ... from this archive digest
+  std::string patch_from_name;     // ... named NAME:TAG (or NAME@<12 hex>) as the registry does
+  uint64_t patch_bytes = 0;        // ... of this many bytes
 };
 
 // Errors: kInvalidArgument (bad reference, a digest reference), kNotFound (input), the

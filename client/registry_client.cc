@@ -686,6 +686,42 @@ Result<BaseAdvice> RegistryClient::GetBases(std::string_view name, std::string_v
   return advice;
 }
 
+Result<std::vector<RemoteVersion>> RegistryClient::GetPushBases(
+    std::string_view name, const std::vector<std::string>& have, std::string_view structure,
+    std::string_view to_push) {
+  if (have.size() > kMaxHaveDigests) {
+    return InvalidArgument("bases: at most " + std::to_string(kMaxHaveDigests) + " candidates");
+  }
+  std::string target = "/v2/" + std::string(name) + "/blz/bases?push=1&have=";
+  for (size_t i = 0; i < have.size(); ++i) target += (i > 0 ? "," : "") + have[i];
+  if (!structure.empty()) target += "&structure=" + std::string(structure);
+  if (!to_push.empty()) target += "&to-push=" + std::string(to_push);
+  const std::string what = "bases for a push to " + std::string(name);
+  BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", target)));
+  bytes_received_ += r.body.size();
+  // An older blz asks for ?to= (400 DIGEST_INVALID); other registries have no such endpoint.
+  if (r.status == 400 || r.status == 404 || r.status == 405) {
+    return Unsupported("registry " + registry_.ToString() + " does not choose bases for " +
+                       "pushes (HTTP " + std::to_string(r.status) + ")");
+  }
+  if (r.status != 200) return Fail(r, "push", what);
+  Result<nlohmann::json> parsed = formats::ParseJsonStrict(r.body, what, 0);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json& doc = *parsed;
+  if (!doc.is_object() || !doc.contains("bases") || !doc.at("bases").is_array()) {
+    return Corruption(what + ": expected {\"to\":null,\"bases\":[...]}");
+  }
+  std::vector<RemoteVersion> bases;
+  for (const nlohmann::json& b : doc.at("bases")) {
+    BLZ_ASSIGN_OR_RETURN(RemoteVersion v, ParseRemoteVersion(b, what));
+    if (std::find(have.begin(), have.end(), v.digest) == have.end()) {
+      return Corruption(what + ": the registry proposed " + v.digest + ", which was not offered");
+    }
+    bases.push_back(std::move(v));
+  }
+  return bases;
+}
+
 Result<nlohmann::json> RegistryClient::GetComputedJson(std::string_view target,
                                                        std::string_view what,
                                                        std::chrono::seconds max_wait) {

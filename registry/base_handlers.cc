@@ -161,6 +161,7 @@ json VersionJson(const store::VersionRecord& v, const std::string& name) {
 
 Response Registry::GetBases(const Route& route, const RequestHead& /*head*/) {
   std::optional<std::string> to = route.Query("to");
+  if (!to.has_value() && route.Query("push").has_value()) return GetPushBases(route);
   if (!to.has_value() || !ParseDigest(*to).ok()) {
     return ErrorResponse(OciError::kDigestInvalid,
                          "bases needs ?to=<archive digest> (sha256:<64 lower-case hex>) and "
@@ -256,6 +257,69 @@ Response Registry::GetBases(const Route& route, const RequestHead& /*head*/) {
   if (!target_name.ok()) return ErrorResponse(target_name.status(), ErrorContext::kGeneral);
   json doc;
   doc["to"] = VersionJson(*target, *target_name);
+  doc["bases"] = std::move(bases);
+  Response res;
+  res.body = doc.dump();
+  res.Set("Content-Type", "application/json");
+  return res;
+}
+
+// Push mode (docs/registry-api.md, "Choosing a base for a push"): the version is not pushed
+// yet, so there is no target to read. Of the `have` archives that are versions the caller may
+// read, those of the same structure (?structure=, the pushed archive's structural hash) or of
+// this repository are bases, ranked: same structure, a version of this repository, the most
+// recent push (a new version is nearest to the latest ones), the digest.
+Response Registry::GetPushBases(const Route& route) {
+  Result<std::vector<std::string>> have = ParseHave(route.Query("have").value_or(""));
+  if (!have.ok()) return ErrorResponse(OciError::kBadRequest, have.status().message());
+  const std::string structure = route.Query("structure").value_or("");
+  if (!structure.empty() && !IsLowerHex(structure, 64)) {
+    return ErrorResponse(OciError::kBadRequest,
+                         "structure: '" + structure + "' is not a structural hash (64 hex)");
+  }
+  const std::optional<std::string> exclude = route.Query("to-push");
+  std::vector<Candidate> candidates;
+  for (const std::string& digest : *have) {
+    if (exclude.has_value() && digest == *exclude) continue;
+    Result<store::VersionRecord> v = ReadableVersionOf(route, digest);
+    if (!v.ok()) {
+      if (v.status().code() == Code::kNotFound) continue;  // unknown here, or not readable
+      return ErrorResponse(v.status(), ErrorContext::kGeneral);
+    }
+    Candidate c;
+    c.version = std::move(*v);
+    c.same_structure = !structure.empty() && c.version.structural_hash == structure;
+    c.same_repository = c.version.repository == route.name;
+    if (!c.same_structure && !c.same_repository) continue;  // another model's version
+    c.shared = c.same_structure ? 1 : 0;
+    // Most recent first: the distance from the newest possible push time.
+    c.time_distance = uint64_t(INT64_MAX - c.version.created);
+    candidates.push_back(std::move(c));
+  }
+  std::sort(candidates.begin(), candidates.end(), Better);
+  std::map<std::string, std::vector<store::TagTarget>> tags_by_repo;
+  json bases = json::array();
+  for (const Candidate& c : candidates) {
+    auto it = tags_by_repo.find(c.version.repository);
+    if (it == tags_by_repo.end()) {
+      Result<std::vector<store::TagTarget>> tags = db_->ListTagTargets(c.version.repository);
+      if (!tags.ok()) return ErrorResponse(tags.status(), ErrorContext::kGeneral);
+      it = tags_by_repo.emplace(c.version.repository, std::move(*tags)).first;
+    }
+    std::vector<std::string> names;
+    for (const store::TagTarget& t : it->second) {
+      if (t.manifest_digest == c.version.manifest_digest) names.push_back(t.tag);
+    }
+    json j = VersionJson(c.version,
+                         VersionDisplayName(c.version.repository, c.version.archive_digest, names));
+    j["same_structure"] = c.same_structure;
+    j["same_repository"] = c.same_repository;
+    j["shared_fraction"] = c.shared;
+    j["patch_size"] = nullptr;
+    bases.push_back(std::move(j));
+  }
+  json doc;
+  doc["to"] = nullptr;
   doc["bases"] = std::move(bases);
   Response res;
   res.body = doc.dump();

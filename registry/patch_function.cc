@@ -1,5 +1,6 @@
 // The only registry translation unit that calls into the patcher's implementation: binaries that
 // never compute patches (most registry tests) do not need to link it.
+#include "core/file_util.h"
 #include "patcher/patch.h"
 #include "registry/archive_storage.h"
 #include "registry/background_jobs.h"
@@ -59,6 +60,40 @@ FullPatchFunctions PatcherFullPatchFunctions() {
     return info.target_bytes;
   };
   return f;
+}
+
+ApplyPatchFunction PatcherApplyPatchFunction() {
+  return [](const std::string& base_archive, const std::string& base_digest,
+            const std::string& patch_path, const std::string& target_digest,
+            uint64_t max_bytes, const std::string& out_path) -> Status {
+    BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
+    if (info.full) {
+      return InvalidArgument("the upload is a full patch (it needs no base), not a patch from " +
+                             base_digest);
+    }
+    if (info.base_digest != base_digest) {
+      return InvalidArgument("the upload is a patch from " + info.base_digest +
+                             ", but the session was opened for base " + base_digest);
+    }
+    if (info.target_digest != target_digest) {
+      return DigestMismatch("the patch rebuilds " + info.target_digest + ", not " +
+                            target_digest);
+    }
+    if (info.target_bytes > max_bytes) {
+      return TooLarge("the patch rebuilds an archive of " + std::to_string(info.target_bytes) +
+                      " bytes, over the blob size limit of " + std::to_string(max_bytes));
+    }
+    // ApplyPatch checks every chunk's xxh3-64 and the result's SHA-256 against the patch's
+    // target (checked above to be `target_digest`) before the file appears.
+    patcher::ApplyStats stats;
+    BLZ_RETURN_IF_ERROR(patcher::ApplyPatch(base_archive, patch_path, out_path, &stats));
+    if (stats.target_digest != target_digest) {
+      RemoveAll(out_path);
+      return DigestMismatch("the patch rebuilt " + stats.target_digest + ", not " +
+                            target_digest);
+    }
+    return Status::Ok();
+  };
 }
 
 }  // namespace blz::registry

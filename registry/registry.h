@@ -61,6 +61,23 @@ using PatchFunction = std::function<Status(
 // binaries that never call it need not link the patcher's implementation).
 PatchFunction PatcherPatchFunction();
 
+// Rebuilds a target archive from the registry's copy of a base archive and an uploaded patch
+// (POST /v2/<name>/blobs/uploads/?blz-patch-from=<base>, docs/registry-api.md "Patch
+// uploads"): `patch_path` must be a patch (not a full patch) from `base_digest` to
+// `target_digest` whose target has at most `max_bytes` bytes; the result is written to
+// `out_path` (which must not exist) only once its SHA-256 is `target_digest`; nothing is left
+// there otherwise. Errors: kCorruption / kUnsupported (not a readable blz patch, a damaged
+// payload), kInvalidArgument (a full patch, or a patch against another base), kDigestMismatch
+// (the patch names or rebuilds another archive), kTooLarge, kIOError. Messages may contain the
+// paths (the caller replaces them).
+using ApplyPatchFunction = std::function<Status(
+    const std::string& base_archive, const std::string& base_digest,
+    const std::string& patch_path, const std::string& target_digest, uint64_t max_bytes,
+    const std::string& out_path)>;
+
+// blz::patcher::ReadPatchInfo + ApplyPatch (registry/patch_function.cc).
+ApplyPatchFunction PatcherApplyPatchFunction();
+
 inline constexpr uint64_t kMaxBlobBytes = 64ull << 30;       // 64 GiB per blob
 inline constexpr uint64_t kMaxManifestBytes = 4ull << 20;    // 4 MiB per manifest
 inline constexpr uint64_t kMaxIgnoredBodyBytes = 64 << 10;   // bodies of GET & co are discarded
@@ -108,6 +125,8 @@ struct RegistryOptions {
   // full patches (registry/archive_storage.h); incomplete (the default) = neither: the
   // endpoint answers 405 UNSUPPORTED and archives stay raw.
   FullPatchFunctions full_patch;
+  // Applies patch uploads (?blz-patch-from=); empty = such uploads answer 405 UNSUPPORTED.
+  ApplyPatchFunction apply_patch;
   // Computes lossy deltas for GET /v2/<name>/blz/delta and /blz/delta-report
   // (registry/delta_handlers.cc); empty = those endpoints answer 405 UNSUPPORTED.
   DeltaFunction create_delta;
@@ -270,6 +289,19 @@ class Registry {
   Response DeleteManifest(const Route& route);
   Response ListReferrers(const Route& route);
   Response DeleteBlob(const Route& route);
+  // Patch uploads (registry/patch_upload_handlers.cc, docs/registry-api.md "Patch uploads").
+  // nullopt when route.caller may patch from `base`: a valid archive digest that is a version
+  // of a repository the caller may read (ReadableVersionOf) whose archive is stored; else the
+  // error (400 DIGEST_INVALID, 404 BLOB_UNKNOWN: unknown and unreadable answer alike,
+  // 405 UNSUPPORTED without options_.apply_patch).
+  std::optional<Response> CheckPatchBase(const Route& route, const std::string& base);
+  // Applies the patch at `patch_file` to the registry's copy of `base` (rebuilt when stored as
+  // a full patch), into a temporary file, and publishes and links it as blob `digest` of
+  // route.name only when it is exactly `digest`: 201, or the error (nothing stored, the
+  // temporary file removed). *discard: the patch is unusable (a 4xx), so its session goes.
+  Response PublishPatched(const Route& route, const std::string& base,
+                          const std::string& patch_file, const std::string& digest,
+                          bool* discard);
   // POST /v2/<name>/blobs/uploads/?mount=<digest>[&from=<repository>]: links the blob and
   // answers 201 when it may be mounted; nullopt: start an upload session instead.
   std::optional<Response> TryMount(const Route& route);
@@ -285,6 +317,10 @@ class Registry {
   // manifest digest, size and structure) and, of the `have` archives the client holds, those
   // the caller may patch from, best first (docs/registry-api.md, "Choosing a base").
   Response GetBases(const Route& route, const RequestHead& head);
+  // GET /v2/<name>/blz/bases?push=1&have=<digest>,...[&structure=<hash>][&to-push=<digest>]:
+  // before a push, which of the client's archives the registry holds as bases for a patch
+  // upload, best first (docs/registry-api.md, "Choosing a base for a push").
+  Response GetPushBases(const Route& route);
   // POST /v2/_blz/gc[?dry_run=true]: GcReport as JSON.
   Response RunGc(const Route& route);
   Response ListStructure(const Route& route);

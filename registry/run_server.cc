@@ -126,6 +126,7 @@ Status RunServer(const ServerOptions& options) {
   ropts.create_patch = PatcherPatchFunction();
   // Archives are stored as verified full patches, compressed in the background after a push.
   ropts.full_patch = PatcherFullPatchFunctions();
+  ropts.apply_patch = PatcherApplyPatchFunction();  // patch uploads (?blz-patch-from=)
   ropts.create_delta = LossyDeltaFunction();
   ropts.max_uploads_per_token = options.max_uploads_per_token;
   ropts.max_uploads_per_repository = options.max_uploads_per_repository;

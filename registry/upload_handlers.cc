@@ -93,8 +93,16 @@ bool Registry::UploadSessionBelongs(const Route& route) {
 
 Response Registry::StartUpload(const Route& route, const Request& request) {
   std::optional<std::string> digest = route.Query("digest");
+  // A patch upload (registry/patch_upload_handlers.cc): the base is checked before any byte
+  // is taken.
+  const std::string patch_from = route.Query("blz-patch-from").value_or("");
+  if (route.Query("blz-patch-from").has_value()) {
+    if (std::optional<Response> refused = CheckPatchBase(route, patch_from)) {
+      return std::move(*refused);
+    }
+  }
   if (!digest.has_value()) {
-    if (route.Query("mount").has_value()) {
+    if (route.Query("mount").has_value() && patch_from.empty()) {
       if (std::optional<Response> mounted = TryMount(route)) return std::move(*mounted);
     }
     // Open a session (also when a ?mount= cannot be served: the spec's fallback).
@@ -104,7 +112,7 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
     const std::string uuid = NewUuid();
     auto create = [&] {
       return db_->CreateUpload(uuid, route.name, route.client, options_.max_uploads_per_token,
-                               options_.max_uploads_per_repository);
+                               options_.max_uploads_per_repository, patch_from);
     };
     // The session is its row (offset 0, no parts): any replica continues it.
     Status s = create();
@@ -126,9 +134,10 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
     }
     Response res = Empty(202);
     SetUploadProgress(&res, route.name, uuid, 0);
+    if (!patch_from.empty()) res.Set("Blz-Patch-From", patch_from);
     return res;
   }
-  // Monolithic upload: the body is the whole blob.
+  // Monolithic upload: the body is the whole blob (or, with blz-patch-from, the whole patch).
   if (!IsValidOciDigest(*digest)) {
     return ErrorResponse(OciError::kDigestInvalid, "invalid digest '" + *digest + "'",
                          json{{"digest", *digest}});
@@ -140,6 +149,12 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
     Status s = WriteFileAtomic(own_temp, request.body);
     if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);
     body_file = own_temp;
+  }
+  if (!patch_from.empty()) {
+    bool discard = false;
+    Response res = PublishPatched(route, patch_from, body_file, *digest, &discard);
+    if (!own_temp.empty()) RemoveAll(own_temp);
+    return res;
   }
   KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
   // Touched before the bytes are relied on: another replica's collector keeps them, or has
@@ -277,6 +292,7 @@ Response Registry::UploadStatus(const Route& route) {
   if (!up.ok() || up->repository != route.name) return UnknownUpload(route.ref);
   Response res = Empty(204);
   SetUploadProgress(&res, route.name, route.ref, up->size);
+  if (!up->patch_from.empty()) res.Set("Blz-Patch-From", up->patch_from);
   return res;
 }
 
@@ -322,6 +338,16 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
       }
       return ErrorResponse(s, ErrorContext::kUpload);
     }
+  }
+  if (!up->patch_from.empty()) {
+    // The session's bytes are a patch: applied, checked and published (or refused) there.
+    bool discard = false;
+    Response res = PublishPatched(route, up->patch_from, assembled, *digest, &discard);
+    if (res.status == 201 || discard) {
+      (void)db_->DeleteUpload(route.ref);
+      (void)blobs_->DeleteUploadParts(route.ref);  // best effort: purges find leftovers
+    }
+    return res;
   }
   KeyedMutex::Lock blob_lock(&blob_locks_, *digest);  // publish to link: see garbage collection
   // Touched first, as in the monolithic upload above.

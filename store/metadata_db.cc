@@ -555,21 +555,23 @@ Status MetadataDb::RevokeToken(std::string_view name) {
 
 Status MetadataDb::CreateUpload(std::string_view uuid, std::string_view repository,
                                 std::string_view owner, uint64_t max_per_owner,
-                                uint64_t max_per_repository) {
+                                uint64_t max_per_repository, std::string_view patch_from) {
   std::lock_guard lock(mu_);
   return Retrying<Status>([&]() -> Status {
     BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
     // The counts and the insert are one step for every process and replica.
     BLZ_RETURN_IF_ERROR(tx.LockKey("uploads"));
     BLZ_RETURN_IF_ERROR(
-        CreateUploadLocked(uuid, repository, owner, max_per_owner, max_per_repository));
+        CreateUploadLocked(uuid, repository, owner, max_per_owner, max_per_repository,
+                           patch_from));
     return tx.Commit();
   });
 }
 
 Status MetadataDb::CreateUploadLocked(std::string_view uuid, std::string_view repository,
                                       std::string_view owner, uint64_t max_per_owner,
-                                      uint64_t max_per_repository) {
+                                      uint64_t max_per_repository,
+                                      std::string_view patch_from) {
   auto count = [&](const char* sql, std::string_view key) -> Result<uint64_t> {
     BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
     BLZ_RETURN_IF_ERROR(st.Bind(1, key));
@@ -595,19 +597,20 @@ Status MetadataDb::CreateUploadLocked(std::string_view uuid, std::string_view re
   }
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("INSERT INTO uploads (uuid, repository, started, owner, "
-                                   "updated) VALUES (?1, ?2, ?3, ?4, ?3)"));
+                                   "updated, patch_from) VALUES (?1, ?2, ?3, ?4, ?3, ?5)"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
   BLZ_RETURN_IF_ERROR(st.Bind(2, repository));
   BLZ_RETURN_IF_ERROR(st.Bind(3, Now()));
   BLZ_RETURN_IF_ERROR(st.Bind(4, owner));
+  BLZ_RETURN_IF_ERROR(st.Bind(5, patch_from));
   return st.Run();
 }
 
 Result<UploadRecord> MetadataDb::GetUpload(std::string_view uuid) {
   std::lock_guard lock(mu_);
   BLZ_ASSIGN_OR_RETURN(Statement st,
-                       db_.Prepare("SELECT repository, started, size, parts, updated "
-                                   "FROM uploads WHERE uuid = ?1"));
+                       db_.Prepare("SELECT repository, started, size, parts, updated, "
+                                   "patch_from FROM uploads WHERE uuid = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
   BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return NotFound("upload session '" + std::string(uuid) + "' is unknown");
@@ -621,6 +624,7 @@ Result<UploadRecord> MetadataDb::GetUpload(std::string_view uuid) {
     begin = end + 1;
   }
   up.updated = st.ColumnInt(4);
+  up.patch_from = st.ColumnText(5);
   return up;
 }
 

@@ -192,6 +192,9 @@ struct UploadRecord {
   uint64_t size = 0;
   std::vector<std::string> parts;
   int64_t updated = 0;  // Unix seconds
+  // A patch upload (migrations/0011_upload_patch_from.sql): the base archive's digest the
+  // session's bytes are a patch against; "" for an ordinary upload.
+  std::string patch_from;
 };
 
 // One page of a lexically ordered listing (bytewise order).
@@ -427,10 +430,11 @@ class MetadataDb {
   // has `max_per_owner` open sessions or `repository` has `max_per_repository` (0 = no cap):
   // then kTooLarge naming the cap that was reached, and nothing is recorded. The count and the
   // insert are one step (one transaction holding the lock "uploads"), so concurrent calls, of
-  // this process or any other on the database, never exceed a cap.
+  // this process or any other on the database, never exceed a cap. `patch_from` (not empty)
+  // records the session as a patch upload against that base archive (UploadRecord::patch_from).
   Status CreateUpload(std::string_view uuid, std::string_view repository,
                       std::string_view owner = "", uint64_t max_per_owner = 0,
-                      uint64_t max_per_repository = 0);
+                      uint64_t max_per_repository = 0, std::string_view patch_from = "");
   // kNotFound when there is no such session.
   Result<UploadRecord> GetUpload(std::string_view uuid);
   Status DeleteUpload(std::string_view uuid);
@@ -545,7 +549,7 @@ class MetadataDb {
   Status PutManifestLocked(const ManifestPut& put);
   Status CreateUploadLocked(std::string_view uuid, std::string_view repository,
                             std::string_view owner, uint64_t max_per_owner,
-                            uint64_t max_per_repository);
+                            uint64_t max_per_repository, std::string_view patch_from);
   Result<ManifestDeletion> DeleteManifestLocked(int64_t repository_id,
                                                 std::string_view repository,
                                                 std::string_view digest);
