@@ -39,20 +39,77 @@ Result<Page> CollectPage(Statement* st, std::optional<uint64_t> limit) {
   return page;
 }
 
+// A PostgreSQL URL's pool settings (store/metadata_db.h, Open).
+struct PoolOptions {
+  std::string url;  // without pool= and pool_timeout=, for libpq
+  size_t connections = 8;
+  int64_t timeout_seconds = 10;
+};
+
+Result<PoolOptions> TakePoolOptions(const std::string& url) {
+  PoolOptions options;
+  const size_t q = url.find('?');
+  if (q == std::string::npos) {
+    options.url = url;
+    return options;
+  }
+  std::string rest;
+  size_t start = q + 1;
+  while (start <= url.size()) {
+    size_t end = url.find('&', start);
+    if (end == std::string::npos) end = url.size();
+    const std::string param = url.substr(start, end - start);
+    start = end + 1;
+    const size_t eq = param.find('=');
+    const std::string key = param.substr(0, eq);
+    if (key != "pool" && key != "pool_timeout") {
+      if (!param.empty()) rest += (rest.empty() ? "" : "&") + param;
+      continue;
+    }
+    const std::string value = eq == std::string::npos ? "" : param.substr(eq + 1);
+    const int64_t most = key == "pool" ? 1000 : 86400;
+    int64_t n = 0;
+    bool valid = !value.empty() && value.size() <= 6;
+    for (char c : value) valid = valid && c >= '0' && c <= '9';
+    if (valid) n = std::stoll(value);
+    if (!valid || n < 1 || n > most) {
+      return InvalidArgument("metadata database URL: " + key + "='" + value +
+                             "' is not a whole number from 1 to " + std::to_string(most));
+    }
+    if (key == "pool") {
+      options.connections = size_t(n);
+    } else {
+      options.timeout_seconds = n;
+    }
+  }
+  options.url = url.substr(0, q) + (rest.empty() ? "" : "?" + rest);
+  return options;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<MetadataDb>> MetadataDb::Open(const std::string& url) {
-  BLZ_ASSIGN_OR_RETURN(sql::Database db, sql::OpenDatabase(url));
-  return std::unique_ptr<MetadataDb>(new MetadataDb(std::move(db)));
+  if (url.rfind("postgresql://", 0) != 0 && url.rfind("postgres://", 0) != 0) {
+    // SQLite: one connection, calls wait for it without a bound (its writers rely on it).
+    BLZ_ASSIGN_OR_RETURN(sql::Database db, sql::OpenDatabase(url));
+    return std::unique_ptr<MetadataDb>(new MetadataDb(
+        std::make_unique<sql::Pool>(std::move(db), nullptr, 1, std::nullopt)));
+  }
+  BLZ_ASSIGN_OR_RETURN(PoolOptions options, TakePoolOptions(url));
+  BLZ_ASSIGN_OR_RETURN(sql::Database db, sql::OpenDatabase(options.url));  // migrates
+  auto connect = [target = options.url] { return sql::ConnectDatabase(target); };
+  return std::unique_ptr<MetadataDb>(new MetadataDb(std::make_unique<sql::Pool>(
+      std::move(db), connect, options.connections,
+      std::chrono::milliseconds(options.timeout_seconds * 1000))));
 }
 
 Result<int64_t> MetadataDb::SchemaVersion() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   return db_.SchemaVersion();
 }
 
 Status MetadataDb::Ping() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT 1"));
   BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row || st.ColumnInt(0) != 1) return Unavailable(db_.label() + ": SELECT 1 returned no row");
@@ -60,13 +117,13 @@ Status MetadataDb::Ping() {
 }
 
 Status MetadataDb::RecordBlob(std::string_view digest, uint64_t size) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   std::optional<Transaction> tx;  // PostgreSQL: holds the epoch's share lock to the commit
   if (db_.engine() == "postgresql") {
     BLZ_ASSIGN_OR_RETURN(Transaction t, Transaction::Begin(&db_));
     tx.emplace(std::move(t));
   }
-  BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked());
+  BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked(db_));
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare(std::string("INSERT INTO blobs (digest, size, created, "
                                                "touched) VALUES (?1, ?2, ?3, ") +
@@ -80,7 +137,7 @@ Status MetadataDb::RecordBlob(std::string_view digest, uint64_t size) {
   return tx.has_value() ? tx->Commit() : Status::Ok();
 }
 
-Result<int64_t> MetadataDb::RepositoryIdLocked(std::string_view repository) {
+Result<int64_t> MetadataDb::RepositoryIdLocked(sql::Database& db_, std::string_view repository) {
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT id FROM repositories WHERE name = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
   BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -89,11 +146,11 @@ Result<int64_t> MetadataDb::RepositoryIdLocked(std::string_view repository) {
 }
 
 Status MetadataDb::PutManifest(const ManifestPut& put) {
-  std::lock_guard lock(mu_);
-  return Retrying<Status>([&] { return PutManifestLocked(put); });
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  return Retrying<Status>([&] { return PutManifestLocked(db_, put); });
 }
 
-Status MetadataDb::PutManifestLocked(const ManifestPut& put) {
+Status MetadataDb::PutManifestLocked(sql::Database& db_, const ManifestPut& put) {
   const int64_t now = Now();
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
   // One push or delete per repository at a time across replicas: the tag move and the version
@@ -107,7 +164,7 @@ Status MetadataDb::PutManifestLocked(const ManifestPut& put) {
     BLZ_RETURN_IF_ERROR(st.Bind(2, now));
     BLZ_RETURN_IF_ERROR(st.Run());
   }
-  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(put.repository));
+  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(db_, put.repository));
   {
     BLZ_ASSIGN_OR_RETURN(
         Statement st,
@@ -129,7 +186,7 @@ Status MetadataDb::PutManifestLocked(const ManifestPut& put) {
     BLZ_RETURN_IF_ERROR(st.Run());
   }
   for (const std::string& blob : put.blobs) {
-    BLZ_RETURN_IF_ERROR(LinkBlobLocked(put.repository, blob));
+    BLZ_RETURN_IF_ERROR(LinkBlobLocked(db_, put.repository, blob));
     BLZ_ASSIGN_OR_RETURN(
         Statement st,
         db_.Prepare("INSERT INTO manifest_blobs (repository_id, manifest_digest, blob_digest) "
@@ -172,7 +229,7 @@ Status MetadataDb::PutManifestLocked(const ManifestPut& put) {
 
 Result<ManifestRecord> MetadataDb::GetManifest(std::string_view repository,
                                                std::string_view digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT m.media_type, m.content FROM manifests m JOIN repositories r "
@@ -188,7 +245,7 @@ Result<ManifestRecord> MetadataDb::GetManifest(std::string_view repository,
 }
 
 Result<std::string> MetadataDb::ResolveTag(std::string_view repository, std::string_view tag) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT t.manifest_digest FROM tags t JOIN repositories r "
                                    "ON r.id = t.repository_id WHERE r.name = ?1 AND t.tag = ?2"));
@@ -203,8 +260,8 @@ Result<std::string> MetadataDb::ResolveTag(std::string_view repository, std::str
 }
 
 Result<bool> MetadataDb::RepositoryExists(std::string_view repository) {
-  std::lock_guard lock(mu_);
-  Result<int64_t> id = RepositoryIdLocked(repository);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  Result<int64_t> id = RepositoryIdLocked(db_, repository);
   if (id.ok()) return true;
   if (id.status().code() == Code::kNotFound) return false;
   return id.status();
@@ -212,8 +269,8 @@ Result<bool> MetadataDb::RepositoryExists(std::string_view repository) {
 
 Result<Page> MetadataDb::ListTags(std::string_view repository, std::optional<uint64_t> limit,
                                   std::string_view last) {
-  std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(repository));
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(db_, repository));
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT tag FROM tags WHERE repository_id = ?1 AND tag > ?2 "
                                    "ORDER BY tag LIMIT ?3"));
@@ -224,7 +281,7 @@ Result<Page> MetadataDb::ListTags(std::string_view repository, std::optional<uin
 }
 
 Result<Page> MetadataDb::ListRepositories(std::optional<uint64_t> limit, std::string_view last) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT name FROM repositories WHERE name > ?1 "
                                    "ORDER BY name LIMIT ?2"));
@@ -235,7 +292,7 @@ Result<Page> MetadataDb::ListRepositories(std::optional<uint64_t> limit, std::st
 
 Result<VersionRecord> MetadataDb::FindVersion(std::string_view repository,
                                               std::string_view archive_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT v.manifest_digest, v.archive_size, v.created, v.structural_hash "
@@ -253,7 +310,7 @@ Result<VersionRecord> MetadataDb::FindVersion(std::string_view repository,
 }
 
 Result<std::vector<VersionRecord>> MetadataDb::ListVersions(std::string_view repository) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT v.archive_digest, v.manifest_digest, v.archive_size, v.created, "
@@ -272,7 +329,7 @@ Result<std::vector<VersionRecord>> MetadataDb::ListVersions(std::string_view rep
 
 Result<std::vector<VersionRecord>> MetadataDb::ListVersionsOfArchive(
     std::string_view archive_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT r.name, v.manifest_digest, v.archive_size, v.created, "
@@ -292,7 +349,7 @@ Result<std::vector<VersionRecord>> MetadataDb::ListVersionsOfArchive(
 // ---- structural hashes and value diffs (migrations/0002_structures.sql) ----
 
 Result<std::vector<std::string>> MetadataDb::ArchivesWithoutStructure() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT DISTINCT archive_digest FROM versions "
                                    "WHERE structural_hash IS NULL ORDER BY archive_digest"));
@@ -307,7 +364,7 @@ Result<std::vector<std::string>> MetadataDb::ArchivesWithoutStructure() {
 
 Status MetadataDb::SetStructuralHash(std::string_view archive_digest,
                                      std::string_view structural_hash) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("UPDATE versions SET structural_hash = ?2 "
                                    "WHERE archive_digest = ?1 AND structural_hash IS NULL"));
@@ -319,7 +376,7 @@ Status MetadataDb::SetStructuralHash(std::string_view archive_digest,
 Result<StructurePage> MetadataDb::ListStructureVersions(std::string_view structural_hash,
                                                         std::optional<uint64_t> limit,
                                                         const StructureCursor& after) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT r.name, t.tag, v.archive_digest, v.manifest_digest FROM versions v "
@@ -354,7 +411,7 @@ Result<StructurePage> MetadataDb::ListStructureVersions(std::string_view structu
 
 Result<ValueDiffRecord> MetadataDb::FindValueDiff(std::string_view from_digest,
                                                   std::string_view to_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT diff_digest, diff_size FROM value_diffs "
                                    "WHERE from_digest = ?1 AND to_digest = ?2"));
@@ -370,7 +427,7 @@ Result<ValueDiffRecord> MetadataDb::FindValueDiff(std::string_view from_digest,
 }
 
 Status MetadataDb::RecordValueDiff(const ValueDiffRecord& diff) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("INSERT INTO value_diffs (from_digest, to_digest, diff_digest, diff_size, "
@@ -387,7 +444,7 @@ Status MetadataDb::RecordValueDiff(const ValueDiffRecord& diff) {
 
 Result<PatchRecord> MetadataDb::FindPatch(std::string_view from_digest,
                                           std::string_view to_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT patch_digest, patch_size FROM patches "
                                    "WHERE from_digest = ?1 AND to_digest = ?2"));
@@ -403,10 +460,10 @@ Result<PatchRecord> MetadataDb::FindPatch(std::string_view from_digest,
 }
 
 Status MetadataDb::RecordPatch(std::string_view repository, const PatchRecord& patch) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   std::optional<int64_t> repo_id;
   if (!repository.empty()) {
-    Result<int64_t> id = RepositoryIdLocked(repository);
+    Result<int64_t> id = RepositoryIdLocked(db_, repository);
     if (id.ok()) {
       repo_id = *id;
     } else if (id.status().code() != Code::kNotFound) {
@@ -448,7 +505,7 @@ TokenRecord TokenFromRow(const Statement& st) {
 Result<std::string> MetadataDb::CreateToken(std::string_view name, std::string_view scope,
                                             std::optional<int64_t> expires) {
   std::string token = RandomHex(32);
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
   // The name check and the insert are one step on every replica.
   BLZ_RETURN_IF_ERROR(tx.LockKey("tokens"));
@@ -478,7 +535,7 @@ Result<std::string> MetadataDb::CreateToken(std::string_view name, std::string_v
 Result<TokenRecord> MetadataDb::FindToken(std::string_view token) {
   if (!IsLowerHex(token, 64)) return NotFound("not a token");
   const std::string hash = Sha256Hex(token);
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare(std::string("SELECT ") + kTokenColumns +
                                    ", token_sha256 FROM tokens WHERE token_sha256 = ?1"));
@@ -494,7 +551,7 @@ Result<TokenRecord> MetadataDb::FindToken(std::string_view token) {
 }
 
 Result<TokenRecord> MetadataDb::GetTokenById(int64_t id) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(std::string("SELECT ") + kTokenColumns +
                                                  " FROM tokens WHERE rowid = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, id));
@@ -513,7 +570,7 @@ Result<bool> MetadataDb::VerifyToken(std::string_view token) {
 }
 
 Result<int64_t> MetadataDb::CountTokens(std::string_view name) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT count(*) FROM tokens WHERE name = ?1 AND revoked IS NULL"));
@@ -524,7 +581,7 @@ Result<int64_t> MetadataDb::CountTokens(std::string_view name) {
 }
 
 Result<std::vector<TokenRecord>> MetadataDb::ListTokens() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare(std::string("SELECT ") + kTokenColumns +
                                    " FROM tokens WHERE revoked IS NULL ORDER BY name"));
@@ -538,7 +595,7 @@ Result<std::vector<TokenRecord>> MetadataDb::ListTokens() {
 }
 
 Status MetadataDb::RevokeToken(std::string_view name) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("UPDATE tokens SET revoked = ?2 WHERE name = ?1 AND revoked IS NULL "
@@ -556,18 +613,19 @@ Status MetadataDb::RevokeToken(std::string_view name) {
 Status MetadataDb::CreateUpload(std::string_view uuid, std::string_view repository,
                                 std::string_view owner, uint64_t max_per_owner,
                                 uint64_t max_per_repository) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   return Retrying<Status>([&]() -> Status {
     BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
     // The counts and the insert are one step for every process and replica.
     BLZ_RETURN_IF_ERROR(tx.LockKey("uploads"));
     BLZ_RETURN_IF_ERROR(
-        CreateUploadLocked(uuid, repository, owner, max_per_owner, max_per_repository));
+        CreateUploadLocked(db_, uuid, repository, owner, max_per_owner, max_per_repository));
     return tx.Commit();
   });
 }
 
-Status MetadataDb::CreateUploadLocked(std::string_view uuid, std::string_view repository,
+Status MetadataDb::CreateUploadLocked(sql::Database& db_, std::string_view uuid,
+                                      std::string_view repository,
                                       std::string_view owner, uint64_t max_per_owner,
                                       uint64_t max_per_repository) {
   auto count = [&](const char* sql, std::string_view key) -> Result<uint64_t> {
@@ -604,7 +662,7 @@ Status MetadataDb::CreateUploadLocked(std::string_view uuid, std::string_view re
 }
 
 Result<UploadRecord> MetadataDb::GetUpload(std::string_view uuid) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT repository, started, size, parts, updated "
                                    "FROM uploads WHERE uuid = ?1"));
@@ -635,7 +693,7 @@ Status MetadataDb::AdvanceUpload(std::string_view uuid, uint64_t old_size, uint6
     return InvalidArgument("upload part name '" + std::string(part) + "' contains ';'");
   }
   {
-    std::lock_guard lock(mu_);
+    BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
     BLZ_ASSIGN_OR_RETURN(
         Statement st,
         db_.Prepare("UPDATE uploads SET size = ?3, parts = parts || ?4, updated = ?5 "
@@ -663,7 +721,7 @@ Result<std::vector<std::string>> MetadataDb::ListUploadsStartedBy(int64_t unix_s
 
 Result<std::vector<std::string>> MetadataDb::ListUploadUuids(std::string_view sql,
                                                                  int64_t unix_seconds) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
   BLZ_RETURN_IF_ERROR(st.Bind(1, unix_seconds));
   std::vector<std::string> out;
@@ -676,7 +734,7 @@ Result<std::vector<std::string>> MetadataDb::ListUploadUuids(std::string_view sq
 }
 
 Status MetadataDb::DeleteUpload(std::string_view uuid) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("DELETE FROM uploads WHERE uuid = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
   return st.Run();

@@ -25,4 +25,11 @@ Result<Database> OpenDatabase(std::string_view url) {
   return sqlite::OpenSqlDatabase(std::string(path));
 }
 
+Result<Database> ConnectDatabase(std::string_view url) {
+  if (url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0) {
+    return postgres::ConnectSqlDatabase(url);
+  }
+  return OpenDatabase(url);
+}
+
 }  // namespace blz::store::sql

@@ -184,8 +184,15 @@ class PostgresDatabase final : public sql::DatabaseImpl {
  private:
   // A connection the server dropped (a restart, a failover) is re-established before the next
   // statement outside a transaction; the statement that saw it fail reported kUnavailable.
+  // A server that ended an idle session (pg_terminate_backend, a shutdown) left its FATAL
+  // message and the end of the stream in the socket: reading them (PQconsumeInput never
+  // blocks; twice, as the first read may stop after the message) marks the connection bad, so
+  // it is re-established here instead of failing the next statement.
   void Reconnect() {
     if (in_transaction_ || conn_.handle() == nullptr) return;
+    for (int i = 0; i < 2 && PQstatus(conn_.handle()) == CONNECTION_OK; ++i) {
+      if (PQconsumeInput(conn_.handle()) == 0) break;
+    }
     if (PQstatus(conn_.handle()) == CONNECTION_BAD) PQreset(conn_.handle());
   }
 
@@ -194,6 +201,11 @@ class PostgresDatabase final : public sql::DatabaseImpl {
 };
 
 }  // namespace
+
+Result<sql::Database> ConnectSqlDatabase(std::string_view url) {
+  BLZ_ASSIGN_OR_RETURN(Connection conn, Connection::Open(url));
+  return sql::Database(std::make_unique<PostgresDatabase>(std::move(conn)));
+}
 
 Result<sql::Database> OpenSqlDatabase(std::string_view url) {
   BLZ_ASSIGN_OR_RETURN(Connection conn, Connection::Open(url));
