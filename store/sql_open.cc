@@ -4,13 +4,15 @@
 
 #include "store/postgres/sql_driver.h"
 #include "store/sql.h"
+#include "store/sql_pool.h"
 #include "store/sqlite/sql_driver.h"
 
 namespace blz::store::sql {
 
 Result<Database> OpenDatabase(std::string_view url) {
   if (url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0) {
-    return postgres::OpenSqlDatabase(url);
+    BLZ_ASSIGN_OR_RETURN(PoolOptions options, TakePoolOptions(std::string(url)));  // for libpq
+    return postgres::OpenSqlDatabase(options.url);
   }
   std::string_view path = url;
   if (url.rfind("sqlite:", 0) == 0) {
@@ -27,7 +29,8 @@ Result<Database> OpenDatabase(std::string_view url) {
 
 Result<Database> ConnectDatabase(std::string_view url) {
   if (url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0) {
-    return postgres::ConnectSqlDatabase(url);
+    BLZ_ASSIGN_OR_RETURN(PoolOptions options, TakePoolOptions(std::string(url)));
+    return postgres::ConnectSqlDatabase(options.url);
   }
   return OpenDatabase(url);
 }

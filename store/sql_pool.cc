@@ -1,5 +1,6 @@
 #include "store/sql_pool.h"
 
+#include <string>
 #include <utility>
 
 namespace blz::store::sql {
@@ -61,6 +62,46 @@ void Pool::Release(Database db) {
 size_t Pool::open_connections() {
   std::lock_guard lock(mu_);
   return open_;
+}
+
+Result<PoolOptions> TakePoolOptions(const std::string& url) {
+  PoolOptions options;
+  const size_t q = url.find('?');
+  if (q == std::string::npos) {
+    options.url = url;
+    return options;
+  }
+  std::string rest;
+  size_t start = q + 1;
+  while (start <= url.size()) {
+    size_t end = url.find('&', start);
+    if (end == std::string::npos) end = url.size();
+    const std::string param = url.substr(start, end - start);
+    start = end + 1;
+    const size_t eq = param.find('=');
+    const std::string key = param.substr(0, eq);
+    if (key != "pool" && key != "pool_timeout") {
+      if (!param.empty()) rest += (rest.empty() ? "" : "&") + param;
+      continue;
+    }
+    const std::string value = eq == std::string::npos ? "" : param.substr(eq + 1);
+    const int64_t most = key == "pool" ? 1000 : 86400;
+    int64_t n = 0;
+    bool valid = !value.empty() && value.size() <= 6;
+    for (char c : value) valid = valid && c >= '0' && c <= '9';
+    if (valid) n = std::stoll(value);
+    if (!valid || n < 1 || n > most) {
+      return InvalidArgument("metadata database URL: " + key + "='" + value +
+                             "' is not a whole number from 1 to " + std::to_string(most));
+    }
+    if (key == "pool") {
+      options.connections = size_t(n);
+    } else {
+      options.timeout_seconds = n;
+    }
+  }
+  options.url = url.substr(0, q) + (rest.empty() ? "" : "?" + rest);
+  return options;
 }
 
 }  // namespace blz::store::sql

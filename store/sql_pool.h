@@ -30,6 +30,16 @@
 
 namespace blz::store::sql {
 
+// The pool settings of a postgresql:// URL: blz's own query parameters pool=N (1..1000) and
+// pool_timeout=SECONDS (1..86400), taken out so that libpq, which refuses parameters it does
+// not know, gets the rest. Errors: kInvalidArgument naming the parameter.
+struct PoolOptions {
+  std::string url;  // without pool= and pool_timeout=
+  size_t connections = 8;
+  int64_t timeout_seconds = 10;
+};
+Result<PoolOptions> TakePoolOptions(const std::string& url);
+
 class Pool {
  public:
   // A leased connection: an sql::Database (Prepare, Exec, Transaction::Begin(&lease), ...)

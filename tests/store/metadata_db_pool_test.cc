@@ -15,6 +15,7 @@
 #include "core/digest.h"
 #include "store/metadata_db.h"
 #include "store/postgres/connection.h"
+#include "store/sql.h"
 #include "tests/store/postgres/postgres_fixture.h"
 
 namespace blz::store {
@@ -140,6 +141,9 @@ TEST_F(MetadataPoolTest, BadPoolParametersAreRefused) {
   auto db = MetadataDb::Open(FreshDatabase() + "?application_name=x&pool=2&connect_timeout=5");
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   EXPECT_EQ((*db)->max_connections(), 2u);
+  // So do the other openers of a metadata URL (blz admin migrate's sql::OpenDatabase).
+  auto plain = sql::OpenDatabase(FreshDatabase() + "?pool=3&pool_timeout=2");
+  EXPECT_TRUE(plain.ok()) << plain.status().ToString();
 }
 
 // Many threads push and read through one MetadataDb with fewer connections than threads;
