@@ -8,7 +8,9 @@
 #   A=/path/to/old/blz B=build-release/cli/blz bash bench/metadata_pool_bench.sh
 #
 # Environment: A, B (blz binaries, required), RUNS [5] per binary, LOAD_SECONDS [10],
-# B_METADATA_PARAMS [""] (appended to B's postgresql:// URL, e.g. "?pool=16").
+# B_METADATA_PARAMS [""] (appended to B's postgresql:// URL, e.g. "?pool=16"), SERVE_ARGS [""]
+# (more `blz serve` flags for both, e.g. "--threads 16": the handler threads default to the
+# number of cores, which bounds how many metadata calls run at once).
 # Needs PostgreSQL 15 (tests/store/postgres/postgres_server.sh; exit 77 without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +49,8 @@ for who in A B; do
   params=""
   [ "$who" = B ] && params=${B_METADATA_PARAMS:-}
   bin=$A; [ "$who" = B ] && bin=$B
-  "$bin" serve --data "$WORK/$who" --listen 127.0.0.1:0 --metadata "$db$params" \
+  # shellcheck disable=SC2086
+  "$bin" serve --data "$WORK/$who" --listen 127.0.0.1:0 --metadata "$db$params" ${SERVE_ARGS:-} \
     > "$WORK/$who.out" 2> "$WORK/$who.err" &
   pids+=($!)
   for _ in $(seq 1 200); do grep -q '^listening on ' "$WORK/$who.out" 2>/dev/null && break; sleep 0.1; done
