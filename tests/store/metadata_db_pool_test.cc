@@ -233,5 +233,34 @@ TEST_F(MetadataPoolTest, KilledConnectionsAreReplaced) {
   EXPECT_TRUE(db->Ping().ok());
 }
 
+// The server restarts under a pool: calls fail kUnavailable while it is down (none hangs, no
+// connection is lost for good), and every connection works again once it is back.
+TEST_F(MetadataPoolTest, ServerRestartIsSurvived) {
+  auto db = OpenDb("pool=3");
+  ASSERT_NE(db, nullptr);
+  ASSERT_TRUE(PutAndRead(db.get(), "r", 0).ok());
+  std::optional<Status> during = WhileOneCallHoldsAConnection(db.get(), [&]() -> Status {
+    return PutAndRead(db.get(), "r", 1);  // a second connection is open
+  });
+  ASSERT_TRUE(during.has_value() && during->ok());
+  ASSERT_TRUE(server().Halt().ok());
+  Status down = db->ResolveTag("r", "t0").status();
+  EXPECT_EQ(down.code(), Code::kUnavailable) << down.ToString();
+  EXPECT_EQ(db->Ping().code(), Code::kUnavailable);
+  ASSERT_TRUE(server().Resume().ok());
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(3);
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      Status s = PutAndRead(db.get(), "after" + std::to_string(t), 0);
+      if (s.ok()) s = db->ResolveTag("r", "t1").status();
+      if (!s.ok()) errors[size_t(t)] = s.ToString();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(errors[size_t(t)], "") << "thread " << t;
+  EXPECT_LE(db->open_connections(), 3u);
+}
+
 }  // namespace
 }  // namespace blz::store
