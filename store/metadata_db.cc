@@ -42,17 +42,27 @@ Result<Page> CollectPage(Statement* st, std::optional<uint64_t> limit) {
 }  // namespace
 
 Result<std::unique_ptr<MetadataDb>> MetadataDb::Open(const std::string& url) {
-  BLZ_ASSIGN_OR_RETURN(sql::Database db, sql::OpenDatabase(url));
-  return std::unique_ptr<MetadataDb>(new MetadataDb(std::move(db)));
+  if (url.rfind("postgresql://", 0) != 0 && url.rfind("postgres://", 0) != 0) {
+    // SQLite: one connection, calls wait for it without a bound (its writers rely on it).
+    BLZ_ASSIGN_OR_RETURN(sql::Database db, sql::OpenDatabase(url));
+    return std::unique_ptr<MetadataDb>(new MetadataDb(
+        std::make_unique<sql::Pool>(std::move(db), nullptr, 1, std::nullopt)));
+  }
+  BLZ_ASSIGN_OR_RETURN(sql::PoolOptions options, sql::TakePoolOptions(url));
+  BLZ_ASSIGN_OR_RETURN(sql::Database db, sql::OpenDatabase(options.url));  // migrates
+  auto connect = [target = options.url] { return sql::ConnectDatabase(target); };
+  return std::unique_ptr<MetadataDb>(new MetadataDb(std::make_unique<sql::Pool>(
+      std::move(db), connect, options.connections,
+      std::chrono::milliseconds(options.timeout_seconds * 1000))));
 }
 
 Result<int64_t> MetadataDb::SchemaVersion() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   return db_.SchemaVersion();
 }
 
 Status MetadataDb::Ping() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT 1"));
   BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row || st.ColumnInt(0) != 1) return Unavailable(db_.label() + ": SELECT 1 returned no row");
@@ -60,13 +70,13 @@ Status MetadataDb::Ping() {
 }
 
 Status MetadataDb::RecordBlob(std::string_view digest, uint64_t size) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   std::optional<Transaction> tx;  // PostgreSQL: holds the epoch's share lock to the commit
   if (db_.engine() == "postgresql") {
     BLZ_ASSIGN_OR_RETURN(Transaction t, Transaction::Begin(&db_));
     tx.emplace(std::move(t));
   }
-  BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked());
+  BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked(db_));
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare(std::string("INSERT INTO blobs (digest, size, created, "
                                                "touched) VALUES (?1, ?2, ?3, ") +
@@ -80,7 +90,7 @@ Status MetadataDb::RecordBlob(std::string_view digest, uint64_t size) {
   return tx.has_value() ? tx->Commit() : Status::Ok();
 }
 
-Result<int64_t> MetadataDb::RepositoryIdLocked(std::string_view repository) {
+Result<int64_t> MetadataDb::RepositoryIdLocked(sql::Database& db_, std::string_view repository) {
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT id FROM repositories WHERE name = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, repository));
   BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -89,11 +99,11 @@ Result<int64_t> MetadataDb::RepositoryIdLocked(std::string_view repository) {
 }
 
 Status MetadataDb::PutManifest(const ManifestPut& put) {
-  std::lock_guard lock(mu_);
-  return Retrying<Status>([&] { return PutManifestLocked(put); });
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  return Retrying<Status>([&] { return PutManifestLocked(db_, put); });
 }
 
-Status MetadataDb::PutManifestLocked(const ManifestPut& put) {
+Status MetadataDb::PutManifestLocked(sql::Database& db_, const ManifestPut& put) {
   const int64_t now = Now();
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
   // One push or delete per repository at a time across replicas: the tag move and the version
@@ -107,7 +117,7 @@ Status MetadataDb::PutManifestLocked(const ManifestPut& put) {
     BLZ_RETURN_IF_ERROR(st.Bind(2, now));
     BLZ_RETURN_IF_ERROR(st.Run());
   }
-  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(put.repository));
+  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(db_, put.repository));
   {
     BLZ_ASSIGN_OR_RETURN(
         Statement st,
@@ -129,7 +139,7 @@ Status MetadataDb::PutManifestLocked(const ManifestPut& put) {
     BLZ_RETURN_IF_ERROR(st.Run());
   }
   for (const std::string& blob : put.blobs) {
-    BLZ_RETURN_IF_ERROR(LinkBlobLocked(put.repository, blob));
+    BLZ_RETURN_IF_ERROR(LinkBlobLocked(db_, put.repository, blob));
     BLZ_ASSIGN_OR_RETURN(
         Statement st,
         db_.Prepare("INSERT INTO manifest_blobs (repository_id, manifest_digest, blob_digest) "
@@ -172,7 +182,7 @@ Status MetadataDb::PutManifestLocked(const ManifestPut& put) {
 
 Result<ManifestRecord> MetadataDb::GetManifest(std::string_view repository,
                                                std::string_view digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT m.media_type, m.content FROM manifests m JOIN repositories r "
@@ -188,7 +198,7 @@ Result<ManifestRecord> MetadataDb::GetManifest(std::string_view repository,
 }
 
 Result<std::string> MetadataDb::ResolveTag(std::string_view repository, std::string_view tag) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT t.manifest_digest FROM tags t JOIN repositories r "
                                    "ON r.id = t.repository_id WHERE r.name = ?1 AND t.tag = ?2"));
@@ -203,8 +213,8 @@ Result<std::string> MetadataDb::ResolveTag(std::string_view repository, std::str
 }
 
 Result<bool> MetadataDb::RepositoryExists(std::string_view repository) {
-  std::lock_guard lock(mu_);
-  Result<int64_t> id = RepositoryIdLocked(repository);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  Result<int64_t> id = RepositoryIdLocked(db_, repository);
   if (id.ok()) return true;
   if (id.status().code() == Code::kNotFound) return false;
   return id.status();
@@ -212,8 +222,8 @@ Result<bool> MetadataDb::RepositoryExists(std::string_view repository) {
 
 Result<Page> MetadataDb::ListTags(std::string_view repository, std::optional<uint64_t> limit,
                                   std::string_view last) {
-  std::lock_guard lock(mu_);
-  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(repository));
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  BLZ_ASSIGN_OR_RETURN(int64_t repo_id, RepositoryIdLocked(db_, repository));
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT tag FROM tags WHERE repository_id = ?1 AND tag > ?2 "
                                    "ORDER BY tag LIMIT ?3"));
@@ -224,7 +234,7 @@ Result<Page> MetadataDb::ListTags(std::string_view repository, std::optional<uin
 }
 
 Result<Page> MetadataDb::ListRepositories(std::optional<uint64_t> limit, std::string_view last) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT name FROM repositories WHERE name > ?1 "
                                    "ORDER BY name LIMIT ?2"));
@@ -235,7 +245,7 @@ Result<Page> MetadataDb::ListRepositories(std::optional<uint64_t> limit, std::st
 
 Result<VersionRecord> MetadataDb::FindVersion(std::string_view repository,
                                               std::string_view archive_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT v.manifest_digest, v.archive_size, v.created, v.structural_hash "
@@ -253,7 +263,7 @@ Result<VersionRecord> MetadataDb::FindVersion(std::string_view repository,
 }
 
 Result<std::vector<VersionRecord>> MetadataDb::ListVersions(std::string_view repository) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT v.archive_digest, v.manifest_digest, v.archive_size, v.created, "
@@ -272,7 +282,7 @@ Result<std::vector<VersionRecord>> MetadataDb::ListVersions(std::string_view rep
 
 Result<std::vector<VersionRecord>> MetadataDb::ListVersionsOfArchive(
     std::string_view archive_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT r.name, v.manifest_digest, v.archive_size, v.created, "
@@ -292,7 +302,7 @@ Result<std::vector<VersionRecord>> MetadataDb::ListVersionsOfArchive(
 // ---- structural hashes and value diffs (migrations/0002_structures.sql) ----
 
 Result<std::vector<std::string>> MetadataDb::ArchivesWithoutStructure() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT DISTINCT archive_digest FROM versions "
                                    "WHERE structural_hash IS NULL ORDER BY archive_digest"));
@@ -307,7 +317,7 @@ Result<std::vector<std::string>> MetadataDb::ArchivesWithoutStructure() {
 
 Status MetadataDb::SetStructuralHash(std::string_view archive_digest,
                                      std::string_view structural_hash) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("UPDATE versions SET structural_hash = ?2 "
                                    "WHERE archive_digest = ?1 AND structural_hash IS NULL"));
@@ -319,7 +329,7 @@ Status MetadataDb::SetStructuralHash(std::string_view archive_digest,
 Result<StructurePage> MetadataDb::ListStructureVersions(std::string_view structural_hash,
                                                         std::optional<uint64_t> limit,
                                                         const StructureCursor& after) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT r.name, t.tag, v.archive_digest, v.manifest_digest FROM versions v "
@@ -354,7 +364,7 @@ Result<StructurePage> MetadataDb::ListStructureVersions(std::string_view structu
 
 Result<ValueDiffRecord> MetadataDb::FindValueDiff(std::string_view from_digest,
                                                   std::string_view to_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT diff_digest, diff_size FROM value_diffs "
                                    "WHERE from_digest = ?1 AND to_digest = ?2"));
@@ -370,7 +380,7 @@ Result<ValueDiffRecord> MetadataDb::FindValueDiff(std::string_view from_digest,
 }
 
 Status MetadataDb::RecordValueDiff(const ValueDiffRecord& diff) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("INSERT INTO value_diffs (from_digest, to_digest, diff_digest, diff_size, "
@@ -387,7 +397,7 @@ Status MetadataDb::RecordValueDiff(const ValueDiffRecord& diff) {
 
 Result<PatchRecord> MetadataDb::FindPatch(std::string_view from_digest,
                                           std::string_view to_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT patch_digest, patch_size FROM patches "
                                    "WHERE from_digest = ?1 AND to_digest = ?2"));
@@ -403,10 +413,10 @@ Result<PatchRecord> MetadataDb::FindPatch(std::string_view from_digest,
 }
 
 Status MetadataDb::RecordPatch(std::string_view repository, const PatchRecord& patch) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   std::optional<int64_t> repo_id;
   if (!repository.empty()) {
-    Result<int64_t> id = RepositoryIdLocked(repository);
+    Result<int64_t> id = RepositoryIdLocked(db_, repository);
     if (id.ok()) {
       repo_id = *id;
     } else if (id.status().code() != Code::kNotFound) {
@@ -448,7 +458,7 @@ TokenRecord TokenFromRow(const Statement& st) {
 Result<std::string> MetadataDb::CreateToken(std::string_view name, std::string_view scope,
                                             std::optional<int64_t> expires) {
   std::string token = RandomHex(32);
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
   // The name check and the insert are one step on every replica.
   BLZ_RETURN_IF_ERROR(tx.LockKey("tokens"));
@@ -478,7 +488,7 @@ Result<std::string> MetadataDb::CreateToken(std::string_view name, std::string_v
 Result<TokenRecord> MetadataDb::FindToken(std::string_view token) {
   if (!IsLowerHex(token, 64)) return NotFound("not a token");
   const std::string hash = Sha256Hex(token);
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare(std::string("SELECT ") + kTokenColumns +
                                    ", token_sha256 FROM tokens WHERE token_sha256 = ?1"));
@@ -494,7 +504,7 @@ Result<TokenRecord> MetadataDb::FindToken(std::string_view token) {
 }
 
 Result<TokenRecord> MetadataDb::GetTokenById(int64_t id) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(std::string("SELECT ") + kTokenColumns +
                                                  " FROM tokens WHERE rowid = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, id));
@@ -513,7 +523,7 @@ Result<bool> MetadataDb::VerifyToken(std::string_view token) {
 }
 
 Result<int64_t> MetadataDb::CountTokens(std::string_view name) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT count(*) FROM tokens WHERE name = ?1 AND revoked IS NULL"));
@@ -524,7 +534,7 @@ Result<int64_t> MetadataDb::CountTokens(std::string_view name) {
 }
 
 Result<std::vector<TokenRecord>> MetadataDb::ListTokens() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare(std::string("SELECT ") + kTokenColumns +
                                    " FROM tokens WHERE revoked IS NULL ORDER BY name"));
@@ -538,7 +548,7 @@ Result<std::vector<TokenRecord>> MetadataDb::ListTokens() {
 }
 
 Status MetadataDb::RevokeToken(std::string_view name) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("UPDATE tokens SET revoked = ?2 WHERE name = ?1 AND revoked IS NULL "
@@ -556,19 +566,20 @@ Status MetadataDb::RevokeToken(std::string_view name) {
 Status MetadataDb::CreateUpload(std::string_view uuid, std::string_view repository,
                                 std::string_view owner, uint64_t max_per_owner,
                                 uint64_t max_per_repository, std::string_view patch_from) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   return Retrying<Status>([&]() -> Status {
     BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
     // The counts and the insert are one step for every process and replica.
     BLZ_RETURN_IF_ERROR(tx.LockKey("uploads"));
     BLZ_RETURN_IF_ERROR(
-        CreateUploadLocked(uuid, repository, owner, max_per_owner, max_per_repository,
+        CreateUploadLocked(db_, uuid, repository, owner, max_per_owner, max_per_repository,
                            patch_from));
     return tx.Commit();
   });
 }
 
-Status MetadataDb::CreateUploadLocked(std::string_view uuid, std::string_view repository,
+Status MetadataDb::CreateUploadLocked(sql::Database& db_, std::string_view uuid,
+                                      std::string_view repository,
                                       std::string_view owner, uint64_t max_per_owner,
                                       uint64_t max_per_repository,
                                       std::string_view patch_from) {
@@ -607,7 +618,7 @@ Status MetadataDb::CreateUploadLocked(std::string_view uuid, std::string_view re
 }
 
 Result<UploadRecord> MetadataDb::GetUpload(std::string_view uuid) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT repository, started, size, parts, updated, "
                                    "patch_from FROM uploads WHERE uuid = ?1"));
@@ -639,7 +650,7 @@ Status MetadataDb::AdvanceUpload(std::string_view uuid, uint64_t old_size, uint6
     return InvalidArgument("upload part name '" + std::string(part) + "' contains ';'");
   }
   {
-    std::lock_guard lock(mu_);
+    BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
     BLZ_ASSIGN_OR_RETURN(
         Statement st,
         db_.Prepare("UPDATE uploads SET size = ?3, parts = parts || ?4, updated = ?5 "
@@ -667,7 +678,7 @@ Result<std::vector<std::string>> MetadataDb::ListUploadsStartedBy(int64_t unix_s
 
 Result<std::vector<std::string>> MetadataDb::ListUploadUuids(std::string_view sql,
                                                                  int64_t unix_seconds) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
   BLZ_RETURN_IF_ERROR(st.Bind(1, unix_seconds));
   std::vector<std::string> out;
@@ -680,7 +691,7 @@ Result<std::vector<std::string>> MetadataDb::ListUploadUuids(std::string_view sq
 }
 
 Status MetadataDb::DeleteUpload(std::string_view uuid) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("DELETE FROM uploads WHERE uuid = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, uuid));
   return st.Run();

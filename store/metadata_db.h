@@ -8,8 +8,19 @@
 // so replicas starting together apply each once), refuses a DB newer than the binary
 // (kUnsupported); SQLite gets WAL journaling, a 5 s busy timeout and foreign keys.
 //
-// Thread safety: one connection per MetadataDb, guarded by an internal mutex; every public
-// method may be called from any thread (calls are serialized). Several processes may share the
+// Thread safety: every public method may be called from any thread. Each call leases one
+// connection of a bounded pool (store/sql_pool.h) for its whole duration. SQLite: exactly one
+// connection, so calls are serialized as before (waiting without a bound). PostgreSQL: up to
+// `pool=N` connections (a parameter of the URL, default 8; `pool_timeout=SECONDS`, default 10,
+// bounds the wait for a free one, then kUnavailable), so concurrent calls of one process run in
+// parallel exactly as calls of several replicas do, with the same locks.
+// Writing a method: its first line leases the connection,
+//     BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+// (instead of the former `std::lock_guard lock(mu_);`), and the body uses `db_` as a
+// sql::Database (`db_.Prepare(...)`, `Transaction::Begin(&db_)`); a private helper that runs
+// statements takes it as its first parameter, `sql::Database& db_`. Keep no per-connection or
+// per-call state in members, and never call a public method while holding a lease (SQLite's one
+// connection would wait for itself). Several processes may share the
 // database: SQLite's file (WAL + busy timeout; one writer at a time), or PostgreSQL (READ
 // COMMITTED; the methods whose reads decide their writes serialize on a named advisory lock,
 // sql::Transaction::LockKey, across every process and replica).
@@ -23,7 +34,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +41,7 @@
 
 #include "core/status.h"
 #include "store/sql.h"
+#include "store/sql_pool.h"
 
 namespace blz::store {
 
@@ -260,8 +271,12 @@ class MetadataDb {
  public:
   // Opens the database `url` names and migrates it to the latest schema:
   //   "sqlite:PATH" or a plain path -> the SQLite file PATH (created when missing);
-  //   "postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?...]" or "postgres://..." -> PostgreSQL.
-  // Errors: kInvalidArgument (unknown scheme), kUnsupported (DB newer than the binary),
+  //   "postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?...]" or "postgres://..." -> PostgreSQL;
+  //   blz's own query parameters, taken out before libpq sees the URL: pool=N (1..1000, the
+  //   most connections this MetadataDb opens, default 8) and pool_timeout=SECONDS (how long a
+  //   call waits for a free one, default 10).
+  // Errors: kInvalidArgument (unknown scheme, a bad pool or pool_timeout), kUnsupported (DB
+  // newer than the binary),
   // kCorruption (not a DB), kIOError; PostgreSQL's connection errors (kUnavailable,
   // kUnauthorized, kNotFound; store/postgres/connection.h). No message holds a password.
   static Result<std::unique_ptr<MetadataDb>> Open(const std::string& url);
@@ -269,16 +284,19 @@ class MetadataDb {
   // The schema version (SQLite: PRAGMA user_version; PostgreSQL: schema_migrations).
   Result<int64_t> SchemaVersion();
   // "sqlite" or "postgresql".
-  std::string_view engine() const { return db_.engine(); }
+  std::string_view engine() const { return pool_->engine(); }
   // The database for messages: the SQLite file's path, or "postgresql://USER@HOST:PORT/DB"
   // (never a password).
-  const std::string& label() const { return db_.label(); }
+  const std::string& label() const { return pool_->label(); }
+  // The pool's bound (1 on SQLite) and the connections open now.
+  size_t max_connections() const { return pool_->max_connections(); }
+  size_t open_connections() { return pool_->open_connections(); }
   // Readiness (GET /readyz): runs `SELECT 1`. On PostgreSQL a dropped connection is
   // re-established first (store/postgres/sql_driver.cc), so a server that came back answers
   // again. Errors: the driver's (kUnavailable for a server that is down), naming the database.
   Status Ping();
   // The statements run so far and their wall time (sql::QueryStats; blz_metadata_query_seconds).
-  sql::QueryStats query_stats() const { return db_.query_stats(); }
+  sql::QueryStats query_stats() const { return pool_->query_stats(); }
 
   // -- blobs --
   // Records a published blob (idempotent).
@@ -525,16 +543,19 @@ class MetadataDb {
   // started first is waited for and its epoch read; one that starts later waits for the
   // touch's commit. (A plain subquery under READ COMMITTED reads the snapshot its statement
   // started with, and could write the epoch a collection had just left.)
-  Result<std::string> GcEpochForTouchLocked();
-  explicit MetadataDb(sql::Database db) : db_(std::move(db)) {}
+  Result<std::string> GcEpochForTouchLocked(sql::Database& db_);
+  explicit MetadataDb(std::unique_ptr<sql::Pool> pool) : pool_(std::move(pool)) {}
+  // A leased connection (see "Thread safety" above).
+  using Conn = sql::Pool::Lease;
+  Result<Conn> Acquire() { return pool_->Acquire(); }
   // Runs `attempt` (a whole transaction) again, up to 3 times in all, while it fails with
-  // kUnavailable on PostgreSQL (a serialization failure or deadlock rolled it back). REQUIRES
-  // mu_ held.
+  // kUnavailable on PostgreSQL (a serialization failure or deadlock rolled it back). Call it
+  // holding a lease: the attempts run on that connection.
   template <typename T, typename F>
   T Retrying(F attempt) {
     for (int i = 0;; ++i) {
       T r = attempt();
-      if (r.ok() || i == 2 || db_.engine() != "postgresql" ||
+      if (r.ok() || i == 2 || engine() != "postgresql" ||
           StatusOf(r).code() != Code::kUnavailable) {
         return r;
       }
@@ -543,27 +564,30 @@ class MetadataDb {
   static const Status& StatusOf(const Status& s) { return s; }
   template <typename V>
   static Status StatusOf(const Result<V>& r) { return r.status(); }
-  // REQUIRES mu_ held. kNotFound when absent.
-  Result<int64_t> RepositoryIdLocked(std::string_view repository);
-  Status LinkBlobLocked(std::string_view repository, std::string_view digest);
-  Status PutManifestLocked(const ManifestPut& put);
-  Status CreateUploadLocked(std::string_view uuid, std::string_view repository,
-                            std::string_view owner, uint64_t max_per_owner,
-                            uint64_t max_per_repository, std::string_view patch_from);
-  Result<ManifestDeletion> DeleteManifestLocked(int64_t repository_id,
+  // On the caller's leased connection `db_`. kNotFound when absent.
+  Result<int64_t> RepositoryIdLocked(sql::Database& db_, std::string_view repository);
+  Status LinkBlobLocked(sql::Database& db_, std::string_view repository, std::string_view digest);
+  Status PutManifestLocked(sql::Database& db_, const ManifestPut& put);
+  Status CreateUploadLocked(sql::Database& db_, std::string_view uuid,
+                            std::string_view repository, std::string_view owner,
+                            uint64_t max_per_owner, uint64_t max_per_repository,
+                            std::string_view patch_from);
+  Result<ManifestDeletion> DeleteManifestLocked(sql::Database& db_, int64_t repository_id,
                                                 std::string_view repository,
                                                 std::string_view digest);
-  Result<std::vector<LossyDeltaRecord>> EvictLossyDeltasLocked(uint64_t max_bytes,
+  Result<std::vector<LossyDeltaRecord>> EvictLossyDeltasLocked(sql::Database& db_,
+                                                               uint64_t max_bytes,
                                                                std::string_view keep_from,
                                                                std::string_view keep_to,
                                                                std::string_view keep_params);
-  Result<Page> ListLocked(std::string_view sql_prefix, std::optional<int64_t> repository_id,
-                          std::optional<uint64_t> limit, std::string_view last);
-  // Takes mu_. The uuids `sql` selects with ?1 = `unix_seconds`.
+  Result<Page> ListLocked(sql::Database& db_, std::string_view sql_prefix,
+                          std::optional<int64_t> repository_id, std::optional<uint64_t> limit,
+                          std::string_view last);
+  // Leases a connection. The uuids `sql` selects with ?1 = `unix_seconds`.
   Result<std::vector<std::string>> ListUploadUuids(std::string_view sql, int64_t unix_seconds);
 
-  std::mutex mu_;
-  sql::Database db_;
+  // The connections (one on SQLite). No other member: calls share nothing else.
+  std::unique_ptr<sql::Pool> pool_;
 };
 
 }  // namespace blz::store

@@ -10,7 +10,7 @@ using sql::Statement;
 }  // namespace
 
 Result<std::vector<std::string>> MetadataDb::ListRepositoryNames(std::string_view contains) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   // The substring test is bytewise in C++: SQLite's instr() and PostgreSQL's strpos() differ,
   // and LIKE folds ASCII case on SQLite.
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT name FROM repositories ORDER BY name"));
@@ -25,7 +25,7 @@ Result<std::vector<std::string>> MetadataDb::ListRepositoryNames(std::string_vie
 }
 
 Result<std::vector<TagTarget>> MetadataDb::ListTagTargets(std::string_view repository) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT t.tag, t.manifest_digest FROM tags t JOIN repositories r "
@@ -41,7 +41,7 @@ Result<std::vector<TagTarget>> MetadataDb::ListTagTargets(std::string_view repos
 }
 
 Result<VersionStatsRecord> MetadataDb::FindVersionStats(std::string_view archive_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT stats_digest, stats_size FROM version_stats "
                                    "WHERE archive_digest = ?1"));
@@ -53,7 +53,7 @@ Result<VersionStatsRecord> MetadataDb::FindVersionStats(std::string_view archive
 }
 
 Status MetadataDb::RecordVersionStats(const VersionStatsRecord& stats) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("INSERT INTO version_stats (archive_digest, stats_digest, stats_size, created) "

@@ -14,9 +14,10 @@ int64_t Now() { return int64_t(std::time(nullptr)); }
 
 }  // namespace
 
-Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view digest) {
+Status MetadataDb::LinkBlobLocked(sql::Database& db_, std::string_view repository,
+                                  std::string_view digest) {
   {  // a touch (DeleteBlobUnlessTouched): on PostgreSQL it also waits for a collector's delete
-    BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked());
+    BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked(db_));
     BLZ_ASSIGN_OR_RETURN(Statement st,
                          db_.Prepare(std::string("UPDATE blobs SET touched = ") + epoch +
                                      " WHERE digest = ?1"));
@@ -34,16 +35,16 @@ Status MetadataDb::LinkBlobLocked(std::string_view repository, std::string_view 
 }
 
 Status MetadataDb::LinkBlob(std::string_view repository, std::string_view digest) {
-  std::lock_guard lock(mu_);
-  if (db_.engine() != "postgresql") return LinkBlobLocked(repository, digest);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  if (db_.engine() != "postgresql") return LinkBlobLocked(db_, repository, digest);
   // The epoch's share lock (GcEpochForTouchLocked) is held until the touch commits.
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
-  BLZ_RETURN_IF_ERROR(LinkBlobLocked(repository, digest));
+  BLZ_RETURN_IF_ERROR(LinkBlobLocked(db_, repository, digest));
   return tx.Commit();
 }
 
 Result<bool> MetadataDb::BlobLinked(std::string_view repository, std::string_view digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT 1 FROM repository_blobs WHERE repository = ?1 AND "
                                    "digest = ?2"));
@@ -53,7 +54,7 @@ Result<bool> MetadataDb::BlobLinked(std::string_view repository, std::string_vie
 }
 
 Result<bool> MetadataDb::BlobLinkedAnywhere(std::string_view digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT 1 FROM repository_blobs WHERE digest = ?1 LIMIT 1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
@@ -61,7 +62,7 @@ Result<bool> MetadataDb::BlobLinkedAnywhere(std::string_view digest) {
 }
 
 Result<bool> MetadataDb::UnlinkBlob(std::string_view repository, std::string_view digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("DELETE FROM repository_blobs WHERE repository = ?1 AND "
                                    "digest = ?2 RETURNING 1"));
@@ -77,7 +78,7 @@ Result<bool> MetadataDb::UnlinkBlob(std::string_view repository, std::string_vie
 
 Result<std::vector<ReferrerRecord>> MetadataDb::ListReferrers(std::string_view repository,
                                                               std::string_view subject_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT m.digest, m.media_type, length(m.content), m.artifact_type, "
@@ -101,8 +102,8 @@ Result<std::vector<ReferrerRecord>> MetadataDb::ListReferrers(std::string_view r
 }
 
 Result<bool> MetadataDb::DeleteTag(std::string_view repository, std::string_view tag) {
-  std::lock_guard lock(mu_);
-  Result<int64_t> repo_id = RepositoryIdLocked(repository);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  Result<int64_t> repo_id = RepositoryIdLocked(db_, repository);
   if (!repo_id.ok()) {
     if (repo_id.status().code() == Code::kNotFound) return false;
     return repo_id.status();
@@ -122,19 +123,20 @@ Result<bool> MetadataDb::DeleteTag(std::string_view repository, std::string_view
 
 Result<ManifestDeletion> MetadataDb::DeleteManifest(std::string_view repository,
                                                     std::string_view digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   const std::string missing = "manifest " + std::string(digest) + " is not in repository '" +
                               std::string(repository) + "'";
-  Result<int64_t> repo_id = RepositoryIdLocked(repository);
+  Result<int64_t> repo_id = RepositoryIdLocked(db_, repository);
   if (!repo_id.ok()) {
     if (repo_id.status().code() == Code::kNotFound) return NotFound(missing);
     return repo_id.status();
   }
   return Retrying<Result<ManifestDeletion>>(
-      [&] { return DeleteManifestLocked(*repo_id, repository, digest); });
+      [&] { return DeleteManifestLocked(db_, *repo_id, repository, digest); });
 }
 
-Result<ManifestDeletion> MetadataDb::DeleteManifestLocked(int64_t repository_id,
+Result<ManifestDeletion> MetadataDb::DeleteManifestLocked(sql::Database& db_,
+                                                          int64_t repository_id,
                                                           std::string_view repository,
                                                           std::string_view digest) {
   const std::string missing = "manifest " + std::string(digest) + " is not in repository '" +
@@ -202,7 +204,7 @@ constexpr char kReferencedSql[] =
 }  // namespace
 
 Result<GcRoots> MetadataDb::ReadGcRoots(int64_t young_after) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Transaction tx,
                        Transaction::Begin(&db_, sql::TransactionMode::kSnapshot));
   GcRoots roots;
@@ -236,7 +238,7 @@ Result<GcRoots> MetadataDb::ReadGcRoots(int64_t young_after) {
 }
 
 Result<bool> MetadataDb::BlobReferenced(std::string_view digest, int64_t young_after) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT 1 FROM manifest_blobs WHERE blob_digest = ?1 UNION ALL "
@@ -265,7 +267,7 @@ Status MetadataDb::ForgetDerived(std::string_view kind, const GcRoots::Derived& 
   } else {
     return InvalidArgument("ForgetDerived: unknown kind '" + std::string(kind) + "'");
   }
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
   BLZ_RETURN_IF_ERROR(st.Bind(1, row.from_digest));
   BLZ_RETURN_IF_ERROR(st.Bind(2, row.to_digest));
@@ -274,7 +276,7 @@ Status MetadataDb::ForgetDerived(std::string_view kind, const GcRoots::Derived& 
 }
 
 Status MetadataDb::ForgetBlob(std::string_view digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
   for (const char* sql : {"DELETE FROM blobs WHERE digest = ?1",
                           "DELETE FROM repository_blobs WHERE digest = ?1"}) {

@@ -15,7 +15,7 @@ using sql::Statement;
 Result<LossyDeltaRecord> MetadataDb::FindLossyDelta(std::string_view from_digest,
                                                     std::string_view to_digest,
                                                     std::string_view params) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT delta_digest, delta_size, report FROM lossy_deltas "
                                    "WHERE from_digest = ?1 AND to_digest = ?2 AND params = ?3"));
@@ -38,7 +38,7 @@ Result<LossyDeltaRecord> MetadataDb::FindLossyDelta(std::string_view from_digest
 }
 
 Status MetadataDb::RecordLossyDelta(const LossyDeltaRecord& delta) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("INSERT INTO lossy_deltas (from_digest, to_digest, params, delta_digest, "
@@ -59,7 +59,7 @@ Status MetadataDb::RecordLossyDelta(const LossyDeltaRecord& delta) {
 
 Status MetadataDb::TouchLossyDelta(std::string_view from_digest, std::string_view to_digest,
                                    std::string_view params) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("UPDATE lossy_deltas SET last_used = (SELECT "
                                    "COALESCE(MAX(last_used), 0) + 1 FROM lossy_deltas) WHERE "
@@ -74,13 +74,13 @@ Result<std::vector<LossyDeltaRecord>> MetadataDb::EvictLossyDeltas(uint64_t max_
                                                                    std::string_view keep_from,
                                                                    std::string_view keep_to,
                                                                    std::string_view keep_params) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   return Retrying<Result<std::vector<LossyDeltaRecord>>>(
-      [&] { return EvictLossyDeltasLocked(max_bytes, keep_from, keep_to, keep_params); });
+      [&] { return EvictLossyDeltasLocked(db_, max_bytes, keep_from, keep_to, keep_params); });
 }
 
 Result<std::vector<LossyDeltaRecord>> MetadataDb::EvictLossyDeltasLocked(
-    uint64_t max_bytes, std::string_view keep_from, std::string_view keep_to,
+    sql::Database& db_, uint64_t max_bytes, std::string_view keep_from, std::string_view keep_to,
     std::string_view keep_params) {
   BLZ_ASSIGN_OR_RETURN(sql::Transaction tx, sql::Transaction::Begin(&db_));
   // One eviction at a time across replicas: the total and the victims are read together.

@@ -10,7 +10,7 @@ using sql::Transaction;
 
 Result<std::vector<VersionFileRecord>> MetadataDb::ListVersionFiles(
     std::string_view archive_digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT path, size, sha256, git_oid, lfs FROM version_files "
                                    "WHERE archive_digest = ?1 ORDER BY position"));
@@ -27,7 +27,7 @@ Result<std::vector<VersionFileRecord>> MetadataDb::ListVersionFiles(
 
 Status MetadataDb::RecordVersionFiles(std::string_view archive_digest,
                                       const std::vector<VersionFileRecord>& files) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   return Retrying<Status>([&]() -> Status {
     BLZ_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(&db_));
     for (size_t i = 0; i < files.size(); ++i) {

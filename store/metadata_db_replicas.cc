@@ -42,7 +42,7 @@ Status Finish(Statement* st) {
 // ---- settings ----
 
 Result<std::string> MetadataDb::GetOrSetSetting(std::string_view name, std::string_view value) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   {
     BLZ_ASSIGN_OR_RETURN(Statement st,
                          db_.Prepare("INSERT INTO settings (name, value) VALUES (?1, ?2) "
@@ -59,7 +59,7 @@ Result<std::string> MetadataDb::GetOrSetSetting(std::string_view name, std::stri
 }
 
 Result<std::string> MetadataDb::GetSetting(std::string_view name) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("SELECT value FROM settings WHERE name = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, name));
   BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -72,7 +72,7 @@ Result<std::string> MetadataDb::GetSetting(std::string_view name) {
 Result<JobAcquisition> MetadataDb::TryAcquireJob(std::string_view key, std::string_view owner,
                                                  int64_t now, int64_t lease_seconds,
                                                  bool redo_done) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   JobAcquisition out;
   {
     // One statement: a racing caller either inserts first (then this one's conflict sees a
@@ -139,7 +139,7 @@ Status UpdateOwnedJob(sql::Database* db, std::string_view sql, std::string_view 
 
 Status MetadataDb::RenewJobLease(std::string_view key, std::string_view owner, int64_t now,
                                  int64_t lease_seconds) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   return UpdateOwnedJob(&db_,
                         "UPDATE jobs SET lease_expires = ?4, updated = ?5 WHERE job_key = ?1 "
                         "AND owner = ?2 AND state = 'running' AND ?3 = '' RETURNING 1",
@@ -148,7 +148,7 @@ Status MetadataDb::RenewJobLease(std::string_view key, std::string_view owner, i
 
 Status MetadataDb::FinishJob(std::string_view key, std::string_view owner,
                              std::string_view result, int64_t now) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   return UpdateOwnedJob(&db_,
                         "UPDATE jobs SET state = 'done', result = ?3, lease_expires = ?4, "
                         "updated = ?5 WHERE job_key = ?1 AND owner = ?2 AND state = 'running' "
@@ -158,7 +158,7 @@ Status MetadataDb::FinishJob(std::string_view key, std::string_view owner,
 
 Status MetadataDb::FailJob(std::string_view key, std::string_view owner, std::string_view error,
                            int64_t now) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   return UpdateOwnedJob(&db_,
                         "UPDATE jobs SET state = 'failed', error = ?3, lease_expires = ?4, "
                         "updated = ?5 WHERE job_key = ?1 AND owner = ?2 AND state = 'running' "
@@ -167,7 +167,7 @@ Status MetadataDb::FailJob(std::string_view key, std::string_view owner, std::st
 }
 
 Result<JobRecord> MetadataDb::GetJob(std::string_view key) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_key = ?1"));
@@ -180,7 +180,7 @@ Result<JobRecord> MetadataDb::GetJob(std::string_view key) {
 // ---- garbage collection ----
 
 Result<int64_t> MetadataDb::StartGcMark() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("INSERT INTO settings (name, value) VALUES ('gc_epoch', '1') "
@@ -194,7 +194,7 @@ Result<int64_t> MetadataDb::StartGcMark() {
   return epoch;
 }
 
-Result<std::string> MetadataDb::GcEpochForTouchLocked() {
+Result<std::string> MetadataDb::GcEpochForTouchLocked(sql::Database& db_) {
   if (db_.engine() != "postgresql") return std::string(kGcEpochSql);
   for (int attempt = 0; attempt < 2; ++attempt) {
     {
@@ -214,14 +214,14 @@ Result<std::string> MetadataDb::GcEpochForTouchLocked() {
 }
 
 Status MetadataDb::TouchBlob(std::string_view digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   const bool sqlite = db_.engine() != "postgresql";
   std::optional<Transaction> tx;
   if (!sqlite) {
     BLZ_ASSIGN_OR_RETURN(Transaction t, Transaction::Begin(&db_));
     tx.emplace(std::move(t));
   }
-  BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked());
+  BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked(db_));
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare(std::string("UPDATE blobs SET touched = ") + epoch +
                                    " WHERE digest = ?1"));
@@ -246,7 +246,7 @@ Result<BlobDeletion> MetadataDb::DeleteBlobUnlessTouched(
     std::string_view digest, int64_t young_after, int64_t mark, std::string_view collector,
     int64_t now, const std::function<Result<uint64_t>()>& remove, uint64_t* freed) {
   *freed = 0;
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   auto run = [&](std::string_view sql, auto&&... binds) -> Status {
     BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
     int i = 0;
@@ -323,7 +323,7 @@ Result<BlobDeletion> MetadataDb::DeleteBlobUnlessTouched(
 }
 
 Result<std::vector<GcDeletionRecord>> MetadataDb::ListGcDeletions() {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT digest, state, collector, since, attempts, "
                                    "COALESCE(error, '') FROM gc_deletions ORDER BY digest"));
@@ -343,7 +343,7 @@ Result<std::vector<GcDeletionRecord>> MetadataDb::ListGcDeletions() {
 }
 
 Status MetadataDb::ResolveGcDeletion(std::string_view digest) {
-  std::lock_guard lock(mu_);
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("DELETE FROM gc_deletions WHERE digest = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
   return st.Run();

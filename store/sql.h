@@ -14,7 +14,7 @@
 // bytewise on every engine (PostgreSQL's text columns are COLLATE "C").
 //
 // Thread safety: none. A Database, its Statements and Transactions are used by one thread at a
-// time (MetadataDb serializes access with its mutex).
+// time (MetadataDb leases each connection to one call at a time, store/sql_pool.h).
 #ifndef BLZ_STORE_SQL_H_
 #define BLZ_STORE_SQL_H_
 
@@ -159,6 +159,8 @@ class Database {
   // What ran on this connection so far (QueryTimer).
   QueryStats query_stats() const { return timer_ ? timer_->Get() : QueryStats{}; }
   QueryTimer* timer() const { return timer_.get(); }
+  // Counts this connection's statements in `timer` instead (a pool's connections share one).
+  void set_timer(std::shared_ptr<QueryTimer> timer) { timer_ = std::move(timer); }
 
  private:
   std::unique_ptr<DatabaseImpl> impl_;
@@ -195,6 +197,9 @@ class Transaction {
 // database whose schema is newer than this binary; the driver's errors otherwise (messages
 // never hold a password).
 Result<Database> OpenDatabase(std::string_view url);
+// One more connection to a database OpenDatabase(url) already migrated (no migrations run):
+// a connection pool's further members (store/sql_pool.h). Errors: OpenDatabase's.
+Result<Database> ConnectDatabase(std::string_view url);
 
 }  // namespace blz::store::sql
 

@@ -4,13 +4,15 @@
 
 #include "store/postgres/sql_driver.h"
 #include "store/sql.h"
+#include "store/sql_pool.h"
 #include "store/sqlite/sql_driver.h"
 
 namespace blz::store::sql {
 
 Result<Database> OpenDatabase(std::string_view url) {
   if (url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0) {
-    return postgres::OpenSqlDatabase(url);
+    BLZ_ASSIGN_OR_RETURN(PoolOptions options, TakePoolOptions(std::string(url)));  // for libpq
+    return postgres::OpenSqlDatabase(options.url);
   }
   std::string_view path = url;
   if (url.rfind("sqlite:", 0) == 0) {
@@ -23,6 +25,14 @@ Result<Database> OpenDatabase(std::string_view url) {
   }
   if (path.empty()) return InvalidArgument("metadata database: empty SQLite path");
   return sqlite::OpenSqlDatabase(std::string(path));
+}
+
+Result<Database> ConnectDatabase(std::string_view url) {
+  if (url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0) {
+    BLZ_ASSIGN_OR_RETURN(PoolOptions options, TakePoolOptions(std::string(url)));
+    return postgres::ConnectSqlDatabase(options.url);
+  }
+  return OpenDatabase(url);
 }
 
 }  // namespace blz::store::sql

@@ -1,6 +1,7 @@
 #include "store/postgres/sql_driver.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <cctype>
 #include <memory>
@@ -184,9 +185,17 @@ class PostgresDatabase final : public sql::DatabaseImpl {
  private:
   // A connection the server dropped (a restart, a failover) is re-established before the next
   // statement outside a transaction; the statement that saw it fail reported kUnavailable.
+  // A server that ends an idle session (pg_terminate_backend, a shutdown) first sends its
+  // FATAL message, then closes: an idle connection (no statement in flight; blz never LISTENs)
+  // whose socket is readable or hung up is being dropped, so it is re-established here instead
+  // of failing the next statement (poll with timeout 0 never blocks).
   void Reconnect() {
     if (in_transaction_ || conn_.handle() == nullptr) return;
-    if (PQstatus(conn_.handle()) == CONNECTION_BAD) PQreset(conn_.handle());
+    pollfd idle{PQsocket(conn_.handle()), POLLIN, 0};
+    if (PQstatus(conn_.handle()) == CONNECTION_BAD ||
+        (idle.fd >= 0 && poll(&idle, 1, 0) > 0)) {
+      PQreset(conn_.handle());
+    }
   }
 
   Connection conn_;
@@ -194,6 +203,11 @@ class PostgresDatabase final : public sql::DatabaseImpl {
 };
 
 }  // namespace
+
+Result<sql::Database> ConnectSqlDatabase(std::string_view url) {
+  BLZ_ASSIGN_OR_RETURN(Connection conn, Connection::Open(url));
+  return sql::Database(std::make_unique<PostgresDatabase>(std::move(conn)));
+}
 
 Result<sql::Database> OpenSqlDatabase(std::string_view url) {
   BLZ_ASSIGN_OR_RETURN(Connection conn, Connection::Open(url));

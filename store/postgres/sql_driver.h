@@ -17,6 +17,9 @@ namespace blz::store::postgres {
 // Connection::Open and ApplyMigrations (kUnsupported for a database newer than the binary);
 // messages name the server without its password.
 Result<sql::Database> OpenSqlDatabase(std::string_view url);
+// Connects to `url` without migrating (one more connection of a pool, store/sql_pool.h).
+// Errors: Connection::Open's.
+Result<sql::Database> ConnectSqlDatabase(std::string_view url);
 
 // SQLite's parameter syntax in PostgreSQL's: "?N" -> "$N", "?" -> "$K" where K is one more
 // than the largest number so far (SQLite's rule), outside '...' literals, "..." identifiers
