@@ -1,11 +1,13 @@
-// A Beast body type that sends a byte range [offset, offset + length) of a file, read in fixed
-// buffers (Beast's file_body in Boost 1.74 can only send a whole file). Used for blob downloads
-// with Range support.
+// A Beast body type that sends a byte range [offset, offset + length) of a file, or a list of
+// byte segments of it in order, read in fixed buffers (Beast's file_body in Boost 1.74 can only
+// send a whole file). Used for blob downloads with Range support, and for the files of a model
+// version, whose bytes are pieces of an archive (registry/hub/version_files.h).
 #ifndef BLZ_REGISTRY_FILE_RANGE_BODY_H_
 #define BLZ_REGISTRY_FILE_RANGE_BODY_H_
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "registry/net.h"
 
@@ -15,7 +17,10 @@ struct FileRangeBody {
   struct value_type {
     beast::file file;
     uint64_t offset = 0;
-    uint64_t length = 0;
+    uint64_t length = 0;  // with `segments`: their total
+    // When not empty: send these [first = offset, second = length) segments instead of
+    // [offset, offset + length).
+    std::vector<std::pair<uint64_t, uint64_t>> segments;
   };
 
   static uint64_t size(const value_type& body) { return body.length; }
@@ -28,11 +33,21 @@ struct FileRangeBody {
     writer(http::header<isRequest, Fields>&, value_type& body) : body_(body) {}
 
     void init(beast::error_code& ec) {
-      remain_ = body_.length;
-      body_.file.seek(body_.offset, ec);
+      total_ = body_.length;
+      if (body_.segments.empty()) body_.segments.emplace_back(body_.offset, body_.length);
+      next_ = 0;
+      remain_ = 0;
+      ec = {};
     }
 
     boost::optional<std::pair<const_buffers_type, bool>> get(beast::error_code& ec) {
+      while (remain_ == 0 && total_ > 0 && next_ < body_.segments.size()) {
+        const auto& [at, len] = body_.segments[next_++];
+        if (len == 0) continue;
+        body_.file.seek(at, ec);
+        if (ec) return boost::none;
+        remain_ = len < total_ ? len : total_;
+      }
       if (remain_ == 0) {
         ec = {};
         return boost::none;
@@ -45,13 +60,16 @@ struct FileRangeBody {
         return boost::none;
       }
       remain_ -= n;
+      total_ -= n;
       ec = {};
-      return {{const_buffers_type(buf_, n), remain_ > 0}};
+      return {{const_buffers_type(buf_, n), total_ > 0}};
     }
 
    private:
     value_type& body_;
-    uint64_t remain_ = 0;
+    uint64_t remain_ = 0;  // of the current segment
+    uint64_t total_ = 0;   // of the whole body
+    size_t next_ = 0;      // the next segment
     char buf_[64 * 1024];
   };
 };

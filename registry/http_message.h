@@ -61,8 +61,19 @@ struct Response {
   std::string file_path;
   uint64_t file_offset = 0;
   uint64_t file_length = 0;
+  // When not empty (file_path set): the body is these byte segments of file_path, in order,
+  // instead of [file_offset, file_offset + file_length); file_length must be their total. A
+  // file of a model version spread over an archive's pieces (registry/hub/version_files.h).
+  struct Segment {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+  };
+  std::vector<Segment> file_segments;
   // A HEAD response: the session sends the headers with Content-Length = BodySize() and no body.
   bool head_only = false;
+  // A HEAD response of a resource not opened to answer it (a file of a model version whose
+  // archive would have to be rebuilt): its size, which BodySize() then returns.
+  std::optional<uint64_t> head_size;
   // Close the connection after this response.
   bool close = false;
   // Who made the request, for the access log's "user" field (registry/access_log.h;
@@ -70,7 +81,10 @@ struct Response {
   // for anonymous requests and refused ones (logged as "-").
   std::string principal;
 
-  uint64_t BodySize() const { return file_path.empty() ? body.size() : file_length; }
+  uint64_t BodySize() const {
+    if (head_size.has_value()) return *head_size;
+    return file_path.empty() ? body.size() : file_length;
+  }
   std::optional<std::string> Get(std::string_view name) const { return FindHeader(headers, name); }
   void Set(std::string name, std::string value) {
     headers.push_back({std::move(name), std::move(value)});

@@ -438,6 +438,9 @@ void HttpSession::SendResponse(Response res) {
     }
     body.offset = res.file_offset;
     body.length = res.file_length;
+    for (const Response::Segment& seg : res.file_segments) {
+      body.segments.push_back({seg.offset, seg.length});
+    }
     auto msg = std::make_shared<http::response<FileRangeBody>>(
         std::piecewise_construct, std::make_tuple(std::move(body)));
     FillHeaders(*msg, res, close, stream_.is_tls());

@@ -16,6 +16,8 @@
 #include "registry/auth.h"
 #include "registry/background_jobs.h"
 #include "registry/errors.h"
+#include "registry/hub/hub_api.h"
+#include "registry/hub/version_files.h"
 #include "registry/rate_limiter.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
@@ -140,6 +142,8 @@ Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                        ArchiveStorage::Open(registry->blobs_.get(), registry->db_.get(), data_dir,
                                             registry->options_.full_patch,
                                             registry->options_.storage));
+  registry->version_files_ =
+      std::make_unique<hub::VersionFiles>(registry->storage_.get(), registry->db_.get());
   BLZ_RETURN_IF_ERROR(registry->PurgeStaleUploads(/*orphans=*/true));
   BLZ_RETURN_IF_ERROR(registry->BackfillStructuralHashes());
   BLZ_RETURN_IF_ERROR(registry->storage_->ScheduleAll());
@@ -383,6 +387,11 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
   BodyPlan plan;
   plan.kind = BodyPlan::Kind::kMemory;
   plan.limit = kMaxIgnoredBodyBytes;
+  if (hub::IsHubTarget(head.target)) {  // the Hugging Face Hub API (registry/hub/hub_api.h)
+    plan.limit = hub::kMaxHubBodyBytes;
+    plan.heavy = hub::IsHeavyHubRequest(head);
+    return plan;
+  }
   Response error;
   std::optional<Route> route = Prepare(head, &error);
   auto reject = [&](Response r) {
@@ -469,9 +478,15 @@ Response Registry::Handle(const Request& request) {
   Response res;
   try {
     Response error;
-    std::optional<Route> route = Prepare(request.head, &error);
-    res = route.has_value() ? Dispatch(*route, request) : std::move(error);
-    if (route.has_value()) res.principal = route->principal;
+    if (hub::IsHubTarget(request.head.target)) {  // the Hugging Face Hub API
+      res = hub::HandleHub(hub::HubContext{db_.get(), version_files_.get(), auth_.get(),
+                                           options_.private_mode, options_.public_url},
+                           request);
+    } else {
+      std::optional<Route> route = Prepare(request.head, &error);
+      res = route.has_value() ? Dispatch(*route, request) : std::move(error);
+      if (route.has_value()) res.principal = route->principal;
+    }
   } catch (const std::exception& e) {
     res = ErrorResponse(OciError::kUnknown, std::string("internal error: ") + e.what());
   }

@@ -155,6 +155,9 @@ struct RegistryOptions {
 };
 
 class Authenticator;   // registry/auth.h
+namespace hub {
+class VersionFiles;    // registry/hub/version_files.h
+}  // namespace hub
 class BackgroundJobs;  // registry/background_jobs.h
 class RateLimiter;     // registry/rate_limiter.h
 
@@ -206,6 +209,9 @@ class Registry {
   const RegistryOptions& options() const { return options_; }
   // How archives are stored (full patches, the rebuilt-archive cache, background compression).
   ArchiveStorage& storage() { return *storage_; }
+  // The files of stored versions, listed and read by range (the Hugging Face Hub API,
+  // registry/hub/; Ollama blobs).
+  hub::VersionFiles& version_files() { return *version_files_; }
 
   // Patch computations performed so far (cache misses that succeeded); for tests and logs.
   uint64_t patches_computed() const;
@@ -423,6 +429,7 @@ class Registry {
   std::unique_ptr<Authenticator> auth_;  // credentials and scopes (registry/auth.h)
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
+  std::unique_ptr<hub::VersionFiles> version_files_;  // over storage_ and db_
   // Computations and garbage collection exclusive across the replicas of the DB.
   std::unique_ptr<SharedJobs> shared_jobs_;
   std::unique_ptr<ReadinessProbe> readiness_;

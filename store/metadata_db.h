@@ -200,6 +200,16 @@ struct Page {
   bool more = false;  // entries exist after items.back()
 };
 
+// One file of a model version as the Hugging Face Hub API lists it (table version_files,
+// migrations/0010_version_files.sql; registry/hub/version_files.h computes the values).
+struct VersionFileRecord {
+  std::string path;
+  uint64_t size = 0;
+  std::string sha256;   // 64 lower-case hex
+  std::string git_oid;  // 40 lower-case hex
+  bool lfs = false;
+};
+
 // -- replicas (store/metadata_db_replicas.cc) --
 
 // A lease row of the jobs table (migrations/0008_replicas.sql).
@@ -323,6 +333,14 @@ class MetadataDb {
   Result<VersionStatsRecord> FindVersionStats(std::string_view archive_digest);
   // Records (or replaces) the statistics of an archive.
   Status RecordVersionStats(const VersionStatsRecord& stats);
+
+  // -- files of versions (store/metadata_db_files.cc) --
+  // The files recorded for `archive_digest`, in archive order. Empty when none were recorded.
+  Result<std::vector<VersionFileRecord>> ListVersionFiles(std::string_view archive_digest);
+  // Records the files of `archive_digest` (positions 0..n-1) in one transaction; a concurrent or
+  // earlier recording of the same archive wins (the rows depend only on the archive's bytes).
+  Status RecordVersionFiles(std::string_view archive_digest,
+                            const std::vector<VersionFileRecord>& files);
 
   // -- patches --
   // kNotFound when no patch from -> to was recorded.

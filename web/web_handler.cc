@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "registry/errors.h"
+#include "registry/hub/hub_api.h"
 
 namespace blz::web {
 namespace {
@@ -100,6 +101,8 @@ bool IsWebTarget(std::string_view target) {
   if (target.empty() || target[0] != '/') return false;
   const std::string_view path = PathOf(target);
   if (path == "/v2" || path.substr(0, 4) == "/v2/") return false;
+  // The Hugging Face Hub API (/api/..., /<repo>/resolve/...) is the registry's.
+  if (registry::hub::IsHubTarget(target)) return false;
   return path != "/metrics";
 }
 

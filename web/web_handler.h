@@ -27,7 +27,9 @@ inline constexpr std::string_view kImmutableCacheControl = "public, max-age=3153
 inline constexpr std::string_view kRevalidateCacheControl = "no-cache";
 
 // Does the web view answer this request target? Every origin-form target ("/...") except the
-// registry's: /v2, /v2/... and /metrics (the query is ignored). Not "*" or absolute-form targets.
+// registry's: /v2, /v2/..., /metrics and the Hugging Face Hub API (registry/hub/hub_api.h
+// IsHubTarget: /api/..., /<repo>/resolve/...); the query is ignored. Not "*" or absolute-form
+// targets.
 bool IsWebTarget(std::string_view target);
 
 enum class ContentEncoding : uint8_t { kIdentity, kGzip, kBrotli };

@@ -1,0 +1,457 @@
+// The Hugging Face Hub read API (registry/hub/hub_api.h) against a live registry, replaying
+// request by request what huggingface_hub sends, pinned to huggingface_hub v1.1 (the sources
+// read: src/huggingface_hub/file_download.py hf_hub_download / get_hf_file_metadata /
+// _get_metadata_or_catch_error / http_get, _snapshot_download.py snapshot_download,
+// hf_api.py model_info / list_repo_tree / get_paths_info / list_repo_refs / whoami,
+// utils/_http.py hf_raise_for_status), and checking every header those read:
+//   snapshot_download(repo_id, revision=None):
+//     GET  /api/models/{repo_id}[/revision/{rev}]   -> json "sha" (40 hex), "siblings"[].rfilename
+//     then hf_hub_download(repo_id, f, revision=<sha>) for every sibling:
+//       HEAD /{repo_id}/resolve/{sha}/{f}  (Accept-Encoding: identity; redirects not followed)
+//            -> X-Repo-Commit, X-Linked-Etag or ETag, X-Linked-Size or Content-Length;
+//               no X-Xet-Hash (else the Xet path is taken)
+//       GET  /{repo_id}/resolve/{sha}/{f}  [Range: bytes=<n>- when resuming]
+//            -> the bytes, Content-Length; 206 + Content-Range for a Range
+//   hf_hub_download of a missing optional file (transformers: generation_config.json):
+//       HEAD -> 404 with X-Error-Code: EntryNotFound and X-Repo-Commit (the miss is cached
+//               under .no_exist/<commit>/)
+//   errors: hf_raise_for_status reads X-Error-Code (RepoNotFound, RevisionNotFound,
+//           EntryNotFound, GatedRepo) and X-Error-Message; 401 + "Invalid credentials in
+//           Authorization header" means a bad token.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/digest.h"
+#include "formats/blz_archive.h"
+#include "registry/hub/revisions.h"
+#include "registry/hub/version_files.h"
+#include "registry/net.h"
+#include "registry/registry.h"
+#include "registry/server.h"
+#include "tests/registry/handler_harness.h"
+#include "tests/test_util.h"
+
+namespace blz::registry::hub {
+namespace {
+
+using json = nlohmann::json;
+using registry::testing::Harness;
+using registry::testing::PushVersion;
+namespace fs = std::filesystem;
+
+constexpr std::chrono::seconds kDeadline{20};
+
+struct Reply {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  std::optional<std::string> Header(const std::string& name) const {
+    auto it = headers.find(name);
+    if (it == headers.end()) return std::nullopt;
+    return it->second;
+  }
+  json Json() const { return json::parse(body, nullptr, false); }
+};
+
+// One request on a new connection, with deadlines (Beast async operations run to completion).
+Reply Fetch(uint16_t port, const std::string& method, const std::string& target,
+            const std::map<std::string, std::string>& headers = {}, const std::string& body = "") {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  beast::error_code ec;
+  stream.expires_after(kDeadline);
+  stream.async_connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port),
+                       [&](beast::error_code e) { ec = e; });
+  ioc.run();
+  ioc.restart();
+  EXPECT_FALSE(ec) << ec.message();
+  http::request<http::string_body> req(http::string_to_verb(method), target, 11);
+  req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
+  req.set(http::field::user_agent, "huggingface_hub/1.1.0; python/3.12");
+  for (const auto& [k, v] : headers) req.set(k, v);
+  req.body() = body;
+  req.prepare_payload();
+  http::async_write(stream, req, [&](beast::error_code e, size_t) { ec = e; });
+  ioc.run();
+  ioc.restart();
+  EXPECT_FALSE(ec) << ec.message();
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(256ull << 20);
+  if (method == "HEAD") parser.skip(true);
+  http::async_read(stream, buffer, parser, [&](beast::error_code e, size_t) { ec = e; });
+  ioc.run();
+  EXPECT_FALSE(ec) << ec.message();
+  Reply r;
+  auto res = parser.release();
+  r.status = res.result_int();
+  for (const auto& f : res) {
+    std::string name(f.name_string());
+    for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+    r.headers[name] = std::string(f.value());
+  }
+  r.body = std::move(res.body());
+  return r;
+}
+
+// huggingface_hub's _normalize_etag: drops a weak prefix and the quotes.
+std::string NormalizeEtag(std::string etag) {
+  if (etag.rfind("W/", 0) == 0) etag = etag.substr(2);
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return etag;
+}
+
+// A model directory from the corpus: tiny-gpt2/<which> plus a nested tokenizer file and a
+// README (to exercise folders).
+std::string MakeModel(const std::string& corpus, const std::string& which, const fs::path& out) {
+  fs::create_directories(out / "tokenizer");
+  for (const char* name : {"config.json", "model.safetensors"}) {
+    fs::copy_file(fs::path(corpus) / "tiny-gpt2" / which / name, out / name);
+  }
+  blz::testing::WriteFileBytes(out / "tokenizer" / "vocab.txt", "hello\nworld\n" + which + "\n");
+  blz::testing::WriteFileBytes(out / "README.md", "# tiny " + which + "\n");
+  return out.string();
+}
+
+std::string PackArchive(const std::string& dir, const fs::path& out) {
+  formats::PackStats stats;
+  Status s = formats::Pack(dir, out.string(), &stats);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return blz::testing::ReadFileBytes(out.string());
+}
+
+class HubContractTest : public ::testing::Test {
+ protected:
+  void Start(RegistryOptions options = {}) {
+    corpus_ = blz::testing::CorpusDir();
+    if (corpus_.empty()) GTEST_SKIP() << "shared corpus not found";
+    options.full_patch = PatcherFullPatchFunctions();
+    options.storage.background = false;
+    options.storage.grace = std::chrono::milliseconds(0);
+    h_ = std::make_unique<Harness>(std::move(options));
+    base_dir_ = MakeModel(corpus_, "base", tmp_ / "base");
+    ft_dir_ = MakeModel(corpus_, "ft-v1", tmp_ / "ft");
+    base_ = PushVersion(h_.get(), "org/gpt2", "main", PackArchive(base_dir_, tmp_ / "b.blz"));
+    ft_ = PushVersion(h_.get(), "org/gpt2", "v2", PackArchive(ft_dir_, tmp_ / "f.blz"));
+    SessionOptions session;
+    session.log = [](const std::string&) {};
+    auto s = Server::Start(&h_->registry(), "127.0.0.1:0", 2, std::move(session));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+  uint16_t port() const { return server_->port(); }
+  std::map<std::string, std::string> Auth() const {
+    return {{"Authorization", "Bearer " + h_->token()}};
+  }
+  std::string File(const std::string& dir, const std::string& path) {
+    return blz::testing::ReadFileBytes(dir + "/" + path);
+  }
+
+  blz::testing::TempDir tmp_;
+  std::string corpus_, base_dir_, ft_dir_, base_, ft_;
+  std::unique_ptr<Harness> h_;
+  std::unique_ptr<Server> server_;
+};
+
+// hf_hub_download's metadata step, as get_hf_file_metadata does it; returns the reply.
+Reply HeadMetadata(uint16_t port, const std::string& repo, const std::string& rev,
+                   const std::string& file, std::map<std::string, std::string> headers = {}) {
+  headers["Accept-Encoding"] = "identity";
+  return Fetch(port, "HEAD", "/" + repo + "/resolve/" + rev + "/" + file, headers);
+}
+
+TEST_F(HubContractTest, SnapshotDownloadStaysOnOneCommitWhileTheTagMoves) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  if (IsSkipped()) return;
+  // repo_info(revision=None) and repo_info(revision="main").
+  for (const std::string& target : std::vector<std::string>{"/api/models/org/gpt2", "/api/models/org/gpt2/revision/main"}) {
+    Reply info = Fetch(port(), "GET", target);
+    ASSERT_EQ(info.status, 200) << info.body;
+    json j = info.Json();
+    EXPECT_EQ(j["id"], "org/gpt2");
+    EXPECT_EQ(j["sha"], CommitId(base_));
+    EXPECT_TRUE(IsCommitId(j["sha"].get<std::string>()));
+    EXPECT_TRUE(j["lastModified"].is_string());
+    EXPECT_EQ(j["private"], false);
+  }
+  Reply info = Fetch(port(), "GET", "/api/models/org/gpt2/revision/main");
+  const json j = info.Json();
+  const std::string commit = j["sha"];
+  std::vector<std::string> files;
+  for (const json& s : j["siblings"]) files.push_back(s["rfilename"]);
+  EXPECT_EQ(files, (std::vector<std::string>{"README.md", "config.json", "model.safetensors",
+                                             "tokenizer/vocab.txt"}));
+
+  // The tag moves to another version in the middle of the snapshot.
+  Response moved = h_->PutManifest("org/gpt2", "main",
+                                   h_->ManifestFor("org/gpt2", blz::testing::ReadFileBytes(
+                                                                   tmp_ / "f.blz")));
+  ASSERT_EQ(moved.status, 201) << moved.body;
+  ASSERT_EQ(Fetch(port(), "GET", "/api/models/org/gpt2").Json()["sha"], CommitId(ft_));
+
+  for (const std::string& f : files) {
+    const std::string expected = File(base_dir_, f);
+    Reply head = HeadMetadata(port(), "org/gpt2", commit, f);
+    ASSERT_EQ(head.status, 200) << f;
+    EXPECT_EQ(head.Header("x-repo-commit"), commit) << f;
+    // etag = X-Linked-Etag or ETag; size = X-Linked-Size or Content-Length.
+    const std::string etag = NormalizeEtag(
+        head.Header("x-linked-etag").value_or(head.Header("etag").value_or("")));
+    const std::string size =
+        head.Header("x-linked-size").value_or(head.Header("content-length").value_or(""));
+    EXPECT_EQ(size, std::to_string(expected.size())) << f;
+    EXPECT_EQ(head.Header("content-length"), std::to_string(expected.size())) << f;
+    EXPECT_EQ(head.Header("accept-ranges"), "bytes");
+    EXPECT_FALSE(head.Header("location").has_value());
+    for (const auto& [name, value] : head.headers) {
+      EXPECT_EQ(name.rfind("x-xet", 0), std::string::npos) << name;
+    }
+    const bool lfs = f == "model.safetensors";
+    EXPECT_EQ(etag, lfs ? Sha256Hex(expected) : GitBlobId(expected)) << f;
+    EXPECT_EQ(head.Header("x-linked-etag").has_value(), lfs) << f;
+
+    Reply get = Fetch(port(), "GET", "/org/gpt2/resolve/" + commit + "/" + f);
+    ASSERT_EQ(get.status, 200) << f;
+    EXPECT_EQ(get.Header("x-repo-commit"), commit);
+    EXPECT_EQ(get.Header("content-length"), std::to_string(expected.size()));
+    EXPECT_TRUE(get.body == expected) << f << ": bytes differ";
+  }
+  // The moved tag serves the new version.
+  Reply now = HeadMetadata(port(), "org/gpt2", "main", "config.json");
+  EXPECT_EQ(now.Header("x-repo-commit"), CommitId(ft_));
+}
+
+TEST_F(HubContractTest, ResumedDownloadAndFirstByteRange) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  if (IsSkipped()) return;
+  const std::string expected = File(base_dir_, "model.safetensors");
+  const std::string url = "/org/gpt2/resolve/main/model.safetensors";
+  // The JS client's first request.
+  Reply first = Fetch(port(), "GET", url, {{"Range", "bytes=0-0"}});
+  ASSERT_EQ(first.status, 206);
+  EXPECT_EQ(first.Header("content-range"), "bytes 0-0/" + std::to_string(expected.size()));
+  EXPECT_EQ(first.body, expected.substr(0, 1));
+  // http_get resuming at 1000 bytes.
+  Reply rest = Fetch(port(), "GET", url, {{"Range", "bytes=1000-"}});
+  ASSERT_EQ(rest.status, 206);
+  EXPECT_EQ(rest.Header("content-range"), "bytes 1000-" + std::to_string(expected.size() - 1) +
+                                              "/" + std::to_string(expected.size()));
+  EXPECT_TRUE(rest.body == expected.substr(1000));
+  // HEAD with a Range announces the range's length.
+  Reply head = Fetch(port(), "HEAD", url, {{"Range", "bytes=10-19"}});
+  EXPECT_EQ(head.status, 206);
+  EXPECT_EQ(head.Header("content-length"), "10");
+  // Huge and unsatisfiable ranges.
+  for (const std::string& range : std::vector<std::string>{"bytes=" + std::to_string(expected.size()) + "-", std::string("bytes=18446744073709551615-"),
+        std::string("bytes=99999999999999999999999999-")}) {
+    Reply r = Fetch(port(), "GET", url, {{"Range", range}});
+    EXPECT_TRUE(r.status == 416 || r.status == 200) << range << ": " << r.status;
+    if (r.status == 416) {
+      EXPECT_EQ(r.Header("content-range"), "bytes */" + std::to_string(expected.size()));
+    } else {
+      EXPECT_TRUE(r.body == expected);  // an unparseable Range is ignored, as RFC 9110 allows
+    }
+  }
+  // The same bytes once the archive is stored as a full patch only.
+  ASSERT_TRUE(h_->registry().storage().Compress(base_).ok());
+  ASSERT_FALSE(h_->registry().blobs().Contains(base_));
+  Reply head_only = Fetch(port(), "HEAD", url);
+  EXPECT_EQ(head_only.Header("content-length"), std::to_string(expected.size()));
+  EXPECT_EQ(h_->registry().storage().status().rebuilds, 0u);  // a HEAD opens nothing
+  Reply again = Fetch(port(), "GET", url, {{"Range", "bytes=5-"}});
+  ASSERT_EQ(again.status, 206);
+  EXPECT_TRUE(again.body == expected.substr(5));
+}
+
+TEST_F(HubContractTest, MissingOptionalFileIsEntryNotFoundWithTheCommit) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  if (IsSkipped()) return;
+  Reply r = HeadMetadata(port(), "org/gpt2", "main", "generation_config.json");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.Header("x-error-code"), "EntryNotFound");
+  EXPECT_EQ(r.Header("x-repo-commit"), CommitId(base_));
+  Reply get = Fetch(port(), "GET", "/org/gpt2/resolve/main/generation_config.json");
+  EXPECT_EQ(get.status, 404);
+  EXPECT_EQ(get.Header("x-error-code"), "EntryNotFound");
+  EXPECT_TRUE(get.Json()["error"].is_string());
+}
+
+TEST_F(HubContractTest, TreePaginatesOnTheCommitPathsInfoRefsAndWhoami) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  if (IsSkipped()) return;
+  // list_repo_tree(recursive=True) follows Link rel="next" until there is none.
+  std::vector<json> entries;
+  std::string next = "/api/models/org/gpt2/tree/main?recursive=true&limit=2";
+  const std::string base_url = "http://127.0.0.1:" + std::to_string(port());
+  for (int pages = 0; !next.empty(); ++pages) {
+    ASSERT_LT(pages, 10);
+    Reply page = Fetch(port(), "GET", next);
+    ASSERT_EQ(page.status, 200) << page.body;
+    const json items = page.Json();
+    for (const json& e : items) entries.push_back(e);
+    next.clear();
+    if (std::optional<std::string> link = page.Header("link")) {
+      const size_t open = link->find('<'), close = link->find('>');
+      ASSERT_NE(close, std::string::npos);
+      EXPECT_NE(link->find("rel=\"next\""), std::string::npos);
+      std::string url = link->substr(open + 1, close - open - 1);
+      ASSERT_EQ(url.rfind(base_url, 0), 0u) << url;
+      next = url.substr(base_url.size());
+      EXPECT_NE(next.find(CommitId(base_)), std::string::npos) << next;  // pinned to the commit
+    }
+  }
+  std::vector<std::string> paths;
+  for (const json& e : entries) {
+    paths.push_back(e["path"]);
+    EXPECT_FALSE(e.contains("xetHash"));
+    if (e["path"] == "model.safetensors") {
+      EXPECT_EQ(e["type"], "file");
+      EXPECT_EQ(e["lfs"]["oid"], Sha256Hex(File(base_dir_, "model.safetensors")));
+      EXPECT_EQ(e["lfs"]["size"], e["size"]);
+      EXPECT_TRUE(e["lfs"]["pointerSize"].is_number());
+    }
+    if (e["path"] == "config.json") {
+      EXPECT_EQ(e["oid"], GitBlobId(File(base_dir_, "config.json")));
+      EXPECT_FALSE(e.contains("lfs"));
+    }
+    if (e["path"] == "tokenizer") {
+      EXPECT_EQ(e["type"], "directory");
+    }
+  }
+  EXPECT_EQ(paths, (std::vector<std::string>{"README.md", "config.json", "model.safetensors",
+                                             "tokenizer", "tokenizer/vocab.txt"}));
+  // A folder, not recursive.
+  Reply sub = Fetch(port(), "GET", "/api/models/org/gpt2/tree/main/tokenizer");
+  ASSERT_EQ(sub.status, 200);
+  ASSERT_EQ(sub.Json().size(), 1u);
+  EXPECT_EQ(sub.Json()[0]["path"], "tokenizer/vocab.txt");
+  Reply none = Fetch(port(), "GET", "/api/models/org/gpt2/tree/main/nope");
+  EXPECT_EQ(none.Header("x-error-code"), "EntryNotFound");
+
+  // get_paths_info: a form body (paths=...&expand=...), and the JS client's JSON.
+  Reply form = Fetch(port(), "POST", "/api/models/org/gpt2/paths-info/main",
+                     {{"Content-Type", "application/x-www-form-urlencoded"}},
+                     "paths=config.json&paths=tokenizer&paths=missing.bin&expand=True");
+  ASSERT_EQ(form.status, 200) << form.body;
+  ASSERT_EQ(form.Json().size(), 2u);
+  EXPECT_EQ(form.Json()[0]["path"], "config.json");
+  EXPECT_EQ(form.Json()[1]["type"], "directory");
+  Reply js = Fetch(port(), "POST", "/api/models/org/gpt2/paths-info/" + CommitId(base_),
+                   {{"Content-Type", "application/json"}},
+                   R"({"paths":["model.safetensors"],"expand":true})");
+  ASSERT_EQ(js.status, 200) << js.body;
+  EXPECT_EQ(js.Json()[0]["lfs"]["oid"], Sha256Hex(File(base_dir_, "model.safetensors")));
+
+  // list_repo_refs: tags as branches.
+  Reply refs = Fetch(port(), "GET", "/api/models/org/gpt2/refs");
+  ASSERT_EQ(refs.status, 200);
+  std::map<std::string, std::string> branches;
+  const json refs_doc = refs.Json();
+  for (const json& b : refs_doc["branches"]) branches[b["name"]] = b["targetCommit"];
+  EXPECT_EQ(branches["main"], CommitId(base_));
+  EXPECT_EQ(branches["v2"], CommitId(ft_));
+  // Every route resolves the commit id and refs/heads/<tag>.
+  EXPECT_EQ(Fetch(port(), "GET", "/api/models/org/gpt2/revision/" + CommitId(ft_)).Json()["sha"],
+            CommitId(ft_));
+  EXPECT_EQ(HeadMetadata(port(), "org/gpt2", "refs%2Fheads%2Fv2", "config.json")
+                .Header("x-repo-commit"),
+            CommitId(ft_));
+
+  // whoami: the token's name; none -> 401.
+  Reply me = Fetch(port(), "GET", "/api/whoami-v2", Auth());
+  ASSERT_EQ(me.status, 200);
+  EXPECT_EQ(me.Json()["name"], "admin");
+  EXPECT_EQ(Fetch(port(), "GET", "/api/whoami-v2").status, 401);
+  Reply bad = Fetch(port(), "GET", "/api/whoami-v2",
+                    {{"Authorization", "Bearer " + std::string(64, 'a')}});
+  EXPECT_EQ(bad.status, 401);
+  EXPECT_EQ(bad.Header("x-error-message").value_or("").rfind(
+                "Invalid credentials in Authorization header", 0),
+            0u);
+}
+
+TEST_F(HubContractTest, BadInputGetsHubErrorsAndNothingOutsideTheVersion) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  if (IsSkipped()) return;
+  const std::string commit = CommitId(base_);
+  // Path traversal in {filename} and {path}: raw, percent-encoded, absolute, backslash.
+  for (const std::string target :
+       {"/org/gpt2/resolve/main/../config.json", "/org/gpt2/resolve/main/%2e%2e/config.json",
+        "/org/gpt2/resolve/main/tokenizer/%2E%2E/%2E%2E/blz.db",
+        "/org/gpt2/resolve/main//etc/passwd", "/org/gpt2/resolve/main/..%5cconfig.json",
+        "/org/gpt2/resolve/main/tokenizer%2F..%2F..%2Fblz.db",
+        "/org/gpt2/resolve/main/./config.json", "/api/models/org/gpt2/tree/main/../..",
+        "/api/models/org/gpt2/tree/main/%2e%2e"}) {
+    Reply r = Fetch(port(), "GET", target);
+    EXPECT_TRUE(r.status == 400 || r.status == 404) << target << ": " << r.status;
+    EXPECT_TRUE(r.Header("x-error-message").has_value()) << target;
+    EXPECT_EQ(r.body.find("BLZARCH"), std::string::npos) << target;
+    EXPECT_EQ(r.body.find("SQLite"), std::string::npos) << target;
+  }
+  // Unknown revisions.
+  for (const std::string& rev : std::vector<std::string>{"nope", std::string(40, 'f'), "refs%2Fpr%2F1"}) {
+    Reply r = HeadMetadata(port(), "org/gpt2", rev, "config.json");
+    EXPECT_EQ(r.status, 404) << rev;
+    EXPECT_EQ(r.Header("x-error-code"), "RevisionNotFound") << rev;
+    Reply info = Fetch(port(), "GET", "/api/models/org/gpt2/revision/" + rev);
+    EXPECT_EQ(info.Header("x-error-code"), "RevisionNotFound") << rev;
+  }
+  // Unknown and percent-encoded repository ids.
+  for (const std::string& target : std::vector<std::string>{"/api/models/org/none", "/api/models/org%2Fgpt2",
+                                   "/org%2Fgpt2/resolve/main/config.json",
+                                   "/org/none/resolve/main/config.json"}) {
+    Reply r = Fetch(port(), "GET", target);
+    EXPECT_EQ(r.status, 404) << target;
+    EXPECT_EQ(r.Header("x-error-code"), "RepoNotFound") << target;
+  }
+  EXPECT_EQ(Fetch(port(), "DELETE", "/org/gpt2/resolve/main/config.json").status, 405);
+}
+
+TEST_F(HubContractTest, PrivateRegistryNeedsATokenAndHidesUnreadableRepositories) {
+  RegistryOptions o;
+  o.private_mode = true;
+  ASSERT_NO_FATAL_FAILURE(Start(std::move(o)));
+  if (IsSkipped()) return;
+  Reply anonymous = Fetch(port(), "GET", "/api/models/org/gpt2");
+  EXPECT_EQ(anonymous.status, 401);
+  EXPECT_EQ(anonymous.Header("x-error-code"), "RepoNotFound");
+  EXPECT_EQ(HeadMetadata(port(), "org/gpt2", "main", "config.json").status, 401);
+
+  Reply admin = Fetch(port(), "GET", "/api/models/org/gpt2", Auth());
+  ASSERT_EQ(admin.status, 200);
+  EXPECT_EQ(admin.Json()["private"], true);
+  Reply file = Fetch(port(), "GET", "/org/gpt2/resolve/main/config.json", Auth());
+  EXPECT_EQ(file.status, 200);
+  EXPECT_TRUE(file.body == File(base_dir_, "config.json"));
+
+  // A token that may pull elsewhere only: the repository answers as a missing one.
+  auto other = h_->registry().db().CreateToken("other", "other/*:pull");
+  ASSERT_TRUE(other.ok());
+  const std::map<std::string, std::string> other_auth = {{"Authorization", "Bearer " + *other}};
+  Reply hidden = Fetch(port(), "GET", "/api/models/org/gpt2", other_auth);
+  Reply missing = Fetch(port(), "GET", "/api/models/org/none", other_auth);
+  EXPECT_EQ(hidden.status, 404);
+  EXPECT_EQ(hidden.Header("x-error-code"), "RepoNotFound");
+  EXPECT_EQ(hidden.status, missing.status);
+  Reply hidden_file = HeadMetadata(port(), "org/gpt2", "main", "config.json", other_auth);
+  EXPECT_EQ(hidden_file.status, 404);
+  EXPECT_EQ(hidden_file.Header("x-error-code"), "RepoNotFound");
+  EXPECT_FALSE(hidden_file.Header("x-repo-commit").has_value());
+}
+
+}  // namespace
+}  // namespace blz::registry::hub
