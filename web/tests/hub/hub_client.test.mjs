@@ -113,7 +113,11 @@ const versions = [
   ['gguf/llama-tiny', 'v1', () => path.join(corpus, 'gguf', 'llama-2-tiny-random.gguf')],
 ];
 
-if (!skip) {
+// A failed set-up fails every test with its message (and the servers still stop: after()).
+let setupError = null;
+// Servers never outlive this process, whatever happens to it.
+process.on('exit', () => { for (const s of servers) if (s.child.exitCode === null) s.child.kill('SIGKILL'); });
+if (!skip) try {
   makeCertificate();
   const tls = ['--tls-cert', path.join(work, 'srv.pem'), '--tls-key', path.join(work, 'srv.key')];
   await startServe('public-http', []);
@@ -126,10 +130,13 @@ if (!skip) {
       const ref = `${s.scheme}://${s.addr}/${repo}:${tag}`;
       blzRun(s, ['push', '-q', input(), ref]);
       const dir = path.join(s.dir, 'pulled', repo);
+      fs.mkdirSync(path.dirname(dir), { recursive: true });
       blzRun(s, ['pull', '-q', ref, '-o', dir]);
       s.pulled[repo] = dir;
     }
   }
+} catch (e) {
+  setupError = e;
 }
 
 // Every regular file below `dir`, as '/'-separated relative paths, sorted.
@@ -168,6 +175,7 @@ for (const label of ['public-http', 'public-https', 'private-http', 'private-htt
     for (const [repo, tag] of versions) {
       const name = `${label}, ${withToken ? 'with' : 'without'} a token: ${repo}:${tag}`;
       test(name, { skip: skip ?? false }, () => {
+        if (setupError) throw setupError;
         const s = servers.find((x) => x.label === label);
         const out = path.join(s.dir, 'hub', `${withToken ? 'token' : 'anon'}`, repo);
         const r = runClient(s, repo, tag, withToken, out);
