@@ -339,6 +339,9 @@ Result<Principal> Authenticator::Authenticate(const RequestHead& head, int64_t n
     std::string_view token = Trim(v.substr(7));
     if (token.empty()) return Unauthorized("empty Bearer token");
     if (token.rfind(kAccessTokenPrefix, 0) == 0) return VerifyAccessToken(token, now);
+    // "hf_" + an API token: @huggingface/hub refuses access tokens without that prefix
+    // (utils/checkCredentials.ts), so Hub clients send blz's tokens so (docs/huggingface.md).
+    if (token.size() > 3 && token.substr(0, 3) == "hf_") token.remove_prefix(3);
     return FromApiToken(token, "", now);
   }
   return Unauthorized("unsupported Authorization scheme (use Basic or Bearer)");

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "registry/errors.h"
+#include "registry/ollama/ollama_handlers.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
 
@@ -21,6 +22,10 @@ Response Registry::GetBlob(const Route& route, const RequestHead& head) {
   Result<bool> linked = db_->BlobLinked(route.name, route.ref);
   if (!linked.ok()) return ErrorResponse(linked.status(), ErrorContext::kBlob);
   if (!*linked) {
+    // Ollama's pull: the GGUF file or config of one of the repository's versions
+    // (registry/ollama/ollama_handlers.h).
+    std::optional<Response> r = ollama::ServeBlob(OllamaContext(), route.name, route.ref, head);
+    if (r.has_value()) return std::move(*r);
     return ErrorResponse(OciError::kBlobUnknown,
                          "blob " + route.ref + " is not in repository '" + route.name + "'",
                          json{{"digest", route.ref}});

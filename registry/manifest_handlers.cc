@@ -15,6 +15,8 @@
 #include "registry/errors.h"
 #include "registry/hub/version_files.h"
 #include "registry/oci_manifest.h"
+#include "registry/ollama/ollama_handlers.h"
+#include "registry/ollama/ollama_manifest.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
@@ -281,7 +283,11 @@ bool Registry::PrepareModelVersion(const OciManifest& manifest, store::ManifestP
   return true;
 }
 
-Response Registry::GetManifest(const Route& route) {
+ollama::Context Registry::OllamaContext() {
+  return ollama::Context{db_.get(), version_files_.get(), ollama_views_.get()};
+}
+
+Response Registry::GetManifest(const Route& route, const RequestHead& head) {
   const std::string& ref = route.ref;
   std::string digest;
   if (ref.find(':') != std::string::npos) {
@@ -313,6 +319,13 @@ Response Registry::GetManifest(const Route& route) {
   if (!m.ok()) {
     return ErrorResponse(OciErrorFor(m.status(), ErrorContext::kManifest), m.status().message(),
                          json{{"digest", digest}});
+  }
+  // Ollama's pull (Accept: the Docker schema 2 type only) of a blz version: its GGUF as a Docker
+  // manifest (registry/ollama/ollama_handlers.h); any other client gets the stored bytes.
+  if (ollama::WantsOllamaManifest(head.Get("Accept"))) {
+    if (std::optional<Response> r = ollama::ServeManifest(OllamaContext(), route.name, ref, *m)) {
+      return std::move(*r);
+    }
   }
   Response res;
   res.body = std::move(m->content);

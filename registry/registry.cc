@@ -18,6 +18,7 @@
 #include "registry/errors.h"
 #include "registry/hub/hub_api.h"
 #include "registry/hub/version_files.h"
+#include "registry/ollama/ollama_handlers.h"
 #include "registry/rate_limiter.h"
 #include "registry/registry_internal.h"
 #include "registry/wire.h"
@@ -104,7 +105,9 @@ Registry::Registry(std::string data_dir, RegistryOptions options,
                                                    options_.computation_burst)),
       shared_jobs_(std::make_unique<SharedJobs>(db_.get(), options_.job_leases)),
       readiness_(std::make_unique<ReadinessProbe>([this] { return db_->Ping(); },
-                                                  [this] { return blobs_->CheckReachable(); })) {}
+                                                  [this] { return blobs_->CheckReachable(); })) {
+  ollama_views_ = std::make_unique<ollama::ViewCache>();
+}
 
 Result<std::unique_ptr<Registry>> Registry::Open(const std::string& data_dir,
                                                  RegistryOptions options) {
@@ -512,7 +515,7 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
     case Kind::kManifest:
       if (m == "PUT") return PutManifest(route, request);
       if (m == "DELETE") return DeleteManifest(route);
-      return GetManifest(route);
+      return GetManifest(route, request.head);
     case Kind::kTags: return ListTags(route);
     case Kind::kReferrers: return ListReferrers(route);
     case Kind::kPatch: return GetPatch(route, request.head);

@@ -179,6 +179,10 @@ class VersionFiles;    // registry/hub/version_files.h
 }  // namespace hub
 class BackgroundJobs;  // registry/background_jobs.h
 class RateLimiter;     // registry/rate_limiter.h
+namespace ollama {
+struct Context;  // registry/ollama/ollama_handlers.h
+class ViewCache;
+}  // namespace ollama
 
 class Registry {
  public:
@@ -305,7 +309,10 @@ class Registry {
   // POST /v2/<name>/blobs/uploads/?mount=<digest>[&from=<repository>]: links the blob and
   // answers 201 when it may be mounted; nullopt: start an upload session instead.
   std::optional<Response> TryMount(const Route& route);
-  Response GetManifest(const Route& route);
+  // `head`: its Accept may ask for Ollama's view of a GGUF version (registry/ollama/).
+  Response GetManifest(const Route& route, const RequestHead& head);
+  // What the Ollama handlers use (registry/ollama/ollama_handlers.h).
+  ollama::Context OllamaContext();
   Response ListTags(const Route& route);
   Response GetPatch(const Route& route, const RequestHead& head);
   // GET /v2/<name>/blz/patch?to=<digest> without from: the archive's full patch.
@@ -463,6 +470,7 @@ class Registry {
   KeyedMutex blob_locks_;
   Metrics metrics_;
   std::unique_ptr<Authenticator> auth_;  // credentials and scopes (registry/auth.h)
+  std::unique_ptr<ollama::ViewCache> ollama_views_;  // Ollama views of GGUF versions
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.
   std::unique_ptr<ArchiveStorage> storage_;
   std::unique_ptr<hub::VersionFiles> version_files_;  // over storage_ and db_

@@ -41,6 +41,13 @@ phase_done ctest
 # (web/tests/README.md); screenshots under web/test-results/.
 bash scripts/browser_test.sh "$build/cli/blz"
 phase_done browser
+# The Hugging Face Hub API with the real JS client (@huggingface/hub, pinned in web/package.json):
+# listing, model info and byte-identical downloads over HTTP and HTTPS, public and private
+# (web/tests/hub/hub_client.test.mjs; docs/huggingface.md).
+hub_blz=$build/cli/blz
+case "$hub_blz" in /*) ;; *) hub_blz="$(pwd)/$hub_blz" ;; esac
+(cd web && BLZ_BIN="$hub_blz" node --test tests/hub/)
+phase_done hub-js
 # The OCI distribution-spec conformance suite (v1.1.1, ../shared/tools/oci-conformance), all
 # four workflows, against this build's `blz serve` with Basic credentials (docs/registry-api.md,
 # "Conformance"); non-zero on any failed spec.

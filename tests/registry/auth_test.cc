@@ -155,6 +155,16 @@ TEST(AuthTest, BadBasicCredentialsAreChallenged) {
   }
 }
 
+TEST(AuthTest, HubClientsMaySendTheApiTokenWithTheHfPrefix) {
+  // @huggingface/hub refuses an accessToken that does not start with "hf_".
+  Harness h(Private());
+  Response ping = h.Call("GET", "/v2/", "", {Bearer("hf_" + h.token())}, kAnon);
+  EXPECT_EQ(ping.status, 200);
+  EXPECT_EQ(ping.principal, "admin");
+  EXPECT_EQ(h.Call("GET", "/v2/", "", {Bearer("hf_")}, kAnon).status, 401);
+  EXPECT_EQ(h.Call("GET", "/v2/", "", {Bearer("hf_x" + h.token())}, kAnon).status, 401);
+}
+
 // ---- scopes ----
 
 TEST(AuthTest, PullOnlyTokenCannotPush) {
