@@ -90,7 +90,9 @@ Result<int64_t> MetadataDb::RepositoryIdLocked(std::string_view repository) {
 
 Status MetadataDb::PutManifest(const ManifestPut& put) {
   std::lock_guard lock(mu_);
-  return Retrying<Status>([&] { return PutManifestLocked(put); });
+  // Every insert of a PUT is an upsert, so a unique violation can only be a concurrent
+  // transaction's row that this one did not see yet: the retry sees it (unique_races).
+  return Retrying<Status>([&] { return PutManifestLocked(put); }, /*unique_races=*/true);
 }
 
 Status MetadataDb::PutManifestLocked(const ManifestPut& put) {

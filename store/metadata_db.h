@@ -273,7 +273,9 @@ class MetadataDb {
 
   // -- repositories, manifests, tags, versions --
   // Stores a manifest, moves its tag and records its version, all in one transaction. Creates
-  // the repository on first use. Re-pushing identical content is a no-op.
+  // the repository on first use. Re-pushing identical content is a no-op, also when another
+  // replica pushes it at the same moment (PostgreSQL: a unique violation retries the
+  // transaction; kUnavailable if it keeps colliding).
   Status PutManifest(const ManifestPut& put);
   // kNotFound when the repository has no manifest with this digest.
   Result<ManifestRecord> GetManifest(std::string_view repository, std::string_view digest);
@@ -506,14 +508,23 @@ class MetadataDb {
   Result<std::string> GcEpochForTouchLocked();
   explicit MetadataDb(sql::Database db) : db_(std::move(db)) {}
   // Runs `attempt` (a whole transaction) again, up to 3 times in all, while it fails with
-  // kUnavailable on PostgreSQL (a serialization failure or deadlock rolled it back). REQUIRES
-  // mu_ held.
+  // kUnavailable on PostgreSQL (a serialization failure or deadlock rolled it back) or, with
+  // `unique_races`, kAlreadyExists (SQLSTATE 23505: a concurrent transaction inserted the same
+  // key first; the next attempt sees its committed row, which its upserts take as SQLite's
+  // serialized writers would). A unique violation left after the last attempt is returned as
+  // kUnavailable (a retryable 503, not a 403). REQUIRES mu_ held.
   template <typename T, typename F>
-  T Retrying(F attempt) {
+  T Retrying(F attempt, bool unique_races = false) {
     for (int i = 0;; ++i) {
       T r = attempt();
-      if (r.ok() || i == 2 || db_.engine() != "postgresql" ||
-          StatusOf(r).code() != Code::kUnavailable) {
+      if (r.ok() || db_.engine() != "postgresql") return r;
+      const Code code = StatusOf(r).code();
+      const bool unique_race = unique_races && code == Code::kAlreadyExists;
+      if (code != Code::kUnavailable && !unique_race) return r;
+      if (i == 2) {
+        if (unique_race) {
+          return T(Unavailable("a concurrent write kept colliding: " + StatusOf(r).message()));
+        }
         return r;
       }
     }
