@@ -273,7 +273,9 @@ class MetadataDb {
 
   // -- repositories, manifests, tags, versions --
   // Stores a manifest, moves its tag and records its version, all in one transaction. Creates
-  // the repository on first use. Re-pushing identical content is a no-op, also when another
+  // the repository on first use. kNotFound when one of put.blobs has no row any more (a
+  // collection on any replica removed it after the caller checked it: nothing is stored).
+  // Re-pushing identical content is a no-op, also when another
   // replica pushes it at the same moment (PostgreSQL: a unique violation retries the
   // transaction; kUnavailable if it keeps colliding).
   Status PutManifest(const ManifestPut& put);
@@ -350,7 +352,8 @@ class MetadataDb {
                                                          std::string_view keep_params);
 
   // -- OCI content: blob links, referrers, deletes (store/metadata_db_content.cc) --
-  // Links a blob into a repository (idempotent): it becomes readable there.
+  // Links a blob into a repository (idempotent): it becomes readable there. kNotFound when the
+  // blob has no row (RecordBlob): a collection removed it after the caller's checks.
   Status LinkBlob(std::string_view repository, std::string_view digest);
   // Is the blob linked into the repository?
   Result<bool> BlobLinked(std::string_view repository, std::string_view digest);
