@@ -470,7 +470,7 @@ TEST(ArchiveStorageTest, ASlowStoreLookupDoesNotHoldUpOtherFiles) {
   auto fs_store = store::FsBlobStore::Open(tmp / "data");
   ASSERT_TRUE(fs_store.ok()) << fs_store.status().ToString();
   auto publish = [&](const std::string& bytes) {
-    const std::string temp = tmp / ("blob-" + RandomHex(4));
+    const std::string temp = (*fs_store)->NewTempPath("blob");
     blz::testing::WriteFileBytes(temp, bytes);
     const std::string d = MakeDigest(Sha256Hex(bytes));
     auto info = (*fs_store)->Publish(temp, d);
