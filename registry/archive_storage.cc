@@ -169,11 +169,13 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
   // Not an archive (a sha512 blob, or malformed: kInvalidArgument): the store's file as it is.
   if (!ParseDigest(digest).ok()) return blobs_->LocalFile(digest);
   const std::string d(digest);
-  Result<store::BlobInfo> raw = NotFound("");
   {
-    // Marked and looked up under mu_, so DropRaw (which checks the mark and deletes under mu_)
-    // either sees the mark or has already deleted the file this lookup then misses.
-    std::lock_guard<std::mutex> lock(mu_);
+    // Marked under mu_ before the lookup, so DropRaw (which checks the mark and, unmarked,
+    // announces its delete in dropping_ under mu_) either sees the mark and keeps the blob, or
+    // is waited for here until its delete is done, which the lookup below then sees. The
+    // lookup itself (a HEAD on S3) runs outside mu_.
+    std::unique_lock<std::mutex> lock(mu_);
+    dropped_cv_.wait(lock, [&] { return dropping_.count(d) == 0; });
     const Clock::time_point now = Clock::now();
     served_[d] = now;
     if (served_.size() > 4096) {
@@ -181,8 +183,8 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
         it = now - it->second > options_.grace ? served_.erase(it) : std::next(it);
       }
     }
-    raw = blobs_->Stat(d);
   }
+  Result<store::BlobInfo> raw = blobs_->Stat(d);
   // A remote driver's Stat names no local file: fetch one (outside mu_; the served_ mark above
   // keeps DropRaw away meanwhile).
   if (raw.ok() && raw->path.empty()) raw = blobs_->LocalFile(d);
@@ -330,29 +332,38 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
     return Scrub(intact, {{recorded->path, "full patch " + recorded->digest}})
         .WithContext("keeping the raw archive " + digest);
   }
-  std::string raw_path;
-  uint64_t raw_size = 0;
+  // The store's calls (a HEAD and a DELETE on S3) run outside mu_; "full:<digest>" keeps any
+  // other DropRaw of this digest away meanwhile.
+  Result<store::BlobInfo> raw = blobs_->Stat(digest);
+  if (!raw.ok()) return raw.status().code() == Code::kNotFound ? Status::Ok() : raw.status();
   {
     std::lock_guard<std::mutex> g(mu_);
-    Result<store::BlobInfo> raw = blobs_->Stat(digest);
-    if (!raw.ok()) return raw.status().code() == Code::kNotFound ? Status::Ok() : raw.status();
     auto it = served_.find(digest);
     if (it != served_.end() && Clock::now() < it->second + options_.grace) {
       *retry_at = it->second + options_.grace;
       return Status::Ok();
     }
-    // Removed through the driver (any age: the cutoff is in the future); bytes counted only
-    // once the store confirmed it.
-    Result<uint64_t> removed =
-        blobs_->RemoveIfOlder(digest, std::chrono::system_clock::time_point::max());
-    if (!removed.ok()) {
-      return removed.status().WithContext("cannot delete the raw archive " + digest);
-    }
-    raw_path = raw->path;
-    raw_size = raw->size;
-    sizes_[digest] = raw->size;
-    ++compressed_;
+    // Not served within the grace period: File waits for the delete from here on (see File).
+    dropping_.insert(digest);
   }
+  // Removed through the driver (any age: the cutoff is in the future); bytes counted only once
+  // the store confirmed it.
+  Result<uint64_t> removed =
+      blobs_->RemoveIfOlder(digest, std::chrono::system_clock::time_point::max());
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    dropping_.erase(digest);
+    dropped_cv_.notify_all();
+    if (removed.ok()) {
+      sizes_[digest] = raw->size;
+      ++compressed_;
+    }
+  }
+  if (!removed.ok()) {
+    return removed.status().WithContext("cannot delete the raw archive " + digest);
+  }
+  const std::string raw_path = raw->path;
+  const uint64_t raw_size = raw->size;
   if (!raw_path.empty()) BLZ_RETURN_IF_ERROR(SyncDir(ParentDir(raw_path)));
   const int percent =
       raw_size == 0 ? 0 : int(100.0 * double(full_patch.size) / double(raw_size) + 0.5);

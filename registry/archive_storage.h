@@ -266,6 +266,10 @@ class ArchiveStorage {
   std::unordered_map<std::string, CacheEntry> cache_;
   uint64_t cache_total_ = 0;
   std::unordered_map<std::string, Clock::time_point> served_;  // raw blobs handed out
+  // Raw blobs DropRaw decided to delete and is deleting (outside mu_); File waits on
+  // dropped_cv_ until they leave.
+  std::unordered_set<std::string> dropping_;
+  std::condition_variable dropped_cv_;
   std::unordered_map<std::string, uint64_t> sizes_;            // archive sizes from headers
   uint64_t compressed_ = 0, failed_ = 0, computed_ = 0, rebuilds_ = 0, quarantined_ = 0;
   struct FileStamp {

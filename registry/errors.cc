@@ -86,7 +86,15 @@ OciError OciErrorFor(const Status& status, ErrorContext context) {
                                                 : OciError::kUnsupported;
     case Code::kTooLarge: return OciError::kTooLarge;
     case Code::kUnauthorized: return OciError::kUnauthorized;
-    case Code::kAlreadyExists: return OciError::kDenied;
+    case Code::kAlreadyExists:
+      // On content a unique violation can only be a concurrent writer's row (PostgreSQL,
+      // SQLSTATE 23505): retryable, not a permission problem. Elsewhere (a token's name) the
+      // caller's request is refused.
+      if (context == ErrorContext::kManifest || context == ErrorContext::kUpload ||
+          context == ErrorContext::kBlob) {
+        return OciError::kUnavailable;
+      }
+      return OciError::kDenied;
     case Code::kUnavailable: return OciError::kUnavailable;
     case Code::kIOError:
     case Code::kInternal:

@@ -1,7 +1,11 @@
 #include "registry/health_handlers.h"
 
+#include <ctime>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
+#include "registry/auth.h"
 #include "registry/errors.h"
 
 namespace blz::registry {
@@ -14,10 +18,53 @@ Readiness ReadinessProbe::Check() {
   r.metadata = ping_metadata_ ? ping_metadata_() : Status::Ok();
   r.storage = check_storage_ ? check_storage_() : Status::Ok();
   r.ready = r.metadata.ok() && r.storage.ok();
+  // The detail goes to the log (once per distinct failure), not to anonymous callers.
+  std::string failure;
+  if (!r.metadata.ok()) failure += "metadata: " + r.metadata.ToString();
+  if (!r.storage.ok()) failure += (failure.empty() ? "" : "; ") + ("storage: " + r.storage.ToString());
+  if (failure != logged_) {
+    if (log_) log_(failure.empty() ? "readiness: ready again" : "readiness: not ready: " + failure);
+    logged_ = failure;
+  }
   last_ = r;
   probed_ = true;
   when_ = std::chrono::steady_clock::now();
   return last_;
+}
+
+bool ReadinessDetailAllowed(Registry& registry, const RequestHead& head) {
+  if (!head.Get("Authorization").has_value()) return false;
+  Result<Principal> who = registry.auth().Authenticate(head, int64_t(std::time(nullptr)));
+  if (!who.ok()) return false;
+  AccessNeed need;
+  need.kind = AccessNeed::Kind::kAdmin;
+  return Decide(*who, need, registry.options().private_mode) == Decision::kAllow;
+}
+
+Response ReadyzResponse(const Readiness& r, bool detail) {
+  nlohmann::json body;
+  Response res;
+  if (r.ready) {
+    body["status"] = "ready";
+  } else {
+    res.status = 503;
+    body["status"] = "unavailable";
+    // Which part is down, for anyone; what the error says (the database's host and port, the
+    // bucket, the endpoint) only with `detail`: the log has it too.
+    nlohmann::json failed = nlohmann::json::array();
+    for (const auto& [part, status] : {std::pair<const char*, const Status*>{"metadata", &r.metadata},
+                                       {"storage", &r.storage}}) {
+      if (status->ok()) continue;
+      failed.push_back({{"part", part},
+                        {"error", detail ? status->ToString() : std::string(part) + " unavailable"}});
+    }
+    body["failed"] = std::move(failed);
+    res.Set("Retry-After", "1");
+  }
+  res.body = body.dump() + "\n";
+  res.Set("Content-Type", "application/json");
+  res.Set("Cache-Control", "no-store");
+  return res;
 }
 
 HealthTarget HealthTargetOf(std::string_view target) {
@@ -35,31 +82,15 @@ Response HandleHealth(Registry& registry, const RequestHead& head, HealthTarget 
     res.Set("Allow", "GET, HEAD");
     return res;
   }
-  nlohmann::json body;
   Response res;
   if (which == HealthTarget::kReadyz) {
     const Readiness r = registry.readiness().Check();
-    if (r.ready) {
-      body["status"] = "ready";
-    } else {
-      res.status = 503;
-      body["status"] = "unavailable";
-      nlohmann::json failed = nlohmann::json::array();
-      if (!r.metadata.ok()) {
-        failed.push_back({{"part", "metadata"}, {"error", r.metadata.ToString()}});
-      }
-      if (!r.storage.ok()) {
-        failed.push_back({{"part", "storage"}, {"error", r.storage.ToString()}});
-      }
-      body["failed"] = std::move(failed);
-      res.Set("Retry-After", "1");
-    }
+    res = ReadyzResponse(r, !r.ready && ReadinessDetailAllowed(registry, head));
   } else {
-    body["status"] = "ok";
+    res.body = "{\"status\":\"ok\"}\n";
+    res.Set("Content-Type", "application/json");
+    res.Set("Cache-Control", "no-store");
   }
-  res.body = body.dump() + "\n";
-  res.Set("Content-Type", "application/json");
-  res.Set("Cache-Control", "no-store");
   res.head_only = head.method == "HEAD";
   return res;
 }

@@ -142,6 +142,11 @@ Response Registry::PutManifest(const Route& route, const Request& request) {
   }
   put.content = std::move(body);
   Status s = db_->PutManifest(put);
+  if (s.code() == Code::kNotFound) {
+    // A blob checked above was collected since (by another replica: the in-process blob locks
+    // keep this one's collector away); nothing was stored.
+    return ErrorResponse(OciError::kManifestBlobUnknown, s.message());
+  }
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kManifest);
   if (!put.archive_digest.empty()) {
     // Record its files for the Hugging Face Hub API now, while the raw archive is at hand (a

@@ -104,8 +104,9 @@ Registry::Registry(std::string data_dir, RegistryOptions options,
       computations_(std::make_unique<RateLimiter>(options_.computations_per_minute,
                                                    options_.computation_burst)),
       shared_jobs_(std::make_unique<SharedJobs>(db_.get(), options_.job_leases)),
-      readiness_(std::make_unique<ReadinessProbe>([this] { return db_->Ping(); },
-                                                  [this] { return blobs_->CheckReachable(); })) {
+      readiness_(std::make_unique<ReadinessProbe>(
+          [this] { return db_->Ping(); }, [this] { return blobs_->CheckReachable(); },
+          std::chrono::milliseconds(1000), options_.storage.log)) {
   ollama_views_ = std::make_unique<ollama::ViewCache>();
 }
 

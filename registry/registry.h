@@ -251,6 +251,8 @@ class Registry {
   Metrics& metrics() { return metrics_; }
   // GET /readyz and blz_ready (registry/readiness.h): the metadata DB and the blob store.
   ReadinessProbe& readiness() { return *readiness_; }
+  // Credentials and scopes (registry/auth.h), for handlers served outside Handle (/readyz).
+  const Authenticator& auth() const { return *auth_; }
 
   struct Route;  // defined in registry/registry_internal.h
   struct DeltaQuery;  // defined in registry/delta_handlers.cc

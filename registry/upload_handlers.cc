@@ -80,6 +80,8 @@ std::optional<Response> Registry::TryMount(const Route& route) {
   if (!readable.ok()) return ErrorResponse(readable.status(), ErrorContext::kUpload);
   if (!*readable || !storage_->Stat(digest).ok()) return std::nullopt;
   if (Status s = db_->LinkBlob(route.name, digest); !s.ok()) {
+    // Collected since the checks (another replica): no mount, the client uploads it.
+    if (s.code() == Code::kNotFound) return std::nullopt;
     return ErrorResponse(s, ErrorContext::kUpload);
   }
   return BlobCreated(route.name, digest);

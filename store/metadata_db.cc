@@ -100,7 +100,9 @@ Result<int64_t> MetadataDb::RepositoryIdLocked(sql::Database& db_, std::string_v
 
 Status MetadataDb::PutManifest(const ManifestPut& put) {
   BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
-  return Retrying<Status>([&] { return PutManifestLocked(db_, put); });
+  // Every insert of a PUT is an upsert, so a unique violation can only be a concurrent
+  // transaction's row that this one did not see yet: the retry sees it (unique_races).
+  return Retrying<Status>([&] { return PutManifestLocked(db_, put); }, /*unique_races=*/true);
 }
 
 Status MetadataDb::PutManifestLocked(sql::Database& db_, const ManifestPut& put) {

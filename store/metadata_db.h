@@ -304,7 +304,11 @@ class MetadataDb {
 
   // -- repositories, manifests, tags, versions --
   // Stores a manifest, moves its tag and records its version, all in one transaction. Creates
-  // the repository on first use. Re-pushing identical content is a no-op.
+  // the repository on first use. kNotFound when one of put.blobs has no row any more (a
+  // collection on any replica removed it after the caller checked it: nothing is stored).
+  // Re-pushing identical content is a no-op, also when another
+  // replica pushes it at the same moment (PostgreSQL: a unique violation retries the
+  // transaction; kUnavailable if it keeps colliding).
   Status PutManifest(const ManifestPut& put);
   // kNotFound when the repository has no manifest with this digest.
   Result<ManifestRecord> GetManifest(std::string_view repository, std::string_view digest);
@@ -387,7 +391,8 @@ class MetadataDb {
                                                          std::string_view keep_params);
 
   // -- OCI content: blob links, referrers, deletes (store/metadata_db_content.cc) --
-  // Links a blob into a repository (idempotent): it becomes readable there.
+  // Links a blob into a repository (idempotent): it becomes readable there. kNotFound when the
+  // blob has no row (RecordBlob): a collection removed it after the caller's checks.
   Status LinkBlob(std::string_view repository, std::string_view digest);
   // Is the blob linked into the repository?
   Result<bool> BlobLinked(std::string_view repository, std::string_view digest);
@@ -549,14 +554,24 @@ class MetadataDb {
   using Conn = sql::Pool::Lease;
   Result<Conn> Acquire() { return pool_->Acquire(); }
   // Runs `attempt` (a whole transaction) again, up to 3 times in all, while it fails with
-  // kUnavailable on PostgreSQL (a serialization failure or deadlock rolled it back). Call it
-  // holding a lease: the attempts run on that connection.
+  // kUnavailable on PostgreSQL (a serialization failure or deadlock rolled it back) or, with
+  // `unique_races`, kAlreadyExists (SQLSTATE 23505: a concurrent transaction inserted the same
+  // key first; the next attempt sees its committed row, which its upserts take as SQLite's
+  // serialized writers would). A unique violation left after the last attempt is returned as
+  // kUnavailable (a retryable 503, not a 403). Call it holding a lease: the attempts run on
+  // that connection.
   template <typename T, typename F>
-  T Retrying(F attempt) {
+  T Retrying(F attempt, bool unique_races = false) {
     for (int i = 0;; ++i) {
       T r = attempt();
-      if (r.ok() || i == 2 || engine() != "postgresql" ||
-          StatusOf(r).code() != Code::kUnavailable) {
+      if (r.ok() || engine() != "postgresql") return r;
+      const Code code = StatusOf(r).code();
+      const bool unique_race = unique_races && code == Code::kAlreadyExists;
+      if (code != Code::kUnavailable && !unique_race) return r;
+      if (i == 2) {
+        if (unique_race) {
+          return T(Unavailable("a concurrent write kept colliding: " + StatusOf(r).message()));
+        }
         return r;
       }
     }

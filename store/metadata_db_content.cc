@@ -20,9 +20,21 @@ Status MetadataDb::LinkBlobLocked(sql::Database& db_, std::string_view repositor
     BLZ_ASSIGN_OR_RETURN(std::string epoch, GcEpochForTouchLocked(db_));
     BLZ_ASSIGN_OR_RETURN(Statement st,
                          db_.Prepare(std::string("UPDATE blobs SET touched = ") + epoch +
-                                     " WHERE digest = ?1"));
+                                     " WHERE digest = ?1 RETURNING 1"));
     BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
-    BLZ_RETURN_IF_ERROR(st.Run());
+    BLZ_ASSIGN_OR_RETURN(bool present, st.Step());
+    while (present) {
+      BLZ_ASSIGN_OR_RETURN(bool more, st.Step());
+      if (!more) break;
+    }
+    // The conditional write that replaces the in-process blob lock across replicas: a
+    // collector (of any replica) that removed the blob after the caller checked it has
+    // deleted its row in the same transaction as the bytes, so the link fails instead of
+    // pointing at nothing. (Its row is written by RecordBlob before any link.)
+    if (!present) {
+      return NotFound("blob " + std::string(digest) +
+                      " is no longer stored (garbage collection removed it); push it again");
+    }
   }
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("INSERT INTO repository_blobs (repository, digest, created) "

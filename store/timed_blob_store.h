@@ -21,7 +21,8 @@
 
 namespace blz::store {
 
-class TimedBlobStore final : public BlobStore {
+// Not final: tests derive from it to slow down or gate single calls of a real driver.
+class TimedBlobStore : public BlobStore {
  public:
   explicit TimedBlobStore(std::unique_ptr<BlobStore> inner);
 

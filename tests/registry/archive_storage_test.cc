@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <future>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +20,7 @@
 #include "store/fs/fs_blob_store.h"
 #include "registry/archive_storage.h"
 #include "registry/registry.h"
+#include "store/timed_blob_store.h"
 #include "tests/formats/test_models.h"
 #include "tests/registry/handler_harness.h"
 
@@ -423,6 +428,79 @@ TEST(ArchiveStorageTest, StatusEndpoint) {
   EXPECT_EQ(j.at("cache").at("entries").get<uint64_t>(), 0u);
   EXPECT_EQ(j.at("quarantined").get<uint64_t>(), 0u);
   EXPECT_EQ(h.Call("POST", "/v2/_blz/storage").status, 405);
+}
+
+// A real fs store whose Stat of one digest blocks until released: a slow S3 HEAD, on demand.
+class GatedStatStore : public store::TimedBlobStore {
+ public:
+  GatedStatStore(std::unique_ptr<store::BlobStore> inner, std::string gated)
+      : TimedBlobStore(std::move(inner)), gated_(std::move(gated)) {}
+  Result<store::BlobInfo> Stat(std::string_view digest) const override {
+    if (digest == gated_) {
+      std::unique_lock lock(mu_);
+      entered_ = true;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return released_; });
+    }
+    return TimedBlobStore::Stat(digest);
+  }
+  void WaitEntered() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return entered_; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::string gated_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable bool entered_ = false;
+  bool released_ = false;
+};
+
+// File() asks the store (an S3 HEAD) outside the storage's lock: while one lookup hangs on a
+// slow store, the files of other blobs are still handed out. (It held the lock for the HEAD,
+// so every File, and the background compressor, waited behind the slowest request.)
+TEST(ArchiveStorageTest, ASlowStoreLookupDoesNotHoldUpOtherFiles) {
+  blz::testing::TempDir tmp;
+  auto fs_store = store::FsBlobStore::Open(tmp / "data");
+  ASSERT_TRUE(fs_store.ok()) << fs_store.status().ToString();
+  auto publish = [&](const std::string& bytes) {
+    const std::string temp = (*fs_store)->NewTempPath("blob");
+    blz::testing::WriteFileBytes(temp, bytes);
+    const std::string d = MakeDigest(Sha256Hex(bytes));
+    auto info = (*fs_store)->Publish(temp, d);
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    return d;
+  };
+  const std::string slow = publish("the blob whose lookup hangs");
+  const std::string other = publish("another blob");
+  GatedStatStore gated(std::move(*fs_store), slow);
+  auto db = store::MetadataDb::Open(tmp / "blz.db");
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ArchiveStorageOptions options;
+  options.background = false;
+  auto storage = ArchiveStorage::Open(&gated, db->get(), tmp / "data", {}, options);
+  ASSERT_TRUE(storage.ok()) << storage.status().ToString();
+
+  std::thread hanging([&] {
+    Result<store::BlobInfo> f = (*storage)->File(slow);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+  });
+  gated.WaitEntered();
+  auto quick = std::async(std::launch::async, [&] { return (*storage)->File(other); });
+  // A bound for a deadlock, not a timing: the old code never returned before the release.
+  const bool returned = quick.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "File(other) waited for the hanging lookup of another blob";
+  gated.Release();
+  hanging.join();
+  Result<store::BlobInfo> f = quick.get();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(blz::testing::ReadFileBytes(f->path), "another blob");
 }
 
 }  // namespace

@@ -50,6 +50,11 @@ TEST(ErrorsTest, StatusMappingByContext) {
   EXPECT_EQ(OciErrorFor(IOError("x"), ErrorContext::kBlob), OciError::kUnknown);
   EXPECT_EQ(OciErrorFor(Unavailable("x"), ErrorContext::kBlob), OciError::kUnavailable);
   EXPECT_EQ(OciErrorFor(Unauthorized("x"), ErrorContext::kBlob), OciError::kUnauthorized);
+  // A unique violation on content is a concurrent writer (PostgreSQL 23505): retryable, not
+  // DENIED; a token name that exists is refused.
+  EXPECT_EQ(OciErrorFor(AlreadyExists("x"), ErrorContext::kManifest), OciError::kUnavailable);
+  EXPECT_EQ(OciErrorFor(AlreadyExists("x"), ErrorContext::kUpload), OciError::kUnavailable);
+  EXPECT_EQ(OciErrorFor(AlreadyExists("x"), ErrorContext::kGeneral), OciError::kDenied);
 
   EXPECT_EQ(ErrorResponse(DigestMismatch("m"), ErrorContext::kUpload).status, 400);
   EXPECT_EQ(ErrorResponse(TooLarge("m"), ErrorContext::kManifest).status, 413);

@@ -18,8 +18,9 @@
 #include "core/file_util.h"
 #include "formats/blz_archive.h"
 #include "registry/registry.h"
+#include "store/sql.h"
 #include "tests/formats/test_models.h"
-#include "tests/store/s3/ceph_s3_server.h"
+#include "tests/registry/test_backends.h"
 #include "tests/test_util.h"
 
 namespace blz::registry::testing {
@@ -46,40 +47,14 @@ inline std::string TinyArchive(uint64_t seed, int layers = 1, double perturb = 0
   return blz::testing::ReadFileBytes(tmp / "model.blz");
 }
 
-// BLZ_TEST_STORAGE=s3 in the environment: registries opened by the harness keep their blobs in
-// a fresh prefix of a bucket on the real S3 server of this binary (tests/store/s3/
-// ceph_s3_server.h; the keys go into this process's AWS_* variables). Unset: the fs driver.
-// A test that needs the fs driver's files calls SkipUnlessFsStorage().
-inline bool TestStorageIsS3() {
-  const char* v = std::getenv("BLZ_TEST_STORAGE");
-  return v != nullptr && std::string(v) == "s3";
-}
-inline void ApplyTestStorage(RegistryOptions* options) {
-  if (!TestStorageIsS3() || !options->blob_storage.empty()) return;
-  blz::testing::CephS3Server& s3 = blz::testing::CephS3Server::Get();
-  if (!s3.available()) {
-    ADD_FAILURE() << "BLZ_TEST_STORAGE=s3 but " << s3.skip_reason();
-    return;
-  }
-  static const bool bucket_made = [&] {
-    Status st = s3.CreateBucket("blz-registry-tests");
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    ::setenv("AWS_ACCESS_KEY_ID", s3.var("S3_ACCESS_KEY").c_str(), 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", s3.var("S3_SECRET_KEY").c_str(), 1);
-    return st.ok();
-  }();
-  (void)bucket_made;
-  options->blob_storage = "s3://blz-registry-tests/" + RandomHex(6) +
-                          "?path_style=1&endpoint=" + s3.endpoint();
-}
-#define SkipUnlessFsStorage() \
-  if (::blz::registry::testing::TestStorageIsS3()) GTEST_SKIP() << "needs the fs driver's files"
-
 class Harness {
  public:
+  // The backends of tests/registry/test_backends.h (BLZ_TEST_STORAGE, BLZ_TEST_METADATA)
+  // unless `options` names its own.
   explicit Harness(RegistryOptions options = {}) : data_(tmp_ / "data") {
-    ApplyTestStorage(&options);
+    ApplyTestBackends(&options);
     storage_ = options.blob_storage;
+    metadata_ = options.metadata_url;
     auto r = Registry::Open(data_, std::move(options));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) registry_ = std::move(*r);
@@ -90,13 +65,17 @@ class Harness {
   }
 
   // Another replica of `primary`'s registry: a second Registry with its own data directory
-  // (its own uploads, cache, files, in-process locks and jobs) whose metadata DB file and blob
-  // directory are symbolic links to the primary's (one SQLite file, WAL; one blob store),
-  // calling with the primary's admin token. `primary` must outlive it.
+  // (its own uploads, cache, files, in-process locks and jobs) sharing the primary's metadata
+  // database (its PostgreSQL database, or a symbolic link to its SQLite file, WAL) and blob
+  // store, calling with the primary's admin token. `primary` must outlive it.
   Harness(const Harness& primary, RegistryOptions options) : data_(tmp_ / "data") {
     std::filesystem::create_directories(data_);
     std::filesystem::permissions(data_, std::filesystem::perms::owner_all);
-    std::filesystem::create_symlink(primary.data() + "/blz.db", data_ + "/blz.db");
+    if (options.metadata_url.empty()) options.metadata_url = primary.metadata_;
+    metadata_ = options.metadata_url;
+    if (metadata_.empty()) {
+      std::filesystem::create_symlink(primary.data() + "/blz.db", data_ + "/blz.db");
+    }
     // The same blob store: the primary's bucket prefix (BLZ_TEST_STORAGE=s3), else its directory.
     if (options.blob_storage.empty()) options.blob_storage = primary.storage_;
     storage_ = options.blob_storage;
@@ -112,12 +91,21 @@ class Harness {
   Registry& registry() { return *registry_; }
   const std::string& token() const { return token_; }
   std::string data() const { return data_; }
+  // The URL of the metadata database ("" = SQLite data()/blz.db).
+  const std::string& metadata_url() const { return metadata_; }
+  // A connection of its own to the metadata database (either engine), for tests that edit
+  // rows behind the registry's back.
+  Result<store::sql::Database> OpenMetadataSql() const {
+    return store::sql::OpenDatabase(metadata_.empty() ? data_ + "/" + kMetadataFileName
+                                                      : metadata_);
+  }
 
   // Closes the registry and opens the same data directory again (a restart; the admin token
   // stays valid).
   void Reopen(RegistryOptions options = {}) {
     registry_.reset();
     if (options.blob_storage.empty()) options.blob_storage = storage_;
+    if (options.metadata_url.empty()) options.metadata_url = metadata_;
     auto r = Registry::Open(data_, std::move(options));
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (r.ok()) registry_ = std::move(*r);
@@ -215,7 +203,8 @@ class Harness {
   std::string data_;  // tmp_/data, or the primary's (a replica)
   std::unique_ptr<Registry> registry_;
   std::string token_;
-  std::string storage_;  // the blob store's URL ("" = fs under data())
+  std::string storage_;   // the blob store's URL ("" = fs under data())
+  std::string metadata_;  // the metadata database's URL ("" = SQLite data()/blz.db)
 };
 
 // The OCI error code of an error response ("" when the body is not an error document).

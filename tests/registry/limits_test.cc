@@ -172,8 +172,7 @@ TEST(UploadLimitsTest, IdleSessionsExpireLongBeforeAWeek) {
   // No byte for 25 hours (the default idle timeout is 24 h; the session is a day old at most,
   // far from the week of upload_max_age): the row's last activity, which every replica writes.
   {
-    Result<store::sql::Database> db =
-        store::sql::OpenDatabase(h.data() + "/" + kMetadataFileName);
+    Result<store::sql::Database> db = h.OpenMetadataSql();
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     ASSERT_TRUE(db->Exec("UPDATE uploads SET updated = updated - 90000, started = started - 90000"
                          " WHERE uuid = '" + idle_uuid + "'")

@@ -11,6 +11,7 @@
 
 #include "registry/registry.h"
 #include "registry/server.h"
+#include "tests/registry/test_backends.h"
 #include "tests/test_util.h"
 
 namespace blz::registry::testing {
@@ -18,8 +19,10 @@ namespace blz::registry::testing {
 class LiveRegistryTest : public ::testing::Test {
  protected:
   // Opens the registry with `options` and serves it on 2 I/O threads with `session` (its
-  // access log dropped unless `session.log` is set). Call with ASSERT_NO_FATAL_FAILURE.
+  // access log dropped unless `session.log` is set). Call with ASSERT_NO_FATAL_FAILURE. The
+  // backends are those of tests/registry/test_backends.h unless `options` names its own.
   void Start(RegistryOptions options = {}, SessionOptions session = {}) {
+    ApplyTestBackends(&options);
     auto r = Registry::Open(tmp_ / "data", std::move(options));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     registry_ = std::move(*r);

@@ -14,7 +14,6 @@
 #include "formats/value_diff_json.h"
 #include "patcher/patch.h"
 #include "registry/registry.h"
-#include "store/sqlite/sqlite.h"
 #include "tests/formats/test_models.h"
 #include "tests/registry/handler_harness.h"
 
@@ -148,19 +147,17 @@ TEST(ValueDiffRealTest, ArchivesStoredAsFullPatchesAreDiffedAndIdentified) {
   EXPECT_EQ(versions[1]["digest"], b);
 
   // A schema-1 row (no hash) whose archive is stored only as a full patch is backfilled at Open.
-  const std::string data = h.data();
   {
-    auto db = store::sqlite::Database::Open(data + "/blz.db");
-    ASSERT_TRUE(db.ok());
+    auto db = h.OpenMetadataSql();
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
     ASSERT_TRUE(db->Exec("UPDATE versions SET structural_hash = NULL").ok());
   }
   RegistryOptions reopen_options;
   reopen_options.full_patch = PatcherFullPatchFunctions();
   reopen_options.storage.background = false;
-  auto reopened = Registry::Open(data, reopen_options);
-  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
-  EXPECT_EQ((*reopened)->db().FindVersion("m", a)->structural_hash, id->structural_hash);
-  EXPECT_EQ((*reopened)->db().FindVersion("m", b)->structural_hash, id->structural_hash);
+  h.Reopen(reopen_options);
+  EXPECT_EQ(h.registry().db().FindVersion("m", a)->structural_hash, id->structural_hash);
+  EXPECT_EQ(h.registry().db().FindVersion("m", b)->structural_hash, id->structural_hash);
 }
 
 }  // namespace
