@@ -51,8 +51,8 @@ TEST(MigrationsTest, AppliesAllAndSetsUserVersion) {
                                    "lossy_deltas", "manifest_blobs", "manifests",
                                    "patches",      "repositories",   "repository_blobs",
                                    "settings",     "tags",           "tokens",
-                                   "uploads",      "value_diffs",    "version_stats",
-                                   "versions"};
+                                   "uploads",      "value_diffs",    "version_files",
+                                   "version_stats", "versions"};
   EXPECT_EQ(Tables(&*db), want);
 }
 
