@@ -121,7 +121,8 @@ std::vector<std::string> PushCandidates(const std::vector<HeldVersion>& held,
 Status TryPatchUpload(RegistryClient* client, const LocalStore& store, const Reference& ref,
                       const std::string& input, const formats::BlzArchive& archive,
                       const std::string& archive_path, const ModelManifest& manifest,
-                      UploadOptions upload, const PushOptions& options, PushResult* result) {
+                      UploadOptions upload, const PushOptions& options, PushResult* result,
+                      bool* transfer_failed) {
   BLZ_ASSIGN_OR_RETURN(std::vector<HeldVersion> held, store.AllVersions());
   const std::vector<std::string> candidates =
       PushCandidates(held, store, input, ref.registry.ToString(), ref.name,
@@ -173,7 +174,12 @@ Status TryPatchUpload(RegistryClient* client, const LocalStore& store, const Ref
   upload.progress = meter.Callback();
   Result<UploadResult> up = UploadBlobResumable(ref.name, manifest.archive_digest, patch_path,
                                                 stats.patch_bytes, upload);
-  if (!up.ok()) return up.status().WithContext("uploading the patch from " + name);
+  if (!up.ok()) {
+    // The network gave out during the upload (the session is kept): the full upload would
+    // meet the same network, and re-running the push continues this patch upload.
+    *transfer_failed = up.status().code() == Code::kUnavailable;
+    return up.status().WithContext("uploading the patch from " + name);
+  }
   meter.Finish();
   result->bytes_resumed = up->resumed_from;
   result->retries += up->retries;
@@ -311,14 +317,20 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
   u.retry = options.retry;
   u.chunk_bytes = options.chunk_bytes;
   u.on_retry = options.on_retry;
+  bool patch_transfer_failed = false;
+  Status patch_status;
   if (have_archive.exists && have_archive.size == manifest.archive_size) {
     ++result.blobs_skipped;
   } else if (options.allow_patch && store.has_value() &&
              [&] {
                // A patch against a version both sides hold, when smaller (push.h); any failure
-               // falls back to the full upload below, and says so.
+               // but a broken transfer falls back to the full upload below, and says so.
                Status s = TryPatchUpload(&client, *store, ref, input, archive, archive_path,
-                                         manifest, u, options, &result);
+                                         manifest, u, options, &result, &patch_transfer_failed);
+               if (patch_transfer_failed) {
+                 patch_status = s;
+                 return false;
+               }
                if (!s.ok() && s.code() != Code::kUnauthorized) {  // the full upload says that
                  result.notes.push_back("not sent as a patch: " + s.ToString() +
                                         "; uploading the full archive");
@@ -331,6 +343,8 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
                return result.uploaded_as_patch;
              }()) {
     ++result.blobs_uploaded;
+  } else if (patch_transfer_failed) {
+    return patch_status;
   } else {
     ProgressMeter meter("pushing " + ref.name + ":" + ref.tag, options.progress);
     if (manifest.archive_size > options.chunk_bytes) {

@@ -31,7 +31,9 @@
 // computed locally (patcher::CreatePatch) and, when smaller than the archive, uploaded with
 // ?blz-patch-from= (resumable like any chunked upload, client/blob_upload.h); the registry
 // applies it and checks the archive digest. A patch not smaller, a registry without the
-// extension or any failure falls back to the full upload, with a note saying why.
+// extension or any failure falls back to the full upload, with a note saying why, except a
+// patch upload the network cut (kUnavailable once the retries are spent): that fails the push
+// like a cut full upload, and running the same push again continues the kept patch session.
 //
 // Kept as a local version (as docker keeps what it pushes): once the tag is set, the archive
 // enters the local store (hard-linked from packed/, or copied from a .blz given) and is
