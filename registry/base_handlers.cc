@@ -58,6 +58,7 @@ struct Candidate {
   double shared = 0;                   // share of the target's tensor bytes (1 = same structure)
   std::optional<uint64_t> patch_size;  // a cached patch from this base to the target
   uint64_t time_distance = 0;          // |created - target created|, seconds
+  size_t offered = 0;  // push bases: the position in the client's `have` (its best guess first)
 };
 
 bool Better(const Candidate& a, const Candidate& b) {
@@ -69,6 +70,8 @@ bool Better(const Candidate& a, const Candidate& b) {
   if (a.same_repository != b.same_repository) return a.same_repository;
   if (a.shared != b.shared) return a.shared > b.shared;
   if (a.time_distance != b.time_distance) return a.time_distance < b.time_distance;
+  // Versions pushed within the same second: the client's order (the newest it holds first).
+  if (a.offered != b.offered) return a.offered < b.offered;
   return a.version.archive_digest < b.version.archive_digest;
 }
 
@@ -279,7 +282,8 @@ Response Registry::GetPushBases(const Route& route) {
   }
   const std::optional<std::string> exclude = route.Query("to-push");
   std::vector<Candidate> candidates;
-  for (const std::string& digest : *have) {
+  for (size_t i = 0; i < have->size(); ++i) {
+    const std::string& digest = (*have)[i];
     if (exclude.has_value() && digest == *exclude) continue;
     Result<store::VersionRecord> v = ReadableVersionOf(route, digest);
     if (!v.ok()) {
@@ -294,6 +298,7 @@ Response Registry::GetPushBases(const Route& route) {
     c.shared = c.same_structure ? 1 : 0;
     // Most recent first: the distance from the newest possible push time.
     c.time_distance = uint64_t(INT64_MAX - c.version.created);
+    c.offered = i;
     candidates.push_back(std::move(c));
   }
   std::sort(candidates.begin(), candidates.end(), Better);
