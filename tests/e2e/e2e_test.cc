@@ -53,7 +53,7 @@ class RegistryE2ETest : public ::testing::Test {
   static void SetUpTestSuite() {
     work_ = new TempDir();
     std::string data = *work_ / "registry";
-    server_pid_ = StartProcess({BLZ_BINARY, "serve", "--data", data, "--listen", "127.0.0.1:0"}, {},
+    server_pid_ = StartServeProcess({BLZ_BINARY, "serve", "--data", data, "--listen", "127.0.0.1:0"}, {},
                                *work_ / "serve.out", *work_ / "serve.err");
     ASSERT_GT(server_pid_, 0);
     for (int i = 0; i < 300 && addr_.empty(); ++i) {
@@ -112,7 +112,7 @@ class RegistryE2ETest : public ::testing::Test {
     std::vector<std::string> argv = {BLZ_BINARY, "serve", "--data", data, "--listen",
                                      "127.0.0.1:0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    pid_t pid = StartProcess(argv, {}, out, *work_ / (name + ".err"));
+    pid_t pid = StartServeProcess(argv, {}, out, *work_ / (name + ".err"));
     addr->clear();
     for (int i = 0; i < 300 && addr->empty(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -476,7 +476,7 @@ TEST_F(RegistryE2ETest, ServeReadsItsOptionsFromAConfigFile) {
                              "metrics = false\ncache_size = \"1MB\"\n");
   const std::string out = *work_ / "config-serve.out";
   const std::string err = *work_ / "config-serve.err";
-  pid_t pid = StartProcess({BLZ_BINARY, "serve", "--config", config, "--metrics"}, {}, out, err);
+  pid_t pid = StartServeProcess({BLZ_BINARY, "serve", "--config", config, "--metrics"}, {}, out, err);
   ASSERT_GT(pid, 0);
   std::string addr, token;
   for (int i = 0; i < 300 && addr.empty(); ++i) {
