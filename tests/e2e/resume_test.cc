@@ -46,9 +46,9 @@ class ResumeE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string out = work_ / "serve.out";
-    server_pid_ = StartProcess({BLZ_BINARY, "serve", "--data", work_ / "registry", "--listen",
-                                "127.0.0.1:0"},
-                               {}, out, work_ / "serve.err");
+    server_pid_ = StartServeProcess(
+        {BLZ_BINARY, "serve", "--data", work_ / "registry", "--listen", "127.0.0.1:0"}, {}, out,
+        work_ / "serve.err");
     ASSERT_GT(server_pid_, 0);
     for (int i = 0; i < 300 && port_ == 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -202,9 +202,9 @@ TEST_F(ResumeE2ETest, PullSurvivesARegistryRestart) {
   int status = 0;
   ::waitpid(server_pid_, &status, 0);
   const std::string out = work_ / "serve2.out";
-  server_pid_ = StartProcess({BLZ_BINARY, "serve", "--data", work_ / "registry", "--listen",
-                              "127.0.0.1:" + std::to_string(port_)},
-                             {}, out, work_ / "serve2.err");
+  server_pid_ = StartServeProcess({BLZ_BINARY, "serve", "--data", work_ / "registry", "--listen",
+                                   "127.0.0.1:" + std::to_string(port_)},
+                                  {}, out, work_ / "serve2.err");
   for (int i = 0; i < 300 && ReadFileBytes(out).find("listening on") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -249,7 +249,8 @@ TEST_F(ResumeE2ETest, ChunkedPushSurvivesCutsAndAnInterruptedPushContinues) {
               ReadFileBytes(work_ / "model/model.safetensors"));
   }
   // 2. Another version: a push that gives up half way (no retries), then a re-run that
-  //    neither packs again nor re-sends what the registry holds.
+  //    neither packs again nor re-sends what the registry holds (v2 may go as a patch from v1:
+  //    a cut patch upload fails the push the same way and is continued the same way).
   WriteFileBytes(work_ / "model/model.safetensors", RandomSafetensors(6 * kMiB, 2));
   const std::string ref2 = "127.0.0.1:" + std::to_string(port_) + "/org/m:v2";
   uint64_t size = 0;

@@ -76,13 +76,25 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
   return r;
 }
 
+namespace {
+ServeBackendHook serve_backend_hook = nullptr;
+}  // namespace
+
+void SetServeBackendHook(ServeBackendHook hook) { serve_backend_hook = hook; }
+
+pid_t StartServeProcess(std::vector<std::string> argv, std::map<std::string, std::string> env,
+                        const std::string& stdout_path, const std::string& stderr_path) {
+  if (serve_backend_hook != nullptr) serve_backend_hook(&argv, &env);
+  return StartProcess(argv, env, stdout_path, stderr_path);
+}
+
 ServeProcess StartServe(const std::string& binary, const std::string& data,
                         const std::vector<std::string>& extra, const std::string& log_prefix) {
   std::vector<std::string> argv = {binary, "serve", "--data", data, "--listen", "127.0.0.1:0"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   const std::string out = log_prefix + ".out";
   ServeProcess server;
-  server.pid = StartProcess(argv, {}, out, log_prefix + ".err");
+  server.pid = StartServeProcess(argv, {}, out, log_prefix + ".err");
   if (server.pid <= 0) return server;
   for (int i = 0; i < 300 && server.addr.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

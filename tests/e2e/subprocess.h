@@ -27,6 +27,19 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env, const std::string& scratch_dir,
                          int timeout_seconds = 300);
 
+// The backend pair of every `blz serve` a test starts (issue 25): a hook that may add flags
+// (--metadata, --storage) to a serve argv and variables (AWS_*) to its environment.
+// tests/e2e/e2e_backends.cc installs one that honours BLZ_TEST_METADATA / BLZ_TEST_STORAGE;
+// binaries without it start `blz serve` as given.
+using ServeBackendHook = void (*)(std::vector<std::string>* argv,
+                                  std::map<std::string, std::string>* env);
+void SetServeBackendHook(ServeBackendHook hook);
+
+// StartProcess for a `blz serve` argv ({binary, "serve", ...}): applies the backend hook first.
+// Every e2e test starts its servers through this (or StartServe, which calls it).
+pid_t StartServeProcess(std::vector<std::string> argv, std::map<std::string, std::string> env,
+                        const std::string& stdout_path, const std::string& stderr_path);
+
 // A `blz serve` a test started on 127.0.0.1:<free port>.
 struct ServeProcess {
   pid_t pid = -1;

@@ -90,7 +90,7 @@ class TlsE2ETest : public ::testing::Test {
     std::vector<std::string> argv = {BLZ_BINARY, "serve", "--data", *work_ / (name + "-data"),
                                      "--listen", "127.0.0.1:0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    pid_t pid = StartProcess(argv, {}, out, *work_ / (name + ".err"));
+    pid_t pid = StartServeProcess(argv, {}, out, *work_ / (name + ".err"));
     const std::string marker = "listening on https://";
     for (int i = 0; i < 300 && addr->empty(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
