@@ -11,6 +11,7 @@
 #include "formats/blz_archive.h"
 #include "formats/identify.h"
 #include "formats/structural_hash.h"
+#include "registry/byte_ranges.h"
 #include "registry/errors.h"
 
 namespace blz::registry::internal {
@@ -58,30 +59,17 @@ std::string UploadRange(uint64_t size) { return "0-" + std::to_string(size == 0 
 Response ServeFile(const std::string& path, uint64_t size, const RequestHead& head,
                    std::string content_type) {
   Response res;
-  res.Set("Accept-Ranges", "bytes");
-  RangeRequest range = ParseRangeHeader(head.Get("Range"), size);
-  switch (range.kind) {
-    case RangeRequest::Kind::kUnsatisfiable: {
-      Response err = ErrorResponse(OciError::kRangeInvalid,
-                                   "requested range not satisfiable for " +
-                                       std::to_string(size) + " bytes",
-                                   json{{"size", size}});
-      err.Set("Content-Range", "bytes */" + std::to_string(size));
-      return err;
-    }
-    case RangeRequest::Kind::kPartial:
-      res.status = 206;
-      res.file_offset = range.range.first;
-      res.file_length = range.range.length();
-      res.Set("Content-Range", "bytes " + std::to_string(range.range.first) + "-" +
-                                   std::to_string(range.range.last) + "/" + std::to_string(size));
-      break;
-    case RangeRequest::Kind::kWhole:
-      res.status = 200;
-      res.file_offset = 0;
-      res.file_length = size;
-      break;
+  std::optional<RangeSpan> span = SelectRange(head.Get("Range"), size, &res);
+  if (!span) {
+    Response err = ErrorResponse(OciError::kRangeInvalid,
+                                 "requested range not satisfiable for " + std::to_string(size) +
+                                     " bytes",
+                                 json{{"size", size}});
+    SetUnsatisfiableRange(size, &err);
+    return err;
   }
+  res.file_offset = span->offset;
+  res.file_length = span->length;
   res.file_path = path;
   res.Set("Content-Type", std::move(content_type));
   return res;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/time_format.h"
+#include "registry/byte_ranges.h"
 #include "registry/hub/revisions.h"
 #include "registry/scope.h"
 #include "registry/wire.h"
@@ -539,28 +540,14 @@ class Handler {
     }
     res.Set("Cache-Control", IsCommitId(route_.revision) ? "public, max-age=31536000, immutable"
                                                          : "no-cache");
-    RangeRequest range = ParseRangeHeader(req_.head.Get("Range"), f.size);
-    uint64_t offset = 0, length = f.size;
-    switch (range.kind) {
-      case RangeRequest::Kind::kUnsatisfiable: {
-        Response err = HubError(416, "", "Requested range not satisfiable for " + f.path + " (" +
-                                             std::to_string(f.size) + " bytes)");
-        err.Set("Content-Range", "bytes */" + std::to_string(f.size));
-        err.Set("Accept-Ranges", "bytes");
-        return err;
-      }
-      case RangeRequest::Kind::kPartial:
-        res.status = 206;
-        offset = range.range.first;
-        length = range.range.length();
-        res.Set("Content-Range", "bytes " + std::to_string(range.range.first) + "-" +
-                                     std::to_string(range.range.last) + "/" +
-                                     std::to_string(f.size));
-        break;
-      case RangeRequest::Kind::kWhole:
-        res.status = 200;
-        break;
+    std::optional<RangeSpan> span = SelectRange(req_.head.Get("Range"), f.size, &res);
+    if (!span) {
+      Response err = HubError(416, "", "Requested range not satisfiable for " + f.path + " (" +
+                                           std::to_string(f.size) + " bytes)");
+      SetUnsatisfiableRange(f.size, &err);
+      return err;
     }
+    const uint64_t offset = span->offset, length = span->length;
     if (req_.head.method == "HEAD") {
       res.head_size = length;  // nothing opened: no archive rebuilt for a HEAD
       return res;

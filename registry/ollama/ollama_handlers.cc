@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
+#include "registry/byte_ranges.h"
 #include "registry/errors.h"
 #include "registry/hub/version_files.h"
 #include "registry/oci_manifest.h"
@@ -98,29 +99,17 @@ Response ServeBytes(const Context& ctx, const OllamaView& view, bool gguf,
                     const RequestHead& head) {
   const uint64_t size = gguf ? view.gguf_size : view.config.size();
   Response res;
-  RangeRequest range = ParseRangeHeader(head.Get("Range"), size);
-  uint64_t offset = 0;
-  uint64_t length = size;
-  switch (range.kind) {
-    case RangeRequest::Kind::kUnsatisfiable: {
-      Response err = ErrorResponse(OciError::kRangeInvalid,
-                                   "requested range not satisfiable for " +
-                                       std::to_string(size) + " bytes",
-                                   json{{"size", size}});
-      err.Set("Content-Range", "bytes */" + std::to_string(size));
-      return err;
-    }
-    case RangeRequest::Kind::kPartial:
-      res.status = 206;
-      offset = range.range.first;
-      length = range.range.length();
-      res.Set("Content-Range", "bytes " + std::to_string(range.range.first) + "-" +
-                                   std::to_string(range.range.last) + "/" + std::to_string(size));
-      break;
-    case RangeRequest::Kind::kWhole:
-      break;
+  std::optional<RangeSpan> span = SelectRange(head.Get("Range"), size, &res);
+  if (!span) {
+    Response err = ErrorResponse(OciError::kRangeInvalid,
+                                 "requested range not satisfiable for " + std::to_string(size) +
+                                     " bytes",
+                                 json{{"size", size}});
+    SetUnsatisfiableRange(size, &err);
+    return err;
   }
-  res.Set("Accept-Ranges", "bytes");
+  const uint64_t offset = span->offset;
+  const uint64_t length = span->length;
   res.Set("Content-Type", "application/octet-stream");
   const std::string& digest = gguf ? view.gguf_digest : view.config_digest;
   res.Set("Docker-Content-Digest", digest);
