@@ -22,6 +22,7 @@
 #include <openssl/x509v3.h>
 
 #include "core/text.h"
+#include "core/unique_fd.h"
 
 namespace blz::client {
 
@@ -52,21 +53,6 @@ bool HasCrLf(std::string_view s) {
   return s.find('\r') != std::string_view::npos || s.find('\n') != std::string_view::npos ||
          s.find('\0') != std::string_view::npos;
 }
-
-// An open file descriptor, closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 std::string ToLower(std::string_view s) {
   std::string out(s);
@@ -529,7 +515,7 @@ struct HttpClient::Impl {
 
   Status WriteFileBody(const HttpRequest& request, http::verb verb, const ProgressFn& progress,
                        Attempt* attempt) {
-    Fd fd(::open(request.body_file.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(request.body_file.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
       return IOError(request.body_file + ": cannot open: " + std::strerror(errno));
     }

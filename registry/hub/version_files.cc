@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/digest.h"
+#include "core/unique_fd.h"
 
 namespace blz::registry::hub {
 namespace {
@@ -29,21 +30,6 @@ std::string Hex(const unsigned char* data, size_t n) {
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
-
-// An open file descriptor, closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Reads exactly `n` bytes at `offset` of `fd` into `out`. kIOError on a short read.
 Status PreadAll(int fd, uint64_t offset, uint8_t* out, uint64_t n, const std::string& what) {
@@ -65,7 +51,7 @@ Status PreadAll(int fd, uint64_t offset, uint8_t* out, uint64_t n, const std::st
 // Streams `segments` of the file at `path` to `sink` in pieces of at most kReadBuffer bytes.
 Status ReadSegments(const std::string& path, const std::vector<FileSegment>& segments,
                     const std::string& what, const std::function<Status(ByteSpan)>& sink) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return IOError(what + ": cannot open the archive: " + std::strerror(errno));
   std::vector<uint8_t> buf;
   for (const FileSegment& s : segments) {
@@ -83,7 +69,7 @@ Status ReadSegments(const std::string& path, const std::vector<FileSegment>& seg
 
 // The parsed header of the archive file at `path` (`digest` names it in errors).
 Result<formats::ArchiveHeader> ReadHeader(const std::string& path, const std::string& digest) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     return IOError("archive " + digest + ": cannot open: " + std::strerror(errno));
   }
