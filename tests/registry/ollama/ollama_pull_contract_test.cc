@@ -119,6 +119,12 @@ class OllamaPullContract : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
   }
+  // The registry lives in the fixture, so TearDown stops the server (whose sessions log to the
+  // registry's metrics after the client has its reply) before the registry is destroyed.
+  Harness& MakeHarness(RegistryOptions options = {}) {
+    harness_ = std::make_unique<Harness>(std::move(options));
+    return *harness_;
+  }
   void TearDown() override {
     if (server_) server_->Stop();
   }
@@ -197,13 +203,14 @@ class OllamaPullContract : public ::testing::Test {
     return manifest;
   }
 
+  std::unique_ptr<Harness> harness_;
   std::unique_ptr<Server> server_;
 };
 
 TEST_F(OllamaPullContract, PullsARealGgufAndEveryLayerVerifies) {
   BLZ_REQUIRE_CORPUS(corpus);
   const std::string gguf = blz::testing::ReadFileBytes(TinyGgufPath(corpus));
-  Harness h;
+  Harness& h = MakeHarness();
   PushVersion(&h, "library/tiny-llama", "latest", GgufArchive(TinyGgufPath(corpus)));
   ASSERT_NO_FATAL_FAILURE(Serve(&h));
 
@@ -220,7 +227,7 @@ TEST_F(OllamaPullContract, PullsARealGgufAndEveryLayerVerifies) {
 TEST_F(OllamaPullContract, ManyPartsAndAResumedPartAssembleTheSameFile) {
   BLZ_REQUIRE_CORPUS(corpus);
   const std::string gguf = blz::testing::ReadFileBytes(TinyGgufPath(corpus));
-  Harness h;
+  Harness& h = MakeHarness();
   PushVersion(&h, "library/tiny-llama", "q", GgufArchive(TinyGgufPath(corpus)));
   ASSERT_NO_FATAL_FAILURE(Serve(&h));
   // download.go's plan with minDownloadPartSize lowered to 100 KB: 18 Range requests over the
@@ -232,7 +239,7 @@ TEST_F(OllamaPullContract, ManyPartsAndAResumedPartAssembleTheSameFile) {
 }
 
 TEST_F(OllamaPullContract, ASafetensorsVersionAnswersAnErrorOllamaPrints) {
-  Harness h;
+  Harness& h = MakeHarness();
   PushVersion(&h, "org/not-gguf", "v1", TinyArchive(1));
   ASSERT_NO_FATAL_FAILURE(Serve(&h));
   Reply m = Exchange(port(), "GET", "/v2/org/not-gguf/manifests/v1",
@@ -249,7 +256,7 @@ TEST_F(OllamaPullContract, PrivateRegistryChallengeIsOnTheRegistrysOwnHost) {
   BLZ_REQUIRE_CORPUS(corpus);
   RegistryOptions o;
   o.private_mode = true;
-  Harness h(o);
+  Harness& h = MakeHarness(o);
   PushVersion(&h, "library/tiny-llama", "latest", GgufArchive(TinyGgufPath(corpus)));
   ASSERT_NO_FATAL_FAILURE(Serve(&h));
   const std::string host = "127.0.0.1:" + std::to_string(port());
