@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -73,14 +74,15 @@ struct Backends {
   std::string storage;
 };
 
+std::mutex backends_mu;
+std::map<std::string, Backends> by_data;  // key: --data (or --config) of the serve; backends_mu
+
 void ApplyBackends(std::vector<std::string>* argv, std::map<std::string, std::string>* env) {
   const bool pg = E2EMetadataIsPostgres() && !HasFlag(*argv, "--metadata");
   const bool s3 = E2EStorageIsS3() && !HasFlag(*argv, "--storage");
   if (!pg && !s3) return;
-  static std::mutex mu;
-  static std::map<std::string, Backends> by_data;  // key: --data (or --config) of the serve
   static int servers = 0;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(backends_mu);
   std::string key = FlagValue(*argv, "--data");
   if (key.empty()) key = "config:" + FlagValue(*argv, "--config");
   Backends& b = by_data[key];
@@ -123,6 +125,30 @@ void ApplyBackends(std::vector<std::string>* argv, std::map<std::string, std::st
 }  // namespace
 
 bool E2EStorageIsS3() { return EnvIs("BLZ_TEST_STORAGE", "s3"); }
+
+bool E2EBlobStored(const std::string& data_dir, const std::string& digest) {
+  const std::string hex = digest.substr(digest.find(':') + 1);
+  if (!E2EStorageIsS3()) {
+    return std::filesystem::exists(data_dir + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex);
+  }
+  std::string url;
+  {
+    std::lock_guard<std::mutex> lock(backends_mu);
+    auto it = by_data.find(data_dir);
+    if (it != by_data.end()) url = it->second.storage;
+  }
+  if (url.empty()) {
+    ADD_FAILURE() << "no S3 prefix was given to a blz serve --data " << data_dir;
+    return false;
+  }
+  CephS3Server& ceph = CephS3Server::Get();
+  store::s3::S3Config config = ceph.Config(url.substr(0, url.find('?')));
+  store::s3::S3Client client(config);
+  auto head = client.HeadObject(config.prefix + "/blobs/sha256/" + hex);
+  if (head.ok()) return true;
+  EXPECT_EQ(head.status().code(), Code::kNotFound) << head.status().ToString();
+  return false;
+}
 bool E2EMetadataIsPostgres() { return EnvIs("BLZ_TEST_METADATA", "postgres"); }
 
 }  // namespace blz::testing

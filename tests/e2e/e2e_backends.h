@@ -16,10 +16,17 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace blz::testing {
 
 bool E2EStorageIsS3();          // BLZ_TEST_STORAGE=s3
 bool E2EMetadataIsPostgres();   // BLZ_TEST_METADATA=postgres
+
+// Is the blob `digest` ("sha256:<hex>") stored by the `blz serve --data data_dir` of this test:
+// its file under data_dir/blobs (fs driver) or its object under the serve's bucket prefix (s3,
+// a HEAD)? An S3 error other than 404 is a test failure.
+bool E2EBlobStored(const std::string& data_dir, const std::string& digest);
 
 }  // namespace blz::testing
 

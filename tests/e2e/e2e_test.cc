@@ -300,7 +300,7 @@ TEST_F(RegistryE2ETest, FreshPullDownloadsTheFullPatchAndTheRegistryKeepsOnlyIt)
   nlohmann::json st = StorageStatus();
   EXPECT_GE(st.at("compressed").get<uint64_t>(), 1u) << st.dump();
   EXPECT_EQ(st.at("failed").get<uint64_t>(), 0u) << st.dump();
-  EXPECT_FALSE(fs::exists(*work_ / ("registry/blobs/sha256/" + hex.substr(0, 2) + "/" + hex)));
+  EXPECT_FALSE(E2EBlobStored(*work_ / "registry", digest));  // raw archive gone (fs or bucket)
 
   auto puller = ClientEnv("full-puller", /*anonymous=*/true);
   const std::string out = *work_ / "full-out";
@@ -335,7 +335,7 @@ TEST_F(RegistryE2ETest, FreshPullDownloadsTheFullPatchAndTheRegistryKeepsOnlyIt)
                               "http://" + addr_ + "/v2/e2e/full/blobs/" + digest});
   ASSERT_EQ(range.exit_code, 0) << range.err;
   EXPECT_TRUE(range.out == archive.substr(1000, 1000));
-  EXPECT_FALSE(fs::exists(*work_ / ("registry/blobs/sha256/" + hex.substr(0, 2) + "/" + hex)));
+  EXPECT_FALSE(E2EBlobStored(*work_ / "registry", digest));  // raw archive gone (fs or bucket)
 }
 
 TEST_F(RegistryE2ETest, ServerKilledWhileCompressingLosesNothing) {
@@ -384,9 +384,8 @@ TEST_F(RegistryE2ETest, ServerKilledWhileCompressingLosesNothing) {
   // Left alone, the restarted server finishes: the raw archive is gone, a fresh pull gets the
   // full patch, nothing temporary is left.
   bool raw_gone = false;
-  const std::string raw = data + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex;
   for (int i = 0; i < 600 && !raw_gone; ++i) {
-    raw_gone = !fs::exists(raw);
+    raw_gone = !E2EBlobStored(data, "sha256:" + hex);
     if (!raw_gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(raw_gone);
@@ -437,9 +436,7 @@ TEST_F(RegistryE2ETest, ServeStorageFlagsKeepRawArchivesAndBoundTheCache) {
   st = StorageStatus(addr, token);
   EXPECT_EQ(st.value("pending", uint64_t(1)), 0u) << st.dump();
   EXPECT_EQ(st.value("full_patches_computed", uint64_t(0)), 1u) << st.dump();
-  if (!E2EStorageIsS3()) {  // on S3 the raw archive is an object, not a file under --data
-    EXPECT_TRUE(fs::exists(data + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex));
-  }
+  EXPECT_TRUE(E2EBlobStored(data, "sha256:" + hex));  // the raw archive stays (fs or bucket)
 
   std::map<std::string, std::string> puller = {{"BLZ_CONFIG_DIR", *work_ / "config-flags-anon"},
                                                {"BLZ_CACHE_DIR", *work_ / "cache-flags-puller"}};
