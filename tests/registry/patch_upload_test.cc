@@ -272,6 +272,33 @@ TEST_F(PatchUploadTest, PushBasesOfferVersionsOfTheSameStructureOrRepository) {
   EXPECT_EQ(h.Call("GET", "/v2/org/m/blz/bases?push=1" + have + "&structure=xyz").status, 400);
 }
 
+// Versions of one repository pushed within the same second (`created` has one-second
+// resolution) rank in the client's `have` order, its newest first, not by digest: otherwise a
+// push could patch from the version before the latest.
+TEST_F(PatchUploadTest, PushBasesPushedInTheSameSecondKeepTheClientsOrder) {
+  Harness h(WithPatchUploads());
+  std::string a, b;
+  for (int seed = 10; seed < 40 && a.empty(); seed += 2) {  // until a pair shares its second
+    const std::string x = PushVersion(&h, "org/m", "t" + std::to_string(seed), TinyArchive(seed, 2));
+    const std::string y =
+        PushVersion(&h, "org/m", "t" + std::to_string(seed + 1), TinyArchive(seed + 1, 2));
+    auto vx = h.registry().db().FindVersion("org/m", x);
+    auto vy = h.registry().db().FindVersion("org/m", y);
+    ASSERT_TRUE(vx.ok() && vy.ok());
+    if (vx->created == vy->created) a = x, b = y;
+  }
+  ASSERT_FALSE(a.empty()) << "no two pushes landed in the same second";
+  auto first = [&](const std::string& have) {
+    Response r = h.Call("GET", "/v2/org/m/blz/bases?push=1&have=" + have);
+    EXPECT_EQ(r.status, 200) << r.body;
+    const nlohmann::json doc = nlohmann::json::parse(r.body);
+    return doc["bases"].empty() ? std::string() : doc["bases"][0]["digest"].get<std::string>();
+  };
+  // Whichever digest sorts first, each order of `have` puts its own first entry first.
+  EXPECT_EQ(first(a + "," + b), a);
+  EXPECT_EQ(first(b + "," + a), b);
+}
+
 TEST_F(PatchUploadTest, RegistryWithoutTheFunctionRefusesPatchUploads) {
   Harness h;
   ASSERT_EQ(PushVersion(&h, "org/m", "v1", base_), base_digest_);
