@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -180,6 +182,59 @@ TEST(FullPatchReaderTest, ARangeDecodesOnlyTheChunksItTouches) {
     for (const auto& raw : h.raws) padding -= raw.length;
     return padding;
   }());
+}
+
+// What one Range of a file costs against rebuilding the whole archive (ApplyFullPatch), on the
+// corpus model: bytes decoded, printed for docs/huggingface.md (times are printed, not checked).
+TEST(FullPatchReaderTest, OneRangeDecodesFarLessThanARebuild) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  testing::TempDir dir;
+  Packed p = PackAndPatch(corpus + "/tiny-gpt2/base", dir);
+  auto reader = FullPatchReader::Open(p.patch_path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  const formats::ArchiveHeader& h = (*reader)->header();
+  const formats::ArchiveFile* model = nullptr;
+  for (const auto& f : h.files) {
+    if (f.path == "model.safetensors") model = &f;
+  }
+  ASSERT_NE(model, nullptr);
+  // The file's first byte is in its first piece (the safetensors header, a raw piece); its
+  // middle is in some tensor: map both through the file's pieces.
+  auto piece_at = [&](uint64_t file_offset) {
+    uint64_t pos = 0;
+    for (const auto& piece : model->pieces) {
+      const uint64_t off = piece.kind == formats::ArchivePiece::Kind::kRaw
+                               ? h.raws[piece.index].offset
+                               : h.tensors[piece.index].offset;
+      const uint64_t len = piece.kind == formats::ArchivePiece::Kind::kRaw
+                               ? h.raws[piece.index].length
+                               : h.tensors[piece.index].length;
+      if (file_offset < pos + len) return h.data_start + off + (file_offset - pos);
+      pos += len;
+    }
+    return uint64_t(0);
+  };
+  auto now = [] { return std::chrono::steady_clock::now(); };
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  FullPatchReadStats first, middle;
+  auto t0 = now();
+  ReadRange(**reader, piece_at(0), 1, &first);
+  auto t1 = now();
+  ReadRange(**reader, piece_at(model->size / 2), 4096, &middle);
+  auto t2 = now();
+  ApplyStats st;
+  ASSERT_TRUE(ApplyFullPatch(p.patch_path, dir / "rebuilt.blz", &st).ok());
+  auto t3 = now();
+  std::cout << "[ measure  ] tiny-gpt2/base archive " << h.total_size << " bytes; Range "
+            << "bytes=0-0 of model.safetensors decoded " << first.bytes_decoded << " bytes ("
+            << first.chunks_decoded << " chunk, " << ms(t1 - t0) << " ms); 4 KiB mid-file: "
+            << middle.bytes_decoded << " bytes (" << middle.chunks_decoded << " chunk, "
+            << ms(t2 - t1) << " ms); whole rebuild: " << st.target_bytes << " bytes ("
+            << ms(t3 - t2) << " ms)\n";
+  EXPECT_EQ(first.chunks_decoded, 1u);
+  EXPECT_EQ(middle.chunks_decoded, 1u);
+  EXPECT_LT(first.bytes_decoded, h.total_size / 10);
+  EXPECT_LT(middle.bytes_decoded, h.total_size / 2);
 }
 
 TEST(FullPatchReaderTest, DamagedOrWrongPatchesAreRefused) {

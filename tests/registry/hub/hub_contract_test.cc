@@ -47,6 +47,7 @@ namespace blz::registry::hub {
 namespace {
 
 using json = nlohmann::json;
+using registry::testing::BodyOf;
 using registry::testing::Harness;
 using registry::testing::PushVersion;
 namespace fs = std::filesystem;
@@ -278,6 +279,66 @@ TEST_F(HubContractTest, ResumedDownloadAndFirstByteRange) {
   Reply again = Fetch(port(), "GET", url, {{"Range", "bytes=5-"}});
   ASSERT_EQ(again.status, 206);
   EXPECT_TRUE(again.body == expected.substr(5));
+}
+
+// A version stored only as its full patch (the raw archive dropped): the JS client's
+// `Range: bytes=0-0`, a mid-file range, a resumed download and a whole-file GET answer the
+// file's bytes, decoded from the chunks they touch, over the wire and through the handlers, and
+// the archive is never rebuilt into <data>/cache.
+TEST_F(HubContractTest, RangesOfAFullPatchVersionNeedNoRebuild) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  if (IsSkipped()) return;
+  const std::string expected = File(base_dir_, "model.safetensors");
+  const uint64_t n = expected.size();
+  const std::string url = "/org/gpt2/resolve/" + CommitId(base_) + "/model.safetensors";
+  ASSERT_TRUE(h_->registry().storage().Compress(base_).ok());
+  ASSERT_FALSE(h_->registry().blobs().Contains(base_));
+  auto cache_is_empty = [&] {
+    std::error_code ec;
+    return fs::directory_iterator(h_->data() + "/cache/sha256", ec) == fs::directory_iterator();
+  };
+
+  // The handlers.
+  Response first = h_->Call("GET", url, "", {{"Range", "bytes=0-0"}});
+  ASSERT_EQ(first.status, 206) << first.body;
+  EXPECT_EQ(first.Get("Content-Range"), "bytes 0-0/" + std::to_string(n));
+  EXPECT_EQ(first.file_path, "");  // made as it is sent, not a file
+  EXPECT_EQ(BodyOf(first), expected.substr(0, 1));
+  const uint64_t mid = n / 2;
+  Response middle = h_->Call("GET", url, "",
+                             {{"Range", "bytes=" + std::to_string(mid) + "-" +
+                                            std::to_string(mid + 4095)}});
+  ASSERT_EQ(middle.status, 206) << middle.body;
+  EXPECT_EQ(middle.BodySize(), 4096u);
+  EXPECT_TRUE(BodyOf(middle) == expected.substr(mid, 4096));
+  Response whole = h_->Call("GET", url);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  EXPECT_TRUE(BodyOf(whole) == expected);
+  EXPECT_EQ(h_->registry().storage().status().rebuilds, 0u);
+  EXPECT_TRUE(cache_is_empty());
+
+  // Over the wire (the session streams the decoded chunks).
+  Reply wire_first = Fetch(port(), "GET", url, {{"Range", "bytes=0-0"}});
+  ASSERT_EQ(wire_first.status, 206);
+  EXPECT_EQ(wire_first.body, expected.substr(0, 1));
+  Reply wire_mid = Fetch(port(), "GET", url,
+                         {{"Range", "bytes=" + std::to_string(mid) + "-" + std::to_string(mid + 99)}});
+  ASSERT_EQ(wire_mid.status, 206);
+  EXPECT_TRUE(wire_mid.body == expected.substr(mid, 100));
+  Reply wire_rest = Fetch(port(), "GET", url, {{"Range", "bytes=1000-"}});
+  ASSERT_EQ(wire_rest.status, 206);
+  EXPECT_TRUE(wire_rest.body == expected.substr(1000));
+  Reply wire_whole = Fetch(port(), "GET", url);
+  ASSERT_EQ(wire_whole.status, 200);
+  EXPECT_EQ(wire_whole.Header("content-length"), std::to_string(n));
+  EXPECT_TRUE(wire_whole.body == expected);
+  for (const std::string f : {"config.json", "README.md", "tokenizer/vocab.txt"}) {
+    Reply small = Fetch(port(), "GET", "/org/gpt2/resolve/main/" + f);
+    ASSERT_EQ(small.status, 200) << f;
+    EXPECT_EQ(small.body, File(base_dir_, f)) << f;
+  }
+  EXPECT_EQ(h_->registry().storage().status().rebuilds, 0u);
+  EXPECT_TRUE(cache_is_empty());
 }
 
 TEST_F(HubContractTest, MissingOptionalFileIsEntryNotFoundWithTheCommit) {
