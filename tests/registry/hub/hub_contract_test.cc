@@ -35,6 +35,7 @@
 
 #include "core/digest.h"
 #include "formats/blz_archive.h"
+#include "patcher/patch_format.h"
 #include "registry/hub/revisions.h"
 #include "registry/hub/version_files.h"
 #include "registry/net.h"
@@ -67,8 +68,10 @@ struct Reply {
 };
 
 // One request on a new connection, with deadlines (Beast async operations run to completion).
+// `read_error` (may be null): receives the error reading the response instead of failing on it.
 Reply Fetch(uint16_t port, const std::string& method, const std::string& target,
-            const std::map<std::string, std::string>& headers = {}, const std::string& body = "") {
+            const std::map<std::string, std::string>& headers = {}, const std::string& body = "",
+            beast::error_code* read_error = nullptr) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
   beast::error_code ec;
@@ -94,8 +97,18 @@ Reply Fetch(uint16_t port, const std::string& method, const std::string& target,
   if (method == "HEAD") parser.skip(true);
   http::async_read(stream, buffer, parser, [&](beast::error_code e, size_t) { ec = e; });
   ioc.run();
-  EXPECT_FALSE(ec) << ec.message();
+  if (read_error != nullptr) {
+    *read_error = ec;
+  } else {
+    EXPECT_FALSE(ec) << ec.message();
+  }
   Reply r;
+  if (!parser.is_header_done()) return r;
+  r.status = parser.get().result_int();
+  if (read_error != nullptr && ec) {  // a cut body: what arrived of it
+    r.body = parser.get().body();
+    return r;
+  }
   auto res = parser.release();
   r.status = res.result_int();
   for (const auto& f : res) {
@@ -339,6 +352,48 @@ TEST_F(HubContractTest, RangesOfAFullPatchVersionNeedNoRebuild) {
   }
   EXPECT_EQ(h_->registry().storage().status().rebuilds, 0u);
   EXPECT_TRUE(cache_is_empty());
+}
+
+// A full patch damaged on disk after it was verified (verify-on-read off): the damaged chunk is
+// caught when decoded; a whole-file download is cut short instead of completing with wrong
+// bytes, and ranges that do not touch the chunk still answer.
+TEST_F(HubContractTest, ADamagedChunkCutsTheDownloadShort) {
+  RegistryOptions options;
+  options.storage.verify_on_read_bytes = 0;
+  ASSERT_NO_FATAL_FAILURE(Start(std::move(options)));
+  if (IsSkipped()) return;
+  const std::string expected = File(base_dir_, "model.safetensors");
+  const std::string url = "/org/gpt2/resolve/main/model.safetensors";
+  ASSERT_TRUE(h_->registry().storage().Compress(base_).ok());
+  auto full = h_->registry().storage().GetFullPatch(base_);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  std::string patch = blz::testing::ReadFileBytes(full->blob.path);
+  auto ph = patcher::internal::ParsePatch(AsBytes(patch), patch.size(), "patch");
+  ASSERT_TRUE(ph.ok());
+  const patcher::internal::PatchChunk* victim = nullptr;  // the largest chunk (the embedding's)
+  for (const auto& piece : ph->pieces) {
+    for (const auto& c : piece.chunks) {
+      if (victim == nullptr || c.length > victim->length) victim = &c;
+    }
+  }
+  ASSERT_NE(victim, nullptr);
+  patch[ph->payload_start + victim->offset + victim->length / 2] ^= 0x5a;
+  fs::permissions(full->blob.path, fs::perms::owner_write, fs::perm_options::add);
+  blz::testing::WriteFileBytes(full->blob.path, patch);
+
+  Response whole = h_->Call("GET", url);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const std::string produced = BodyOf(whole);
+  EXPECT_NE(produced.find("xxh3"), std::string::npos) << produced.substr(0, 200);
+  beast::error_code cut;
+  Reply wire = Fetch(port(), "GET", url, {}, "", &cut);
+  EXPECT_TRUE(cut) << "a damaged download must not complete";
+  EXPECT_LT(wire.body.size(), expected.size());
+  EXPECT_TRUE(wire.body == expected.substr(0, wire.body.size()));
+  Reply first = Fetch(port(), "GET", url, {{"Range", "bytes=0-0"}});
+  EXPECT_EQ(first.status, 206);
+  EXPECT_EQ(first.body, expected.substr(0, 1));
+  EXPECT_EQ(h_->registry().storage().status().rebuilds, 0u);
 }
 
 TEST_F(HubContractTest, MissingOptionalFileIsEntryNotFoundWithTheCommit) {
