@@ -282,7 +282,9 @@ Result<std::optional<store::BlobInfo>> ArchiveStorage::FileIfStored(std::string_
   if (cached_size.has_value()) {
     const std::string path = CachePath(d);
     Result<bool> intact = IntactOnRead(path, d, *cached_size);
-    if (intact.ok() && *intact) return std::optional<store::BlobInfo>(store::BlobInfo{d, *cached_size, path});
+    if (intact.ok() && *intact) {
+      return std::optional<store::BlobInfo>(store::BlobInfo{d, *cached_size, path});
+    }
   }
   return std::optional<store::BlobInfo>();  // a damaged copy is File's to replace
 }

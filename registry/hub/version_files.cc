@@ -151,7 +151,9 @@ class PatchRangeProducer : public BodyProducer {
 // file, of at most one chunk from a producer).
 Status DrainSlice(const FileSlice& slice, const std::string& what,
                   const std::function<Status(ByteSpan)>& sink) {
-  if (slice.producer == nullptr) return ReadSegments(slice.archive_path, slice.segments, what, sink);
+  if (slice.producer == nullptr) {
+    return ReadSegments(slice.archive_path, slice.segments, what, sink);
+  }
   uint64_t done = 0;
   while (true) {
     BLZ_ASSIGN_OR_RETURN(ByteSpan bytes, slice.producer->Next());

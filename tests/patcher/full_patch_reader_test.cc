@@ -81,9 +81,12 @@ void CheckRanges(const Packed& p, int random_ranges) {
   ranges.push_back({ds - 1, 2});  // the end of the prefix into the first piece
   for (const auto& t : archive->header().tensors) {
     const uint64_t at = ds + t.offset;
-    ranges.push_back({at, t.length});                                  // exactly the tensor
+    ranges.push_back({at, t.length});  // exactly the tensor
     ranges.push_back({at - 7, std::min<uint64_t>(t.length + 30, size - (at - 7))});  // across
-    if (t.length > 0) ranges.push_back({at + t.length - 1, std::min<uint64_t>(100, size - (at + t.length - 1))});
+    if (t.length > 0) {
+      const uint64_t last = at + t.length - 1;
+      ranges.push_back({last, std::min<uint64_t>(100, size - last)});
+    }
     for (uint64_t c = kChunkBytes; c < t.length; c += kChunkBytes) {
       ranges.push_back({at + c - 3, 6});  // across a chunk edge inside the tensor
     }
@@ -91,7 +94,8 @@ void CheckRanges(const Packed& p, int random_ranges) {
   std::mt19937_64 rng(26);
   for (int i = 0; i < random_ranges; ++i) {
     const uint64_t off = rng() % size;
-    const uint64_t len = (i % 4 == 0) ? rng() % (size - off + 1) : rng() % std::min<uint64_t>(5000, size - off + 1);
+    const uint64_t len = (i % 4 == 0) ? rng() % (size - off + 1)
+                                      : rng() % std::min<uint64_t>(5000, size - off + 1);
     ranges.push_back({off, len});
   }
   for (const auto& [off, len] : ranges) {
@@ -159,7 +163,8 @@ TEST(FullPatchReaderTest, ARangeDecodesOnlyTheChunksItTouches) {
   const uint64_t at = h.data_start + big->offset;
   FullPatchReadStats stats;
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(ReadRange(**reader, at + kChunkBytes + 5, 1, &stats), p.archive.substr(at + kChunkBytes + 5, 1));
+  EXPECT_EQ(ReadRange(**reader, at + kChunkBytes + 5, 1, &stats),
+            p.archive.substr(at + kChunkBytes + 5, 1));
   std::cout << "[ measure  ] one byte of a " << big->length << "-byte F32 tensor: decoded "
             << stats.bytes_decoded << " bytes from " << stats.payload_bytes << " in "
             << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)

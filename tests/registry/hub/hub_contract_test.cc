@@ -335,7 +335,8 @@ TEST_F(HubContractTest, RangesOfAFullPatchVersionNeedNoRebuild) {
   ASSERT_EQ(wire_first.status, 206);
   EXPECT_EQ(wire_first.body, expected.substr(0, 1));
   Reply wire_mid = Fetch(port(), "GET", url,
-                         {{"Range", "bytes=" + std::to_string(mid) + "-" + std::to_string(mid + 99)}});
+                         {{"Range", "bytes=" + std::to_string(mid) + "-" +
+                                        std::to_string(mid + 99)}});
   ASSERT_EQ(wire_mid.status, 206);
   EXPECT_TRUE(wire_mid.body == expected.substr(mid, 100));
   Reply wire_rest = Fetch(port(), "GET", url, {{"Range", "bytes=1000-"}});
