@@ -251,6 +251,44 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
   return store::BlobInfo{d, *size, path};
 }
 
+Result<std::optional<store::BlobInfo>> ArchiveStorage::FileIfStored(std::string_view digest) {
+  if (!ParseDigest(digest).ok() || !enabled()) {
+    BLZ_ASSIGN_OR_RETURN(store::BlobInfo blob, File(digest));
+    return std::optional<store::BlobInfo>(std::move(blob));
+  }
+  const std::string d(digest);
+  {
+    // As File: marked before the lookup, so DropRaw keeps the blob or has finished deleting it.
+    std::unique_lock<std::mutex> lock(mu_);
+    dropped_cv_.wait(lock, [&] { return dropping_.count(d) == 0; });
+    served_[d] = Clock::now();
+  }
+  Result<store::BlobInfo> raw = blobs_->Stat(d);
+  if (raw.ok() && raw->path.empty()) raw = blobs_->LocalFile(d);
+  if (raw.ok()) {
+    BLZ_RETURN_IF_ERROR(CheckStoredBlob(*raw));
+    return std::optional<store::BlobInfo>(std::move(*raw));
+  }
+  if (raw.status().code() != Code::kNotFound) return raw.status();
+  std::optional<uint64_t> cached_size;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cache_.find(d);
+    if (it != cache_.end()) {
+      it->second.last_used = Clock::now();
+      cached_size = it->second.size;
+    }
+  }
+  if (cached_size.has_value()) {
+    const std::string path = CachePath(d);
+    Result<bool> intact = IntactOnRead(path, d, *cached_size);
+    if (intact.ok() && *intact) {
+      return std::optional<store::BlobInfo>(store::BlobInfo{d, *cached_size, path});
+    }
+  }
+  return std::optional<store::BlobInfo>();  // a damaged copy is File's to replace
+}
+
 Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string& digest) {
   if (!enabled()) return Unsupported("this server cannot compute full patches");
   if (!ParseDigest(digest).ok()) return InvalidArgument("invalid archive digest '" + digest + "'");

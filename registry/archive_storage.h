@@ -172,6 +172,11 @@ class ArchiveStorage {
   // when the full patch does not rebuild the archive.
   Result<store::BlobInfo> File(std::string_view digest);
 
+  // File() without the rebuild: the stored blob or an intact cached copy (marked as handed out,
+  // as File), or nullopt when the archive is stored only as its full patch (read that through
+  // GetFullPatch, patcher/full_patch_reader.h). Errors as File, never a rebuild's.
+  Result<std::optional<store::BlobInfo>> FileIfStored(std::string_view digest);
+
   // Records that `digest` is being read straight from the blob store (`blz serve --redirect`):
   // its raw blob is not dropped for options.grace, as after File.
   void MarkServed(std::string_view digest);

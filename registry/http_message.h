@@ -5,10 +5,13 @@
 #define BLZ_REGISTRY_HTTP_MESSAGE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "registry/body_producer.h"
 
 namespace blz::registry {
 
@@ -69,6 +72,9 @@ struct Response {
     uint64_t length = 0;
   };
   std::vector<Segment> file_segments;
+  // When set (file_path empty): the body is the file_length bytes this produces, pulled by the
+  // session as it sends them (registry/body_producer.h).
+  std::shared_ptr<BodyProducer> producer;
   // A HEAD response: the session sends the headers with Content-Length = BodySize() and no body.
   bool head_only = false;
   // A HEAD response of a resource not opened to answer it (a file of a model version whose
@@ -83,7 +89,7 @@ struct Response {
 
   uint64_t BodySize() const {
     if (head_size.has_value()) return *head_size;
-    return file_path.empty() ? body.size() : file_length;
+    return file_path.empty() && producer == nullptr ? body.size() : file_length;
   }
   std::optional<std::string> Get(std::string_view name) const { return FindHeader(headers, name); }
   void Set(std::string name, std::string value) {

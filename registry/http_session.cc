@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 #include <tuple>
+#include <type_traits>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -427,6 +428,17 @@ void HttpSession::SendResponse(Response res) {
     WriteSome(msg, sr);
     return;
   }
+  if (res.producer != nullptr && res.file_path.empty()) {  // a body made as it is sent
+    auto error = std::make_shared<std::string>();
+    auto msg = std::make_shared<http::response<ProducerBody>>(
+        std::piecewise_construct,
+        std::make_tuple(ProducerBody::value_type{std::move(res.producer), res.file_length, error}));
+    FillHeaders(*msg, res, close, stream_.is_tls());
+    msg->content_length(res.file_length);
+    auto sr = std::make_shared<http::response_serializer<ProducerBody>>(*msg);
+    WriteSome(msg, sr);
+    return;
+  }
   if (!res.file_path.empty()) {
     FileRangeBody::value_type body;
     beast::error_code ec;
@@ -465,7 +477,14 @@ void HttpSession::WriteSome(std::shared_ptr<http::response<Body>> msg,
   http::async_write_some(stream_, *sr,
                          [self = shared_from_this(), msg, sr](beast::error_code ec, size_t n) {
                            self->wire_bytes_ += n;
-                           if (ec) return self->Abort(Why(ec, "while receiving the response"));
+                           if (ec) {
+                             std::string why = Why(ec, "while receiving the response");
+                             if constexpr (std::is_same_v<Body, ProducerBody>) {
+                               const auto& error = msg->body().error;
+                               if (error != nullptr && !error->empty()) why = *error;
+                             }
+                             return self->Abort(why);
+                           }
                            if (!sr->is_done()) return self->WriteSome(msg, sr);
                            self->OnWritten(msg->need_eof());
                          });

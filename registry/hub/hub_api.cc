@@ -555,10 +555,7 @@ class Handler {
     if (length == 0) return res;  // an empty file
     Result<FileSlice> slice = ctx_.files->Slice(revision_.archive_digest, f.path, offset, length);
     if (!slice.ok()) return FromStatus(slice.status());
-    res.file_path = slice->archive_path;
-    res.file_length = slice->length;
-    for (const FileSegment& s : slice->segments) res.file_segments.push_back({s.offset, s.length});
-    res.file_offset = res.file_segments.empty() ? 0 : res.file_segments.front().offset;
+    SetResponseBody(std::move(*slice), &res);
     return res;
   }
 

@@ -112,6 +112,62 @@ VersionFile FromRecord(store::VersionFileRecord r) {
   return VersionFile{std::move(r.path), r.size, std::move(r.sha256), std::move(r.git_oid), r.lfs};
 }
 
+// The bytes of a file's range decoded from the archive's full patch, chunk by chunk. A range
+// that is the whole file is hashed as it goes and checked against the file's SHA-256 before its
+// last bytes are handed out.
+class PatchRangeProducer : public BodyProducer {
+ public:
+  PatchRangeProducer(std::unique_ptr<patcher::FullPatchReader::Cursor> cursor, uint64_t length,
+                     std::string expect_sha256, std::string what)
+      : cursor_(std::move(cursor)),
+        length_(length),
+        expect_(std::move(expect_sha256)),
+        what_(std::move(what)) {}
+
+  Result<ByteSpan> Next() override {
+    BLZ_ASSIGN_OR_RETURN(ByteSpan bytes, cursor_->Next());
+    if (bytes.empty() || expect_.empty()) return bytes;
+    sha_.Update(bytes);
+    done_ += bytes.size();
+    if (done_ == length_) {
+      const std::string got = sha_.FinishHex();
+      if (got != expect_) {
+        return DigestMismatch(what_ + ": decoded from the full patch, its bytes have SHA-256 " +
+                              got + ", the archive header says " + expect_);
+      }
+    }
+    return bytes;
+  }
+
+ private:
+  std::unique_ptr<patcher::FullPatchReader::Cursor> cursor_;
+  uint64_t length_ = 0, done_ = 0;
+  std::string expect_;  // "" = not the whole file: no check
+  std::string what_;
+  Sha256 sha_;
+};
+
+// Hands the bytes of `slice` to `sink` in order (pieces of at most kReadBuffer bytes from a
+// file, of at most one chunk from a producer).
+Status DrainSlice(const FileSlice& slice, const std::string& what,
+                  const std::function<Status(ByteSpan)>& sink) {
+  if (slice.producer == nullptr) {
+    return ReadSegments(slice.archive_path, slice.segments, what, sink);
+  }
+  uint64_t done = 0;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(ByteSpan bytes, slice.producer->Next());
+    if (bytes.empty()) break;
+    done += bytes.size();
+    BLZ_RETURN_IF_ERROR(sink(bytes));
+  }
+  if (done != slice.length) {
+    return Internal(what + ": produced " + std::to_string(done) + " bytes, expected " +
+                    std::to_string(slice.length));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsLfsPath(std::string_view path) {
@@ -212,23 +268,98 @@ Result<std::vector<FileSegment>> MapFileRange(const formats::ArchiveHeader& head
 VersionFiles::VersionFiles(ArchiveStorage* storage, store::MetadataDb* db)
     : storage_(storage), db_(db) {}
 
+void SetResponseBody(FileSlice slice, Response* res) {
+  res->file_length = slice.length;
+  if (slice.producer != nullptr) {
+    res->file_path.clear();
+    res->file_segments.clear();
+    res->producer = std::move(slice.producer);
+    return;
+  }
+  res->file_path = std::move(slice.archive_path);
+  for (const FileSegment& s : slice.segments) res->file_segments.push_back({s.offset, s.length});
+  res->file_offset = res->file_segments.empty() ? 0 : res->file_segments.front().offset;
+}
+
 Result<VersionFiles::Opened> VersionFiles::Open(const std::string& archive_digest) {
-  BLZ_ASSIGN_OR_RETURN(store::BlobInfo blob, storage_->File(archive_digest));
+  // The archive file if there is one: the raw blob, or a copy rebuilt earlier. Never a rebuild.
+  BLZ_ASSIGN_OR_RETURN(std::optional<store::BlobInfo> blob,
+                       storage_->FileIfStored(archive_digest));
+  Cached cached;
   {
     std::lock_guard lock(mu_);
     for (auto it = headers_.begin(); it != headers_.end(); ++it) {
-      if (it->first == archive_digest) {
+      if (it->digest == archive_digest) {
         headers_.splice(headers_.begin(), headers_, it);
-        return Opened{blob.path, it->second};
+        cached = *it;
+        break;
       }
     }
   }
-  BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader header, ReadHeader(blob.path, archive_digest));
-  auto shared = std::make_shared<const formats::ArchiveHeader>(std::move(header));
-  std::lock_guard lock(mu_);
-  headers_.emplace_front(archive_digest, shared);
-  while (headers_.size() > kHeaderCacheEntries) headers_.pop_back();
-  return Opened{blob.path, shared};
+  if (blob.has_value()) {
+    if (cached.header != nullptr) return Opened{blob->path, cached.header, nullptr};
+    BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader header, ReadHeader(blob->path, archive_digest));
+    cached.header = std::make_shared<const formats::ArchiveHeader>(std::move(header));
+  } else if (cached.patch == nullptr) {
+    // Only the full patch is stored: read it in place.
+    Result<ArchiveStorage::FullPatch> full = storage_->GetFullPatch(archive_digest);
+    if (!full.ok()) {
+      // No full patch (a chain, or a server without patch functions): File() knows how to
+      // rebuild what there is.
+      if (full.status().code() != Code::kNotFound && full.status().code() != Code::kUnsupported) {
+        return full.status();
+      }
+      BLZ_ASSIGN_OR_RETURN(store::BlobInfo file, storage_->File(archive_digest));
+      if (cached.header == nullptr) {
+        BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader header, ReadHeader(file.path, archive_digest));
+        cached.header = std::make_shared<const formats::ArchiveHeader>(std::move(header));
+      }
+      blob = std::move(file);
+    } else {
+      BLZ_ASSIGN_OR_RETURN(cached.patch, patcher::FullPatchReader::Open(full->blob.path));
+      if (cached.patch->archive_digest() != archive_digest) {
+        return Corruption("full patch " + full->blob.digest + " of archive " + archive_digest +
+                          " rebuilds " + cached.patch->archive_digest());
+      }
+      // The header lives as long as the reader that holds it.
+      cached.header = std::shared_ptr<const formats::ArchiveHeader>(cached.patch,
+                                                                    &cached.patch->header());
+    }
+  }
+  cached.digest = archive_digest;
+  {
+    std::lock_guard lock(mu_);
+    bool found = false;
+    for (Cached& c : headers_) {
+      if (c.digest == archive_digest) {
+        c = cached;
+        found = true;
+        break;
+      }
+    }
+    if (!found) headers_.push_front(cached);
+    while (headers_.size() > kHeaderCacheEntries) headers_.pop_back();
+  }
+  if (blob.has_value()) return Opened{blob->path, cached.header, nullptr};
+  return Opened{"", cached.header, cached.patch};
+}
+
+Result<FileSlice> VersionFiles::SliceOf(const Opened& opened, const std::string& archive_digest,
+                                        const formats::ArchiveFile& file, uint64_t offset,
+                                        uint64_t length) {
+  BLZ_ASSIGN_OR_RETURN(std::vector<FileSegment> segments,
+                       MapFileRange(*opened.header, file, offset, length));
+  if (opened.patch == nullptr) return FileSlice{opened.path, std::move(segments), length, nullptr};
+  std::vector<patcher::ArchiveRange> ranges;
+  ranges.reserve(segments.size());
+  for (const FileSegment& s : segments) ranges.push_back({s.offset, s.length});
+  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<patcher::FullPatchReader::Cursor> cursor,
+                       opened.patch->NewCursor(std::move(ranges)));
+  const bool whole = offset == 0 && length == file.size;
+  auto producer = std::make_shared<PatchRangeProducer>(
+      std::move(cursor), length, whole ? file.sha256 : std::string(),
+      "file '" + file.path + "' of archive " + archive_digest);
+  return FileSlice{"", std::move(segments), length, std::move(producer)};
 }
 
 Result<std::vector<VersionFile>> VersionFiles::Compute(const std::string& archive_digest) {
@@ -243,14 +374,12 @@ Result<std::vector<VersionFile>> VersionFiles::Compute(const std::string& archiv
     if (v.lfs) {
       v.git_oid = GitBlobId(LfsPointer(f.sha256, f.size));
     } else {
-      BLZ_ASSIGN_OR_RETURN(std::vector<FileSegment> segments,
-                           MapFileRange(*opened.header, f, 0, f.size));
+      BLZ_ASSIGN_OR_RETURN(FileSlice slice, SliceOf(opened, archive_digest, f, 0, f.size));
       GitBlobHasher hasher(f.size);
-      BLZ_RETURN_IF_ERROR(ReadSegments(opened.path, segments, "archive " + archive_digest,
-                                       [&](ByteSpan b) {
-                                         hasher.Update(b);
-                                         return Status::Ok();
-                                       }));
+      BLZ_RETURN_IF_ERROR(DrainSlice(slice, "archive " + archive_digest, [&](ByteSpan b) {
+        hasher.Update(b);
+        return Status::Ok();
+      }));
       v.git_oid = hasher.FinishHex();
     }
     out.push_back(std::move(v));
@@ -294,16 +423,14 @@ Result<FileSlice> VersionFiles::Slice(const std::string& archive_digest, std::st
   if (file == nullptr) {
     return NotFound("no file '" + std::string(path) + "' in archive " + archive_digest);
   }
-  BLZ_ASSIGN_OR_RETURN(std::vector<FileSegment> segments,
-                       MapFileRange(*opened.header, *file, offset, length));
-  return FileSlice{opened.path, std::move(segments), length};
+  return SliceOf(opened, archive_digest, *file, offset, length);
 }
 
 Status VersionFiles::Read(const std::string& archive_digest, std::string_view path,
                           uint64_t offset, uint64_t length,
                           const std::function<Status(ByteSpan)>& sink) {
   BLZ_ASSIGN_OR_RETURN(FileSlice slice, Slice(archive_digest, path, offset, length));
-  return ReadSegments(slice.archive_path, slice.segments, "archive " + archive_digest, sink);
+  return DrainSlice(slice, "archive " + archive_digest, sink);
 }
 
 }  // namespace blz::registry::hub

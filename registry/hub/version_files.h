@@ -10,17 +10,25 @@
 // while the raw archive is still stored (registry/manifest_handlers.cc).
 //
 // Reading: a file's bytes are its pieces (raw and tensor pieces, 64-byte aligned in the archive's
-// data section, so not contiguous), mapped onto byte segments of the archive file. Slice()
-// returns those segments for any byte range of one file; the HTTP session streams them
-// (Response::file_segments, registry/file_range_body.h) in fixed buffers, never the whole file in
-// memory. The archive file is ArchiveStorage::File(): the raw blob while it is stored, else the
-// copy rebuilt from the full patch into <data>/cache (registry/archive_storage.h).
-// LIMIT: an archive stored only as a full patch is rebuilt whole into that cache by the first read
-// of any of its files (listings do not need it once recorded); decoding just the chunks of the
-// pieces a range touches is not implemented yet.
+// data section, so not contiguous), mapped onto byte segments of the archive. Slice() returns
+// those segments for any byte range of one file, and how to get their bytes:
+// - while the raw archive is stored (or a copy rebuilt earlier is in <data>/cache): the archive
+//   file (ArchiveStorage::FileIfStored); the HTTP session streams the segments
+//   (Response::file_segments, registry/file_range_body.h) in fixed buffers;
+// - when the archive is stored only as its full patch: a BodyProducer that decodes, from the full
+//   patch, only the 4 MiB chunks of the pieces the range touches (patcher/full_patch_reader.h),
+//   one chunk at a time as the session sends them. Nothing is rebuilt, nothing is written to
+//   <data>/cache, memory stays at one decoded chunk per response. Every chunk decoded is checked
+//   against its xxh3-64 before its bytes leave; a range that is the whole file is also checked
+//   against the file's SHA-256 (from the archive header) before its last bytes leave, so a
+//   complete download is never wrong, only cut short. The archive header comes from the full
+//   patch's prefix (its first chunk), so listing needs no rebuild either.
+// Archives stored as patches against a parent (chains) are not read this way yet: they are
+// ArchiveStorage::File()'s to rebuild.
 //
-// Thread safety: every method may be called from any thread. Parsed archive headers are kept in a
-// small in-process cache (kHeaderCacheEntries, least recently used out).
+// Thread safety: every method may be called from any thread. Parsed archive headers (and opened
+// full patches) are kept in a small in-process cache (kHeaderCacheEntries, least recently used
+// out).
 #ifndef BLZ_REGISTRY_HUB_VERSION_FILES_H_
 #define BLZ_REGISTRY_HUB_VERSION_FILES_H_
 
@@ -37,7 +45,10 @@
 #include "core/bytes.h"
 #include "core/status.h"
 #include "formats/blz_archive.h"
+#include "patcher/full_patch_reader.h"
 #include "registry/archive_storage.h"
+#include "registry/body_producer.h"
+#include "registry/http_message.h"
 #include "store/metadata_db.h"
 
 namespace blz::registry::hub {
@@ -92,13 +103,20 @@ struct FileSegment {
   uint64_t length = 0;
 };
 
-// Where a byte range of one file is: the archive file and its segments, in order; their lengths
-// add up to the range's length (no segment is empty).
+// Where a byte range of one file is: the archive's segments, in order (their lengths add up to
+// the range's length; no segment is empty), and where their bytes come from: the archive file
+// `archive_path`, or, when that is "" (the archive is stored only as its full patch),
+// `producer`, which makes exactly `length` bytes (the segments' bytes, decoded as it goes).
 struct FileSlice {
   std::string archive_path;  // valid for ArchiveStorageOptions::grace at least
   std::vector<FileSegment> segments;
   uint64_t length = 0;
+  std::shared_ptr<BodyProducer> producer;  // set exactly when archive_path is ""
 };
+
+// Makes `slice` the body of `res` (file_path + file_segments, or producer) and sets
+// res->file_length.
+void SetResponseBody(FileSlice slice, Response* res);
 
 // The segments of `file`'s bytes [offset, offset + length) in an archive laid out as `header`.
 // REQUIRES: offset + length <= file.size (checked: kInvalidArgument otherwise, also on overflow).
@@ -112,44 +130,58 @@ class VersionFiles {
   VersionFiles(ArchiveStorage* storage, store::MetadataDb* db);
 
   // Every file of the archive `archive_digest` ("sha256:<hex>"), sorted by path (bytewise), as
-  // recorded in the metadata DB; computed from the archive (ArchiveStorage::File, which may
-  // rebuild it once) and recorded when it was not. The caller decides whether the archive is a
+  // recorded in the metadata DB; computed from the archive (its file, or its full patch: no
+  // rebuild) and recorded when it was not. The caller decides whether the archive is a
   // version the requester may read. Errors: kNotFound (no such archive stored), those of
-  // ArchiveStorage::File, formats::BlzArchive::Open (kCorruption: not a valid archive) and of
-  // the metadata DB.
+  // Slice (kCorruption: not a valid archive) and of the metadata DB.
   Result<std::vector<VersionFile>> List(const std::string& archive_digest);
 
   // The file named `path` (exact, bytewise) in List(archive_digest). kNotFound naming the path
   // when the archive has no such file; errors as List.
   Result<VersionFile> Find(const std::string& archive_digest, std::string_view path);
 
-  // The archive file and segments holding bytes [offset, offset + length) of the file `path` of
-  // `archive_digest`. Errors: kNotFound (no such archive or file), kInvalidArgument (the range is
-  // not inside the file), those of ArchiveStorage::File and BlzArchive::Open.
+  // The segments holding bytes [offset, offset + length) of the file `path` of `archive_digest`,
+  // and the archive file or producer to read them from (see the file comment; decoding happens
+  // in the producer, later). Errors: kNotFound (no such archive or file), kInvalidArgument (the
+  // range is not inside the file), those of ArchiveStorage::FileIfStored / GetFullPatch and of
+  // reading the archive header (kCorruption) or opening the full patch
+  // (patcher::FullPatchReader::Open).
   Result<FileSlice> Slice(const std::string& archive_digest, std::string_view path,
                           uint64_t offset, uint64_t length);
 
   // Reads bytes [offset, offset + length) of the file `path` of `archive_digest`, handing them to
   // `sink` in pieces of at most 1 MiB, in order (for tests and small files; HTTP responses
   // stream Slice() instead). Stops at the first non-OK status of `sink` and returns it. Errors as
-  // Slice, and kIOError when the archive file cannot be read.
+  // Slice, kIOError when the archive file cannot be read, and from a full patch kCorruption (a
+  // chunk that does not match its xxh3-64) or kDigestMismatch (a whole file whose bytes do not
+  // have its SHA-256; the last piece is then not handed to `sink`).
   Status Read(const std::string& archive_digest, std::string_view path, uint64_t offset,
               uint64_t length, const std::function<Status(ByteSpan)>& sink);
 
  private:
   struct Opened {
-    std::string path;  // the archive file (ArchiveStorage::File)
+    std::string path;  // the archive file (ArchiveStorage::FileIfStored); "" when `patch` is set
     std::shared_ptr<const formats::ArchiveHeader> header;
+    std::shared_ptr<const patcher::FullPatchReader> patch;  // the full patch, when no file
   };
-  // The archive file of `archive_digest` and its parsed header (cached by digest).
+  // The archive file of `archive_digest`, or its opened full patch, and its parsed header
+  // (cached by digest).
   Result<Opened> Open(const std::string& archive_digest);
+  // The slice of `file` [offset, offset + length) in `opened`.
+  Result<FileSlice> SliceOf(const Opened& opened, const std::string& archive_digest,
+                            const formats::ArchiveFile& file, uint64_t offset, uint64_t length);
+  struct Cached {
+    std::string digest;
+    std::shared_ptr<const formats::ArchiveHeader> header;
+    std::shared_ptr<const patcher::FullPatchReader> patch;  // null until needed
+  };
   // Computes the listing from the archive (header + small files' bytes).
   Result<std::vector<VersionFile>> Compute(const std::string& archive_digest);
 
   ArchiveStorage* storage_;
   store::MetadataDb* db_;
   std::mutex mu_;  // guards headers_
-  std::list<std::pair<std::string, std::shared_ptr<const formats::ArchiveHeader>>> headers_;
+  std::list<Cached> headers_;
 };
 
 }  // namespace blz::registry::hub

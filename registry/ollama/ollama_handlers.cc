@@ -127,12 +127,7 @@ Response ServeBytes(const Context& ctx, const OllamaView& view, bool gguf,
   Result<hub::FileSlice> slice =
       ctx.files->Slice(view.archive_digest, view.gguf_path, offset, length);
   if (!slice.ok()) return ServerError(slice.status(), view.archive_digest);
-  res.file_path = slice->archive_path;
-  res.file_length = slice->length;
-  for (const hub::FileSegment& s : slice->segments) {
-    res.file_segments.push_back(Response::Segment{s.offset, s.length});
-  }
-  if (!res.file_segments.empty()) res.file_offset = res.file_segments.front().offset;
+  hub::SetResponseBody(std::move(*slice), &res);
   return res;
 }
 

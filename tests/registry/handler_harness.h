@@ -217,8 +217,22 @@ inline std::string ErrorCodeOf(const Response& r) {
   return j["errors"][0].value("code", "");
 }
 
-// The bytes a file-backed response would send.
+// The bytes a producer-backed response sends (it can be drained once).
+inline std::string ProducedBytes(const Response& r) {
+  std::string out;
+  while (true) {
+    Result<ByteSpan> b = r.producer->Next();
+    if (!b.ok()) return "<producer error: " + b.status().ToString() + ">";
+    if (b->empty()) break;
+    out.append(reinterpret_cast<const char*>(b->data()), b->size());
+  }
+  if (out.size() != r.file_length) return "<produced " + std::to_string(out.size()) + " bytes>";
+  return out;
+}
+
+// The bytes a file-backed (or producer-backed) response would send.
 inline std::string BodyOf(const Response& r) {
+  if (r.file_path.empty() && r.producer != nullptr) return ProducedBytes(r);
   if (r.file_path.empty()) return r.body;
   std::string all = blz::testing::ReadFileBytes(r.file_path);
   if (r.file_offset > all.size()) return "<offset past end>";

@@ -35,6 +35,7 @@
 
 #include "core/digest.h"
 #include "formats/blz_archive.h"
+#include "patcher/patch_format.h"
 #include "registry/hub/revisions.h"
 #include "registry/hub/version_files.h"
 #include "registry/net.h"
@@ -47,6 +48,7 @@ namespace blz::registry::hub {
 namespace {
 
 using json = nlohmann::json;
+using registry::testing::BodyOf;
 using registry::testing::Harness;
 using registry::testing::PushVersion;
 namespace fs = std::filesystem;
@@ -66,8 +68,10 @@ struct Reply {
 };
 
 // One request on a new connection, with deadlines (Beast async operations run to completion).
+// `read_error` (may be null): receives the error reading the response instead of failing on it.
 Reply Fetch(uint16_t port, const std::string& method, const std::string& target,
-            const std::map<std::string, std::string>& headers = {}, const std::string& body = "") {
+            const std::map<std::string, std::string>& headers = {}, const std::string& body = "",
+            beast::error_code* read_error = nullptr) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
   beast::error_code ec;
@@ -93,8 +97,18 @@ Reply Fetch(uint16_t port, const std::string& method, const std::string& target,
   if (method == "HEAD") parser.skip(true);
   http::async_read(stream, buffer, parser, [&](beast::error_code e, size_t) { ec = e; });
   ioc.run();
-  EXPECT_FALSE(ec) << ec.message();
+  if (read_error != nullptr) {
+    *read_error = ec;
+  } else {
+    EXPECT_FALSE(ec) << ec.message();
+  }
   Reply r;
+  if (!parser.is_header_done()) return r;
+  r.status = parser.get().result_int();
+  if (read_error != nullptr && ec) {  // a cut body: what arrived of it
+    r.body = parser.get().body();
+    return r;
+  }
   auto res = parser.release();
   r.status = res.result_int();
   for (const auto& f : res) {
@@ -278,6 +292,109 @@ TEST_F(HubContractTest, ResumedDownloadAndFirstByteRange) {
   Reply again = Fetch(port(), "GET", url, {{"Range", "bytes=5-"}});
   ASSERT_EQ(again.status, 206);
   EXPECT_TRUE(again.body == expected.substr(5));
+}
+
+// A version stored only as its full patch (the raw archive dropped): the JS client's
+// `Range: bytes=0-0`, a mid-file range, a resumed download and a whole-file GET answer the
+// file's bytes, decoded from the chunks they touch, over the wire and through the handlers, and
+// the archive is never rebuilt into <data>/cache.
+TEST_F(HubContractTest, RangesOfAFullPatchVersionNeedNoRebuild) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  if (IsSkipped()) return;
+  const std::string expected = File(base_dir_, "model.safetensors");
+  const uint64_t n = expected.size();
+  const std::string url = "/org/gpt2/resolve/" + CommitId(base_) + "/model.safetensors";
+  ASSERT_TRUE(h_->registry().storage().Compress(base_).ok());
+  ASSERT_FALSE(h_->registry().blobs().Contains(base_));
+  auto cache_is_empty = [&] {
+    std::error_code ec;
+    return fs::directory_iterator(h_->data() + "/cache/sha256", ec) == fs::directory_iterator();
+  };
+
+  // The handlers.
+  Response first = h_->Call("GET", url, "", {{"Range", "bytes=0-0"}});
+  ASSERT_EQ(first.status, 206) << first.body;
+  EXPECT_EQ(first.Get("Content-Range"), "bytes 0-0/" + std::to_string(n));
+  EXPECT_EQ(first.file_path, "");  // made as it is sent, not a file
+  EXPECT_EQ(BodyOf(first), expected.substr(0, 1));
+  const uint64_t mid = n / 2;
+  Response middle = h_->Call("GET", url, "",
+                             {{"Range", "bytes=" + std::to_string(mid) + "-" +
+                                            std::to_string(mid + 4095)}});
+  ASSERT_EQ(middle.status, 206) << middle.body;
+  EXPECT_EQ(middle.BodySize(), 4096u);
+  EXPECT_TRUE(BodyOf(middle) == expected.substr(mid, 4096));
+  Response whole = h_->Call("GET", url);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  EXPECT_TRUE(BodyOf(whole) == expected);
+  EXPECT_EQ(h_->registry().storage().status().rebuilds, 0u);
+  EXPECT_TRUE(cache_is_empty());
+
+  // Over the wire (the session streams the decoded chunks).
+  Reply wire_first = Fetch(port(), "GET", url, {{"Range", "bytes=0-0"}});
+  ASSERT_EQ(wire_first.status, 206);
+  EXPECT_EQ(wire_first.body, expected.substr(0, 1));
+  Reply wire_mid = Fetch(port(), "GET", url,
+                         {{"Range", "bytes=" + std::to_string(mid) + "-" +
+                                        std::to_string(mid + 99)}});
+  ASSERT_EQ(wire_mid.status, 206);
+  EXPECT_TRUE(wire_mid.body == expected.substr(mid, 100));
+  Reply wire_rest = Fetch(port(), "GET", url, {{"Range", "bytes=1000-"}});
+  ASSERT_EQ(wire_rest.status, 206);
+  EXPECT_TRUE(wire_rest.body == expected.substr(1000));
+  Reply wire_whole = Fetch(port(), "GET", url);
+  ASSERT_EQ(wire_whole.status, 200);
+  EXPECT_EQ(wire_whole.Header("content-length"), std::to_string(n));
+  EXPECT_TRUE(wire_whole.body == expected);
+  for (const std::string f : {"config.json", "README.md", "tokenizer/vocab.txt"}) {
+    Reply small = Fetch(port(), "GET", "/org/gpt2/resolve/main/" + f);
+    ASSERT_EQ(small.status, 200) << f;
+    EXPECT_EQ(small.body, File(base_dir_, f)) << f;
+  }
+  EXPECT_EQ(h_->registry().storage().status().rebuilds, 0u);
+  EXPECT_TRUE(cache_is_empty());
+}
+
+// A full patch damaged on disk after it was verified (verify-on-read off): the damaged chunk is
+// caught when decoded; a whole-file download is cut short instead of completing with wrong
+// bytes, and ranges that do not touch the chunk still answer.
+TEST_F(HubContractTest, ADamagedChunkCutsTheDownloadShort) {
+  RegistryOptions options;
+  options.storage.verify_on_read_bytes = 0;
+  ASSERT_NO_FATAL_FAILURE(Start(std::move(options)));
+  if (IsSkipped()) return;
+  const std::string expected = File(base_dir_, "model.safetensors");
+  const std::string url = "/org/gpt2/resolve/main/model.safetensors";
+  ASSERT_TRUE(h_->registry().storage().Compress(base_).ok());
+  auto full = h_->registry().storage().GetFullPatch(base_);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  std::string patch = blz::testing::ReadFileBytes(full->blob.path);
+  auto ph = patcher::internal::ParsePatch(AsBytes(patch), patch.size(), "patch");
+  ASSERT_TRUE(ph.ok());
+  const patcher::internal::PatchChunk* victim = nullptr;  // the largest chunk (the embedding's)
+  for (const auto& piece : ph->pieces) {
+    for (const auto& c : piece.chunks) {
+      if (victim == nullptr || c.length > victim->length) victim = &c;
+    }
+  }
+  ASSERT_NE(victim, nullptr);
+  patch[ph->payload_start + victim->offset + victim->length / 2] ^= 0x5a;
+  fs::permissions(full->blob.path, fs::perms::owner_write, fs::perm_options::add);
+  blz::testing::WriteFileBytes(full->blob.path, patch);
+
+  Response whole = h_->Call("GET", url);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const std::string produced = BodyOf(whole);
+  EXPECT_NE(produced.find("xxh3"), std::string::npos) << produced.substr(0, 200);
+  beast::error_code cut;
+  Reply wire = Fetch(port(), "GET", url, {}, "", &cut);
+  EXPECT_TRUE(cut) << "a damaged download must not complete";
+  EXPECT_LT(wire.body.size(), expected.size());
+  EXPECT_TRUE(wire.body == expected.substr(0, wire.body.size()));
+  Reply first = Fetch(port(), "GET", url, {{"Range", "bytes=0-0"}});
+  EXPECT_EQ(first.status, 206);
+  EXPECT_EQ(first.body, expected.substr(0, 1));
+  EXPECT_EQ(h_->registry().storage().status().rebuilds, 0u);
 }
 
 TEST_F(HubContractTest, MissingOptionalFileIsEntryNotFoundWithTheCommit) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -194,10 +195,61 @@ TEST(VersionFilesTest, ListingIsRecordedAndNeedsNoRebuild) {
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_EQ(list->size(), rows->size());
   EXPECT_EQ(h.registry().storage().status().rebuilds, 0u);
-  // Reading a file's bytes rebuilds the archive into the cache (the documented limit).
+  // Reading a file's bytes decodes them from the full patch: still no rebuild.
   const std::string config = blz::testing::ReadFileBytes(dir + "/config.json");
   EXPECT_EQ(ReadAll(later, digest, "config.json", 0, config.size()), config);
-  EXPECT_EQ(h.registry().storage().status().rebuilds, 1u);
+  EXPECT_EQ(h.registry().storage().status().rebuilds, 0u);
+}
+
+// The files in <data>/cache/sha256 (rebuilt archives).
+std::vector<std::string> CachedArchives(const Harness& h) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(h.data() + "/cache/sha256", ec)) {
+    out.push_back(e.path().filename().string());
+  }
+  return out;
+}
+
+// A version stored only as its full patch: any range of any file, and whole files, come from
+// the chunks they touch; the archive is never rebuilt into <data>/cache. Before the compression
+// the same reads come from the raw archive (the same bytes).
+TEST(VersionFilesTest, FilesOfAFullPatchVersionAreReadWithoutARebuild) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string dir = corpus + "/tiny-gpt2/base";
+  const std::string model = blz::testing::ReadFileBytes(dir + "/model.safetensors");
+  const std::string config = blz::testing::ReadFileBytes(dir + "/config.json");
+  Harness h(FullPatchOptions());
+  const std::string digest = PushVersion(&h, "org/gpt2", "v1", PackArchive(dir));
+  ASSERT_TRUE(h.registry().storage().Compress(digest).ok());
+  ASSERT_FALSE(h.registry().blobs().Contains(digest));
+
+  VersionFiles files(&h.registry().storage(), &h.registry().db());  // nothing cached
+  auto slice = files.Slice(digest, "model.safetensors", 0, 1);
+  ASSERT_TRUE(slice.ok()) << slice.status().ToString();
+  EXPECT_EQ(slice->archive_path, "");
+  ASSERT_NE(slice->producer, nullptr);
+  const uint64_t n = model.size();
+  const std::vector<std::pair<uint64_t, uint64_t>> ranges = {
+      {0, 1}, {n / 2, 1000}, {n - 1, 1}, {0, n}, {100, n - 200}, {7, 1 << 16}};
+  for (const auto& [off, len] : ranges) {
+    EXPECT_TRUE(ReadAll(files, digest, "model.safetensors", off, len) == model.substr(off, len))
+        << off << "+" << len;
+  }
+  EXPECT_EQ(ReadAll(files, digest, "config.json", 0, config.size()), config);
+  EXPECT_EQ(ReadAll(files, digest, "config.json", 10, 5), config.substr(10, 5));
+  EXPECT_EQ(h.registry().storage().status().rebuilds, 0u);
+  EXPECT_TRUE(CachedArchives(h).empty());
+  // The registry's own instance (as the Hub API and Ollama use it) lists and reads the same way.
+  auto list = h.registry().version_files().List(digest);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_TRUE(ReadAll(h.registry().version_files(), digest, "model.safetensors", 0, n) == model);
+  EXPECT_EQ(h.registry().storage().status().rebuilds, 0u);
+  EXPECT_TRUE(CachedArchives(h).empty());
+  // Ranges outside the file are refused before anything is decoded.
+  EXPECT_EQ(files.Slice(digest, "model.safetensors", n, 1).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(files.Slice(digest, "nope", 0, 1).status().code(), Code::kNotFound);
 }
 
 // A manifest PUT records the listing while the raw archive is at hand: a version compressed

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -80,6 +81,33 @@ TEST(OllamaHandlers, GgufVersionAsDockerManifestWithTheFileAsLayer) {
                          {{"Range", "bytes=99999999-"}});
   EXPECT_EQ(past.status, 416);
   EXPECT_EQ(past.Get("Content-Range"), "bytes */" + std::to_string(gguf.size()));
+}
+
+// A GGUF version stored only as its full patch: the blob GETs (whole, and the parts Ollama's
+// download.go asks for) are decoded from the chunks they touch; nothing is rebuilt.
+TEST(OllamaHandlers, GgufBlobOfAFullPatchVersionNeedsNoRebuild) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string gguf = blz::testing::ReadFileBytes(TinyGgufPath(corpus));
+  const std::string gguf_digest = MakeDigest(Sha256Hex(gguf));
+  RegistryOptions options;
+  options.full_patch = PatcherFullPatchFunctions();
+  options.storage.background = false;
+  options.storage.grace = std::chrono::milliseconds(0);
+  Harness h(std::move(options));
+  const std::string archive =
+      PushVersion(&h, "library/tiny", "latest", GgufArchive(TinyGgufPath(corpus)));
+  ASSERT_TRUE(h.registry().storage().Compress(archive).ok());
+  ASSERT_FALSE(h.registry().blobs().Contains(archive));
+  Response m = h.Call("GET", "/v2/library/tiny/manifests/latest", "", {kOllamaAccept});
+  ASSERT_EQ(m.status, 200) << m.body;
+  Response part = h.Call("GET", "/v2/library/tiny/blobs/" + gguf_digest, "",
+                         {{"Range", "bytes=1000-200999"}});
+  ASSERT_EQ(part.status, 206) << part.body;
+  EXPECT_TRUE(SentBytes(part) == gguf.substr(1000, 200000));
+  Response g = h.Call("GET", "/v2/library/tiny/blobs/" + gguf_digest);
+  ASSERT_EQ(g.status, 200) << g.body;
+  EXPECT_TRUE(SentBytes(g) == gguf);
+  EXPECT_EQ(h.registry().storage().status().rebuilds, 0u);
 }
 
 TEST(OllamaHandlers, OciClientsKeepTheStoredManifest) {

@@ -30,6 +30,15 @@ inline std::string GgufArchive(const std::string& path) {
 
 // The bytes a response sends: its body, or its file's range or segments.
 inline std::string SentBytes(const Response& r) {
+  if (r.file_path.empty() && r.producer != nullptr) {  // decoded from a full patch: drained once
+    std::string out;
+    while (true) {
+      Result<ByteSpan> b = r.producer->Next();
+      if (!b.ok()) return "<producer error: " + b.status().ToString() + ">";
+      if (b->empty()) return out;
+      out.append(reinterpret_cast<const char*>(b->data()), b->size());
+    }
+  }
   if (r.file_path.empty()) return r.body;
   const std::string all = blz::testing::ReadFileBytes(r.file_path);
   if (r.file_segments.empty()) {
