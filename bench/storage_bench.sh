@@ -143,9 +143,12 @@ storage() {  # [QUERY]: GET /v2/_blz/storage as the admin
   curl -sf -H "Authorization: Bearer $token" "$url/v2/_blz/storage${1:-}"
 }
 wait_idle() {  # background compression finished
+  local pending
   for _ in $(seq 1 2400); do
-    storage | "$PY" -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["pending"] == 0 else 1)' &&
-      return 0
+    kill -0 "$server_pid" 2>/dev/null || { log "blz serve exited: $(tail -5 "$WORK/serve.err")"; exit 1; }
+    pending=$(storage | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["pending"])' 2>/dev/null) ||
+      pending=""
+    [ "$pending" = 0 ] && return 0
     sleep 0.25
   done
   log "the registry did not become idle"; return 1
@@ -158,7 +161,8 @@ series() {
   for dir in "$@"; do
     i=$((i + 1))
     out=$(BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/client-$name BLZ_CONFIG_DIR=$WORK/config \
-      "$BLZ" push --json -q "$dir" "${url#http://}/bench/$name:v$i")
+      "$BLZ" push --json -q "$dir" "${url#http://}/bench/$name:v$i" |
+      "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))')
     echo "{\"series\": \"$name\", \"push\": $out}" >> "$results"
     log "$name v$i: $("$PY" -c 'import json,sys; r=json.load(sys.stdin); print(r["bytes_uploaded"], "of", r["total_bytes"], "as a patch from " + r.get("patch_from_name", "") if r.get("uploaded_as_patch") else "")' <<< "$out")"
   done

@@ -35,7 +35,8 @@ ojson FiguresJson(const StorageFigures& f) {
 
 ojson RepositoryJson(const RepositoryStorage& r) {
   ojson doc = {{"name", r.name}};
-  for (auto& [key, value] : FiguresJson(r.figures).items()) doc[key] = value;
+  const ojson figures = FiguresJson(r.figures);
+  for (const auto& [key, value] : figures.items()) doc[key] = value;
   doc["shared_bytes"] = r.shared_bytes;
   ojson archives = ojson::array();
   for (const RepositoryStorage::Version& v : r.archives) {
