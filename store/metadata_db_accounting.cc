@@ -14,7 +14,7 @@ using sql::Transaction;
 constexpr char kVersionsSql[] =
     "SELECT r.name, v.archive_digest, v.manifest_digest, v.archive_size, v.created "
     "FROM versions v JOIN repositories r ON r.id = v.repository_id ";
-constexpr char kVersionsOrder[] = " ORDER BY r.name, v.created, v.archive_digest";
+constexpr char kVersionsOrder[] = " ORDER BY r.name, v.created, v.rowid";
 // The blobs a repository's manifests reference that are not one of its model archives
 // (configs, other layers, the blobs of non-model manifests), once per (repository, blob); the
 // exclusion is a primary-key probe of `versions`.

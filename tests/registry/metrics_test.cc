@@ -293,8 +293,11 @@ TEST(MetricsHandlerTest, StorageGaugesTotalAndPerRepository) {
   const std::string a = testing::TinyArchive(1), b = testing::TinyArchive(2);
   const uint64_t config_a =
       std::string("{\"archive_size\":" + std::to_string(a.size()) + "}").size();
+  // Archives of the same size share their config blob (Harness::ManifestFor): counted once.
   const uint64_t config_b =
-      std::string("{\"archive_size\":" + std::to_string(b.size()) + "}").size();
+      a.size() == b.size()
+          ? 0
+          : std::string("{\"archive_size\":" + std::to_string(b.size()) + "}").size();
   RequestHead head;
   head.method = "GET";
   head.target = "/metrics";
