@@ -155,7 +155,7 @@ struct VersionStatsRecord {
 // What storage accounting reads (MetadataDb::ReadStorageInventory; registry/storage_accounting.h).
 struct StorageInventory {
   // Model versions (repository, archive_digest, manifest_digest, archive_size, created; no
-  // structural hash), ordered by (repository, created, archive digest).
+  // structural hash), ordered by repository, then oldest first (as ListVersions).
   std::vector<VersionRecord> versions;
   // The blobs a repository's manifests reference that are not one of its model archives
   // (configs, other layers, the blobs of non-model manifests), once per (repository, blob),
