@@ -134,8 +134,10 @@ AccessNeed AccessNeedFor(const Registry::Route& route) {
     case Kind::kPing: need.kind = AccessNeed::Kind::kAuthenticated; return need;
     case Kind::kCatalog:
     case Kind::kRepositories:  // lists only what the caller may pull (browse_handlers.cc)
-    case Kind::kStructures: need.kind = AccessNeed::Kind::kAnyPull; return need;
-    case Kind::kStorage:
+    case Kind::kStructures:
+    case Kind::kStorage:  // per repository it may pull; the total and status: admin only
+      need.kind = AccessNeed::Kind::kAnyPull;
+      return need;
     case Kind::kGc:
     case Kind::kTokens:
     case Kind::kTokenName: need.kind = AccessNeed::Kind::kAdmin; return need;

@@ -63,7 +63,7 @@ struct AccessNeed {
     kAuthenticated,  // any valid credentials (GET /v2/)
     kRepository,     // `actions` on `repository`
     kAnyPull,        // pull on some repository (catalog, structure listings)
-    kAdmin,          // the "admin" action (token admin API, storage status)
+    kAdmin,          // the "admin" action (token admin API, garbage collection)
   };
   Kind kind = Kind::kNone;
   std::string repository;
@@ -71,8 +71,9 @@ struct AccessNeed {
 };
 
 // The access a route needs: GET/HEAD of a repository's paths: pull; blob uploads and manifest
-// PUTs: push; DELETE: delete; /v2/: authenticated; /v2/_catalog and /v2/_blz/structures: pull
-// somewhere; /v2/_blz/storage and /v2/_blz/tokens*: admin; /v2/_blz/token: none.
+// PUTs: push; DELETE: delete; /v2/: authenticated; /v2/_catalog, /v2/_blz/structures and
+// /v2/_blz/storage (its handler shows the total and status to an admin only): pull somewhere;
+// /v2/_blz/gc and /v2/_blz/tokens*: admin; /v2/_blz/token: none.
 AccessNeed AccessNeedFor(const Registry::Route& route);
 
 // Who sent a request.

@@ -1,6 +1,6 @@
 // The blz extensions (docs/registry-api.md): patches and full patches (GET /v2/<name>/blz/patch),
-// value diffs (GET /v2/<name>/blz/diff), structure listings (GET /v2/_blz/structures/<hash>) and
-// the storage status (GET /v2/_blz/storage), with the cache of computed blobs they share.
+// value diffs (GET /v2/<name>/blz/diff) and structure listings (GET /v2/_blz/structures/<hash>),
+// with the cache of computed blobs they share. The storage status: registry/storage_handlers.cc.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -384,27 +384,6 @@ Response Registry::GetFullPatch(const Route& route, const RequestHead& head,
     res.Set("Docker-Content-Digest", full->blob.digest);
     res.Set("Blz-Patch-Cache", full->hit ? "hit" : "miss");
   }
-  return res;
-}
-
-Response Registry::GetStorageStatus() {
-  const StorageStatus st = storage_->status();
-  nlohmann::ordered_json doc = {
-      {"full_patches", storage_->enabled()},
-      {"drop_raw_archives", storage_->enabled() && options_.storage.drop_raw_archives},
-      {"pending", st.pending},
-      {"compressing", st.compressing.empty() ? nlohmann::ordered_json(nullptr)
-                                             : nlohmann::ordered_json(st.compressing)},
-      {"compressed", st.compressed},
-      {"failed", st.failed},
-      {"full_patches_computed", st.full_patches_computed},
-      {"rebuilds", st.rebuilds},
-      {"quarantined", st.quarantined},
-      {"cache", {{"bytes", st.cache_bytes}, {"entries", st.cache_entries},
-                 {"limit", st.cache_limit}}}};
-  Response res;
-  res.body = doc.dump();
-  res.Set("Content-Type", "application/json");
   return res;
 }
 

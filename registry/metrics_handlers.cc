@@ -1,6 +1,8 @@
 #include "registry/metrics_handlers.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <system_error>
 
 #include "registry/errors.h"
@@ -145,6 +147,52 @@ std::vector<MetricFamily> DependencyFamilies(bool ready, const store::sql::Query
   return out;
 }
 
+std::vector<MetricFamily> StorageAccountFamilies(const StorageAccount& account,
+                                                 bool per_repository) {
+  MetricFamily model{"blz_storage_model_bytes",
+                     "The models' own size: the archive sizes of the stored versions (what "
+                     "full copies cost). Without labels: the total, each archive once; with "
+                     "`repository`: that repository's versions (at most 50 series plus "
+                     "repository=\"_other\").",
+                     "gauge",
+                     {{{}, double(account.total.model_bytes)}}};
+  MetricFamily at_rest{"blz_storage_at_rest_bytes",
+                       "Bytes at rest of the stored versions: each archive in its stored form "
+                       "(raw, or its full patch) plus the configs and other layers. Without "
+                       "labels: the total, each blob once; with `repository`: what it "
+                       "references (shared blobs in each repository).",
+                       "gauge",
+                       {{{}, double(account.total.at_rest_bytes())}}};
+  if (per_repository) {
+    std::vector<const RepositoryStorage*> order;
+    for (const RepositoryStorage& r : account.repositories) order.push_back(&r);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const RepositoryStorage* a, const RepositoryStorage* b) {
+                       return a->figures.at_rest_bytes() > b->figures.at_rest_bytes();
+                     });
+    uint64_t other_model = 0, other_at_rest = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const StorageFigures& f = order[i]->figures;
+      if (i < kStorageRepositorySeries) {
+        model.samples.push_back({{{"repository", order[i]->name}}, double(f.model_bytes)});
+        at_rest.samples.push_back({{{"repository", order[i]->name}}, double(f.at_rest_bytes())});
+      } else {
+        other_model += f.model_bytes;
+        other_at_rest += f.at_rest_bytes();
+      }
+    }
+    if (order.size() > kStorageRepositorySeries) {
+      model.samples.push_back({{{"repository", kStorageOtherRepositories}}, double(other_model)});
+      at_rest.samples.push_back(
+          {{{"repository", kStorageOtherRepositories}}, double(other_at_rest)});
+    }
+  }
+  std::vector<MetricFamily> out;
+  out.push_back(std::move(model));
+  out.push_back(std::move(at_rest));
+  return out;
+}
+
 Response HandleMetrics(Registry& registry, const RequestHead& head) {
   if (head.method != "GET" && head.method != "HEAD") {
     Response res = ErrorResponse(OciError::kUnsupported,
@@ -159,6 +207,16 @@ Response HandleMetrics(Registry& registry, const RequestHead& head) {
                                             registry.db().query_stats(),
                                             registry.blobs().timings())) {
     families.push_back(std::move(f));
+  }
+  // Reused for kStorageAccountTtl; a failure (the DB is down) leaves the gauges out, as
+  // blz_ready says why.
+  Result<std::shared_ptr<const StorageAccount>> account =
+      registry.storage_accounts().Get(registry.blobs(), registry.db());
+  if (account.ok()) {
+    for (MetricFamily& f :
+         StorageAccountFamilies(**account, !registry.options().private_mode)) {
+      families.push_back(std::move(f));
+    }
   }
   res.body = registry.metrics().Render(families);
   res.Set("Content-Type", kMetricsContentType);

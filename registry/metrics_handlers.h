@@ -2,8 +2,9 @@
 // scrape time (the archive storage's counters, bytes on disk by kind), in the Prometheus text
 // exposition format 0.0.4. Served by the session (registry/http_session.cc) next to the
 // registry's /v2/ routes, unless disabled (`blz serve --no-metrics`, SessionOptions::metrics).
-// Unauthenticated, like a health check: it names no repository, tag or digest (route kinds
-// only). Pure: a RequestHead in, a Response out.
+// Unauthenticated, like a health check: it names no tag or digest (route kinds only), and
+// repositories only on a public registry (StorageAccountFamilies). Pure: a RequestHead in, a
+// Response out.
 #ifndef BLZ_REGISTRY_METRICS_HANDLERS_H_
 #define BLZ_REGISTRY_METRICS_HANDLERS_H_
 
@@ -15,6 +16,7 @@
 #include "registry/http_message.h"
 #include "registry/metrics.h"
 #include "registry/registry.h"
+#include "registry/storage_accounting.h"
 
 namespace blz::registry {
 
@@ -49,6 +51,19 @@ std::vector<MetricFamily> ScrapeFamilies(const StorageStatus& status, const Stor
 // samples).
 std::vector<MetricFamily> DependencyFamilies(bool ready, const store::sql::QueryStats& queries,
                                              const store::BlobStoreTimings* blobs);
+
+// Bytes at rest against the models' own size (registry/storage_accounting.h):
+// blz_storage_model_bytes and blz_storage_at_rest_bytes (gauges), one sample without labels
+// for the total and, when `per_repository`, one per repository (label `repository`) for the
+// kStorageRepositorySeries repositories with the most bytes at rest (ties by name) plus one
+// labelled kStorageOtherRepositories summing the rest. HandleMetrics labels repositories only
+// on a public registry (their names are public there); a private registry exports the total.
+inline constexpr size_t kStorageRepositorySeries = 50;
+// Not a valid repository name (names start with a lower-case letter or digit), so it cannot
+// collide with one.
+inline constexpr char kStorageOtherRepositories[] = "_other";
+std::vector<MetricFamily> StorageAccountFamilies(const StorageAccount& account,
+                                                 bool per_repository);
 
 // GET or HEAD /metrics: 200 with the exposition text (Content-Type kMetricsContentType);
 // another method: 405 with Allow: GET, HEAD. Walks the data directory (MeasureStorage): run it

@@ -423,6 +423,7 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
       plan.heavy = head.method == "PUT";
       break;
     case Kind::kGc:  // lists and removes blobs
+    case Kind::kStorage:  // a blob-store stat per archive (storage_accounting.h)
       plan.heavy = true;
       break;
     case Kind::kUploadStart:  // a monolithic upload (?digest=) hashes the blob
@@ -523,7 +524,7 @@ Response Registry::Dispatch(const Route& route, const Request& request) {
     case Kind::kDiff: return Async(route, request.head, &Registry::GetValueDiff);
     case Kind::kBases: return GetBases(route, request.head);
     case Kind::kStructures: return ListStructure(route);
-    case Kind::kStorage: return GetStorageStatus();
+    case Kind::kStorage: return GetStorage(route);
     case Kind::kGc: return RunGc(route);
     case Kind::kToken: return auth_->IssueToken(request.head, request.head.target);
     case Kind::kTokens:

@@ -44,6 +44,7 @@
 #include "registry/oci_manifest.h"
 #include "registry/metrics.h"
 #include "registry/readiness.h"
+#include "registry/storage_accounting.h"
 #include "store/blob_store.h"
 #include "store/metadata_db.h"
 
@@ -249,6 +250,9 @@ class Registry {
   // The server's counters (GET /metrics, registry/metrics.h): the session records requests,
   // the handlers cache hits; garbage collection reports each run with metrics().RecordGc().
   Metrics& metrics() { return metrics_; }
+  // The /metrics gauges' account of bytes at rest (registry/storage_accounting.h), reused
+  // for kStorageAccountTtl.
+  StorageAccountCache& storage_accounts() { return storage_accounts_; }
   // GET /readyz and blz_ready (registry/readiness.h): the metadata DB and the blob store.
   ReadinessProbe& readiness() { return *readiness_; }
   // Credentials and scopes (registry/auth.h), for handlers served outside Handle (/readyz).
@@ -319,8 +323,9 @@ class Registry {
   Response GetPatch(const Route& route, const RequestHead& head);
   // GET /v2/<name>/blz/patch?to=<digest> without from: the archive's full patch.
   Response GetFullPatch(const Route& route, const RequestHead& head, const std::string& to);
-  // GET /v2/_blz/storage: StorageStatus as JSON.
-  Response GetStorageStatus();
+  // GET /v2/_blz/storage[?repository=NAME] (registry/storage_handlers.cc): bytes at rest per
+  // repository the caller may pull; for an admin also the total and StorageStatus.
+  Response GetStorage(const Route& route);
   Response GetValueDiff(const Route& route, const RequestHead& head);
   // GET /v2/<name>/blz/bases?to=<archive digest>[&have=<digest>,...]: the version `to` (its
   // manifest digest, size and structure) and, of the `have` archives the client holds, those
@@ -471,6 +476,7 @@ class Registry {
   // mount) and by garbage collection while it decides on the blob (registry/garbage_collector.h).
   KeyedMutex blob_locks_;
   Metrics metrics_;
+  StorageAccountCache storage_accounts_;
   std::unique_ptr<Authenticator> auth_;  // credentials and scopes (registry/auth.h)
   std::unique_ptr<ollama::ViewCache> ollama_views_;  // Ollama views of GGUF versions
   // Declared last: destroyed (its thread stopped) before the store and the DB it uses.

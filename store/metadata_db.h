@@ -152,6 +152,22 @@ struct VersionStatsRecord {
   uint64_t stats_size = 0;
 };
 
+// What storage accounting reads (MetadataDb::ReadStorageInventory; registry/storage_accounting.h).
+struct StorageInventory {
+  // Model versions (repository, archive_digest, manifest_digest, archive_size, created; no
+  // structural hash), ordered by repository, then oldest first (as ListVersions).
+  std::vector<VersionRecord> versions;
+  // The blobs a repository's manifests reference that are not one of its model archives
+  // (configs, other layers, the blobs of non-model manifests), once per (repository, blob),
+  // with the size recorded in `blobs`; ordered by (repository, digest).
+  struct Blob {
+    std::string repository;
+    std::string digest;
+    uint64_t size = 0;
+  };
+  std::vector<Blob> other_blobs;
+};
+
 // A tag and the manifest it points at.
 struct TagTarget {
   std::string tag;
@@ -340,6 +356,12 @@ class MetadataDb {
   Result<StructurePage> ListStructureVersions(std::string_view structural_hash,
                                               std::optional<uint64_t> limit,
                                               const StructureCursor& after);
+
+  // -- storage accounting (store/metadata_db_accounting.cc) --
+  // Every model version and every other blob manifests reference (StorageInventory), in one
+  // snapshot; `repository` not empty: only that repository's. Two queries (a scan of
+  // `versions` and of `manifest_blobs`), no per-row statements.
+  Result<StorageInventory> ReadStorageInventory(std::string_view repository = "");
 
   // -- value diffs --
   // kNotFound when no value diff from -> to was recorded.

@@ -176,7 +176,7 @@ TEST(AuthTest, PullOnlyTokenCannotPush) {
        std::vector<std::pair<std::string, std::string>>{
            {"POST", "/v2/org/m/blobs/uploads/"},
            {"PUT", "/v2/org/m/manifests/v2"},
-           {"GET", "/v2/_blz/storage"},
+           {"POST", "/v2/_blz/gc"},
            {"GET", "/v2/_blz/tokens"}}) {
     Response r = h.Call(req.first, req.second, "", {Basic("r", reader)}, kAnon);
     EXPECT_EQ(r.status, 403) << req.first << " " << req.second;

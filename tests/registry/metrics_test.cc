@@ -287,6 +287,87 @@ TEST(MetricsHandlerTest, ServesTheExpositionWithStorageBytes) {
   EXPECT_EQ(post.Get("Allow"), "GET, HEAD");
 }
 
+// Bytes at rest (registry/storage_accounting.h): the total and, on a public registry, one
+// series per repository; a private registry names no repository.
+TEST(MetricsHandlerTest, StorageGaugesTotalAndPerRepository) {
+  const std::string a = testing::TinyArchive(1), b = testing::TinyArchive(2);
+  const uint64_t config_a =
+      std::string("{\"archive_size\":" + std::to_string(a.size()) + "}").size();
+  // Archives of the same size share their config blob (Harness::ManifestFor): counted once.
+  const uint64_t config_b =
+      a.size() == b.size()
+          ? 0
+          : std::string("{\"archive_size\":" + std::to_string(b.size()) + "}").size();
+  RequestHead head;
+  head.method = "GET";
+  head.target = "/metrics";
+  {
+    testing::Harness h;
+    testing::PushVersion(&h, "org/m", "v1", a);
+    testing::PushVersion(&h, "org/n", "v1", a);  // shared: once in the total
+    testing::PushVersion(&h, "org/n", "v2", b);
+    Response res = HandleMetrics(h.registry(), head);
+    ASSERT_EQ(res.status, 200) << res.body;
+    Exposition e = Parse(res.body);
+    EXPECT_EQ(e.types.at("blz_storage_model_bytes"), "gauge");
+    EXPECT_EQ(e.types.at("blz_storage_at_rest_bytes"), "gauge");
+    EXPECT_EQ(e.Get("blz_storage_model_bytes"), double(a.size() + b.size()));
+    EXPECT_EQ(e.Get("blz_storage_at_rest_bytes"), double(a.size() + b.size() + config_a + config_b));
+    EXPECT_EQ(e.Get("blz_storage_model_bytes{repository=\"org/m\"}"), double(a.size()));
+    EXPECT_EQ(e.Get("blz_storage_at_rest_bytes{repository=\"org/m\"}"),
+              double(a.size() + config_a));
+    EXPECT_EQ(e.Get("blz_storage_at_rest_bytes{repository=\"org/n\"}"),
+              double(a.size() + b.size() + config_a + config_b));
+  }
+  {
+    RegistryOptions o;
+    o.private_mode = true;
+    testing::Harness h(o);
+    testing::PushVersion(&h, "org/secret", "v1", a);
+    Response res = HandleMetrics(h.registry(), head);
+    ASSERT_EQ(res.status, 200) << res.body;
+    Exposition e = Parse(res.body);
+    EXPECT_EQ(e.Get("blz_storage_model_bytes"), double(a.size()));
+    EXPECT_EQ(res.body.find("org/secret"), std::string::npos);
+  }
+}
+
+// At most kStorageRepositorySeries repositories get a series (those with the most bytes at
+// rest); the rest are summed under repository="_other".
+TEST(MetricsTest, StorageGaugesHaveBoundedCardinality) {
+  StorageAccount account;
+  uint64_t other_at_rest = 0, other_model = 0;
+  for (size_t i = 0; i < kStorageRepositorySeries + 10; ++i) {
+    RepositoryStorage r;
+    r.name = "r" + std::to_string(1000 + i);
+    r.figures.model_bytes = 10 * (i + 1);
+    r.figures.archive_at_rest_bytes = i + 1;  // r1000 has the least
+    if (i < 10) {
+      other_at_rest += i + 1;
+      other_model += 10 * (i + 1);
+    }
+    account.total.model_bytes += r.figures.model_bytes;
+    account.total.archive_at_rest_bytes += r.figures.archive_at_rest_bytes;
+    account.repositories.push_back(r);
+  }
+  std::vector<MetricFamily> families = StorageAccountFamilies(account, true);
+  ASSERT_EQ(families.size(), 2u);
+  for (const MetricFamily& f : families) {
+    EXPECT_EQ(f.samples.size(), 1 + kStorageRepositorySeries + 1) << f.name;
+  }
+  Metrics m;
+  Exposition e = Parse(m.Render(families));
+  EXPECT_EQ(e.Get("blz_storage_at_rest_bytes{repository=\"_other\"}"), double(other_at_rest));
+  EXPECT_EQ(e.Get("blz_storage_model_bytes{repository=\"_other\"}"), double(other_model));
+  EXPECT_EQ(e.samples.count("blz_storage_at_rest_bytes{repository=\"r1000\"}"), 0u);
+  EXPECT_EQ(e.Get("blz_storage_at_rest_bytes{repository=\"r1059\"}"), 60);
+  EXPECT_EQ(e.Get("blz_storage_at_rest_bytes"), double(account.total.at_rest_bytes()));
+  // Without per-repository series: the totals only.
+  for (const MetricFamily& f : StorageAccountFamilies(account, false)) {
+    EXPECT_EQ(f.samples.size(), 1u) << f.name;
+  }
+}
+
 TEST(MetricsHandlerTest, IsMetricsTarget) {
   EXPECT_TRUE(IsMetricsTarget("/metrics"));
   EXPECT_TRUE(IsMetricsTarget("/metrics?name[]=x"));

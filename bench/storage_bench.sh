@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Issue 27: bytes uploaded and bytes at rest of model version series, each as a fraction of the
+# models' own size (the sum of the versions' archive sizes: what full copies cost), with the
+# real `blz` CLI against a fresh `blz serve` (SQLite + local files).
+#   (a) roberta-lora: the corpus checkpoints 500, 1000, 2000, 2400 of one LoRA run plus a fifth
+#       made here: "2800" = 2400 + 0.5 * (2400 - 2000) per F32 value (the run's trajectory
+#       extended by half a step; tensors the run did not change stay identical);
+#   (b) bf16-steps: a generated BF16 model (8 tensors of 256 x 1024, 4 MiB) and nine small
+#       training-like steps: F32 master weights (N(0, 0.02)) updated by N(0, 2e-5) per value and
+#       step, cast to BF16 (round to nearest even) for each version;
+#   (c) tiny-gpt2: the corpus base and its fine-tune ft-v1.
+# Each series is pushed, in order, into its own repository from its own client store (the
+# earlier versions stay there as bases, as for a training job pushing checkpoints). "uploaded"
+# is the sum of what `blz push` reports it sent (`bytes_uploaded` of --json: the archive or the
+# patch, and the config); "at rest" is GET /v2/_blz/storage's at_rest_bytes of the repository
+# (archives in their stored form + configs) once background compression finished.
+#
+#   bash bench/storage_bench.sh                         (from the repo root)
+#
+# Environment (defaults in brackets):
+#   BLZ     the blz binary                           [build-release/cli/blz, else build-test/cli/blz]
+#   CORPUS  the shared corpus                        [../shared/corpus]
+#   WORK    scratch directory (removed at exit)      [mktemp -d]
+#   KEEP=1  keep WORK (the server's log, the push results)
+# Needs /usr/bin/python3 with numpy (series a and b). Not part of CI.
+# Output: a markdown table on stdout; progress on stderr; WORK/results.jsonl has the raw
+# figures (one line per push, one per series).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${BLZ:-}" ]; then
+  BLZ=build-release/cli/blz
+  [ -x "$BLZ" ] || BLZ=build-test/cli/blz
+fi
+BLZ=$(realpath "$BLZ")
+CORPUS=$(realpath "${CORPUS:-../shared/corpus}")
+WORK=${WORK:-$(mktemp -d)}
+PY=/usr/bin/python3
+mkdir -p "$WORK"
+results=$WORK/results.jsonl
+: > "$results"
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+log() { echo "storage_bench: $*" >&2; }
+[ -d "$CORPUS/roberta-lora" ] && [ -d "$CORPUS/tiny-gpt2" ] ||
+  { log "no corpus at $CORPUS (set CORPUS)"; exit 77; }
+"$PY" -c 'import numpy' 2>/dev/null || { log "$PY has no numpy"; exit 77; }
+
+# ---- inputs ----
+# extrapolate OUT A B F: OUT = B + F * (B - A), per F32 tensor of model directories A and B
+# (other dtypes, and files other than *.safetensors, copied from B).
+extrapolate() {
+  "$PY" - "$@" <<'EOF'
+import json, os, shutil, struct, sys
+import numpy as np
+out, a, b, f = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+os.makedirs(out, exist_ok=True)
+def read(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+for name in sorted(os.listdir(b)):
+    src = os.path.join(b, name)
+    if not name.endswith(".safetensors"):
+        shutil.copy(src, os.path.join(out, name))
+        continue
+    ha, da = read(os.path.join(a, name))
+    hb, db = read(src)
+    data = bytearray(db)
+    for key, t in hb.items():
+        if key == "__metadata__" or t["dtype"] != "F32" or key not in ha:
+            continue
+        s, e = t["data_offsets"]
+        sa, ea = ha[key]["data_offsets"]
+        vb = np.frombuffer(db[s:e], dtype="<f4")
+        va = np.frombuffer(da[sa:ea], dtype="<f4")
+        if va.shape != vb.shape:
+            continue
+        data[s:e] = (vb + np.float32(f) * (vb - va)).astype("<f4").tobytes()
+    header = open(src, "rb").read()
+    n = struct.unpack("<Q", header[:8])[0]
+    with open(os.path.join(out, name), "wb") as w:
+        w.write(header[:8 + n])
+        w.write(bytes(data))
+EOF
+}
+
+# bf16_series OUT STEPS: OUT/step-00 .. step-(STEPS-1), each a model.safetensors + config.json.
+bf16_series() {
+  "$PY" - "$@" <<'EOF'
+import json, os, struct, sys
+import numpy as np
+out, steps = sys.argv[1], int(sys.argv[2])
+rng = np.random.default_rng(27)
+names = [f"model.layers.{i // 2}.{'attn' if i % 2 == 0 else 'mlp'}.weight" for i in range(8)]
+master = [rng.normal(0, 0.02, size=(256, 1024)).astype(np.float32) for _ in names]
+def bf16(x):  # round to nearest even, as blz's own cast does
+    u = x.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+for step in range(steps):
+    if step > 0:
+        for m in master:
+            m += rng.normal(0, 2e-5, size=m.shape).astype(np.float32)
+    d = os.path.join(out, f"step-{step:02d}")
+    os.makedirs(d, exist_ok=True)
+    header, off, blobs = {}, 0, []
+    for name, m in zip(names, master):
+        b = bf16(m).astype("<u2").tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(m.shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * ((8 - len(raw) % 8) % 8)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "step": step}, f)
+EOF
+}
+
+log "making inputs in $WORK"
+mkdir -p "$WORK/in"
+for c in 500 1000 2000 2400; do ln -s "$CORPUS/roberta-lora/checkpoint-$c" "$WORK/in/roberta-$c"; done
+extrapolate "$WORK/in/roberta-2800" "$CORPUS/roberta-lora/checkpoint-2000" \
+  "$CORPUS/roberta-lora/checkpoint-2400" 0.5
+bf16_series "$WORK/in/bf16" 10
+ln -s "$CORPUS/tiny-gpt2/base" "$WORK/in/gpt2-base"
+ln -s "$CORPUS/tiny-gpt2/ft-v1" "$WORK/in/gpt2-ft-v1"
+
+# ---- the server ----
+"$BLZ" serve --data "$WORK/data" --listen 127.0.0.1:0 > "$WORK/serve.out" 2> "$WORK/serve.err" &
+server_pid=$!
+for _ in $(seq 1 300); do grep -q '^listening on ' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
+url=$(sed -n 's/^listening on //p' "$WORK/serve.out")
+token=$(sed -n 's/^admin token: //p' "$WORK/serve.out")
+[ -n "$url" ] && [ -n "$token" ] || { log "blz serve did not start: $(cat "$WORK/serve.err")"; exit 1; }
+log "blz serve at $url"
+
+storage() {  # [QUERY]: GET /v2/_blz/storage as the admin
+  curl -sf -H "Authorization: Bearer $token" "$url/v2/_blz/storage${1:-}"
+}
+wait_idle() {  # background compression finished
+  local pending
+  for _ in $(seq 1 2400); do
+    kill -0 "$server_pid" 2>/dev/null || { log "blz serve exited: $(tail -5 "$WORK/serve.err")"; exit 1; }
+    pending=$(storage | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["pending"])' 2>/dev/null) ||
+      pending=""
+    [ "$pending" = 0 ] && return 0
+    sleep 0.25
+  done
+  log "the registry did not become idle"; return 1
+}
+
+# series NAME DIR...: pushes each DIR as NAME:vN from the client store WORK/client-NAME.
+series() {
+  local name=$1 i=0 dir out
+  shift
+  for dir in "$@"; do
+    i=$((i + 1))
+    out=$(BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/client-$name BLZ_CONFIG_DIR=$WORK/config \
+      "$BLZ" push --json -q "$dir" "${url#http://}/bench/$name:v$i" |
+      "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))')
+    echo "{\"series\": \"$name\", \"push\": $out}" >> "$results"
+    log "$name v$i: $("$PY" -c 'import json,sys; r=json.load(sys.stdin); print(r["bytes_uploaded"], "of", r["total_bytes"], "as a patch from " + r.get("patch_from_name", "") if r.get("uploaded_as_patch") else "")' <<< "$out")"
+  done
+  wait_idle
+  echo "{\"series\": \"$name\", \"storage\": $(storage "?repository=bench/$name")}" >> "$results"
+}
+
+series roberta-lora "$WORK/in/roberta-"{500,1000,2000,2400,2800}
+series bf16-steps "$WORK/in/bf16"/step-*
+series tiny-gpt2 "$WORK/in/gpt2-base" "$WORK/in/gpt2-ft-v1"
+
+# ---- the table ----
+"$PY" - "$results" <<'EOF'
+import json, sys
+pushes, repos = {}, {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if "push" in r:
+        pushes.setdefault(r["series"], []).append(r["push"])
+    else:
+        repos[r["series"]] = r["storage"]["repositories"][0]
+def mb(n):
+    return f"{n / 1e6:.2f} MB"
+print("| series | versions | models' size (full copies) | uploaded | at rest | stored forms |")
+print("|---|---|---|---|---|---|")
+for name, rows in pushes.items():
+    repo = repos[name]
+    model = repo["model_bytes"]
+    up = sum(p["bytes_uploaded"] for p in rows)
+    patches = sum(1 for p in rows if p.get("uploaded_as_patch"))
+    rest = repo["at_rest_bytes"]
+    forms = ", ".join(f"{k} {v}" for k, v in sorted(repo["forms"].items()))
+    print(f"| {name} | {len(rows)} | {mb(model)} (1.00) | {mb(up)} ({up / model:.2f}; "
+          f"{patches} as patches) | {mb(rest)} ({rest / model:.2f}) | {forms} |")
+EOF
