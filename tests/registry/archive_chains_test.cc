@@ -41,6 +41,7 @@ RegistryOptions ChainOptions(uint32_t max_depth = 4) {
   o.storage.grace = std::chrono::milliseconds(0);
   o.storage.max_chain_depth = max_depth;
   o.gc_grace = std::chrono::milliseconds(0);
+  o.storage.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   return o;
 }
 
@@ -107,10 +108,11 @@ TEST(ArchiveChainsTest, CorpusFineTuneStoredAsAChainFromItsBase) {
   Harness h(ChainOptions());
   const std::string base = PackDir(corpus + "/tiny-gpt2/base");
   const std::string ft = PackDir(corpus + "/tiny-gpt2/ft-v1");
-  const std::string bd = PushVersion(&h, "gpt2/base", "v1", base);
-  const std::string fd = PushVersion(&h, "gpt2/ft", "v1", ft);
+  // The base is compressed before the fine-tune arrives (else it may chain on the fine-tune).
   ArchiveStorage& storage = h.registry().storage();
+  const std::string bd = PushVersion(&h, "gpt2/base", "v1", base);
   ASSERT_TRUE(storage.Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "gpt2/ft", "v1", ft);
   Status s = storage.Compress(fd);
   ASSERT_TRUE(s.ok()) << s.ToString();
 
@@ -191,8 +193,8 @@ TEST(ArchiveChainsTest, DeletingTheBaseKeepsDependentsReadable) {
   const std::string base = Synthetic(0);
   const std::string ft = Synthetic(0.002);
   const std::string bd = PushVersion(&h, "org/base", "v1", base);
-  const std::string fd = PushVersion(&h, "org/ft", "v1", ft);
   ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "org/ft", "v1", ft);
   ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
   auto link = h.registry().db().FindChainLink(fd);
   ASSERT_TRUE(link.ok()) << link.status().ToString();
@@ -270,8 +272,8 @@ TEST(ArchiveChainsTest, VerifyChainsFindsADamagedLink) {
   }
   Harness h(ChainOptions());
   const std::string bd = PushVersion(&h, "org/m", "v1", Synthetic(0));
-  const std::string fd = PushVersion(&h, "org/m", "v2", Synthetic(0.002));
   ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "org/m", "v2", Synthetic(0.002));
   ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
   auto link = h.registry().db().FindChainLink(fd);
   ASSERT_TRUE(link.ok());
