@@ -304,10 +304,18 @@ Status ArchiveStorage::RebaseOrphans(uint64_t* rebased, uint64_t* failed) {
   BLZ_ASSIGN_OR_RETURN(store::GcRoots roots, db_->ReadGcRoots(int64_t(std::time(nullptr))));
   const std::unordered_set<std::string> referenced(roots.referenced.begin(),
                                                    roots.referenced.end());
+  std::vector<const store::ChainLink*> orphans;
   for (const store::ChainLink& link : links) {
-    if (stop_) break;
     if (referenced.count(link.archive_digest) == 0) continue;  // goes with its parent
     if (referenced.count(link.parent_digest) > 0) continue;    // the parent stays
+    orphans.push_back(&link);
+  }
+  if (orphans.empty()) return Status::Ok();
+  Log("storage: re-basing " + std::to_string(orphans.size()) +
+      " chain links whose parent is no longer referenced");
+  for (const store::ChainLink* orphan : orphans) {
+    if (stop_) break;
+    const store::ChainLink& link = *orphan;
     Status s = Rebase(link);
     if (s.ok()) {
       if (rebased != nullptr) ++*rebased;

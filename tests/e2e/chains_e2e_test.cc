@@ -8,8 +8,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
 #include <thread>
@@ -71,11 +73,11 @@ class ChainsE2ETest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << ref << ": " << r.err;
     EXPECT_TRUE(TreeOf(out) == want) << ref << " is not byte-identical";
   }
-  // Waits (at most 60 s) for `text` in the server's stderr.
-  bool WaitForLog(const std::string& text) {
-    for (int i = 0; i < 600; ++i) {
+  // Waits (at most `seconds`) for `text` in the server's stderr.
+  bool WaitForLog(const std::string& text, int seconds = 60) {
+    for (int i = 0; i < seconds * 100; ++i) {
       if (ReadFileBytes(work_ / "serve.err").find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
   }
@@ -114,27 +116,56 @@ TEST_F(ChainsE2ETest, KilledDuringRebaseAndGcOfTheParentLosesNothing) {
                             "http://" + server_.addr + "/v2/chain/base/manifests/" + manifest});
   ASSERT_EQ(del.exit_code, 0) << del.out << del.err;
 
-  // A collection (re-base, then sweep), killed at several moments; restart, pull.
-  for (int delay_ms : {0, 15, 40, 80, 150, 300}) {
+  // A collection (re-base, then sweep), killed at several moments; restart, pull. A killed
+  // collector's lease ("gc") stays until it expires (30 s): the request is repeated until a
+  // collection runs, and the kill waits for its log line.
+  struct Moment {
+    const char* after;  // the server's log line the kill waits for
+    int delay_ms;
+  };
+  for (const Moment m : {Moment{"storage: re-basing", 0}, Moment{"storage: re-basing", 60},
+                         Moment{"re-based from", 0}, Moment{"re-based from", 30}}) {
+    std::atomic<bool> killed{false};
     std::thread gc([&, addr = server_.addr] {
-      (void)Curl({"-X", "POST", "http://" + addr + "/v2/_blz/gc"});
+      for (int i = 0; i < 400 && !killed; ++i) {
+        ProcessResult r = Curl({"-X", "POST", "http://" + addr + "/v2/_blz/gc"});
+        if (r.out.find("UNAVAILABLE") == std::string::npos) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    const bool seen = WaitForLog(m.after, /*seconds=*/90);
+    std::this_thread::sleep_for(std::chrono::milliseconds(m.delay_ms));
+    killed = true;
     Kill9();
     gc.join();
+    std::cout << "killed " << m.delay_ms << " ms after '" << m.after << "' ("
+              << (seen ? "seen" : "not seen") << ")" << std::endl;
     ASSERT_NO_FATAL_FAILURE(Start());
     ASSERT_NO_FATAL_FAILURE(ExpectPull("chain/ft:v1", want_ft));
+    if (!seen) break;  // the collection finished before a kill caught it: nothing left to do
   }
-  // Left to finish: the fine-tune no longer depends on the base, and still pulls.
-  ProcessResult gc = Curl({"--fail-with-body", "-X", "POST",
-                           "http://" + server_.addr + "/v2/_blz/gc"});
+  // Left to finish (once the killed collector's lease expired): the fine-tune no longer
+  // depends on the base, and still pulls.
+  ProcessResult gc;
+  for (int i = 0; i < 400; ++i) {
+    gc = Curl({"--fail-with-body", "-X", "POST", "http://" + server_.addr + "/v2/_blz/gc"});
+    if (gc.out.find("UNAVAILABLE") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   ASSERT_EQ(gc.exit_code, 0) << gc.out << gc.err;
+  // No chain link is left to re-base: a second collection logs no re-base.
+  ProcessResult again = Curl({"--fail-with-body", "-X", "POST",
+                              "http://" + server_.addr + "/v2/_blz/gc"});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
   const std::string err = ReadFileBytes(work_ / "serve.err");
-  EXPECT_NE(err.find("re-based from"), std::string::npos) << err;
+  EXPECT_EQ(err.find("failed (the link stays"), std::string::npos) << err;
   Kill9();
   ASSERT_NO_FATAL_FAILURE(Start({"--verify-storage"}));
   ASSERT_NO_FATAL_FAILURE(ExpectPull("chain/ft:v1", want_ft));
-  EXPECT_NE(ReadFileBytes(work_ / "serve.err").find(" 0 broken"), std::string::npos);
+  // The fine-tune was re-based (onto its full patch: no other parent): no link is left.
+  EXPECT_NE(ReadFileBytes(work_ / "serve.err").find("verify-storage: 0 chain links"),
+            std::string::npos)
+      << ReadFileBytes(work_ / "serve.err");
 }
 
 // `blz serve --verify-storage` rebuilds every chain and says so.
