@@ -27,6 +27,11 @@
 //   deleted and rebuilt. A rebuild that fails because the full patch is damaged quarantines the
 //   full patch. Larger files are left to ScrubStorage (`blz serve --verify-storage`) and to the
 //   checks of whoever applies them.
+// - Chains (registry/archive_chains.cc; docs/storage.md, "Chains"): an archive may instead be
+//   stored as a verified patch from a parent archive (table archive_chains), when that is
+//   clearly smaller than its full patch and the chain stays short (options.max_chain_depth)
+//   and cheap to rebuild; File rebuilds it through the cache (the parent first). The full
+//   patch of a chained archive is forgotten once its raw blob is dropped.
 // - VerifyArchive checks an archive's data completely (formats::BlzArchive::Verify) before the
 //   registry accepts a manifest that references it; the result is remembered per digest.
 //

@@ -151,6 +151,22 @@ TEST(ArchiveChainsTest, CorpusFineTuneStoredAsAChainFromItsBase) {
   EXPECT_EQ(h.registry().storage().status().rebuilds, before);
 }
 
+// --max-chain-depth 0: every version stays whole (its full patch), as before chains.
+TEST(ArchiveChainsTest, DepthZeroStoresEveryVersionWhole) {
+  Harness h(ChainOptions(0));
+  const std::string bd = PushVersion(&h, "org/m", "v1", Synthetic(0));
+  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "org/m", "v2", Synthetic(0.002));
+  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  auto links = h.registry().db().ListChainLinks();
+  ASSERT_TRUE(links.ok());
+  EXPECT_TRUE(links->empty());
+  auto form = h.registry().db().FindStoredForm(fd);
+  ASSERT_TRUE(form.ok()) << form.status().ToString();
+  EXPECT_EQ(form->parent_digest, "");
+  EXPECT_EQ(form->depth, 0u);
+}
+
 // Push max_depth + 2 successive fine-tunes: every link is at most max_depth deep (the bound
 // was reached), and every version pulls byte-identical, also after a restart (cold cache).
 TEST(ArchiveChainsTest, DepthBoundIsRespected) {
