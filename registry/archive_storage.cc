@@ -404,7 +404,14 @@ Status ArchiveStorage::CompressOnce(const std::string& digest,
   // A chain link when a parent qualifies (registry/archive_chains.cc), once across replicas.
   bool chained = false;
   if (chains_enabled()) {
-    Result<store::BlobInfo> raw = blobs_->LocalFile(digest);
+    bool tried = false;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      tried = !chain_tried_.insert(digest).second;
+      if (chain_tried_.size() > 100000) chain_tried_.clear();  // only costs a retry
+    }
+    Result<store::BlobInfo> raw =
+        tried ? Result<store::BlobInfo>(NotFound("tried")) : blobs_->LocalFile(digest);
     if (raw.ok()) {
       auto check = [&]() -> Result<bool> {
         Result<store::ChainLink> link = db_->FindChainLink(digest);

@@ -351,6 +351,9 @@ class ArchiveStorage {
   std::unordered_map<std::string, uint64_t> sizes_;            // archive sizes from headers
   uint64_t compressed_ = 0, failed_ = 0, computed_ = 0, rebuilds_ = 0, quarantined_ = 0;
   uint64_t chained_ = 0, rebased_ = 0, chain_rebuilds_ = 0;
+  // Archives whose chain link this process tried already (a retried compression, e.g. after
+  // the grace period, does not compute the same patches again).
+  std::unordered_set<std::string> chain_tried_;
   struct FileStamp {
     uint64_t size = 0, inode = 0;
     int64_t mtime_ns = 0;
