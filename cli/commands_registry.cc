@@ -125,8 +125,14 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
                 "keep each pushed archive's raw blob next to its full patch (more disk, no "
                 "rebuilds)");
   sub->add_flag("--verify-storage", options->verify_storage,
-                "before serving, re-hash every stored blob; damaged ones are moved to "
-                "<data>/quarantine and a summary is printed (docs/registry-api.md)");
+                "before serving, re-hash every stored blob (damaged ones are moved to "
+                "<data>/quarantine) and rebuild every chain; a summary is printed "
+                "(docs/registry-api.md, docs/storage.md)");
+  sub->add_option("--max-chain-depth", options->max_chain_depth,
+                  "store a version as a patch from a parent version, at most N links deep "
+                  "(0 = every version stored whole as its full patch; docs/storage.md, Chains)")
+      ->check(CLI::Range(0, 64))
+      ->default_str("4");
   sub->add_flag("--metrics,!--no-metrics", options->metrics,
                 "serve GET /metrics (Prometheus text format: request counts by route and "
                 "status, bytes, durations, cache hits, storage bytes; docs/operating.md); "

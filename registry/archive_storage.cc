@@ -146,13 +146,19 @@ Result<store::BlobInfo> ArchiveStorage::Stat(std::string_view digest) {
   Result<store::BlobInfo> raw = blobs_->Stat(digest);
   if (raw.ok() || raw.status().code() != Code::kNotFound || !enabled()) return raw;
   const std::string d(digest);
-  Result<store::BlobInfo> patch = FindFullPatch(d);
-  if (!patch.ok()) return patch.status().code() == Code::kNotFound ? raw.status() : patch.status();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sizes_.find(d);
     if (it != sizes_.end()) return store::BlobInfo{d, it->second, ""};
   }
+  Result<store::BlobInfo> patch = FindFullPatch(d);
+  if (!patch.ok() && patch.status().code() == Code::kNotFound) {
+    // Stored as a chain link (registry/archive_chains.cc): its patch's header has the size.
+    Result<store::ChainLink> link = db_->FindChainLink(d);
+    if (!link.ok()) return link.status().code() == Code::kNotFound ? raw.status() : link.status();
+    patch = blobs_->LocalFile(link->patch_digest);
+  }
+  if (!patch.ok()) return patch.status().code() == Code::kNotFound ? raw.status() : patch.status();
   Result<uint64_t> size = functions_.archive_size(patch->path);
   if (!size.ok()) return Scrub(size.status(), {{patch->path, "full patch " + patch->digest}});
   std::lock_guard<std::mutex> lock(mu_);
@@ -165,7 +171,9 @@ void ArchiveStorage::MarkServed(std::string_view digest) {
   served_[std::string(digest)] = Clock::now();
 }
 
-Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
+Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) { return FileAt(digest, 0); }
+
+Result<store::BlobInfo> ArchiveStorage::FileAt(std::string_view digest, int depth) {
   // Not an archive (a sha512 blob, or malformed: kInvalidArgument): the store's file as it is.
   if (!ParseDigest(digest).ok()) return blobs_->LocalFile(digest);
   const std::string d(digest);
@@ -226,10 +234,17 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
   raw = blobs_->LocalFile(d);  // pushed again meanwhile?
   if (raw.ok() || raw.status().code() != Code::kNotFound) return raw;
   Result<store::BlobInfo> patch = FindFullPatch(d);
-  if (!patch.ok()) return patch.status().code() == Code::kNotFound ? raw.status() : patch.status();
   RemoveAll(path);  // not indexed, so not a verified copy (only a hand-edited cache has one)
-  Status s = functions_.rebuild(patch->path, d, path);
-  if (!s.ok()) {
+  if (!patch.ok() && patch.status().code() == Code::kNotFound && functions_.chains()) {
+    // Stored as a chain link: the parent rebuilt first (recursively), then the link applied.
+    Status s = RebuildFromChain(d, path, depth);
+    if (!s.ok()) {
+      if (s.code() == Code::kNotFound && !db_->FindChainLink(d).ok()) return raw.status();
+      return Scrub(s, {{path, "cached " + d}});
+    }
+  } else if (!patch.ok()) {
+    return patch.status().code() == Code::kNotFound ? raw.status() : patch.status();
+  } else if (Status s = functions_.rebuild(patch->path, d, path); !s.ok()) {
     // A full patch damaged on disk fails its checks while rebuilding: find out, and quarantine
     // it rather than failing the same way on every request.
     if (blobs_->Verify(patch->digest).code() == Code::kDigestMismatch) {
@@ -312,6 +327,10 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
   };
   auto work = [&]() -> Status {
     Result<store::BlobInfo> raw = blobs_->LocalFile(digest);
+    // Stored as a chain link: computed from the archive rebuilt from its chain.
+    if (!raw.ok() && raw.status().code() == Code::kNotFound && db_->FindChainLink(digest).ok()) {
+      raw = File(digest);
+    }
     if (!raw.ok()) {
       if (raw.status().code() != Code::kNotFound) return raw.status();
       if (!damaged.ok()) return damaged;
@@ -357,10 +376,15 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
   KeyedMutex::Lock lock(&locks_, "full:" + digest);
   // The recorded full patch must still be intact: re-hash it (cheap next to decoding).
   Result<store::BlobInfo> recorded = FindFullPatch(digest);
-  if (!recorded.ok()) return recorded.status().WithContext("full patch of " + digest);
-  if (recorded->digest != full_patch.digest) {
+  if (!recorded.ok() && recorded.status().code() == Code::kNotFound) {
+    // Stored as a chain link, whose full patch a collection may already have forgotten: the
+    // link is what must be intact then.
+    Result<store::ChainLink> link = db_->FindChainLink(digest);
+    if (link.ok()) recorded = blobs_->LocalFile(link->patch_digest);
+  } else if (recorded.ok() && recorded->digest != full_patch.digest) {
     return Internal("full patch of " + digest + " changed while compressing");
   }
+  if (!recorded.ok()) return recorded.status().WithContext("full patch of " + digest);
   Status intact = blobs_->Verify(recorded->digest);
   if (intact.code() == Code::kDigestMismatch) {
     return QuarantineDamaged(*recorded, "full patch " + recorded->digest + " of archive " + digest)
@@ -415,8 +439,42 @@ Status ArchiveStorage::CompressOnce(const std::string& digest,
                                     std::optional<Clock::time_point>* retry_at) {
   retry_at->reset();
   BLZ_ASSIGN_OR_RETURN(FullPatch full, GetFullPatch(digest));
+  // A chain link when a parent qualifies (registry/archive_chains.cc), once across replicas.
+  bool chained = false;
+  if (chains_enabled()) {
+    bool tried = false;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      tried = !chain_tried_.insert(digest).second;
+      if (chain_tried_.size() > 100000) chain_tried_.clear();  // only costs a retry
+    }
+    Result<store::BlobInfo> raw =
+        tried ? Result<store::BlobInfo>(NotFound("tried")) : blobs_->LocalFile(digest);
+    if (raw.ok()) {
+      auto check = [&]() -> Result<bool> {
+        Result<store::ChainLink> link = db_->FindChainLink(digest);
+        if (link.ok()) return true;
+        if (link.status().code() != Code::kNotFound) return link.status();
+        return false;
+      };
+      auto work = [&]() -> Status {
+        bool stored = false;
+        return TryChain(digest, raw->path, full.blob.size, options_.max_chain_depth, "", "",
+                        &stored);
+      };
+      bool ran = false;
+      Status s = shared_jobs_->Run("chain:" + digest, check, work, &ran);
+      if (!s.ok()) Log("storage: " + digest + ": not chained: " + s.ToString());
+    }
+    chained = db_->FindChainLink(digest).ok();
+  }
   if (!options_.drop_raw_archives) return Status::Ok();
-  return DropRaw(digest, full.blob, retry_at);
+  BLZ_RETURN_IF_ERROR(DropRaw(digest, full.blob, retry_at));
+  // The raw blob is gone (or was gone): the link is the stored form, the full patch goes.
+  if (chained && !retry_at->has_value() && !blobs_->Contains(digest)) {
+    ForgetFullPatchOfChained(digest);
+  }
+  return Status::Ok();
 }
 
 Status ArchiveStorage::Compress(const std::string& digest) {
@@ -470,6 +528,9 @@ StorageStatus ArchiveStorage::status() {
   st.cache_entries = cache_.size();
   st.cache_limit = options_.cache_bytes;
   st.quarantined = quarantined_;
+  st.chained = chained_;
+  st.rebased = rebased_;
+  st.chain_rebuilds = chain_rebuilds_;
   return st;
 }
 

@@ -27,6 +27,11 @@
 //   deleted and rebuilt. A rebuild that fails because the full patch is damaged quarantines the
 //   full patch. Larger files are left to ScrubStorage (`blz serve --verify-storage`) and to the
 //   checks of whoever applies them.
+// - Chains (registry/archive_chains.cc; docs/storage.md, "Chains"): an archive may instead be
+//   stored as a verified patch from a parent archive (table archive_chains), when that is
+//   clearly smaller than its full patch and the chain stays short (options.max_chain_depth)
+//   and cheap to rebuild; File rebuilds it through the cache (the parent first). The full
+//   patch of a chained archive is forgotten once its raw blob is dropped.
 // - VerifyArchive checks an archive's data completely (formats::BlzArchive::Verify) before the
 //   registry accepts a manifest that references it; the result is remembered per digest.
 //
@@ -76,10 +81,30 @@ struct FullPatchFunctions {
   std::function<Status(const std::string& patch_path, const std::string& archive_digest,
                        const std::string& out_path)>
       rebuild;
-  // The size in bytes of the archive the full patch at `patch_path` rebuilds (its header).
+  // The size in bytes of the archive the (full or chain) patch at `patch_path` rebuilds.
   std::function<Result<uint64_t>(const std::string& patch_path)> archive_size;
 
+  // Chains (docs/storage.md, "Chains"); all three empty = no chains.
+  // Writes the patch from the archive at `base_path` (digest `base_digest`) to the archive at
+  // `target_path` (`target_digest`) to `out_path` (must not exist); stops early once *cancel.
+  std::function<Status(const std::string& base_path, const std::string& base_digest,
+                       const std::string& target_path, const std::string& target_digest,
+                       const std::string& out_path, const std::atomic<bool>* cancel)>
+      diff;
+  // Decodes the patch at `patch_path` against the base completely, writing nothing; OK only if
+  // it is a patch from `base_digest` that rebuilds exactly `target_digest`.
+  std::function<Status(const std::string& base_path, const std::string& base_digest,
+                       const std::string& patch_path, const std::string& target_digest)>
+      verify_patch;
+  // Applies it, writing `out_path` (must not exist) atomically, checked (SHA-256) to be
+  // `target_digest` before it appears.
+  std::function<Status(const std::string& base_path, const std::string& base_digest,
+                       const std::string& patch_path, const std::string& target_digest,
+                       const std::string& out_path)>
+      apply;
+
   bool complete() const { return create && verify && rebuild && archive_size; }
+  bool chains() const { return complete() && diff && verify_patch && apply; }
 };
 
 // blz::patcher's implementation (CreateFullPatch, VerifyPatch, ApplyFullPatch, ReadPatchInfo);
@@ -105,8 +130,19 @@ struct ArchiveStorageOptions {
   // Receives one line per archive compressed (and per failure); may be empty.
   std::function<void(const std::string&)> log;
   // Full patches are computed once across the replicas of the metadata DB (job key
-  // "fullpatch:<digest>", registry/background_jobs.h SharedJobs).
+  // "fullpatch:<digest>", registry/background_jobs.h SharedJobs); chain links and re-bases
+  // too ("chain:<digest>", "rebase:<digest>").
   LeaseOptions job_leases;
+  // Chains (docs/storage.md, "Chains"; `blz serve --max-chain-depth`): an archive may be
+  // stored as a verified patch from a parent archive when that patch is smaller than
+  // chain_max_fraction of its full patch, the chain has at most max_chain_depth links (0 = no
+  // chains) and rebuilding it reads at most chain_rebuild_factor times the archive's size of
+  // stored bytes (the root's stored form plus every link). Otherwise the full patch stays.
+  uint32_t max_chain_depth = 4;
+  double chain_max_fraction = 0.8;
+  double chain_rebuild_factor = 4.0;
+  // Parents tried per archive (each costs one diff and one verification), best ranked first.
+  size_t chain_candidates = 2;
 };
 
 // Counters since the storage was opened, and the cache's state.
@@ -121,6 +157,16 @@ struct StorageStatus {
   uint64_t cache_entries = 0;
   uint64_t cache_limit = 0;
   uint64_t quarantined = 0;  // stored blobs found damaged on read and moved to quarantine
+  uint64_t chained = 0;      // archives stored as a chain link by this process
+  uint64_t rebased = 0;      // chain links re-based (new parent or full patch)
+  uint64_t chain_rebuilds = 0;  // archives rebuilt from their chain into the cache
+};
+
+// What ArchiveStorage::VerifyChains found.
+struct ChainScrubReport {
+  uint64_t links = 0;                // chain links checked
+  uint64_t verified = 0;             // rebuilt exactly (every link up to its root)
+  std::vector<std::string> broken;   // "<archive digest>: <why>"
 };
 
 // What ScrubStorage found.
@@ -218,6 +264,21 @@ class ArchiveStorage {
   // Blocks until the background queue is empty and nothing is being compressed (tests).
   void WaitIdle();
 
+  // -- chains (registry/archive_chains.cc; docs/storage.md, "Chains") --
+  // Can this server store chains (functions and options)?
+  bool chains_enabled() const { return functions_.chains() && options_.max_chain_depth > 0; }
+  // Re-bases every chain link whose archive is still referenced (a version, or a blob of a
+  // manifest) but whose parent is not: onto another parent (never deeper than before) or onto
+  // its full patch; the new form is verified, published and recorded (the link switched in one
+  // transaction) before the old parent becomes collectable. Run before garbage collection
+  // (Registry::CollectGarbage). One re-base per archive across replicas ("rebase:<digest>").
+  // Failures are logged and counted in *failed (the link stays; GC keeps its parent).
+  Status RebaseOrphans(uint64_t* rebased = nullptr, uint64_t* failed = nullptr);
+  // `blz serve --verify-storage`: rebuilds every chained archive from its chain (through the
+  // cache: parents are rebuilt as File does) and decodes its link against it, writing nothing.
+  // `log` (may be empty) gets a line per broken chain.
+  Result<ChainScrubReport> VerifyChains(const std::function<void(const std::string&)>& log);
+
   StorageStatus status();
 
  private:
@@ -238,6 +299,23 @@ class ArchiveStorage {
   // REQUIRES: mu_ held.
   void EvictLocked(Clock::time_point now);
   void Run();  // the background thread
+  // Chains (registry/archive_chains.cc). Tries to store `digest` (its file `archive_path`) as a
+  // chain link: candidates ranked like pull bases, at most `max_depth` links and no parent
+  // `exclude`; `replacing` as MetadataDb::RecordChainLink. *stored: whether a link was
+  // recorded. Errors: the metadata DB's (a candidate that fails is skipped and logged).
+  Status TryChain(const std::string& digest, const std::string& archive_path,
+                  uint64_t full_patch_size, uint64_t max_depth, const std::string& exclude,
+                  const std::string& replacing, bool* stored);
+  // After the raw blob of a chained archive was dropped: forgets its full patch (no longer its
+  // stored form; garbage collection then removes it).
+  void ForgetFullPatchOfChained(const std::string& digest);
+  // Rebuilds `digest` from its chain link into `out_path` (File's cache path). kNotFound when
+  // it has no link. `depth` guards against a corrupt (cyclic) chain.
+  Status RebuildFromChain(const std::string& digest, const std::string& out_path, int depth);
+  // Re-bases one link (RebaseOrphans).
+  Status Rebase(const store::ChainLink& link);
+  // File(), with the recursion depth of a chain rebuild.
+  Result<store::BlobInfo> FileAt(std::string_view digest, int depth);
   // Is the file at `path` (named `digest`, `size` bytes) intact? true also when over the
   // verify-on-read bound; remembered per path and file version.
   // *hashed_inode (may be null) gets the inode of the file hashed (0 when none was).
@@ -277,6 +355,10 @@ class ArchiveStorage {
   std::condition_variable dropped_cv_;
   std::unordered_map<std::string, uint64_t> sizes_;            // archive sizes from headers
   uint64_t compressed_ = 0, failed_ = 0, computed_ = 0, rebuilds_ = 0, quarantined_ = 0;
+  uint64_t chained_ = 0, rebased_ = 0, chain_rebuilds_ = 0;
+  // Archives whose chain link this process tried already (a retried compression, e.g. after
+  // the grace period, does not compute the same patches again).
+  std::unordered_set<std::string> chain_tried_;
   struct FileStamp {
     uint64_t size = 0, inode = 0;
     int64_t mtime_ns = 0;

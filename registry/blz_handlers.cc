@@ -35,10 +35,12 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
     return GetFullPatch(route, head, *to);
   }
   std::string paths[2];
+  // A cached patch (a chain link among them) is served without rebuilding either archive.
+  const bool cached = from.has_value() && to.has_value() && db_->FindPatch(*from, *to).ok();
   if (Response error; !ResolveFromTo(route, head, from, to,
                                      "patch needs ?to=<archive digest> and, for a patch from a "
                                      "base, ?from=<archive digest>",
-                                     paths, &error)) {
+                                     paths, &error, /*lazy=*/cached)) {
     return error;
   }
 
@@ -97,7 +99,13 @@ Result<Registry::CachedBlob> Registry::CachedPatch(const Route& route, const std
         },
         [&](const std::string& out) -> Status {
           if (!options_.create_patch) return Unsupported("this server cannot compute patches");
-          return options_.create_patch(paths[0], from, paths[1], to, out);
+          std::string files[2] = {paths[0], paths[1]};
+          for (int i = 0; i < 2; ++i) {  // resolved lazily (GetPatch): rebuilt only now
+            if (!files[i].empty()) continue;
+            BLZ_ASSIGN_OR_RETURN(store::BlobInfo blob, storage_->File(i == 0 ? from : to));
+            files[i] = blob.path;
+          }
+          return options_.create_patch(files[0], from, files[1], to, out);
         },
         [&](const store::BlobInfo& blob) {
           return db_->RecordPatch(route.name, store::PatchRecord{from, to, blob.digest, blob.size});
@@ -117,7 +125,7 @@ Result<Registry::CachedBlob> Registry::CachedPatch(const Route& route, const std
 bool Registry::ResolveFromTo(const Route& route, const RequestHead& /*head*/,
                              const std::optional<std::string>& from,
                              const std::optional<std::string>& to, std::string_view usage,
-                             std::string paths[2], Response* error) {
+                             std::string paths[2], Response* error, bool lazy) {
   for (const auto* d : {&from, &to}) {
     if (!d->has_value() || !ParseDigest(**d).ok()) {
       *error = ErrorResponse(OciError::kDigestInvalid,
@@ -132,8 +140,8 @@ bool Registry::ResolveFromTo(const Route& route, const RequestHead& /*head*/,
                            base.status().message(), json{{"digest", *from}});
     return false;
   }
-  return ArchiveFile(*from, &paths[0], error) &&
-         ResolveVersionArchive(route, *to, &paths[1], error);
+  return ArchiveFile(*from, &paths[0], error, lazy) &&
+         ResolveVersionArchive(route, *to, &paths[1], error, lazy);
 }
 
 Result<store::VersionRecord> Registry::ReadableVersionOf(const Route& route,
@@ -157,24 +165,26 @@ Result<store::VersionRecord> Registry::ReadableVersionOf(const Route& route,
 }
 
 bool Registry::ResolveVersionArchive(const Route& route, const std::string& digest,
-                                     std::string* path, Response* error) {
+                                     std::string* path, Response* error, bool lazy) {
   Result<store::VersionRecord> v = db_->FindVersion(route.name, digest);
   if (!v.ok()) {
     *error = ErrorResponse(OciErrorFor(v.status(), ErrorContext::kPatch), v.status().message(),
                            json{{"digest", digest}});
     return false;
   }
-  return ArchiveFile(digest, path, error);
+  return ArchiveFile(digest, path, error, lazy);
 }
 
-bool Registry::ArchiveFile(const std::string& digest, std::string* path, Response* error) {
-  Result<store::BlobInfo> blob = storage_->File(digest);  // rebuilt if stored as a full patch
+bool Registry::ArchiveFile(const std::string& digest, std::string* path, Response* error,
+                           bool lazy) {
+  // Rebuilt if stored as a full patch or a chain; `lazy`: only checked to be stored.
+  Result<store::BlobInfo> blob = lazy ? storage_->Stat(digest) : storage_->File(digest);
   if (!blob.ok()) {
     *error = ErrorResponse(OciErrorFor(blob.status(), ErrorContext::kBlob),
                            blob.status().message(), json{{"digest", digest}});
     return false;
   }
-  *path = blob->path;
+  *path = lazy ? std::string() : blob->path;
   return true;
 }
 

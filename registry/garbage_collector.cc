@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/file_util.h"
@@ -43,10 +44,31 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
   }
 
   std::unordered_set<std::string> marked(roots.referenced.begin(), roots.referenced.end());
+  // Archives stored as chains (docs/storage.md, "Chains"): a kept archive keeps its parent
+  // (raw blob or stored form), transitively, and its link's patch. Re-basing the dependents of
+  // archives nobody references any more is ArchiveStorage::RebaseOrphans' job, before this.
+  std::unordered_map<std::string, const store::GcRoots::Derived*> link_of;
+  for (const store::GcRoots::Derived& row : roots.chains) link_of[row.to_digest] = &row;
+  std::unordered_set<std::string> chained_alive;
+  for (const std::string& root : roots.referenced) {
+    std::string at = root;
+    for (auto it = link_of.find(at); it != link_of.end(); it = link_of.find(at)) {
+      if (!chained_alive.insert(at).second) break;  // walked already (or a cycle)
+      marked.insert(it->second->blob_digest);
+      at = it->second->from_digest;
+      marked.insert(at);  // the parent's raw blob, when it is still stored raw
+    }
+  }
   const std::unordered_set<std::string> alive = marked;
   auto keep_derived = [&](const char* kind, const std::vector<store::GcRoots::Derived>& rows) {
     for (const store::GcRoots::Derived& row : rows) {
-      if (alive.count(row.to_digest) > 0 &&
+      // The full patch of an archive stored as a chain link is only a cache (computed for a
+      // pull without a base): each collection forgets it, unless it is what the archive's
+      // dependents' chains end in (MetadataDb::ForgetDerived keeps it then).
+      const bool cache_of_chained = std::string_view(kind) == "patches" &&
+                                    row.from_digest.empty() &&
+                                    chained_alive.count(row.to_digest) > 0;
+      if (!cache_of_chained && alive.count(row.to_digest) > 0 &&
           (row.from_digest.empty() || alive.count(row.from_digest) > 0)) {
         marked.insert(row.blob_digest);
         continue;
@@ -63,6 +85,17 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
   keep_derived("value_diffs", roots.value_diffs);
   keep_derived("version_stats", roots.version_stats);
   keep_derived("lossy_deltas", roots.lossy_deltas);
+  // Links of archives nobody keeps are forgotten (deepest first; ForgetDerived keeps a link
+  // that is still a parent, and BlobReferenced then keeps its blob).
+  for (const store::GcRoots::Derived& row : roots.chains) {
+    if (chained_alive.count(row.to_digest) > 0) continue;
+    ++report.derived_forgotten;
+    if (options.dry_run) continue;
+    if (Status s = db->ForgetDerived("archive_chains", row); !s.ok()) {
+      report.errors.push_back(s.ToString());
+      marked.insert(row.blob_digest);
+    }
+  }
 
   if (options.after_mark) options.after_mark();
   BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stored, blobs.ListDigests());

@@ -6,7 +6,12 @@
 // model version's archive, every blob linked into a repository less than `grace` ago (a push in
 // progress: its manifest is not there yet), and the cached patches, full patches and value
 // diffs, statistics and lossy deltas whose archives are all marked (the rows of the others are
-// forgotten: their versions are gone, so nobody can ask for them).
+// forgotten: their versions are gone, so nobody can ask for them). Chains (docs/storage.md,
+// "Chains"; table archive_chains): a marked archive stored as a chain link marks its link's
+// patch and its parent, transitively (the parent's raw blob or stored form stays); links of
+// unmarked archives are forgotten (deepest first); the full patch of a chained archive is a
+// cache and is forgotten. Re-basing links whose parent is no longer referenced happens before
+// the collection (ArchiveStorage::RebaseOrphans, from Registry::CollectGarbage).
 // Sweep: every published blob that is not marked is deleted by
 // MetadataDb::DeleteBlobUnlessTouched, under its lock: the deletion is recorded
 // (gc_deletions, 'deleting'), then one transaction flips the blob out of `blobs` unless a push

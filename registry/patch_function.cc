@@ -59,6 +59,49 @@ FullPatchFunctions PatcherFullPatchFunctions() {
     BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
     return info.target_bytes;
   };
+  // Chains (registry/archive_chains.cc).
+  f.diff = [](const std::string& base_path, const std::string& base_digest,
+              const std::string& target_path, const std::string& target_digest,
+              const std::string& out_path, const std::atomic<bool>* cancel) -> Status {
+    patcher::DiffOptions options;
+    options.cancel = cancel;
+    options.known_base_digest = base_digest;
+    options.known_target_digest = target_digest;
+    patcher::DiffStats stats;
+    return patcher::CreatePatch(base_path, target_path, out_path, options, &stats);
+  };
+  // The patch must name exactly this base and target (a link read back from the store is
+  // checked against the DB's row, not only against itself).
+  auto names = [](const std::string& patch_path, const std::string& base_digest,
+                  const std::string& target_digest) -> Status {
+    BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
+    if (info.full || info.base_digest != base_digest || info.target_digest != target_digest) {
+      return Corruption(patch_path + ": not the patch from " + base_digest + " to " +
+                        target_digest);
+    }
+    return Status::Ok();
+  };
+  f.verify_patch = [names](const std::string& base_path, const std::string& base_digest,
+                           const std::string& patch_path,
+                           const std::string& target_digest) -> Status {
+    BLZ_RETURN_IF_ERROR(names(patch_path, base_digest, target_digest));
+    patcher::ApplyStats stats;
+    BLZ_RETURN_IF_ERROR(patcher::VerifyPatch(base_path, patch_path, &stats));
+    if (stats.target_digest != target_digest) {
+      return DigestMismatch(patch_path + ": rebuilds " + stats.target_digest + ", not " +
+                            target_digest);
+    }
+    return Status::Ok();
+  };
+  f.apply = [names](const std::string& base_path, const std::string& base_digest,
+                    const std::string& patch_path, const std::string& target_digest,
+                    const std::string& out_path) -> Status {
+    BLZ_RETURN_IF_ERROR(names(patch_path, base_digest, target_digest));
+    // ApplyPatch checks every chunk and the result's SHA-256 (the patch's target, checked
+    // above to be `target_digest`) before the file appears.
+    patcher::ApplyStats stats;
+    return patcher::ApplyPatch(base_path, patch_path, out_path, &stats);
+  };
   return f;
 }
 

@@ -556,6 +556,9 @@ Result<GcReport> Registry::CollectGarbage(bool dry_run) {
   }
   // The lossy-delta cache's budget too (it may have been lowered since the last computation).
   if (!dry_run) EvictLossyDeltas(store::LossyDeltaRecord{});
+  // Chains first (docs/storage.md, "Chains"): dependents of archives nobody references any
+  // more get another form, so that the collection below can take those archives.
+  if (!dry_run) (void)storage_->RebaseOrphans();
   GcOptions o;
   o.grace = options_.gc_grace;
   o.dry_run = dry_run;

@@ -427,12 +427,16 @@ class Registry {
   // pulled from elsewhere patches from it.
   bool ResolveFromTo(const Route& route, const RequestHead& head,
                      const std::optional<std::string>& from, const std::optional<std::string>& to,
-                     std::string_view usage, std::string paths[2], Response* error);
+                     std::string_view usage, std::string paths[2], Response* error,
+                     bool lazy = false);
   bool ResolveVersionArchive(const Route& route, const std::string& digest, std::string* path,
-                             Response* error);
-  // The file of a version's archive (rebuilt when stored as a full patch): *path, or *error
-  // (404 BLOB_UNKNOWN when its blob is gone).
-  bool ArchiveFile(const std::string& digest, std::string* path, Response* error);
+                             Response* error, bool lazy = false);
+  // The file of a version's archive (rebuilt when stored as a full patch or a chain): *path,
+  // or *error (404 BLOB_UNKNOWN when its blob is gone). `lazy`: only checks that the archive
+  // is stored (no rebuild) and leaves *path empty: for answers that are likely cached (a
+  // chain link is the cached patch parent -> child; docs/storage.md, "Chains").
+  bool ArchiveFile(const std::string& digest, std::string* path, Response* error,
+                   bool lazy = false);
   // The repository, readable by route.caller, in which `archive_digest` is a version:
   // route.name when it is one there, else the first other such repository by name. kNotFound
   // when none (also when it is a version only of repositories the caller may not read: the

@@ -136,6 +136,7 @@ Status RunServer(const ServerOptions& options) {
   ropts.computation_burst = options.computation_burst;
   ropts.storage.cache_bytes = options.cache_bytes;
   ropts.storage.drop_raw_archives = !options.keep_raw_archives;
+  ropts.storage.max_chain_depth = options.max_chain_depth;
   ropts.blob_storage = options.storage;
   ropts.blob_cache_bytes = options.blob_cache_bytes;
   if (options.redirect) ropts.blob_redirect_expiry = kBlobRedirectExpiry;
@@ -159,6 +160,16 @@ Status RunServer(const ServerOptions& options) {
   }
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<Registry> registry,
                        Registry::Open(options.data_dir, std::move(ropts)));
+  if (options.verify_storage) {
+    // Every chain rebuilt and checked (docs/storage.md, "Chains"), before serving.
+    BLZ_ASSIGN_OR_RETURN(ChainScrubReport chains,
+                         registry->storage().VerifyChains(registry->options().storage.log));
+    const std::string line = "verify-storage: " + std::to_string(chains.links) +
+                             " chain links, " + std::to_string(chains.verified) +
+                             " rebuilt exactly, " + std::to_string(chains.broken.size()) +
+                             " broken\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
   // Install the signal handlers before announcing the address, so a supervisor that signals us
   // as soon as it reads "listening on" is handled gracefully.
   net::io_context signals_ioc(1);

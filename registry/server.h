@@ -58,6 +58,9 @@ struct ServerOptions {
   // registry/archive_storage.h): damaged blobs are moved to <data>/quarantine/; a summary line
   // goes to stderr.
   bool verify_storage = false;
+  // Chains (docs/storage.md, "Chains"): versions may be stored as a patch from a parent version,
+  // at most this many links deep (0 = no chains; ArchiveStorageOptions::max_chain_depth).
+  uint32_t max_chain_depth = 4;
   // The access log's format (registry/access_log.h; docs/operating.md).
   LogFormat log_format = LogFormat::kText;
   // Serve GET /metrics (Prometheus text format; docs/operating.md).

@@ -98,6 +98,9 @@ struct GcRoots {
   std::vector<Derived> version_stats;
   // Cached lossy deltas (one entry per row; several parameter sets may share from -> to).
   std::vector<Derived> lossy_deltas;
+  // Chain links (table archive_chains): from = the parent, to = the chained archive, blob = the
+  // patch. A kept archive keeps its parent and the parent's stored form.
+  std::vector<Derived> chains;
 };
 
 // What DeleteManifest removed.
@@ -222,6 +225,26 @@ struct UploadRecord {
   // A patch upload (migrations/0011_upload_patch_from.sql): the base archive's digest the
   // session's bytes are a patch against; "" for an ordinary upload.
   std::string patch_from;
+};
+
+// How an archive whose raw blob was dropped is stored (table archive_chains,
+// migrations/0012_archive_chains.sql; docs/storage.md, "Chains").
+struct ChainLink {
+  std::string archive_digest;
+  std::string parent_digest;  // the archive the patch applies to
+  std::string patch_digest;   // the verified patch parent -> archive (a blob)
+  uint64_t patch_size = 0;
+  uint64_t depth = 1;          // links to apply (1 = the parent is stored whole); upper bound
+  uint64_t rebuild_bytes = 0;  // stored bytes read to rebuild it (root form + links); bound
+};
+
+// An archive's stored form (MetadataDb::FindStoredForm), for at-rest accounting: a chain link,
+// or its full patch (parent_digest "" and depth 0).
+struct StoredForm {
+  std::string parent_digest;  // "" = a full patch (no base)
+  std::string patch_digest;   // the blob holding the form
+  uint64_t patch_size = 0;
+  uint64_t depth = 0;         // 0 = a full patch
 };
 
 // One page of a lexically ordered listing (bytewise order).
@@ -395,6 +418,31 @@ class MetadataDb {
   // Records (or replaces) the patch from -> to; `repository` may be empty.
   Status RecordPatch(std::string_view repository, const PatchRecord& patch);
 
+  // -- archive chains (store/metadata_db_chains.cc; docs/storage.md, "Chains") --
+  // The chain link of `archive_digest`. kNotFound when it is not stored as one.
+  Result<ChainLink> FindChainLink(std::string_view archive_digest);
+  // The stored form of an archive: its chain link if it has one, else its full patch (the
+  // `patches` row from ""). kNotFound when it has neither (stored raw, or unknown). The query
+  // for at-rest accounting.
+  Result<StoredForm> FindStoredForm(std::string_view archive_digest);
+  // Every chain link, ordered by archive digest.
+  Result<std::vector<ChainLink>> ListChainLinks();
+  // The chain links whose parent is `parent_digest`, ordered by archive digest.
+  Result<std::vector<ChainLink>> ListChainChildren(std::string_view parent_digest);
+  // Records `link` (replacing the archive's former link, if any) and the patch as the
+  // `patches` row (parent, archive), in one transaction (lock "chains") that first checks that
+  // the parent is still a model version of some repository (or, `replacing` not empty, that
+  // the archive's current link still names `replacing` as its parent: a re-base) and that the
+  // parent's chain does not pass through the archive. Errors: kAlreadyExists (the parent's
+  // chain reaches the archive: a cycle), kNotFound (the parent is no longer a version, or the
+  // link being replaced changed), database errors.
+  Status RecordChainLink(const ChainLink& link, std::string_view replacing = "");
+  // Re-base onto the archive's full patch: drops the chain link of `archive_digest` if its
+  // parent is still `parent_digest`, in one transaction (lock "chains") that checks that the
+  // archive's full patch (the `patches` row from "") is recorded. Errors: kNotFound (no full
+  // patch recorded), database errors; OK when the link is already gone or changed.
+  Status DropChainLink(std::string_view archive_digest, std::string_view parent_digest);
+
   // -- lossy deltas (store/metadata_db_deltas.cc) --
   // kNotFound when no delta from -> to with `params` was recorded.
   Result<LossyDeltaRecord> FindLossyDelta(std::string_view from_digest,
@@ -438,11 +486,14 @@ class MetadataDb {
   // `young_after` (Unix seconds).
   Result<GcRoots> ReadGcRoots(int64_t young_after);
   // Is the blob referenced now: by a manifest, as a model archive, as a cached patch, value
-  // diff, statistics or lossy delta, or by a link created after `young_after`?
+  // diff, statistics or lossy delta, as a chain link's patch or parent, or by a link created
+  // after `young_after`?
   Result<bool> BlobReferenced(std::string_view digest, int64_t young_after);
   // Forgets a cached patch, value diff, statistics or lossy delta (`kind` "patches",
-  // "value_diffs", "version_stats" or "lossy_deltas") whose blob is
-  // still `blob_digest` (a row recomputed meanwhile stays).
+  // "value_diffs", "version_stats" or "lossy_deltas") or a chain link ("archive_chains")
+  // whose blob is still `blob_digest` (a row recomputed meanwhile stays). A full patch (from
+  // "") of an archive some chain link names as its parent stays, and so does a chain link
+  // whose archive is another link's parent (OK either way: BlobReferenced then keeps the blob).
   Status ForgetDerived(std::string_view kind, const GcRoots::Derived& row);
   // Forgets a blob (after its file was removed): its row in `blobs` and its links.
   Status ForgetBlob(std::string_view digest);

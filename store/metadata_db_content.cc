@@ -245,6 +245,11 @@ Result<GcRoots> MetadataDb::ReadGcRoots(int64_t young_after) {
                               &roots.version_stats));
   BLZ_RETURN_IF_ERROR(derived("SELECT from_digest, to_digest, delta_digest FROM lossy_deltas",
                               &roots.lossy_deltas));
+  // Deepest links first: forgetting them in this order lets ForgetDerived's guard (a link
+  // that is still some link's parent stays) drop a whole dead chain in one collection.
+  BLZ_RETURN_IF_ERROR(derived("SELECT parent_digest, archive_digest, patch_digest FROM "
+                              "archive_chains ORDER BY depth DESC, archive_digest",
+                              &roots.chains));
   BLZ_RETURN_IF_ERROR(tx.Commit());
   return roots;
 }
@@ -259,6 +264,8 @@ Result<bool> MetadataDb::BlobReferenced(std::string_view digest, int64_t young_a
                   "SELECT 1 FROM value_diffs WHERE diff_digest = ?1 UNION ALL "
                   "SELECT 1 FROM version_stats WHERE stats_digest = ?1 UNION ALL "
                   "SELECT 1 FROM lossy_deltas WHERE delta_digest = ?1 UNION ALL "
+                  "SELECT 1 FROM archive_chains WHERE patch_digest = ?1 UNION ALL "
+                  "SELECT 1 FROM archive_chains WHERE parent_digest = ?1 UNION ALL "
                   "SELECT 1 FROM repository_blobs WHERE digest = ?1 AND created > ?2 LIMIT 1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
   BLZ_RETURN_IF_ERROR(st.Bind(2, young_after));
@@ -268,7 +275,16 @@ Result<bool> MetadataDb::BlobReferenced(std::string_view digest, int64_t young_a
 Status MetadataDb::ForgetDerived(std::string_view kind, const GcRoots::Derived& row) {
   std::string sql;
   if (kind == "patches") {
-    sql = "DELETE FROM patches WHERE from_digest = ?1 AND to_digest = ?2 AND patch_digest = ?3";
+    // The stored form of a chain's parent stays while a link names the parent.
+    sql = "DELETE FROM patches WHERE from_digest = ?1 AND to_digest = ?2 AND patch_digest = ?3 "
+          "AND NOT (from_digest = '' AND EXISTS (SELECT 1 FROM archive_chains WHERE "
+          "parent_digest = ?2) AND NOT EXISTS (SELECT 1 FROM archive_chains WHERE "
+          "archive_digest = ?2))";
+  } else if (kind == "archive_chains") {
+    // A link that is still another link's parent stays (its child is forgotten first).
+    sql = "DELETE FROM archive_chains WHERE parent_digest = ?1 AND archive_digest = ?2 AND "
+          "patch_digest = ?3 AND NOT EXISTS (SELECT 1 FROM archive_chains c WHERE "
+          "c.parent_digest = ?2)";
   } else if (kind == "value_diffs") {
     sql = "DELETE FROM value_diffs WHERE from_digest = ?1 AND to_digest = ?2 AND diff_digest = ?3";
   } else if (kind == "lossy_deltas") {

@@ -126,7 +126,8 @@ TEST(BlzCliTest, ServeHelpDescribesEveryOption) {
   BlzRun r = Blz("serve --help", tmp);
   EXPECT_EQ(r.code, 0);
   for (const char* option : {"--data", "--listen", "--threads", "--private", "--cache-size",
-                             "--keep-raw-archives", "--verify-storage", "--metrics", "--metadata",
+                             "--keep-raw-archives", "--verify-storage", "--max-chain-depth", "--metrics",
+                             "--metadata",
                              "--migrate-only",
                              "--log-format", "--config"}) {
     const size_t at = r.out.find(std::string("  ") + option);

@@ -41,6 +41,9 @@ RegistryOptions StorageOptions(bool background = false) {
   o.full_patch = PatcherFullPatchFunctions();
   o.storage.background = background;
   o.storage.grace = std::chrono::milliseconds(0);
+  // Versions stored whole: these tests count rebuilds and cache files of full patches (chains,
+  // which rebuild parents to try them: archive_chains_test.cc).
+  o.storage.max_chain_depth = 0;
   return o;
 }
 

@@ -1,0 +1,361 @@
+// Archives stored as chains: a verified patch from a parent archive instead of a full patch.
+// Part of ArchiveStorage (registry/archive_storage.h); documented in docs/storage.md
+// ("Chains"). In short:
+// - Compressing an archive (CompressOnce) computes its full patch as before, then tries parents
+//   among the model versions the registry holds (any repository), ranked like pull bases
+//   (registry/base_handlers.cc): the same structure first, then the same repository, then the
+//   nearest push time. For each of the first options.chain_candidates parents whose chain is
+//   short enough (depth + 1 <= max_chain_depth) and does not pass through the archive: the
+//   patch parent -> archive is computed, kept only when smaller than chain_max_fraction of the
+//   full patch and when the rebuild cost stays bounded (root form + links <=
+//   chain_rebuild_factor x archive size), then verified (decoded against the parent: it must
+//   rebuild exactly the archive's SHA-256), published and recorded (table archive_chains and
+//   the `patches` row parent -> archive, one transaction). Only then is the raw blob dropped,
+//   and after that the full patch forgotten (garbage collection removes it).
+// - Reads rebuild the parent first (File, recursively, through the same cache), then apply the
+//   link; the result is checked (SHA-256) before it appears in the cache.
+// - Re-bases (RebaseOrphans, before every garbage collection): links whose archive is still
+//   referenced but whose parent is not get a new parent (never a deeper chain than before) or
+//   their full patch; the link switches in one transaction, only after the new form verified.
+//   Until then garbage collection keeps the parent (registry/garbage_collector.cc).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <set>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "registry/archive_storage.h"
+
+namespace blz::registry {
+namespace {
+
+// Chains deeper than this are refused when read (a corrupt, cyclic chain).
+constexpr int kMaxRebuildDepth = 64;
+// Same-structure versions of other repositories considered as parents.
+constexpr uint64_t kMaxStructureCandidates = 64;
+
+std::string Mb(uint64_t n) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f MB", double(n) / 1e6);
+  return buf;
+}
+
+Result<uint64_t> SizeOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return IOError(path + ": cannot stat: " + std::strerror(errno));
+  }
+  return uint64_t(st.st_size);
+}
+
+struct Parent {
+  std::string digest;
+  bool same_structure = false;
+  bool same_repository = false;
+  uint64_t time_distance = 0;
+};
+
+bool Better(const Parent& a, const Parent& b) {
+  if (a.same_structure != b.same_structure) return a.same_structure;
+  if (a.same_repository != b.same_repository) return a.same_repository;
+  if (a.time_distance != b.time_distance) return a.time_distance < b.time_distance;
+  return a.digest < b.digest;
+}
+
+uint64_t Distance(int64_t a, int64_t b) { return uint64_t(a > b ? a - b : b - a); }
+
+}  // namespace
+
+Status ArchiveStorage::TryChain(const std::string& digest, const std::string& archive_path,
+                                uint64_t full_patch_size, uint64_t max_depth,
+                                const std::string& exclude, const std::string& replacing,
+                                bool* stored) {
+  *stored = false;
+  if (max_depth == 0) return Status::Ok();
+  BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> mine, db_->ListVersionsOfArchive(digest));
+  if (mine.empty()) return Status::Ok();  // nobody's version (any more): not worth it
+  BLZ_ASSIGN_OR_RETURN(uint64_t archive_size, SizeOf(archive_path));
+  const std::string& hash = mine.front().structural_hash;
+  const int64_t created = mine.front().created;
+  std::set<std::string> my_repos;
+  for (const store::VersionRecord& v : mine) my_repos.insert(v.repository);
+
+  std::map<std::string, Parent> found;
+  auto consider = [&](const store::VersionRecord& v) {
+    if (v.archive_digest == digest || v.archive_digest == exclude) return;
+    Parent p;
+    p.digest = v.archive_digest;
+    p.same_structure = !hash.empty() && v.structural_hash == hash;
+    p.same_repository = my_repos.count(v.repository) > 0;
+    p.time_distance = Distance(v.created, created);
+    auto [it, added] = found.emplace(p.digest, p);
+    if (!added && Better(p, it->second)) it->second = p;
+  };
+  for (const std::string& repo : my_repos) {
+    BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions, db_->ListVersions(repo));
+    for (const store::VersionRecord& v : versions) consider(v);
+  }
+  if (!hash.empty()) {
+    BLZ_ASSIGN_OR_RETURN(store::StructurePage page,
+                         db_->ListStructureVersions(hash, kMaxStructureCandidates, {}));
+    for (const store::StructureVersion& sv : page.items) {
+      if (my_repos.count(sv.repository) > 0 || found.count(sv.archive_digest) > 0) continue;
+      Result<store::VersionRecord> v = db_->FindVersion(sv.repository, sv.archive_digest);
+      if (v.ok()) consider(*v);
+    }
+  }
+  std::vector<Parent> ranked;
+  for (auto& [d, p] : found) ranked.push_back(std::move(p));
+  std::sort(ranked.begin(), ranked.end(), Better);
+
+  size_t tried = 0;
+  for (const Parent& p : ranked) {
+    if (tried >= options_.chain_candidates || stop_) break;
+    // The parent's own depth and rebuild cost; its chain must not pass through the archive
+    // (or the parent being re-based away).
+    uint64_t depth = 0, rebuild = 0;
+    bool usable = true;
+    {
+      std::string at = p.digest;
+      for (int i = 0; i < kMaxRebuildDepth; ++i) {
+        Result<store::ChainLink> up = db_->FindChainLink(at);
+        if (!up.ok()) {
+          if (up.status().code() != Code::kNotFound) return up.status();
+          break;
+        }
+        if (i == 0) {
+          depth = up->depth;
+          rebuild = up->rebuild_bytes;
+        }
+        if (up->parent_digest == digest || up->parent_digest == exclude) usable = false;
+        at = up->parent_digest;
+      }
+    }
+    if (!usable || depth + 1 > max_depth) continue;
+    if (depth == 0) {
+      Result<store::PatchRecord> full = db_->FindPatch("", p.digest);
+      if (full.ok()) {
+        rebuild = full->patch_size;
+      } else {
+        Result<store::BlobInfo> raw = blobs_->Stat(p.digest);
+        if (!raw.ok()) continue;  // not stored in a form we can read
+        rebuild = raw->size;
+      }
+    }
+    ++tried;
+    Result<store::BlobInfo> parent = File(p.digest);
+    if (!parent.ok()) {
+      Log("storage: " + digest + ": parent candidate " + p.digest +
+          " unreadable: " + parent.status().ToString());
+      continue;
+    }
+    const std::string temp = blobs_->NewTempPath("chain");
+    Status s = functions_.diff(parent->path, p.digest, archive_path, digest, temp, &stop_);
+    Result<uint64_t> size = s.ok() ? SizeOf(temp) : Result<uint64_t>(s);
+    const std::string why_not = [&]() -> std::string {
+      if (!size.ok()) return "the patch failed: " + size.status().ToString();
+      if (double(*size) >= options_.chain_max_fraction * double(full_patch_size)) {
+        return "the patch (" + Mb(*size) + ") is not smaller than " +
+               std::to_string(options_.chain_max_fraction) + " of the full patch (" +
+               Mb(full_patch_size) + ")";
+      }
+      if (double(rebuild + *size) > options_.chain_rebuild_factor * double(archive_size)) {
+        return "rebuilding it would read " + Mb(rebuild + *size) + ", over " +
+               std::to_string(options_.chain_rebuild_factor) + " x the archive";
+      }
+      return "";
+    }();
+    if (!why_not.empty()) {
+      RemoveAll(temp);
+      Log("storage: " + digest + ": not chained on " + p.digest + ": " + why_not);
+      continue;
+    }
+    // Verify (decode against the parent, every check of ApplyPatch), then publish what was
+    // verified (Publish re-hashes the file against the digest taken before verifying).
+    Result<std::string> hex = Sha256FileHex(temp);
+    s = hex.ok() ? functions_.verify_patch(parent->path, p.digest, temp, digest) : hex.status();
+    Result<store::BlobInfo> blob =
+        s.ok() ? blobs_->Publish(temp, MakeDigest(*hex)) : Result<store::BlobInfo>(s);
+    RemoveAll(temp);
+    if (!blob.ok()) {
+      Log("storage: " + digest + ": the patch from " + p.digest + " failed verification: " +
+          blob.status().ToString());
+      continue;
+    }
+    BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
+    store::ChainLink link{digest, p.digest, blob->digest, blob->size, depth + 1,
+                          rebuild + blob->size};
+    Status recorded = db_->RecordChainLink(link, replacing);
+    if (!recorded.ok()) {
+      if (recorded.code() != Code::kNotFound && recorded.code() != Code::kAlreadyExists) {
+        return recorded;
+      }
+      Log("storage: " + digest + ": not chained on " + p.digest + ": " + recorded.message());
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ++chained_;
+    }
+    const int percent =
+        full_patch_size == 0 ? 0 : int(100.0 * double(blob->size) / double(full_patch_size) + 0.5);
+    Log("storage: " + digest + ": stored as a chain link from " + p.digest + " (" +
+        Mb(blob->size) + ", " + std::to_string(percent) + "% of its full patch, depth " +
+        std::to_string(link.depth) + ")");
+    *stored = true;
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+void ArchiveStorage::ForgetFullPatchOfChained(const std::string& digest) {
+  Result<store::ChainLink> link = db_->FindChainLink(digest);
+  if (!link.ok()) return;
+  Result<store::PatchRecord> full = db_->FindPatch("", digest);
+  if (!full.ok()) return;
+  // ForgetDerived keeps it when it is still some link's parent's only form (it is not: the
+  // archive has a link), so this drops it; garbage collection removes the blob.
+  Status s = db_->ForgetDerived("patches", store::GcRoots::Derived{"", digest, full->patch_digest});
+  if (!s.ok()) Log("storage: " + digest + ": cannot forget its full patch: " + s.ToString());
+}
+
+Status ArchiveStorage::RebuildFromChain(const std::string& digest, const std::string& out_path,
+                                        int depth) {
+  BLZ_ASSIGN_OR_RETURN(store::ChainLink link, db_->FindChainLink(digest));
+  if (depth >= kMaxRebuildDepth) {
+    return Corruption("archive " + digest + ": its chain is longer than " +
+                      std::to_string(kMaxRebuildDepth) + " links (a cycle?)");
+  }
+  Result<store::BlobInfo> parent = FileAt(link.parent_digest, depth + 1);
+  if (!parent.ok()) {
+    return parent.status().WithContext("rebuilding archive " + digest + " from its parent " +
+                                       link.parent_digest);
+  }
+  Result<store::BlobInfo> patch = blobs_->LocalFile(link.patch_digest);
+  if (!patch.ok()) {
+    return patch.status().WithContext("archive " + digest + ": its chain link " +
+                                      link.patch_digest);
+  }
+  BLZ_RETURN_IF_ERROR(CheckStoredBlob(*patch));
+  Status s = functions_.apply(parent->path, link.parent_digest, patch->path, digest, out_path);
+  if (!s.ok()) {
+    if (blobs_->Verify(patch->digest).code() == Code::kDigestMismatch) {
+      return QuarantineDamaged(*patch, "chain link " + patch->digest + " of archive " + digest)
+          .WithContext("rebuilding archive " + digest + " from its chain");
+    }
+    return Status(s.code(), "rebuilding archive " + digest + " from its chain link " +
+                                patch->digest + ": " + s.message());
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  ++chain_rebuilds_;
+  return Status::Ok();
+}
+
+Status ArchiveStorage::Rebase(const store::ChainLink& link) {
+  const std::string& d = link.archive_digest;
+  auto check = [&]() -> Result<bool> {
+    Result<store::ChainLink> now = db_->FindChainLink(d);
+    if (!now.ok()) {
+      if (now.status().code() != Code::kNotFound) return now.status();
+      return true;  // re-based onto its full patch already
+    }
+    return now->parent_digest != link.parent_digest;
+  };
+  auto work = [&]() -> Status {
+    // The archive as it is now (rebuilt through the old chain and verified), its full patch
+    // (computed from that when missing), then a new parent if one qualifies.
+    BLZ_ASSIGN_OR_RETURN(store::BlobInfo file, File(d));
+    BLZ_ASSIGN_OR_RETURN(FullPatch full, GetFullPatch(d));
+    bool stored = false;
+    if (chains_enabled()) {
+      BLZ_RETURN_IF_ERROR(TryChain(d, file.path, full.blob.size, link.depth, link.parent_digest,
+                                   link.parent_digest, &stored));
+    }
+    if (stored) {
+      ForgetFullPatchOfChained(d);
+    } else {
+      BLZ_RETURN_IF_ERROR(db_->DropChainLink(d, link.parent_digest));
+      Log("storage: " + d + ": re-based from " + link.parent_digest + " onto its full patch " +
+          full.blob.digest);
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    ++rebased_;
+    return Status::Ok();
+  };
+  bool ran = false;
+  return shared_jobs_->Run("rebase:" + d + ">" + link.parent_digest, check, work, &ran);
+}
+
+Status ArchiveStorage::RebaseOrphans(uint64_t* rebased, uint64_t* failed) {
+  if (rebased != nullptr) *rebased = 0;
+  if (failed != nullptr) *failed = 0;
+  if (!functions_.chains()) return Status::Ok();
+  BLZ_ASSIGN_OR_RETURN(std::vector<store::ChainLink> links, db_->ListChainLinks());
+  if (links.empty()) return Status::Ok();
+  BLZ_ASSIGN_OR_RETURN(store::GcRoots roots, db_->ReadGcRoots(int64_t(std::time(nullptr))));
+  const std::unordered_set<std::string> referenced(roots.referenced.begin(),
+                                                   roots.referenced.end());
+  std::vector<const store::ChainLink*> orphans;
+  for (const store::ChainLink& link : links) {
+    if (referenced.count(link.archive_digest) == 0) continue;  // goes with its parent
+    if (referenced.count(link.parent_digest) > 0) continue;    // the parent stays
+    orphans.push_back(&link);
+  }
+  if (orphans.empty()) return Status::Ok();
+  Log("storage: re-basing " + std::to_string(orphans.size()) +
+      " chain links whose parent is no longer referenced");
+  for (const store::ChainLink* orphan : orphans) {
+    if (stop_) break;
+    const store::ChainLink& link = *orphan;
+    Status s = Rebase(link);
+    if (s.ok()) {
+      if (rebased != nullptr) ++*rebased;
+      continue;
+    }
+    if (failed != nullptr) ++*failed;
+    Log("storage: " + link.archive_digest + ": re-base from " + link.parent_digest +
+        " failed (the link stays, and so does its parent): " + s.ToString());
+  }
+  return Status::Ok();
+}
+
+Result<ChainScrubReport> ArchiveStorage::VerifyChains(
+    const std::function<void(const std::string&)>& log) {
+  ChainScrubReport report;
+  BLZ_ASSIGN_OR_RETURN(std::vector<store::ChainLink> links, db_->ListChainLinks());
+  for (const store::ChainLink& link : links) {
+    ++report.links;
+    Status s = [&]() -> Status {
+      if (!functions_.chains()) return Unsupported("this server cannot apply patches");
+      BLZ_ASSIGN_OR_RETURN(store::BlobInfo parent, File(link.parent_digest));
+      BLZ_ASSIGN_OR_RETURN(store::BlobInfo patch, blobs_->LocalFile(link.patch_digest));
+      Status v = functions_.verify_patch(parent.path, link.parent_digest, patch.path,
+                                         link.archive_digest);
+      if (!v.ok() && blobs_->Verify(patch.digest).code() == Code::kDigestMismatch) {
+        return QuarantineDamaged(patch, "chain link " + patch.digest + " of archive " +
+                                            link.archive_digest);
+      }
+      return v;
+    }();
+    if (s.ok()) {
+      ++report.verified;
+      continue;
+    }
+    std::string line = link.archive_digest + " (chain link " + link.patch_digest + " from " +
+                       link.parent_digest + "): " + s.ToString();
+    if (log) log("verify-storage: broken chain: " + line);
+    report.broken.push_back(std::move(line));
+  }
+  return report;
+}
+
+}  // namespace blz::registry

@@ -1,0 +1,328 @@
+// Archives stored as chains (registry/archive_chains.cc; docs/storage.md, "Chains"), with the
+// real patcher: a fine-tune stored as a verified patch from its base, smaller than its full
+// patch; the depth bound; every version pulls byte-identical; the stored link served as the
+// patch parent -> child; deleting the base never breaks the chain (GC keeps the parent, the
+// re-base switches the dependent to another form first); --verify-storage's chain check.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/digest.h"
+#include "formats/blz_archive.h"
+#include "patcher/patch.h"
+#include "registry/archive_storage.h"
+#include "registry/garbage_collector.h"
+#include "registry/registry.h"
+#include "tests/formats/test_models.h"
+#include "tests/registry/handler_harness.h"
+#include "tests/test_util.h"
+
+namespace blz::registry {
+namespace {
+
+using testing::BodyOf;
+using testing::Harness;
+using testing::PushVersion;
+namespace fs = std::filesystem;
+
+// The real patcher, compression when asked, no grace period.
+RegistryOptions ChainOptions(uint32_t max_depth = 4) {
+  RegistryOptions o;
+  o.create_patch = PatcherPatchFunction();
+  o.full_patch = PatcherFullPatchFunctions();
+  o.storage.background = false;
+  o.storage.grace = std::chrono::milliseconds(0);
+  o.storage.max_chain_depth = max_depth;
+  o.gc_grace = std::chrono::milliseconds(0);
+  o.storage.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  return o;
+}
+
+std::string PackDir(const std::string& dir) {
+  blz::testing::TempDir tmp;
+  formats::PackStats stats;
+  Status s = formats::Pack(dir, tmp / "model.blz", &stats);
+  EXPECT_TRUE(s.ok()) << dir << ": " << s.ToString();
+  return blz::testing::ReadFileBytes(tmp / "model.blz");
+}
+
+// A synthetic model (about 140 KB); `perturb` > 0: a fine-tune of the same base.
+std::string Synthetic(double perturb) {
+  blz::testing::TempDir tmp;
+  blz::testing::TestModelOptions o;
+  o.hidden = 64;
+  o.vocab = 128;
+  o.seed = 1;
+  o.perturb_scale = perturb;
+  blz::testing::WriteTestModel(tmp / "model", o);
+  return PackDir(tmp / "model");
+}
+
+// The full patch of `archive` as the registry would store it: its size.
+uint64_t FullPatchSize(const std::string& archive) {
+  blz::testing::TempDir tmp;
+  blz::testing::WriteFileBytes(tmp / "a.blz", archive);
+  patcher::DiffOptions o;
+  patcher::DiffStats stats;
+  Status s = patcher::CreateFullPatch(tmp / "a.blz", tmp / "a.patch", o, &stats);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return fs::file_size(tmp / "a.patch");
+}
+
+std::string ManifestDigest(Harness& h, const std::string& repo, const std::string& tag) {
+  Response r = h.Call("GET", "/v2/" + repo + "/manifests/" + tag);
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.Get("Docker-Content-Digest").value_or("");
+}
+
+void ExpectPulls(Harness& h, const std::string& repo, const std::string& archive) {
+  const std::string d = MakeDigest(Sha256Hex(archive));
+  Response got = h.Call("GET", "/v2/" + repo + "/blobs/" + d);
+  ASSERT_EQ(got.status, 200) << repo << ": " << got.body;
+  EXPECT_TRUE(BodyOf(got) == archive) << repo << " " << d << " is not byte-identical";
+}
+
+// Bytes held by the blobs the metadata DB lists as stored forms of `archives`.
+uint64_t AtRest(Harness& h, const std::vector<std::string>& archives) {
+  uint64_t n = 0;
+  for (const std::string& d : archives) {
+    auto form = h.registry().db().FindStoredForm(d);
+    EXPECT_TRUE(form.ok()) << d << ": " << form.status().ToString();
+    if (form.ok()) n += form->patch_size;
+  }
+  return n;
+}
+
+// The corpus fine-tune (tiny-gpt2 ft-v1 of base, in another repository) is stored as a patch
+// from the base, clearly smaller than its full patch; its raw blob and full patch are gone;
+// both pull byte-identical; the patch base -> ft is the stored link, served without rebuilding.
+TEST(ArchiveChainsTest, CorpusFineTuneStoredAsAChainFromItsBase) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  Harness h(ChainOptions());
+  const std::string base = PackDir(corpus + "/tiny-gpt2/base");
+  const std::string ft = PackDir(corpus + "/tiny-gpt2/ft-v1");
+  // The base is compressed before the fine-tune arrives (else it may chain on the fine-tune).
+  ArchiveStorage& storage = h.registry().storage();
+  const std::string bd = PushVersion(&h, "gpt2/base", "v1", base);
+  ASSERT_TRUE(storage.Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "gpt2/ft", "v1", ft);
+  Status s = storage.Compress(fd);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+
+  auto link = h.registry().db().FindChainLink(fd);
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  EXPECT_EQ(link->parent_digest, bd);
+  EXPECT_EQ(link->depth, 1u);
+  const uint64_t full = FullPatchSize(ft);
+  EXPECT_LT(double(link->patch_size), 0.8 * double(full));
+  auto form = h.registry().db().FindStoredForm(fd);
+  ASSERT_TRUE(form.ok());
+  EXPECT_EQ(form->parent_digest, bd);
+  EXPECT_EQ(form->patch_digest, link->patch_digest);
+  // The raw blob and the full patch are no longer stored forms.
+  EXPECT_FALSE(h.registry().blobs().Contains(fd));
+  EXPECT_FALSE(h.registry().db().FindPatch("", fd).ok());
+  const uint64_t base_full = AtRest(h, {bd});
+  std::cout << "tiny-gpt2 base + ft-v1: archives " << base.size() + ft.size()
+            << " bytes; stored whole (full patches) " << base_full + full
+            << " bytes; with the chain " << AtRest(h, {bd, fd}) << " bytes (link "
+            << link->patch_size << " bytes vs full patch " << full << ")" << std::endl;
+
+  // Pulls rebuild it from its chain, byte-identical.
+  ExpectPulls(h, "gpt2/ft", ft);
+  ExpectPulls(h, "gpt2/base", base);
+  EXPECT_GE(storage.status().chain_rebuilds, 1u);
+
+  // The patch base -> ft is the stored link: a cache hit, and it needs neither archive
+  // rebuilt (the cache is emptied first: a rebuild would show in the counters).
+  h.Reopen(ChainOptions());
+  const uint64_t before = h.registry().storage().status().rebuilds;
+  Response p = h.Call("GET", "/v2/gpt2/ft/blz/patch?from=" + bd + "&to=" + fd);
+  ASSERT_EQ(p.status, 200) << p.body;
+  EXPECT_EQ(p.Get("Blz-Patch-Cache"), "hit");
+  EXPECT_EQ(p.Get("Docker-Content-Digest"), link->patch_digest);
+  EXPECT_EQ(h.registry().storage().status().rebuilds, before);
+}
+
+// --max-chain-depth 0: every version stays whole (its full patch), as before chains.
+TEST(ArchiveChainsTest, DepthZeroStoresEveryVersionWhole) {
+  Harness h(ChainOptions(0));
+  const std::string bd = PushVersion(&h, "org/m", "v1", Synthetic(0));
+  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "org/m", "v2", Synthetic(0.002));
+  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  auto links = h.registry().db().ListChainLinks();
+  ASSERT_TRUE(links.ok());
+  EXPECT_TRUE(links->empty());
+  auto form = h.registry().db().FindStoredForm(fd);
+  ASSERT_TRUE(form.ok()) << form.status().ToString();
+  EXPECT_EQ(form->parent_digest, "");
+  EXPECT_EQ(form->depth, 0u);
+}
+
+// Push max_depth + 2 successive fine-tunes: every link is at most max_depth deep (the bound
+// was reached), and every version pulls byte-identical, also after a restart (cold cache).
+TEST(ArchiveChainsTest, DepthBoundIsRespected) {
+  constexpr uint32_t kMaxDepth = 2;
+  Harness h(ChainOptions(kMaxDepth));
+  std::vector<std::string> archives, digests;
+  for (uint32_t i = 0; i < kMaxDepth + 2; ++i) {
+    archives.push_back(Synthetic(0.002 * i));
+    digests.push_back(PushVersion(&h, "org/run", "step" + std::to_string(i), archives.back()));
+    Status s = h.registry().storage().Compress(digests.back());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  auto links = h.registry().db().ListChainLinks();
+  ASSERT_TRUE(links.ok());
+  ASSERT_FALSE(links->empty()) << "no version was stored as a chain";
+  uint64_t deepest = 0;
+  for (const store::ChainLink& l : *links) {
+    deepest = std::max(deepest, l.depth);
+    // The recorded depth is the real one: count the links up to the root.
+    uint64_t real = 0;
+    for (std::string at = l.archive_digest;;) {
+      auto up = h.registry().db().FindChainLink(at);
+      if (!up.ok()) break;
+      ++real;
+      at = up->parent_digest;
+    }
+    EXPECT_EQ(real, l.depth) << l.archive_digest;
+  }
+  EXPECT_LE(deepest, kMaxDepth);
+  for (size_t i = 0; i < archives.size(); ++i) ExpectPulls(h, "org/run", archives[i]);
+  h.Reopen(ChainOptions(kMaxDepth));
+  for (size_t i = archives.size(); i-- > 0;) ExpectPulls(h, "org/run", archives[i]);
+}
+
+// Deleting the base: a garbage collection alone (no re-base) keeps the parent the chain needs;
+// the registry's collection re-bases the fine-tune first (here onto its full patch: no other
+// parent), then the base's bytes go, and the fine-tune still pulls byte-identical.
+TEST(ArchiveChainsTest, DeletingTheBaseKeepsDependentsReadable) {
+  Harness h(ChainOptions());
+  const std::string base = Synthetic(0);
+  const std::string ft = Synthetic(0.002);
+  const std::string bd = PushVersion(&h, "org/base", "v1", base);
+  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "org/ft", "v1", ft);
+  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  auto link = h.registry().db().FindChainLink(fd);
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  ASSERT_EQ(link->parent_digest, bd);
+  auto base_form = h.registry().db().FindStoredForm(bd);
+  ASSERT_TRUE(base_form.ok());
+
+  const std::string md = ManifestDigest(h, "org/base", "v1");
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/base/manifests/" + md).status, 202);
+
+  // The collector by itself: the base is no version any more, but the chain keeps it.
+  GcOptions o;
+  o.grace = std::chrono::milliseconds(0);
+  KeyedMutex locks;
+  auto gc = CollectGarbage(h.registry().blobs(), &h.registry().db(), &locks, o);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_TRUE(h.registry().blobs().Contains(base_form->patch_digest));
+  EXPECT_TRUE(h.registry().db().FindChainLink(fd).ok());
+  h.Reopen(ChainOptions());  // cold cache: the ft is rebuilt through the base
+  ExpectPulls(h, "org/ft", ft);
+
+  // The registry's collection re-bases first, then the base goes.
+  auto report = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_FALSE(h.registry().db().FindChainLink(fd).ok());
+  EXPECT_EQ(h.registry().storage().status().rebased, 1u);
+  EXPECT_FALSE(h.registry().blobs().Contains(base_form->patch_digest));
+  auto ft_form = h.registry().db().FindStoredForm(fd);
+  ASSERT_TRUE(ft_form.ok());
+  EXPECT_EQ(ft_form->parent_digest, "");
+  h.Reopen(ChainOptions());
+  ExpectPulls(h, "org/ft", ft);
+}
+
+// A base with two fine-tunes in one repository: deleting the base re-bases one fine-tune onto
+// the other (a new parent, never a deeper chain) or its full patch; everything still pulls.
+TEST(ArchiveChainsTest, RebaseOntoAnotherParent) {
+  Harness h(ChainOptions());
+  const std::string base = Synthetic(0);
+  const std::string a = Synthetic(0.002);
+  const std::string b = Synthetic(0.004);
+  const std::string bd = PushVersion(&h, "org/m", "base", base);
+  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  // `a` is stored whole (depth bound 0 while it is compressed), then `b` chains on base or a.
+  const std::string ad = PushVersion(&h, "org/m", "a", a);
+  {
+    RegistryOptions o = ChainOptions(0);
+    h.Reopen(o);
+    ASSERT_TRUE(h.registry().storage().Compress(ad).ok());
+    h.Reopen(ChainOptions());
+  }
+  const std::string fd = PushVersion(&h, "org/m", "b", b);
+  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  auto link = h.registry().db().FindChainLink(fd);
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  const std::string parent = link->parent_digest;
+  const std::string tag = parent == bd ? "base" : "a";
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/m/manifests/" + ManifestDigest(h, "org/m", tag)).status,
+            202);
+  auto report = h.registry().CollectGarbage(false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  auto after = h.registry().db().FindStoredForm(fd);
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE(after->parent_digest, parent);
+  EXPECT_LE(after->depth, 1u);
+  h.Reopen(ChainOptions());
+  ExpectPulls(h, "org/m", b);
+  ExpectPulls(h, "org/m", parent == bd ? a : base);
+}
+
+// --verify-storage's chain check: every link rebuilt exactly; a damaged link is reported.
+TEST(ArchiveChainsTest, VerifyChainsFindsADamagedLink) {
+  if (testing::TestStorageIsS3()) {
+    GTEST_SKIP() << "damages a blob file of the fs driver in place";
+  }
+  Harness h(ChainOptions());
+  const std::string bd = PushVersion(&h, "org/m", "v1", Synthetic(0));
+  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "org/m", "v2", Synthetic(0.002));
+  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  auto link = h.registry().db().FindChainLink(fd);
+  ASSERT_TRUE(link.ok());
+  auto ok = h.registry().storage().VerifyChains(nullptr);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->links, 1u);
+  EXPECT_EQ(ok->verified, 1u);
+  EXPECT_TRUE(ok->broken.empty());
+
+  auto file = h.registry().blobs().LocalFile(link->patch_digest);
+  ASSERT_TRUE(file.ok());
+  {
+    std::fstream f(file->path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(file->size / 2));
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(std::streamoff(file->size / 2));
+    c = char(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+  h.Reopen(ChainOptions());
+  std::vector<std::string> lines;
+  auto bad = h.registry().storage().VerifyChains(
+      [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  EXPECT_EQ(bad->verified, 0u);
+  ASSERT_EQ(bad->broken.size(), 1u);
+  EXPECT_NE(bad->broken[0].find(fd), std::string::npos) << bad->broken[0];
+  ASSERT_EQ(lines.size(), 1u);
+  // And a pull of it fails cleanly instead of serving wrong bytes.
+  Response got = h.Call("GET", "/v2/org/m/blobs/" + fd);
+  EXPECT_NE(got.status, 200);
+}
+
+}  // namespace
+}  // namespace blz::registry
