@@ -12,7 +12,9 @@
 #   bench/pull_bench.sh [SIZE...]     SIZE: 64M, 256M, 1G   (default: 64M 256M)
 #
 # Environment (defaults in brackets):
-#   BLZ      the blz binary                       [build-bench/cli/blz]
+#   BLZ      the blz binary (server, pushes, and the client)  [build-bench/cli/blz]
+#   CLIENTS  space-separated LABEL=PATH blz binaries to time side by side on the same registry
+#            and pushes (e.g. "before=/tmp/blz-old after=build-bench/cli/blz")  [blz=$BLZ]
 #   BENCH    directory of gen_llama_pair and measure_run   [build-bench/bench]
 #   WORK     scratch directory (removed at exit)  [/tmp/blz-pull-speed]
 #   REPEAT   runs of each way per size            [3]
@@ -63,6 +65,13 @@ log "registry on $addr"
 json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
+clients=(${CLIENTS:-blz=$BLZ})
+ways=(curl)
+for c in "${clients[@]}"; do
+  for w in patch patch-o full; do ways+=("${c%%=*}:$w"); done
+done
+client_path() { for c in "${clients[@]}"; do [ "${c%%=*}" = "$1" ] && realpath "${c#*=}"; done; }
+
 echo "| size | archive | patch | way | wall s | CPU s | CPU s per GB of target | peak RssAnon MiB |"
 echo "|---|---|---|---|---|---|---|---|"
 for size in "${sizes[@]}"; do
@@ -88,16 +97,17 @@ for size in "${sizes[@]}"; do
 
   declare -A runs=()
   for r in $(seq 1 "$REPEAT"); do
-    for way in patch patch-o full curl; do
+    for way in "${ways[@]}"; do
       rm -rf "$WORK/c" "$WORK/out" "$WORK/blob"
+      bin=$(client_path "${way%%:*}")
       case $way in
-        patch|patch-o) cp -al "$WORK/cache0" "$WORK/c";;
+        *:patch|*:patch-o) cp -al "$WORK/cache0" "$WORK/c";;
       esac
       sync
       case $way in
-        patch) cmd=("$BLZ" pull "$addr/bench/m$size:ft" --cache "$WORK/c" --json);;
-        patch-o) cmd=("$BLZ" pull "$addr/bench/m$size:ft" --cache "$WORK/c" -o "$WORK/out" --json);;
-        full) cmd=("$BLZ" pull --no-patch "$addr/bench/m$size:ft" --cache "$WORK/c" --json);;
+        *:patch) cmd=("$bin" pull "$addr/bench/m$size:ft" --cache "$WORK/c" --json);;
+        *:patch-o) cmd=("$bin" pull "$addr/bench/m$size:ft" --cache "$WORK/c" -o "$WORK/out" --json);;
+        *:full) cmd=("$bin" pull --no-patch "$addr/bench/m$size:ft" --cache "$WORK/c" --json);;
         curl) cmd=(curl -sf -H "Authorization: Bearer $BLZ_TOKEN" -o "$WORK/blob"
                    "http://$addr/v2/bench/m$size/blobs/$digest");;
       esac
@@ -107,14 +117,18 @@ for size in "${sizes[@]}"; do
   done
   if [ "$PERF" = 1 ]; then
     mkdir -p "$PERF_DIR"
-    rm -rf "$WORK/c"; cp -al "$WORK/cache0" "$WORK/c"
-    perf record -g -o "$PERF_DIR/pull-$size.data" -- \
-      "$BLZ" pull "$addr/bench/m$size:ft" --cache "$WORK/c" --json >/dev/null 2>"$PERF_DIR/record-$size.log"
-    perf report -i "$PERF_DIR/pull-$size.data" --no-children --sort dso,sym --percent-limit 1 \
-      --stdio 2>/dev/null | grep -v '^$' | grep -v '^#' | grep '%' | head -40 >"$PERF_DIR/report-$size.txt" || true
-    log "profile: $PERF_DIR/report-$size.txt"
+    for c in "${clients[@]}"; do
+      label=${c%%=*}
+      rm -rf "$WORK/c"; cp -al "$WORK/cache0" "$WORK/c"
+      perf record -g -o "$PERF_DIR/pull-$label-$size.data" -- "$(client_path "$label")" pull \
+        "$addr/bench/m$size:ft" --cache "$WORK/c" --json >/dev/null 2>"$PERF_DIR/record-$label-$size.log"
+      perf report -i "$PERF_DIR/pull-$label-$size.data" --no-children --sort sym --percent-limit 1.5 \
+        --stdio 2>/dev/null | grep '%' | grep -v '^#' | grep -v '^ *|' | grep -v -- '---' | head -30 \
+        >"$PERF_DIR/report-$label-$size.txt" || true
+      log "profile: $PERF_DIR/report-$label-$size.txt"
+    done
   fi
-  for way in patch patch-o full curl; do
+  for way in "${ways[@]}"; do
     IFS=';' read -r -a rs <<<"${runs[$way]}"
     walls=(); cpus=(); rss=()
     for line in "${rs[@]}"; do

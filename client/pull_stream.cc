@@ -123,11 +123,13 @@ Status FileStreamer::FinishPiece() {
                                  ? std::to_string(slot.piece.index)
                                  : "'" + header_->tensors[slot.piece.index].name + "'");
   if (seen_ != length) {
+    out_.reset();
     return Corruption(where + ": " + std::to_string(seen_) + " of its " + std::to_string(length) +
                       " bytes were rebuilt");
   }
   const uint64_t got = piece_xxh_ != nullptr ? piece_xxh_->Digest() : Xxh3_64(ByteSpan());
   if (got != PieceXxh3(slot.piece)) {
+    out_.reset();  // removes the temporary file
     return Corruption(where + ": xxh3-64 is " + Hex64(got) + ", header says " +
                       Hex64(PieceXxh3(slot.piece)));
   }
@@ -148,6 +150,7 @@ Status FileStreamer::Data(const formats::ArchivePiece& piece, uint64_t offset, B
     return Corruption(what_ + ": rebuilt data for a piece that is not next in the archive");
   }
   if (offset != seen_ || seen_ + bytes.size() > PieceLength(piece)) {
+    out_.reset();
     return Corruption(what_ + ": rebuilt data at offset " + std::to_string(offset) +
                       " of a piece where " + std::to_string(seen_) + " bytes were expected");
   }
@@ -156,7 +159,10 @@ Status FileStreamer::Data(const formats::ArchivePiece& piece, uint64_t offset, B
   piece_xxh_->Update(bytes);
   file_sha_.Update(bytes);
   if (out_.has_value()) {
-    BLZ_RETURN_IF_ERROR(out_->Append(bytes));
+    if (Status s = out_->Append(bytes); !s.ok()) {
+      out_.reset();
+      return s.WithContext(what_ + ": file '" + header_->files[order_[pos_].file].path + "'");
+    }
     bytes_written_ += bytes.size();
   }
   seen_ += bytes.size();

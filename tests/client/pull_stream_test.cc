@@ -185,6 +185,25 @@ TEST_F(PullStreamTest, PatchPullStreamsIntoOutputAndSnapshot) {
   }
 }
 
+// The new archive is not read back after apply: the pull shows no "verifying" and no
+// "unpacking" phase (before issue 28 it had both: BlzArchive::Verify, then Unpack).
+TEST_F(PullStreamTest, PatchPullDoesNotReadTheArchiveBack) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  ASSERT_TRUE(Push(tmp_ / "v2", Ref("v2"), PushOpts()).ok());
+  ASSERT_TRUE(Pull(Ref("v1"), PullOpts()).ok());
+  PullOptions o = PullOpts(tmp_ / "out");
+  o.progress = ProgressMode::kPlain;
+  ::testing::internal::CaptureStderr();
+  Result<PullResult> r = Pull(Ref("v2"), o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->transfer, "patch");
+  EXPECT_NE(err.find("applying patch"), std::string::npos) << err;
+  EXPECT_EQ(err.find("verifying"), std::string::npos) << err;
+  EXPECT_EQ(err.find("unpacking"), std::string::npos) << err;
+  EXPECT_EQ(Tree(tmp_ / "out"), Tree(tmp_ / "v2"));
+}
+
 // A corrupted patch byte: the patch route fails (its streamed files are removed, nothing of
 // them is visible) and the pull falls back to the archive. With the archive corrupted too, the
 // pull fails: no output directory, no half-written file anywhere, the held base untouched.
