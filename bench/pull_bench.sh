@@ -79,20 +79,20 @@ for size in "${sizes[@]}"; do
   rm -rf "$WORK/base" "$WORK/ft"
   # shellcheck disable=SC2046
   "$BENCH/gen_llama_pair" "$WORK/base" "$WORK/ft" $(gen_args "$size") >/dev/null
-  "$BLZ" push "$WORK/base" "$addr/bench/m$size:base" --json >"$WORK/push-base.json"
-  "$BLZ" push "$WORK/ft" "$addr/bench/m$size:ft" --json >"$WORK/push-ft.json"
+  "$BLZ" push "$WORK/base" "$addr/bench/m${size,,}:base" --json >"$WORK/push-base.json"
+  "$BLZ" push "$WORK/ft" "$addr/bench/m${size,,}:ft" --json >"$WORK/push-ft.json"
   rm -rf "$WORK/base" "$WORK/ft"
   archive=$(json "$WORK/push-ft.json" archive_size)
   digest=$(json "$WORK/push-ft.json" digest)
   rm -rf "$WORK/cache0"
-  "$BLZ" pull "$addr/bench/m$size:base" --cache "$WORK/cache0" --json >/dev/null
+  "$BLZ" pull "$addr/bench/m${size,,}:base" --cache "$WORK/cache0" --json >/dev/null
   log "size $size: warming the registry's patch cache"
   cp -al "$WORK/cache0" "$WORK/cache-warm"
-  "$BLZ" pull "$addr/bench/m$size:ft" --cache "$WORK/cache-warm" --json >"$WORK/warm.json"
+  "$BLZ" pull "$addr/bench/m${size,,}:ft" --cache "$WORK/cache-warm" --json >"$WORK/warm.json"
   patch=$(json "$WORK/warm.json" bytes_downloaded)
   [ "$(json "$WORK/warm.json" transfer)" = patch ] || { log "warm pull did not use a patch"; exit 1; }
   rm -rf "$WORK/cache-warm"
-  "$BLZ" pull --no-patch "$addr/bench/m$size:ft" --cache "$WORK/cache-warm" --json >/dev/null
+  "$BLZ" pull --no-patch "$addr/bench/m${size,,}:ft" --cache "$WORK/cache-warm" --json >/dev/null
   rm -rf "$WORK/cache-warm"
 
   declare -A runs=()
@@ -105,11 +105,11 @@ for size in "${sizes[@]}"; do
       esac
       sync
       case $way in
-        *:patch) cmd=("$bin" pull "$addr/bench/m$size:ft" --cache "$WORK/c" --json);;
-        *:patch-o) cmd=("$bin" pull "$addr/bench/m$size:ft" --cache "$WORK/c" -o "$WORK/out" --json);;
-        *:full) cmd=("$bin" pull --no-patch "$addr/bench/m$size:ft" --cache "$WORK/c" --json);;
+        *:patch) cmd=("$bin" pull "$addr/bench/m${size,,}:ft" --cache "$WORK/c" --json);;
+        *:patch-o) cmd=("$bin" pull "$addr/bench/m${size,,}:ft" --cache "$WORK/c" -o "$WORK/out" --json);;
+        *:full) cmd=("$bin" pull --no-patch "$addr/bench/m${size,,}:ft" --cache "$WORK/c" --json);;
         curl) cmd=(curl -sf -H "Authorization: Bearer $BLZ_TOKEN" -o "$WORK/blob"
-                   "http://$addr/v2/bench/m$size/blobs/$digest");;
+                   "http://$addr/v2/bench/m${size,,}/blobs/$digest");;
       esac
       "$BENCH/measure_run" --out "$WORK/m" -- "${cmd[@]}" >"$WORK/run.json"
       runs[$way]+="$(cat "$WORK/m");"
@@ -121,7 +121,7 @@ for size in "${sizes[@]}"; do
       label=${c%%=*}
       rm -rf "$WORK/c"; cp -al "$WORK/cache0" "$WORK/c"
       perf record -g -o "$PERF_DIR/pull-$label-$size.data" -- "$(client_path "$label")" pull \
-        "$addr/bench/m$size:ft" --cache "$WORK/c" --json >/dev/null 2>"$PERF_DIR/record-$label-$size.log"
+        "$addr/bench/m${size,,}:ft" --cache "$WORK/c" --json >/dev/null 2>"$PERF_DIR/record-$label-$size.log"
       perf report -i "$PERF_DIR/pull-$label-$size.data" --no-children --sort sym --percent-limit 1.5 \
         --stdio 2>/dev/null | grep '%' | grep -v '^#' | grep -v '^ *|' | grep -v -- '---' | head -30 \
         >"$PERF_DIR/report-$label-$size.txt" || true

@@ -110,7 +110,9 @@ class PullStreamE2ETest : public ::testing::Test {
   // fine-tune; every blob and files/ entry is named by the SHA-256 of its bytes; the base is
   // unchanged; a snapshot of ft, if present, is the fine-tune.
   void ExpectNothingHalfWritten(const std::string& cache, const std::string& out) {
-    if (fs::exists(out)) EXPECT_EQ(Tree(out), Tree(work_ / "ft"));
+    if (fs::exists(out)) {
+      EXPECT_EQ(Tree(out), Tree(work_ / "ft"));
+    }
     for (const char* sub : {"/blobs", "/files"}) {
       std::error_code ec;
       for (fs::recursive_directory_iterator it(work_ / (cache + sub), ec), end;
@@ -126,7 +128,9 @@ class PullStreamE2ETest : public ::testing::Test {
     }
     EXPECT_EQ(ReadFileBytes(BlobPath(cache, base_digest_)), base_blob_);
     const std::string snap = work_ / (cache + "/snapshots/" + server_.addr + "/org/m:ft");
-    if (fs::exists(snap)) EXPECT_EQ(Tree(snap), Tree(work_ / "ft"));
+    if (fs::exists(snap)) {
+      EXPECT_EQ(Tree(snap), Tree(work_ / "ft"));
+    }
     for (const auto& e : fs::directory_iterator(work_.path())) {
       const std::string name = e.path().filename().string();
       if (name.rfind(".blz-pull-", 0) == 0) {
