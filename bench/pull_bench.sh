@@ -70,7 +70,7 @@ ways=(curl)
 for c in "${clients[@]}"; do
   for w in patch patch-o full; do ways+=("${c%%=*}:$w"); done
 done
-client_path() { for c in "${clients[@]}"; do [ "${c%%=*}" = "$1" ] && realpath "${c#*=}"; done; }
+client_path() { for c in "${clients[@]}"; do [ "${c%%=*}" = "$1" ] && realpath "${c#*=}"; done; return 0; }
 
 echo "| size | archive | patch | way | wall s | CPU s | CPU s per GB of target | peak RssAnon MiB |"
 echo "|---|---|---|---|---|---|---|---|"
