@@ -1,6 +1,11 @@
 // Offline model commands: pack, unpack, verify, inspect, diff, apply.
+#include <fcntl.h>
+#include <stdio.h>
+
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -9,6 +14,7 @@
 #include "cli/exit_codes.h"
 #include "cli/model_source.h"
 #include "client/progress.h"
+#include "client/pull_stream.h"
 #include "formats/blz_archive.h"
 #include "formats/content_diff.h"
 #include "formats/export/squizd.h"
@@ -19,6 +25,7 @@
 #include "formats/value_diff.h"
 #include "formats/value_diff_json.h"
 #include "patcher/patch.h"
+#include "patcher/patch_sink.h"
 
 namespace blz::cli {
 namespace {
@@ -470,8 +477,9 @@ void AddApply(CLI::App& app, std::vector<Command>* commands) {
       ->check(CLI::NonNegativeNumber);
   sub->footer(
       "Output rule: -o B.blz writes the target archive; any other -o path is created as a\n"
-      "model directory (the target archive is rebuilt in a temporary file next to it, verified,\n"
-      "and unpacked). The output must not exist. A directory A is packed first.");
+      "model directory (its files are written as the patch is decoded, into a temporary\n"
+      "directory next to it, checked and renamed into place). The output must not exist. A\n"
+      "directory A is packed first.");
   commands->push_back({sub, [args]() -> Status {
     if (PathExists(args->output)) return AlreadyExists(args->output + ": already exists");
     const bool to_archive = EndsWith(args->output, ".blz");
@@ -479,18 +487,28 @@ void AddApply(CLI::App& app, std::vector<Command>* commands) {
     bool packed = false;
     BLZ_ASSIGN_OR_RETURN(std::string base,
                          EnsureArchive(args->base, "base", args->output, &tmp, &packed));
-    std::string target = args->output;
-    if (!to_archive) {
-      BLZ_RETURN_IF_ERROR(tmp.CreateNear(args->output));
-      target = tmp.path() + "/target.blz";
-    }
     patcher::ApplyStats stats;
     patcher::ApplyOptions options;
     options.threads = args->threads;
-    BLZ_RETURN_IF_ERROR(patcher::ApplyPatch(base, args->patch, target, &stats, options));
-    if (!to_archive) {
-      BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(target));
-      BLZ_RETURN_IF_ERROR(formats::Unpack(archive, args->output));
+    if (to_archive) {
+      BLZ_RETURN_IF_ERROR(patcher::ApplyPatch(base, args->patch, args->output, &stats, options));
+    } else {
+      // The model files are written as the patch is decoded (each piece's xxh3-64 and each
+      // file's SHA-256 checked as they go, the target archive's SHA-256 at the end), into a
+      // directory beside the output renamed into place only then: no target archive is
+      // written or read back (issue 28).
+      BLZ_RETURN_IF_ERROR(tmp.CreateNear(args->output));
+      const std::string built = tmp.path() + "/model";
+      client::FileStreamer files(client::FileStreamer::Mode::kDirectory, built, "",
+                                 client::FileFilter{}, "target of " + args->patch);
+      BLZ_RETURN_IF_ERROR(
+          patcher::ApplyPatchToSink(base, args->patch, "", &files, &stats, options));
+      BLZ_RETURN_IF_ERROR(files.Finish());
+      if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, args->output.c_str(),
+                      RENAME_NOREPLACE) != 0) {
+        return IOError(args->output + ": cannot rename " + built + " into place: " +
+                       std::strerror(errno));
+      }
     }
     if (args->json) {
       PrintJson({{"base", args->base}, {"patch", args->patch}, {"output", args->output},

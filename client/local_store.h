@@ -22,6 +22,11 @@
 // reference by manifest digest is then served from the store without asking the registry.
 // A version pushed by this client, or tagged with `blz tag`, is recorded the same way.
 //
+// The archive of every version pulled is kept whole even when its files are also unpacked
+// (files/): it is the base of later patch pulls and patch pushes (memory-mapped by the codec).
+// The two cannot share bytes (an archive's pieces are 64-byte aligned, a file's are not, so no
+// hard link or reflink fits); a patch pull writes both from the same decoded bytes instead of
+// reading the archive back (client/pull_stream.h, issue 28).
 // Everything is written to a temporary file and renamed into place, so a reader never sees a
 // half-written blob or index. Downloads and patch results are staged under tmp/ and published
 // with PublishBlob(). Open() removes what an interrupted run left in tmp/ (and stray "*.tmp-*"

@@ -23,6 +23,7 @@
 #include "client/manifest.h"
 #include "client/partial_download.h"
 #include "client/progress.h"
+#include "client/pull_stream.h"
 #include "client/reference.h"
 #include "client/registry_client.h"
 #include "client/snapshot.h"
@@ -30,7 +31,9 @@
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "formats/blz_archive.h"
+#include "formats/blz_archive_check.h"
 #include "patcher/patch.h"
+#include "patcher/patch_sink.h"
 
 namespace blz::client {
 namespace {
@@ -65,16 +68,59 @@ void RemoveStaleUnpackDirs(const std::string& dir) {
   for (const auto& p : stale) RemoveAll(p.string());
 }
 
-// Unpacks into a new directory `out_dir` (BuildDirAtomically).
-Status UnpackAtomically(const std::string& archive_path, const std::string& out_dir,
-                        ProgressMode progress) {
-  return BuildDirAtomically(out_dir, [&](const std::string& built) -> Status {
-    BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
-    ProgressMeter meter("unpacking", progress);
-    BLZ_RETURN_IF_ERROR(formats::Unpack(archive, built, meter.Callback()));
-    meter.Finish();
-    return Status::Ok();
-  });
+// The private directory beside `out_dir` in which pull -o builds the model (see
+// BuildDirAtomically): Create() makes ".blz-pull-<pid>-*" (removing ones of dead processes
+// first); built() is where the model goes (it does not exist yet); Place() renames it to
+// out_dir. The private directory is removed when the object dies.
+class StagedDir {
+ public:
+  static Result<StagedDir> Create(const std::string& out_dir) {
+    StagedDir d;
+    d.dir_ = out_dir;
+    while (d.dir_.size() > 1 && d.dir_.back() == '/') d.dir_.pop_back();
+    d.parent_ = ParentOf(d.dir_);
+    RemoveStaleUnpackDirs(d.parent_);
+    BLZ_ASSIGN_OR_RETURN(d.tmp_, MakeTempDir(d.parent_, std::string(kUnpackPrefix) +
+                                                            std::to_string(::getpid()) + "-"));
+    d.built_ = d.tmp_ + "/model";
+    return d;
+  }
+  StagedDir() = default;
+  StagedDir(StagedDir&& o) noexcept { *this = std::move(o); }
+  StagedDir& operator=(StagedDir&& o) noexcept {
+    std::swap(dir_, o.dir_);
+    std::swap(parent_, o.parent_);
+    std::swap(tmp_, o.tmp_);
+    std::swap(built_, o.built_);
+    return *this;
+  }
+  ~StagedDir() {
+    if (!tmp_.empty()) RemoveAll(tmp_);
+  }
+  const std::string& built() const { return built_; }
+  Status Place(const std::string& out_dir) const {
+    if (::renameat2(AT_FDCWD, built_.c_str(), AT_FDCWD, dir_.c_str(), RENAME_NOREPLACE) != 0) {
+      if (errno == EEXIST || errno == ENOTEMPTY) {
+        return AlreadyExists(out_dir + ": already exists");
+      }
+      return IOError(out_dir + ": cannot rename " + built_ + " into place: " +
+                     std::strerror(errno));
+    }
+    return SyncDir(parent_);
+  }
+
+ private:
+  std::string dir_, parent_, tmp_, built_;
+};
+
+// Unpacks into `staged` (BuildDirAtomically).
+Status UnpackInto(const std::string& archive_path, const std::string& built,
+                  ProgressMode progress) {
+  BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
+  ProgressMeter meter("unpacking", progress);
+  BLZ_RETURN_IF_ERROR(formats::Unpack(archive, built, meter.Callback()));
+  meter.Finish();
+  return Status::Ok();
 }
 
 // Checks an archive's data completely, as `blz verify` does (every tensor's xxh3-64 and SHA-256,
@@ -82,13 +128,19 @@ Status UnpackAtomically(const std::string& archive_path, const std::string& out_
 // SHA-256 matching the manifest only proves it is the archive the registry holds, not that that
 // archive is sound. Errors: those of BlzArchive::Open / Verify (kCorruption naming the tensor
 // and byte offset), with the archive's digest instead of the staging path.
+// With `headers_only`, only BlzArchive::CheckStoredHeaders: for an archive whose data a
+// FileStreamer checked as it was rebuilt (client/pull_stream.h).
 Status VerifyArchiveData(const std::string& path, const std::string& digest,
-                         ProgressMode progress) {
+                         ProgressMode progress, bool headers_only = false) {
   Status s;
   {
-    ProgressMeter meter("verifying", progress);
+    ProgressMeter meter("verifying", headers_only ? ProgressMode::kOff : progress);
     Result<formats::BlzArchive> archive = formats::BlzArchive::Open(path);
-    s = archive.ok() ? archive->Verify(meter.Callback()) : archive.status();
+    if (!archive.ok()) {
+      s = archive.status();
+    } else {
+      s = headers_only ? formats::CheckStoredHeaders(*archive) : archive->Verify(meter.Callback());
+    }
   }
   if (s.ok()) return s;
   std::string m = s.message();
@@ -99,13 +151,63 @@ Status VerifyArchiveData(const std::string& path, const std::string& digest,
   return Status(s.code(), "archive " + digest + " fails verification, not kept: " + m);
 }
 
+// Where a patch route writes the model's files while it applies (client/pull_stream.h):
+// pull -o's build directory (kDirectory), the snapshot's files (kByDigest, into a staging
+// directory MakeSnapshot moves them from), or nowhere (kVerifyOnly: checked only).
+struct StreamTarget {
+  FileStreamer::Mode mode = FileStreamer::Mode::kVerifyOnly;
+  std::string dir;           // kDirectory / kByDigest: must not exist; the route creates it
+  std::string held_store;    // kByDigest: the store whose files/ entries need no new copy
+  const FileFilter* filter = nullptr;
+  bool written = false;      // set when a route succeeded: `dir` holds the files
+};
+
 // What every download of one pull shares.
 struct FetchContext {
   const Reference* ref = nullptr;
   const PullOptions* options = nullptr;
   std::string store_dir;
   std::string token;
+  StreamTarget* stream = nullptr;
 };
+
+// Applies a patch (`base_path` "" = a full patch) into `target_path`, writing the model's files
+// as it goes (ctx.stream) and checking each piece's xxh3-64 and each file's SHA-256 there, so
+// the archive is hashed once (by apply, against the digest the patch names, checked against
+// `digest` before) and not read back for a second verification. Any failure removes what the
+// stream wrote (kDirectory / kByDigest directory).
+Status ApplyStreaming(const FetchContext& ctx, const std::string& base_path,
+                      const std::string& patch_path, const std::string& target_path,
+                      const std::string& digest, const std::string& label,
+                      patcher::ApplyStats* stats) {
+  const PullOptions& options = *ctx.options;
+  StreamTarget& stream = *ctx.stream;
+  // A route after one that wrote the files (and then failed, say to publish) checks only.
+  const FileStreamer::Mode mode = stream.written ? FileStreamer::Mode::kVerifyOnly : stream.mode;
+  FileStreamer files(mode, stream.dir, stream.held_store, *stream.filter, "archive " + digest);
+  patcher::ApplyOptions apply_options;
+  Status s;
+  {
+    ProgressMeter apply_meter(label, options.progress);
+    apply_options.progress = apply_meter.Callback();
+    s = base_path.empty() ? patcher::ApplyFullPatchToSink(patch_path, target_path, &files, stats,
+                                                          apply_options)
+                          : patcher::ApplyPatchToSink(base_path, patch_path, target_path, &files,
+                                                      stats, apply_options);
+    apply_meter.Finish();
+  }
+  if (s.ok()) s = files.Finish();
+  if (s.ok() && stats->target_digest != digest) {
+    s = DigestMismatch(label + " produced " + stats->target_digest + ", expected " + digest);
+  }
+  if (s.ok()) s = VerifyArchiveData(target_path, digest, options.progress, /*headers_only=*/true);
+  if (!s.ok()) {
+    if (mode != FileStreamer::Mode::kVerifyOnly) RemoveAll(stream.dir);
+    return s;
+  }
+  if (mode != FileStreamer::Mode::kVerifyOnly) stream.written = true;
+  return s;
+}
 
 // Downloads one blob or patch resumably (client/blob_download.h) into `dest_path`, adding its
 // bytes, retries and notes to *result.
@@ -175,12 +277,8 @@ Status PullViaPatch(const FetchContext& ctx, const ModelManifest& manifest,
                           ", expected " + base.digest + " -> " + manifest.archive_digest);
   }
   patcher::ApplyStats stats;
-  ProgressMeter apply_meter("applying patch", options.progress);
-  patcher::ApplyOptions apply_options;
-  apply_options.progress = apply_meter.Callback();
-  Status applied = patcher::ApplyPatch(store->BlobPath(base.digest), patch_path, target_path,
-                                       &stats, apply_options);
-  apply_meter.Finish();
+  Status applied = ApplyStreaming(ctx, store->BlobPath(base.digest), patch_path, target_path,
+                                  manifest.archive_digest, "applying patch", &stats);
   if (!applied.ok()) {
     if (applied.code() == Code::kDigestMismatch && !store->VerifyBlob(base.digest).ok()) {
       // The held base itself is damaged: drop it so later pulls do not trip on it again.
@@ -189,13 +287,6 @@ Status PullViaPatch(const FetchContext& ctx, const ModelManifest& manifest,
     }
     return applied;
   }
-  if (stats.target_digest != manifest.archive_digest) {
-    return DigestMismatch("patch produced " + stats.target_digest + ", expected " +
-                          manifest.archive_digest);
-  }
-  // Apply checked each chunk against the patch's xxh3 and the whole file's SHA-256, not the
-  // archive's own tensor hashes.
-  BLZ_RETURN_IF_ERROR(VerifyArchiveData(target_path, manifest.archive_digest, options.progress));
   BLZ_ASSIGN_OR_RETURN(result->archive_path,
                        store->PublishBlob(target_path, manifest.archive_digest));
   result->used_patch = true;
@@ -232,17 +323,8 @@ Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
                           manifest.archive_digest + " with no base");
   }
   patcher::ApplyStats stats;
-  ProgressMeter apply_meter("applying full patch", options.progress);
-  patcher::ApplyOptions apply_options;
-  apply_options.progress = apply_meter.Callback();
-  Status applied = patcher::ApplyFullPatch(patch_path, target_path, &stats, apply_options);
-  apply_meter.Finish();
-  BLZ_RETURN_IF_ERROR(applied);
-  if (stats.target_digest != manifest.archive_digest) {
-    return DigestMismatch("full patch produced " + stats.target_digest + ", expected " +
-                          manifest.archive_digest);
-  }
-  BLZ_RETURN_IF_ERROR(VerifyArchiveData(target_path, manifest.archive_digest, options.progress));
+  BLZ_RETURN_IF_ERROR(ApplyStreaming(ctx, "", patch_path, target_path, manifest.archive_digest,
+                                     "applying full patch", &stats));
   BLZ_ASSIGN_OR_RETURN(result->archive_path,
                        store->PublishBlob(target_path, manifest.archive_digest));
   result->used_full_patch = true;
@@ -252,27 +334,39 @@ Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
 
 // Writes what the pull gives besides the archive in the store: the output directory (-o), or
 // else, with options.snapshot, the snapshot directory (client/snapshot.h).
+// `staged` (pull -o) is the build directory made up front; `stream` says whether a patch
+// route wrote the files already (into staged->built(), or the snapshot's verified files).
 Status WriteOutput(const Reference& ref, const LocalStore& store, const PullOptions& options,
-                   PullResult* result) {
+                   PullResult* result, const StagedDir* staged = nullptr,
+                   const StreamTarget* stream = nullptr) {
+  const bool streamed = stream != nullptr && stream->written;
   if (!options.output_dir.empty()) {
-    if (options.filter.empty()) {
-      BLZ_RETURN_IF_ERROR(UnpackAtomically(result->archive_path, options.output_dir,
-                                           options.progress)
-                              .WithContext("pull: unpacking to " + options.output_dir));
-    } else {
-      BLZ_RETURN_IF_ERROR(
-          BuildDirAtomically(options.output_dir, [&](const std::string& built) -> Status {
-            BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive,
-                                 formats::BlzArchive::Open(result->archive_path));
-            return UnpackFiltered(archive, built, options.filter, options.progress);
-          }).WithContext("pull " + result->reference + ": unpacking to " + options.output_dir));
+    std::optional<StagedDir> own;
+    if (staged == nullptr) {
+      BLZ_ASSIGN_OR_RETURN(own, StagedDir::Create(options.output_dir));
+      staged = &*own;
     }
+    if (!streamed) {
+      Status s = options.filter.empty()
+                     ? UnpackInto(result->archive_path, staged->built(), options.progress)
+                     : [&]() -> Status {
+                         BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive,
+                                              formats::BlzArchive::Open(result->archive_path));
+                         return UnpackFiltered(archive, staged->built(), options.filter,
+                                               options.progress);
+                       }();
+      BLZ_RETURN_IF_ERROR(
+          s.WithContext("pull " + result->reference + ": unpacking to " + options.output_dir));
+    }
+    BLZ_RETURN_IF_ERROR(staged->Place(options.output_dir)
+                            .WithContext("pull " + result->reference + ": unpacking to " +
+                                         options.output_dir));
     result->output = options.output_dir;
   } else if (options.snapshot) {
     BLZ_ASSIGN_OR_RETURN(SnapshotResult snap,
                          MakeSnapshot(store, ref.registry.ToString(), ref.name, ref.tag,
                                       result->digest, result->reference, options.filter,
-                                      options.progress));
+                                      options.progress, streamed ? stream->dir : ""));
     result->output = snap.path;
     result->snapshot = true;
     result->snapshot_reused = snap.reused;
@@ -312,21 +406,9 @@ DownloadOptions PullDownloadOptions(const Reference& ref, const PullOptions& opt
 
 Status BuildDirAtomically(const std::string& out_dir,
                           const std::function<Status(const std::string& built)>& build) {
-  std::string dir = out_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  const std::string parent = ParentOf(dir);
-  RemoveStaleUnpackDirs(parent);
-  BLZ_ASSIGN_OR_RETURN(std::string tmp,
-                       MakeTempDir(parent, std::string(kUnpackPrefix) +
-                                               std::to_string(::getpid()) + "-"));
-  ScopedRemoveAll guard(tmp);
-  const std::string built = tmp + "/model";
-  BLZ_RETURN_IF_ERROR(build(built));
-  if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, dir.c_str(), RENAME_NOREPLACE) != 0) {
-    if (errno == EEXIST || errno == ENOTEMPTY) return AlreadyExists(out_dir + ": already exists");
-    return IOError(out_dir + ": cannot rename " + built + " into place: " + std::strerror(errno));
-  }
-  return SyncDir(parent);
+  BLZ_ASSIGN_OR_RETURN(StagedDir staged, StagedDir::Create(out_dir));
+  BLZ_RETURN_IF_ERROR(build(staged.built()));
+  return staged.Place(out_dir);
 }
 
 Result<ModelManifest> FetchPullManifest(RegistryClient* client, const Reference& ref,
@@ -439,11 +521,29 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   BLZ_ASSIGN_OR_RETURN(FetchLock fetch_lock,
                        FetchLock::Acquire(store.dir(), manifest.archive_digest,
                                           &result.waited_for_lock));
+  // Where a patch route writes the model's files as it applies: pull -o's build directory, or
+  // a staging directory whose verified files the snapshot takes (client/pull_stream.h).
+  std::optional<StagedDir> out_staged;
+  std::string stream_staging;
+  StreamTarget stream;
+  stream.filter = &options.filter;
+  if (!options.output_dir.empty()) {
+    BLZ_ASSIGN_OR_RETURN(out_staged, StagedDir::Create(options.output_dir));
+    stream.mode = FileStreamer::Mode::kDirectory;
+    stream.dir = out_staged->built();
+  } else if (options.snapshot) {
+    BLZ_ASSIGN_OR_RETURN(stream_staging, store.MakeStagingDir());
+    stream.mode = FileStreamer::Mode::kByDigest;
+    stream.dir = stream_staging + "/files";
+    stream.held_store = store.dir();
+  }
+  ScopedRemoveAll stream_guard(stream_staging);  // "" removes nothing
   FetchContext ctx;
   ctx.ref = &ref;
   ctx.options = &options;
   ctx.store_dir = store.dir();
   ctx.token = client_options.token;
+  ctx.stream = &stream;
 
   // 1. Already held? Re-hash it: a damaged copy is dropped and fetched again.
   if (store.HasBlob(manifest.archive_digest)) {
@@ -528,7 +628,8 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   // earlier, before a base arrived) are of no further use.
   (void)PartialStore(store.dir()).RemoveFor(manifest.archive_digest);
 
-  BLZ_RETURN_IF_ERROR(WriteOutput(ref, store, options, &result));
+  BLZ_RETURN_IF_ERROR(WriteOutput(ref, store, options, &result,
+                                  out_staged ? &*out_staged : nullptr, &stream));
   return result;
 }
 

@@ -4,9 +4,11 @@
 // 1. GET the manifest (by tag or digest) and find its archive layer.
 // 2. If the local store holds that archive (re-verified by SHA-256): nothing to download.
 // 3. Else, if the store holds another version of the same registry+repository, GET a patch
-//    from the most recently pulled one (/v2/<name>/blz/patch?from=&to=), apply it with
-//    patcher::ApplyPatch (which checks the base, every piece and the target's SHA-256) and
-//    keep the result. Any failure of that route (404, a patch not smaller than the archive,
+//    from the most recently pulled one (/v2/<name>/blz/patch?from=&to=), apply it
+//    (patcher::ApplyPatchToSink: checks the base, every chunk and the target's SHA-256) and
+//    keep the result. The model's files are written while it applies, from the same decoded
+//    bytes (client/pull_stream.h: each piece's xxh3-64 and each file's SHA-256 checked as they
+//    go), so the new archive is hashed once and never read back (issue 28). Any failure of that route (404, a patch not smaller than the archive,
 //    a bad patch) falls back to step 4; the reason is reported in PullResult::notes.
 // 4. Else (no usable base) GET the archive's full patch (/v2/<name>/blz/patch?to=, no from:
 //    the archive compressed per tensor, docs/patch-format.md), rebuild it with
@@ -31,12 +33,22 @@
 // from the "already held?" check to publication, so a second pull of the same version waits,
 // then finds it held.
 // Downloads are published by rename only after their digest is verified; nothing is written
-// to the output before that. With an output directory the
-// archive is then unpacked (formats::Unpack: temp directory + rename; an existing directory is
-// refused before any download). Without one, `snapshot` makes the version's loadable
-// directory in the store (client/snapshot.h). `filter` (--include/--exclude) chooses the files
-// written to either. A pull killed midway leaves only staged temp files, removed
-// by the next run and partial downloads that the rerun continues.
+// to the output before that. With an output directory the model is built in a private
+// ".blz-pull-<pid>-*" directory beside it and renamed into place at the end (an existing
+// directory is refused before any download): by the patch routes (steps 3, 4) as they apply,
+// else by unpacking the archive (formats::Unpack). Without one, `snapshot` makes the version's
+// loadable directory in the store (client/snapshot.h); the patch routes write its files as
+// they apply, into a staging directory under the store's tmp/, from which MakeSnapshot moves
+// them into files/. Without either, the patch routes check the files without writing them.
+// A patch route's files are published only after the archive's SHA-256 and every file's were
+// checked; on any failure they are removed before the next route runs. Checks of a patch-route
+// archive: every chunk's xxh3-64 (patch), the archive's SHA-256 (manifest), every piece's
+// xxh3-64 and every file's SHA-256 (archive header), the stored safetensors/GGUF headers
+// (formats::CheckStoredHeaders); the tensors' own SHA-256 fields are not recomputed (see
+// client/pull_stream.h). The raw archive route (step 5) runs BlzArchive::Verify as before.
+// `filter` (--include/--exclude) chooses the files written to either. A pull killed midway
+// leaves only staged temp files, removed by the next run and partial downloads that the rerun
+// continues.
 #ifndef BLZ_CLIENT_PULL_H_
 #define BLZ_CLIENT_PULL_H_
 

@@ -91,10 +91,13 @@ Status MakeParentDirs(const std::string& path) {
 }
 
 // Ensures files/ holds archive file `f`; returns its path.
+// A file of `verified_files` (when not "") named by its SHA-256 is moved in instead of
+// being written from the archive.
 Result<std::string> EnsureFileEntry(const std::string& store_dir,
                                     const formats::BlzArchive& archive,
                                     const formats::ArchiveFile& f, uint64_t* written,
-                                    const ProgressCallback& progress, uint64_t total) {
+                                    const ProgressCallback& progress, uint64_t total,
+                                    const std::string& verified_files) {
   if (f.sha256.size() != 64) {
     return Corruption(archive.path() + ": file '" + f.path + "': bad SHA-256");
   }
@@ -104,6 +107,16 @@ Result<std::string> EnsureFileEntry(const std::string& store_dir,
     return path;
   }
   BLZ_RETURN_IF_ERROR(MakeParentDirs(path));
+  if (!verified_files.empty()) {
+    const std::string ready = verified_files + "/" + f.sha256;
+    if (::stat(ready.c_str(), &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) == f.size &&
+        ::rename(ready.c_str(), path.c_str()) == 0) {
+      BLZ_RETURN_IF_ERROR(SyncDir(path.substr(0, path.rfind('/'))));
+      *written += f.size;
+      if (progress) progress(*written, total);
+      return path;
+    }
+  }
   BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(path, 0444));
   BLZ_RETURN_IF_ERROR(WriteArchiveFile(archive, f, &out, written, progress, total));
   BLZ_RETURN_IF_ERROR(out.Commit());
@@ -246,7 +259,8 @@ std::string SnapshotName(std::string_view repository, std::string_view tag,
 Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view registry,
                                     std::string_view repository, std::string_view tag,
                                     std::string_view archive_digest, const std::string& reference,
-                                    const FileFilter& filter, ProgressMode progress) {
+                                    const FileFilter& filter, ProgressMode progress,
+                                    const std::string& verified_files) {
   const std::string& store_dir = store.dir();
   SnapshotResult result;
   const std::string name = SnapshotName(repository, tag, archive_digest);
@@ -302,7 +316,7 @@ Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view re
     }
     BLZ_ASSIGN_OR_RETURN(std::string entry,
                          EnsureFileEntry(store_dir, archive, f, &result.bytes_written,
-                                         meter.Callback(), total));
+                                         meter.Callback(), total, verified_files));
     BLZ_RETURN_IF_ERROR(LinkOrCopy(entry, built + "/" + f.path));
   }
   meter.Finish();

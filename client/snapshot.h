@@ -78,12 +78,16 @@ struct SnapshotResult {
 
 // Makes (or finds) the snapshot of archive `archive_digest` (held in `store`) for
 // registry+repository as SnapshotName(repository, tag, digest). `reference` is recorded in the
-// marker. Errors: kNotFound (the filter keeps no file), kCorruption (a file's bytes do not
-// match its SHA-256), kIOError.
+// marker. `verified_files` (optional): a directory on the store's file system holding model
+// files named by their SHA-256 (64 hex), each already checked against it (a patch pull wrote
+// them as it applied, client/pull_stream.h): a files/ entry missing is moved from there rather
+// than written from the archive again. Errors: kNotFound (the filter keeps no file),
+// kCorruption (a file's bytes do not match its SHA-256), kIOError.
 Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view registry,
                                     std::string_view repository, std::string_view tag,
                                     std::string_view archive_digest, const std::string& reference,
-                                    const FileFilter& filter, ProgressMode progress);
+                                    const FileFilter& filter, ProgressMode progress,
+                                    const std::string& verified_files = "");
 
 // Removes every snapshot directory (and marker) of `archive_digest` below <store_dir>, then
 // the files/ entries no snapshot links. Returns the bytes freed (files/ entries removed).

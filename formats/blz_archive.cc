@@ -1,4 +1,5 @@
 #include "formats/blz_archive.h"
+#include "formats/blz_archive_check.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -665,6 +666,46 @@ Status CheckGgufPieces(const BlzArchive& archive, const ArchiveFile& f) {
 
 }  // namespace
 
+namespace {
+
+Status CheckStoredHeader(const BlzArchive& archive, size_t fi) {
+  const ArchiveHeader& h = archive.header();
+  const std::string& ap = archive.path();
+  const ArchiveFile& f = h.files[fi];
+  if (f.kind == "safetensors") {
+    // The stored safetensors header must describe exactly the stored tensors.
+    const ArchiveRaw& raw = h.raws[f.pieces[0].index];
+    auto sh = ParseSafetensorsHeader(archive.RawData(f.pieces[0].index), f.size, f.path);
+    const std::string at = " (raw piece at byte offset " + Num(h.data_start + raw.offset) + ")";
+    if (!sh.ok()) return sh.status().WithContext(ap + at);
+    if (sh->data_start != raw.length || sh->tensors.size() + 1 != f.pieces.size()) {
+      return Corruption(ap + ": file " + Quote(f.path) + at +
+                        ": its safetensors header does not match the archive's tensor list");
+    }
+    for (size_t k = 0; k < sh->tensors.size(); ++k) {
+      const SafetensorsTensor& st = sh->tensors[k];
+      const ArchiveTensor& at_t = h.tensors[f.pieces[k + 1].index];
+      if (st.name != at_t.name || st.dtype != at_t.dtype || st.shape != at_t.shape ||
+          st.bytes() != at_t.length) {
+        return Corruption(ap + ": file " + Quote(f.path) + at + ": safetensors tensor " +
+                          Quote(st.name) + " does not match archive tensor " +
+                          Quote(at_t.name) + " (name, dtype, shape or length)");
+      }
+    }
+  }
+  if (f.kind == "gguf") BLZ_RETURN_IF_ERROR(CheckGgufPieces(archive, f));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckStoredHeaders(const BlzArchive& archive) {
+  for (size_t i = 0; i < archive.header().files.size(); ++i) {
+    BLZ_RETURN_IF_ERROR(CheckStoredHeader(archive, i));
+  }
+  return Status::Ok();
+}
+
 Status BlzArchive::Verify(const ProgressCallback& progress) const {
   const ArchiveHeader& h = header_;
   const uint64_t data_total = h.total_size - h.data_start;
@@ -685,29 +726,7 @@ Status BlzArchive::Verify(const ProgressCallback& progress) const {
                                                 : h.tensors[f.pieces[0].index].offset)) +
                         "): SHA-256 is " + got + ", header says " + f.sha256);
     }
-    if (f.kind == "safetensors") {
-      // The stored safetensors header must describe exactly the stored tensors.
-      const ArchiveRaw& raw = h.raws[f.pieces[0].index];
-      auto sh = ParseSafetensorsHeader(RawData(f.pieces[0].index), f.size, f.path);
-      const std::string at = " (raw piece at byte offset " + Num(h.data_start + raw.offset) + ")";
-      if (!sh.ok()) return sh.status().WithContext(ap + at);
-      if (sh->data_start != raw.length || sh->tensors.size() + 1 != f.pieces.size()) {
-        return Corruption(ap + ": file " + Quote(f.path) + at +
-                          ": its safetensors header does not match the archive's tensor list");
-      }
-      for (size_t k = 0; k < sh->tensors.size(); ++k) {
-        const SafetensorsTensor& st = sh->tensors[k];
-        const ArchiveTensor& at_t = h.tensors[f.pieces[k + 1].index];
-        if (st.name != at_t.name || st.dtype != at_t.dtype || st.shape != at_t.shape ||
-            st.bytes() != at_t.length) {
-          return Corruption(ap + ": file " + Quote(f.path) + at + ": safetensors tensor " +
-                            Quote(st.name) + " does not match archive tensor " +
-                            Quote(at_t.name) + " (name, dtype, shape or length)");
-        }
-      }
-    }
-    if (f.kind == "gguf") BLZ_RETURN_IF_ERROR(CheckGgufPieces(*this, f));
-    return Status::Ok();
+    return CheckStoredHeader(*this, fi);
   };
 
   Status walk = ForEachPiece(

@@ -27,6 +27,7 @@
 #include "core/mmap_file.h"
 #include "formats/blz_archive.h"
 #include "patcher/patch_format.h"
+#include "patcher/patch_sink.h"
 #include "core/ordered_pipeline.h"
 #include "patcher/tensor_codec.h"
 
@@ -759,13 +760,14 @@ enum class ApplyMode : uint8_t { kWithBase, kFull, kVerify };
 
 Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
                const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
-               const std::string& target_out, const ApplyOptions& options, ApplyStats* stats);
+               const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
+               TargetSink* sink);
 
 // Applies (or, with an empty `target_out`, only decodes and checks) `patch_path`. `base_archive`
 // is "" for a full patch.
 Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
                  const std::string& target_out, ApplyMode mode, const ApplyOptions& options,
-                 ApplyStats* stats) {
+                 ApplyStats* stats, TargetSink* sink = nullptr) {
   if (options.threads < 0) {
     return InvalidArgument("apply: threads must be >= 0 (0 = one per core), got " +
                            std::to_string(options.threads));
@@ -821,7 +823,8 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
     }
     bh = std::move(*bh_or);
   }
-  Status rebuilt = Rebuild(patch, ph, payload, base, bh, patch_path, target_out, options, stats);
+  Status rebuilt =
+      Rebuild(patch, ph, payload, base, bh, patch_path, target_out, options, stats, sink);
   if (!rebuilt.ok() && ph.has_base && rebuilt.code() != Code::kAlreadyExists &&
       rebuilt.code() != Code::kIOError) {
     if (auto s = wrong_base()) return *s;
@@ -832,7 +835,8 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
 // The rest of ApplyImpl once the base (if any) is open: decodes, checks and writes the target.
 Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
                const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
-               const std::string& target_out, const ApplyOptions& options, ApplyStats* stats) {
+               const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
+               TargetSink* sink) {
   // The target's prefix (magic, header, padding): decoded first, it says where everything goes.
   std::string what = patch_path;
   std::vector<uint8_t> prefix(ph.prefix_length);  // <= kMaxPrefixBytes (ParsePatch)
@@ -883,6 +887,7 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
 
   // No output file when only verifying.
   std::optional<AtomicFile> out;
+  if (sink != nullptr) BLZ_RETURN_IF_ERROR(sink->Begin(th));
   if (!target_out.empty()) {
     BLZ_ASSIGN_OR_RETURN(out, AtomicFile::Create(target_out));
     BLZ_RETURN_IF_ERROR(out->Truncate(ph.target_size));  // the gaps between pieces stay zero
@@ -940,6 +945,10 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
     sha.Update(d.view);
     hashed = job.offset + job.size;
     if (out.has_value()) BLZ_RETURN_IF_ERROR(out->WriteAt(job.offset, d.view));
+    if (sink != nullptr) {
+      BLZ_RETURN_IF_ERROR(sink->Data({piece.kind, piece.index},
+                                             job.chunk * kChunkBytes, d.view));
+    }
     buffers.Put(std::move(d.owned));
     if (job.has_base) drop_base.Drop(job.base_offset, job.size);
     const PatchChunk& c = piece.chunks[job.chunk];
@@ -983,6 +992,23 @@ Status ApplyFullPatch(const std::string& patch_path, const std::string& target_o
 Status VerifyPatch(const std::string& base_archive, const std::string& patch_path,
                    ApplyStats* stats, const ApplyOptions& options) {
   return ApplyImpl(base_archive, patch_path, "", ApplyMode::kVerify, options, stats);
+}
+
+Status ApplyPatchToSink(const std::string& base_archive, const std::string& patch_path,
+                        const std::string& target_out, TargetSink* sink, ApplyStats* stats,
+                        const ApplyOptions& options) {
+  if (sink == nullptr) return InvalidArgument("apply: no sink given");
+  return ApplyImpl(base_archive, patch_path, target_out,
+                   target_out.empty() ? ApplyMode::kVerify : ApplyMode::kWithBase, options, stats,
+                   sink);
+}
+
+Status ApplyFullPatchToSink(const std::string& patch_path, const std::string& target_out,
+                            TargetSink* sink, ApplyStats* stats, const ApplyOptions& options) {
+  if (sink == nullptr) return InvalidArgument("apply: no sink given");
+  return ApplyImpl("", patch_path, target_out,
+                   target_out.empty() ? ApplyMode::kVerify : ApplyMode::kFull, options, stats,
+                   sink);
 }
 
 }  // namespace blz::patcher

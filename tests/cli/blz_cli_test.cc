@@ -395,6 +395,29 @@ TEST(BlzCliTest, DiffApplyRoundTripOnDirectories) {
   EXPECT_EQ(Blz("verify " + tmp / "ft.blz", tmp).code, 0);
 }
 
+// Issue 28: apply to a directory writes the files as it decodes. A corrupted patch byte fails
+// with kCorruption (exit 5 or the like, not 0), and nothing is visible: no output directory,
+// no temporary directory or archive beside it.
+TEST(BlzCliTest, ApplyToDirectoryWithACorruptPatchLeavesNothing) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  TempDir tmp;
+  const std::string base = corpus + "/tiny-gpt2/base", ft = corpus + "/tiny-gpt2/ft-v1";
+  ASSERT_EQ(Blz("diff " + base + " " + ft + " -o " + tmp / "p.blzpatch", tmp).code, 0);
+  std::string patch = ReadFileBytes(tmp / "p.blzpatch");
+  patch[patch.size() - 16] ^= 0x40;  // inside the last chunk's payload
+  blz::testing::WriteFileBytes(tmp / "bad.blzpatch", patch);
+  BlzRun apply = Blz("apply " + base + " " + tmp / "bad.blzpatch -o " + tmp / "out", tmp);
+  EXPECT_NE(apply.code, 0) << apply.out;
+  EXPECT_NE(apply.err.find("corrupt"), std::string::npos) << apply.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "out"));
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name == "p.blzpatch" || name == "bad.blzpatch" || name == "stdout.txt" ||
+                name == "stderr.txt")
+        << e.path();
+  }
+}
+
 // --- Issue 4: id, diff (structural / values), inspect --stats ------------------------------
 
 // The "structural_hash: <hex>" line of a weight-inspect text output ("" when absent).

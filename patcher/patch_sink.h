@@ -1,0 +1,43 @@
+// Applying a patch while handing the rebuilt bytes to a sink (issue 28): a patch pull writes
+// the model's files from the same decoded chunks as the archive (client/pull_stream.h) instead
+// of reading the archive back to verify and unpack it.
+#ifndef BLZ_PATCHER_PATCH_SINK_H_
+#define BLZ_PATCHER_PATCH_SINK_H_
+
+#include <cstdint>
+#include <string>
+
+#include "core/bytes.h"
+#include "core/status.h"
+#include "formats/blz_archive.h"
+#include "patcher/patch.h"
+
+namespace blz::patcher {
+
+// Sees the target archive as it is rebuilt. Called on the applying thread, in order: Begin once
+// with the target's header (parsed from the patch, before any data), then Data for every
+// non-empty piece's bytes in data-section order (a piece in one or more consecutive calls, each
+// chunk already checked against the patch's xxh3-64). Pieces with no bytes get no Data call.
+// The target's SHA-256 is checked only after the last Data call: a sink must publish nothing
+// that it has not checked itself before the apply returns OK. An error returned by the sink
+// stops the apply with that error (the target is then not renamed into place).
+class TargetSink {
+ public:
+  virtual ~TargetSink() = default;
+  virtual Status Begin(const formats::ArchiveHeader& target) = 0;
+  // `piece` is the target piece; `offset` is where `bytes` start within it.
+  virtual Status Data(const formats::ArchivePiece& piece, uint64_t offset, ByteSpan bytes) = 0;
+};
+
+// ApplyPatch / ApplyFullPatch (patcher/patch.h, same checks, errors and atomic output) with
+// `sink` (not null) fed the rebuilt bytes. An empty `target_out` writes no archive (as
+// VerifyPatch): the sink then gets the only copy of the target (`blz apply` to a directory).
+Status ApplyPatchToSink(const std::string& base_archive, const std::string& patch_path,
+                        const std::string& target_out, TargetSink* sink, ApplyStats* stats,
+                        const ApplyOptions& options = {});
+Status ApplyFullPatchToSink(const std::string& patch_path, const std::string& target_out,
+                            TargetSink* sink, ApplyStats* stats, const ApplyOptions& options = {});
+
+}  // namespace blz::patcher
+
+#endif  // BLZ_PATCHER_PATCH_SINK_H_

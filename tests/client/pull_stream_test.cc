@@ -1,0 +1,255 @@
+// The streaming patch pull (issue 28, client/pull_stream.h): the model's files are written from
+// the bytes apply rebuilds, checked as they go, and published only when checked.
+#include <sys/stat.h>
+
+#include "client/pull_stream.h"
+#include "client/snapshot.h"
+#include "formats/blz_archive_check.h"
+#include "patcher/patch_sink.h"
+#include "tests/client/push_pull_fixture.h"
+
+namespace blz::client {
+namespace {
+
+// Files (relative paths) below `dir`, sorted, with their bytes.
+std::map<std::string, std::string> Tree(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = ReadFileBytes(e.path());
+  }
+  return out;
+}
+
+// Regular files below `dir` whose name is not the SHA-256 of their bytes.
+std::vector<std::string> MisnamedStoreFiles(const fs::path& dir) {
+  std::vector<std::string> bad;
+  if (!fs::exists(dir)) return bad;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    if (Sha256Hex(ReadFileBytes(e.path())) != e.path().filename().string()) {
+      bad.push_back(e.path().string());
+    }
+  }
+  return bad;
+}
+
+class PullStreamTest : public PushPullTest {
+ protected:
+  // Packs `base` and `target`, makes the patch; fills base_/target_/patch_ paths.
+  void MakePatch(const std::string& base, const std::string& target) {
+    formats::PackStats stats;
+    ASSERT_TRUE(formats::Pack(base, tmp_ / "a.blz", &stats).ok());
+    ASSERT_TRUE(formats::Pack(target, tmp_ / "b.blz", &stats).ok());
+    patcher::DiffStats diff;
+    ASSERT_TRUE(
+        patcher::CreatePatch(tmp_ / "a.blz", tmp_ / "b.blz", tmp_ / "p.blzpatch", {}, &diff).ok());
+  }
+};
+
+// The files a FileStreamer writes while a patch of a real fine-tune is applied are the
+// fine-tune's files, byte for byte, and the archive beside them is the target archive.
+TEST_F(PullStreamTest, StreamedFilesOfARealFineTuneAreByteIdentical) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string base = corpus + "/tiny-gpt2/base", ft = corpus + "/tiny-gpt2/ft-v1";
+  MakePatch(base, ft);
+  FileStreamer files(FileStreamer::Mode::kDirectory, tmp_ / "out", "", FileFilter{}, "target");
+  patcher::ApplyStats stats;
+  Status s = patcher::ApplyPatchToSink(tmp_ / "a.blz", tmp_ / "p.blzpatch", tmp_ / "b2.blz",
+                                       &files, &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(files.Finish().ok());
+  EXPECT_EQ(ReadFileBytes(tmp_ / "b2.blz"), ReadFileBytes(tmp_ / "b.blz"));
+  EXPECT_EQ(Tree(tmp_ / "out"), Tree(ft));
+  EXPECT_GT(files.bytes_written(), 0u);
+  auto archive = formats::BlzArchive::Open(tmp_ / "b2.blz");
+  ASSERT_TRUE(archive.ok());
+  EXPECT_TRUE(formats::CheckStoredHeaders(*archive).ok());
+
+  // kByDigest: the same files named by their SHA-256; a filter drops the others.
+  FileFilter only_config;
+  only_config.include = {"config.json"};
+  FileStreamer by_digest(FileStreamer::Mode::kByDigest, tmp_ / "verified", "", only_config, "t");
+  s = patcher::ApplyPatchToSink(tmp_ / "a.blz", tmp_ / "p.blzpatch", tmp_ / "b3.blz", &by_digest,
+                                &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(by_digest.Finish().ok());
+  std::map<std::string, std::string> want{
+      {Sha256Hex(ReadFileBytes(ft + "/config.json")), ReadFileBytes(ft + "/config.json")}};
+  EXPECT_EQ(Tree(tmp_ / "verified"), want);
+}
+
+// Bytes that do not match the header fail with kCorruption naming the file, and the file never
+// appears under its name (only its temporary, removed).
+TEST_F(PullStreamTest, WrongBytesFailAndPublishNothing) {
+  formats::PackStats stats;
+  ASSERT_TRUE(formats::Pack(tmp_ / "v2", tmp_ / "b.blz", &stats).ok());
+  auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
+  ASSERT_TRUE(archive.ok());
+  const formats::ArchiveHeader& h = archive->header();
+  for (FileStreamer::Mode mode : {FileStreamer::Mode::kDirectory, FileStreamer::Mode::kByDigest,
+                                  FileStreamer::Mode::kVerifyOnly}) {
+    const std::string dir = tmp_ / ("out" + std::to_string(int(mode)));
+    FileStreamer files(mode, dir, "", FileFilter{}, "archive X");
+    ASSERT_TRUE(files.Begin(h).ok());
+    Status s;
+    bool flipped = false;
+    for (const formats::ArchiveFile& f : h.files) {
+      for (const formats::ArchivePiece& p : f.pieces) {
+        const bool raw = p.kind == formats::ArchivePiece::Kind::kRaw;
+        std::string bytes(AsChars(raw ? archive->RawData(p.index) : archive->TensorData(p.index)));
+        if (!raw && !flipped && !bytes.empty()) {
+          bytes[bytes.size() / 2] ^= 0x01;  // one bit of the first tensor
+          flipped = true;
+        }
+        if (!bytes.empty() && s.ok()) s = files.Data(p, 0, AsBytes(bytes));
+      }
+    }
+    if (s.ok()) s = files.Finish();
+    EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+    EXPECT_NE(s.message().find("model.safetensors"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("archive X"), std::string::npos) << s.message();
+    if (mode != FileStreamer::Mode::kVerifyOnly) {
+      // config.json sorts first and was sound: it may be there; model.safetensors never.
+      for (const auto& [name, bytes] : Tree(dir)) {
+        EXPECT_EQ(name.find("model"), std::string::npos) << name;
+        EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
+      }
+    }
+  }
+}
+
+// Pieces out of order or short are refused rather than written in the wrong place.
+TEST_F(PullStreamTest, OutOfOrderOrMissingDataIsRefused) {
+  formats::PackStats stats;
+  ASSERT_TRUE(formats::Pack(tmp_ / "v1", tmp_ / "b.blz", &stats).ok());
+  auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
+  ASSERT_TRUE(archive.ok());
+  const formats::ArchiveHeader& h = archive->header();
+  ASSERT_GE(h.tensors.size(), 2u);
+  {
+    FileStreamer files(FileStreamer::Mode::kVerifyOnly, "", "", FileFilter{}, "a");
+    ASSERT_TRUE(files.Begin(h).ok());
+    EXPECT_EQ(files.Finish().code(), Code::kCorruption);  // nothing arrived
+  }
+  {
+    FileStreamer files(FileStreamer::Mode::kVerifyOnly, "", "", FileFilter{}, "a");
+    ASSERT_TRUE(files.Begin(h).ok());
+    // The last tensor first: every piece before it is then short.
+    formats::ArchivePiece last{formats::ArchivePiece::Kind::kTensor,
+                               uint32_t(h.tensors.size() - 1)};
+    EXPECT_EQ(files.Data(last, 0, archive->TensorData(last.index)).code(), Code::kCorruption);
+  }
+  {
+    FileStreamer files(FileStreamer::Mode::kVerifyOnly, "", "", FileFilter{}, "a");
+    ASSERT_TRUE(files.Begin(h).ok());
+    formats::ArchivePiece first_raw = h.files[0].pieces[0];
+    ByteSpan data = first_raw.kind == formats::ArchivePiece::Kind::kRaw
+                        ? archive->RawData(first_raw.index)
+                        : archive->TensorData(first_raw.index);
+    ASSERT_GT(data.size(), 1u);
+    EXPECT_EQ(files.Data(first_raw, 1, data.subspan(1)).code(), Code::kCorruption);  // a gap
+  }
+}
+
+// A patch pull writes the files while it applies: -o and the default snapshot both hold the
+// new version's files, byte for byte, and the store's tmp/ is empty after.
+TEST_F(PullStreamTest, PatchPullStreamsIntoOutputAndSnapshot) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  ASSERT_TRUE(Push(tmp_ / "v2", Ref("v2"), PushOpts()).ok());
+  PullOptions snap = PullOpts();
+  snap.snapshot = true;
+  ASSERT_TRUE(Pull(Ref("v1"), snap).ok());
+
+  Result<PullResult> r = Pull(Ref("v2"), snap);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->transfer, "patch");
+  EXPECT_TRUE(r->snapshot);
+  EXPECT_EQ(Tree(r->output), Tree(tmp_ / "v2"));
+  EXPECT_TRUE(MisnamedStoreFiles(tmp_ / "pull-cache/files").empty());
+  EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
+  EXPECT_EQ(MakeDigest(*Sha256FileHex(r->archive_path)), r->digest);
+
+  // -o from a store holding only v1.
+  PullOptions o = PullOpts(tmp_ / "out");
+  o.cache_dir = tmp_ / "cache-o";
+  PullOptions o1 = o;
+  o1.output_dir = "";
+  ASSERT_TRUE(Pull(Ref("v1"), o1).ok());
+  r = Pull(Ref("v2"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->transfer, "patch");
+  EXPECT_EQ(Tree(tmp_ / "out"), Tree(tmp_ / "v2"));
+  EXPECT_TRUE(fs::is_empty(tmp_ / "cache-o/tmp"));
+  for (const auto& e : fs::directory_iterator(tmp_.path())) {
+    EXPECT_NE(e.path().filename().string().rfind(".blz-pull-", 0), 0u) << e.path();
+  }
+}
+
+// The new archive is not read back after apply: the pull shows no "verifying" and no
+// "unpacking" phase (before issue 28 it had both: BlzArchive::Verify, then Unpack).
+TEST_F(PullStreamTest, PatchPullDoesNotReadTheArchiveBack) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  ASSERT_TRUE(Push(tmp_ / "v2", Ref("v2"), PushOpts()).ok());
+  ASSERT_TRUE(Pull(Ref("v1"), PullOpts()).ok());
+  PullOptions o = PullOpts(tmp_ / "out");
+  o.progress = ProgressMode::kPlain;
+  ::testing::internal::CaptureStderr();
+  Result<PullResult> r = Pull(Ref("v2"), o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->transfer, "patch");
+  EXPECT_NE(err.find("applying patch"), std::string::npos) << err;
+  EXPECT_EQ(err.find("verifying"), std::string::npos) << err;
+  EXPECT_EQ(err.find("unpacking"), std::string::npos) << err;
+  EXPECT_EQ(Tree(tmp_ / "out"), Tree(tmp_ / "v2"));
+}
+
+// A corrupted patch byte: the patch route fails (its streamed files are removed, nothing of
+// them is visible) and the pull falls back to the archive. With the archive corrupted too, the
+// pull fails: no output directory, no half-written file anywhere, the held base untouched.
+TEST_F(PullStreamTest, CorruptPatchByteLeavesNothingVisibleAndTheBaseIntact) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  Result<PushResult> p2 = Push(tmp_ / "v2", Ref("v2"), PushOpts());
+  ASSERT_TRUE(p2.ok());
+  PullOptions snap = PullOpts();
+  snap.snapshot = true;
+  Result<PullResult> v1 = Pull(Ref("v1"), snap);
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  const auto v1_tree = Tree(v1->output);
+  const std::string v1_archive = ReadFileBytes(v1->archive_path);
+  registry_.set_corrupt_patch_at(10);
+
+  // Falls back to the blob, with a note; the output is the new version.
+  Result<PullResult> r = Pull(Ref("v2"), PullOpts(tmp_ / "out"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->transfer, "archive");
+  ASSERT_FALSE(r->notes.empty());
+  EXPECT_NE(r->notes[0].find("not used"), std::string::npos) << r->notes[0];
+  EXPECT_EQ(Tree(tmp_ / "out"), Tree(tmp_ / "v2"));
+  EXPECT_EQ(registry_.patch_requests(), 1);
+
+  // Patch and archive both bad: the pull fails and leaves nothing.
+  MakeModel(tmp_ / "v4", 4);
+  ASSERT_TRUE(Push(tmp_ / "v4", Ref("v4"), PushOpts()).ok());
+  registry_.set_corrupt_blobs(true);
+  for (bool snapshot : {false, true}) {
+    SCOPED_TRACE(snapshot ? "snapshot" : "-o");
+    PullOptions o = PullOpts(snapshot ? "" : std::string(tmp_ / "out4"));
+    o.snapshot = snapshot;
+    Result<PullResult> bad = Pull(Ref("v4"), o);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_FALSE(fs::exists(tmp_ / "out4"));
+    EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
+    EXPECT_TRUE(MisnamedStoreFiles(tmp_ / "pull-cache/files").empty());
+    EXPECT_FALSE(fs::exists(tmp_ / "pull-cache/snapshots/127.0.0.1:" +
+                            std::to_string(server_.port()) + "/org/tiny:v4"));
+    for (const auto& e : fs::directory_iterator(tmp_.path())) {
+      EXPECT_NE(e.path().filename().string().rfind(".blz-pull-", 0), 0u) << e.path();
+    }
+    EXPECT_EQ(Tree(v1->output), v1_tree);
+    EXPECT_EQ(ReadFileBytes(v1->archive_path), v1_archive);
+  }
+}
+
+}  // namespace
+}  // namespace blz::client
