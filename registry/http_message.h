@@ -11,9 +11,18 @@
 #include <string_view>
 #include <vector>
 
+#include "core/digest.h"
 #include "registry/body_producer.h"
 
 namespace blz::registry {
+
+// A SHA-256 computed while a blob's bytes arrive (issue 28: no second read to hash them).
+// `bytes` counts every byte fed to `sha` since it started, which for an upload session is
+// byte 0 of the blob: the state may continue one kept from the session's earlier chunks.
+struct BodyHash {
+  Sha256 sha;
+  uint64_t bytes = 0;
+};
 
 struct Header {
   std::string name;
@@ -53,6 +62,9 @@ struct Request {
   RequestHead head;
   std::string body;
   std::string body_file;  // path of the file holding the body, "" when the body is in memory
+  // BodyPlan::hash after every byte of `body_file` went through it, in order; null when the
+  // plan had none or the session could not hash the body as it arrived (a chunked body).
+  std::shared_ptr<BodyHash> body_hash;
 };
 
 struct Response {
@@ -113,6 +125,10 @@ struct BodyPlan {
   // rebuild an archive; patches and diffs) go to the bounded heavy pool, everything else to the
   // light pool, so that slow work never starves pings, tags and chunk appends.
   bool heavy = false;
+  // kFile only: when set, the session feeds every body byte to it as the byte arrives and hands
+  // it on in Request::body_hash (a blob upload: the digest is then known without reading the
+  // file again).
+  std::shared_ptr<BodyHash> hash;
 };
 
 }  // namespace blz::registry

@@ -1,6 +1,11 @@
 #include "registry/http_session.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -142,6 +147,8 @@ void HttpSession::ReadHeader() {
   head_parser_->body_limit(std::numeric_limits<uint64_t>::max());
   string_parser_.reset();
   file_parser_.reset();
+  raw_body_ = false;
+  body_left_ = 0;
   head_ = RequestHead();
   plan_ = BodyPlan();
   web_request_ = false;
@@ -287,7 +294,12 @@ Status HttpSession::CheckFraming() const {
 void HttpSession::StartBody() {
   rate_window_start_ = std::chrono::steady_clock::now();
   rate_window_bytes_ = 0;
+  if (plan_.kind == BodyPlan::Kind::kFile && !head_.chunked) {
+    StartRawFileBody();
+    return;
+  }
   if (plan_.kind == BodyPlan::Kind::kFile) {
+    plan_.hash = nullptr;  // a chunked body is not hashed on the way: the handler hashes it
     file_parser_.emplace(std::move(*head_parser_));
     head_parser_.reset();
     file_parser_->body_limit(plan_.limit);
@@ -326,6 +338,99 @@ void HttpSession::ReadBodySome(Parser& parser) {
                           if (!parser.is_done() && !self->CheckBodyRate(n)) return;
                           self->ReadBodySome(parser);
                         });
+}
+
+// Reads of a raw file body ask for up to this much (a loopback or fast link then delivers
+// hundreds of KiB per read instead of Beast's 64 KiB).
+constexpr size_t kRawBodyBuffer = 1 << 20;
+
+void HttpSession::StartRawFileBody() {
+  head_parser_.reset();
+  const uint64_t total = head_.content_length.value_or(0);
+  if (total > plan_.limit) {  // PlanBody refuses these first; kept as the session's own bound
+    OnBodyError(http::error::body_limit);
+    return;
+  }
+  body_fd_ = ::open(plan_.file_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (body_fd_ < 0) {
+    Response err = ErrorResponse(OciError::kUnknown, "cannot create " + plan_.file_path + ": " +
+                                                         std::strerror(errno));
+    err.close = true;
+    SendResponse(std::move(err));
+    return;
+  }
+  raw_body_ = true;
+  body_file_ = plan_.file_path;
+  body_left_ = total;
+  // Body bytes that arrived with the head (never more than this body: what follows is the
+  // next request's).
+  if (body_left_ > 0 && buffer_.size() > 0) {
+    const size_t n = size_t(std::min<uint64_t>(buffer_.size(), body_left_));
+    bytes_in_ += n;
+    if (!WriteRawBody(static_cast<const uint8_t*>(buffer_.data().data()), n)) return;
+    buffer_.consume(n);
+  }
+  ReadRawBodySome();
+}
+
+void HttpSession::ReadRawBodySome() {
+  if (body_left_ == 0) {
+    FinishRawBody();
+    return;
+  }
+  if (raw_buffer_.empty()) raw_buffer_.resize(kRawBodyBuffer);
+  const size_t want = size_t(std::min<uint64_t>(raw_buffer_.size(), body_left_));
+  // Re-armed per read: an inactivity timeout, not a deadline for the whole body.
+  stream_.expires_after(kIoTimeout);
+  stream_.async_read_some(
+      net::buffer(raw_buffer_.data(), want),
+      [self = shared_from_this()](beast::error_code ec, size_t n) {
+        self->bytes_in_ += n;
+        if (n > 0 && !self->WriteRawBody(self->raw_buffer_.data(), n)) return;
+        if (ec) {
+          // The body ended early (the client closed or stalled): nothing of it is kept.
+          if (ec == net::error::eof) ec = http::error::partial_message;
+          return self->OnBodyError(ec);
+        }
+        if (self->body_left_ > 0 && !self->CheckBodyRate(n)) return;
+        self->ReadRawBodySome();
+      });
+}
+
+bool HttpSession::WriteRawBody(const uint8_t* data, size_t n) {
+  if (plan_.hash != nullptr) {
+    plan_.hash->sha.Update(ByteSpan(data, n));
+    plan_.hash->bytes += n;
+  }
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = ::write(body_fd_, data + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = w < 0 ? errno : EIO;
+      const std::string why = body_file_ + ": cannot write the request body: " +
+                              std::strerror(err);
+      log_note_ = why;
+      Response res = ErrorResponse(IOError(why), ErrorContext::kGeneral);
+      if (err == ENOSPC || err == EDQUOT || err == EFBIG) res.status = 507;  // Insufficient Storage
+      res.close = true;  // the rest of the body is not read
+      SendResponse(std::move(res));  // removes the partial body file
+      return false;
+    }
+    done += size_t(w);
+  }
+  body_left_ -= n;
+  return true;
+}
+
+void HttpSession::FinishRawBody() {
+  CloseRawBodyFd();
+  OnBody();
+}
+
+void HttpSession::CloseRawBodyFd() {
+  if (body_fd_ >= 0) ::close(body_fd_);
+  body_fd_ = -1;
 }
 
 void HttpSession::OnBodyError(beast::error_code ec) {
@@ -384,6 +489,11 @@ void HttpSession::OnBody() {
     file_parser_->get().body().close();
     file_parser_.reset();
     req.body_file = body_file_;
+  }
+  if (raw_body_) {
+    raw_body_ = false;
+    req.body_file = body_file_;
+    req.body_hash = std::move(plan_.hash);  // every byte of the file went through it
   }
   if (plan_.reject.has_value()) {
     SendResponse(std::move(*plan_.reject));
@@ -543,6 +653,8 @@ void HttpSession::Close() {
 }
 
 void HttpSession::RemoveBodyFile() {
+  CloseRawBodyFd();
+  raw_body_ = false;
   if (body_file_.empty()) return;
   if (file_parser_.has_value()) {
     file_parser_->get().body().close();

@@ -436,6 +436,8 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
   bool file_body = false;
   if (route->kind == Kind::kUploadStart && route->Query("digest").has_value()) {
     file_body = true;
+    // Hashed as it arrives (issue 28); a patch's digest is its result's, checked after apply.
+    if (!route->Query("blz-patch-from").has_value()) plan.hash = std::make_shared<BodyHash>();
   } else if (route->kind == Kind::kUploadSession &&
              (head.method == "PATCH" || head.method == "PUT")) {
     // Refuse early, before the client sends gigabytes: unknown session, out-of-order chunk.
@@ -460,6 +462,7 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
       }
     }
     file_body = true;
+    if (up->patch_from.empty()) plan.hash = TakeUploadHash(route->ref, *up);
   } else if (route->kind == Kind::kManifest && head.method == "PUT") {
     plan.limit = options_.max_manifest_bytes;
   }
@@ -470,6 +473,7 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
   }
   if (head.content_length.has_value() && *head.content_length > plan.limit) {
     plan.file_path.clear();
+    plan.hash = nullptr;
     plan.kind = BodyPlan::Kind::kMemory;
     return reject(ErrorResponse(OciError::kTooLarge,
                                 "request body of " + std::to_string(*head.content_length) +

@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "core/status.h"
 #include "registry/archive_storage.h"
@@ -459,6 +460,17 @@ class Registry {
   // failure.
   bool AppendChunk(const Route& route, const Request& request, const store::UploadRecord& up,
                    uint64_t* new_size, Response* error);
+  // The SHA-256 of an upload session's bytes so far, kept in memory between its chunks on
+  // this replica (issue 28: the closing PUT then hashes nothing again). TakeUploadHash returns
+  // the state for session `up` only when it covers exactly the recorded parts (the last part's
+  // name and the offset match), removing it (a chunk that fails leaves none: the closing PUT
+  // then hashes the parts); a fresh state for a session with no bytes; else null (the chunks
+  // came through another replica, or this one restarted). KeepUploadHash stores the state
+  // after part `part` was recorded; DropUploadHash forgets a finished or cancelled session.
+  std::shared_ptr<BodyHash> TakeUploadHash(const std::string& uuid, const store::UploadRecord& up);
+  void KeepUploadHash(const std::string& uuid, const std::string& part,
+                      std::shared_ptr<BodyHash> hash);
+  void DropUploadHash(const std::string& uuid);
 
   std::string data_dir_;
   RegistryOptions options_;
@@ -466,6 +478,12 @@ class Registry {
   std::unique_ptr<store::MetadataDb> db_;
   KeyedMutex upload_locks_;
   std::atomic<int64_t> last_upload_purge_{0};  // unix seconds
+  struct KeptUploadHash {
+    std::string part;  // the last part the state covers
+    std::shared_ptr<BodyHash> hash;
+  };
+  std::mutex upload_hashes_mu_;
+  std::unordered_map<std::string, KeptUploadHash> upload_hashes_;  // by session uuid
   KeyedMutex patch_locks_;
   std::atomic<uint64_t> patches_computed_{0};
   KeyedMutex diff_locks_;

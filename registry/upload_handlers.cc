@@ -56,7 +56,56 @@ Response BlobCreated(const std::string& name, const std::string& digest) {
   return res;
 }
 
+// The digest a hash computed while the bytes arrived gives for a blob named `expected` (an
+// OCI digest), or "" when it cannot tell (no hash; a sha512 name: only SHA-256 is computed).
+std::string ReceivedDigest(const std::shared_ptr<BodyHash>& hash, const std::string& expected) {
+  if (hash == nullptr || expected.rfind("sha256:", 0) != 0) return "";
+  return MakeDigest(hash->sha.FinishHex());
+}
+
+// Publishes `file` (under the store's uploads) as blob `digest`: without reading it again when
+// its bytes were hashed as they arrived (`hash`, over `hashed` bytes), else hashed now.
+Result<store::BlobInfo> PublishReceived(const store::BlobStore& blobs, const std::string& file,
+                                        const std::string& digest,
+                                        const std::shared_ptr<BodyHash>& hash) {
+  const uint64_t hashed = hash != nullptr ? hash->bytes : 0;
+  const std::string computed = ReceivedDigest(hash, digest);
+  if (computed.empty()) return blobs.Publish(file, digest);
+  return blobs.PublishHashed(file, digest, computed, hashed);
+}
+
 }  // namespace
+
+std::shared_ptr<BodyHash> Registry::TakeUploadHash(const std::string& uuid,
+                                                   const store::UploadRecord& up) {
+  std::lock_guard<std::mutex> lock(upload_hashes_mu_);
+  auto it = upload_hashes_.find(uuid);
+  if (up.size == 0 && up.parts.empty()) {
+    if (it != upload_hashes_.end()) upload_hashes_.erase(it);
+    return std::make_shared<BodyHash>();
+  }
+  if (it == upload_hashes_.end()) return nullptr;
+  std::shared_ptr<BodyHash> hash = std::move(it->second.hash);
+  const bool matches = hash != nullptr && !up.parts.empty() && it->second.part == up.parts.back() &&
+                       hash->bytes == up.size;
+  upload_hashes_.erase(it);
+  return matches ? hash : nullptr;
+}
+
+void Registry::KeepUploadHash(const std::string& uuid, const std::string& part,
+                              std::shared_ptr<BodyHash> hash) {
+  constexpr size_t kMaxKept = 1024;  // open sessions hashed at once; beyond, PUT re-hashes
+  std::lock_guard<std::mutex> lock(upload_hashes_mu_);
+  if (upload_hashes_.size() >= kMaxKept && upload_hashes_.count(uuid) == 0) {
+    upload_hashes_.erase(upload_hashes_.begin());
+  }
+  upload_hashes_[uuid] = KeptUploadHash{part, std::move(hash)};
+}
+
+void Registry::DropUploadHash(const std::string& uuid) {
+  std::lock_guard<std::mutex> lock(upload_hashes_mu_);
+  upload_hashes_.erase(uuid);
+}
 
 std::optional<Response> Registry::TryMount(const Route& route) {
   const std::string digest = *route.Query("mount");
@@ -165,7 +214,9 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
     if (!own_temp.empty()) RemoveAll(own_temp);
     return ErrorResponse(t, ErrorContext::kUpload);
   }
-  Result<store::BlobInfo> info = blobs_->Publish(body_file, *digest);
+  Result<store::BlobInfo> info =
+      own_temp.empty() ? PublishReceived(*blobs_, body_file, *digest, request.body_hash)
+                       : blobs_->Publish(body_file, *digest);
   if (!own_temp.empty()) RemoveAll(own_temp);
   if (!info.ok()) {
     return ErrorResponse(OciErrorFor(info.status(), ErrorContext::kUpload),
@@ -271,6 +322,11 @@ bool Registry::AppendChunk(const Route& route, const Request& request,
     *error = ErrorResponse(s, ErrorContext::kUpload);
     return false;
   }
+  // The hash went through exactly this body, continuing the state of the parts before it.
+  if (request.body_hash != nullptr && !request.body_file.empty() &&
+      request.body_hash->bytes == *new_size) {
+    KeepUploadHash(route.ref, part, request.body_hash);
+  }
   return true;
 }
 
@@ -356,7 +412,16 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   if (Status t = db_->TouchBlob(*digest); !t.ok()) {
     return ErrorResponse(t, ErrorContext::kUpload);
   }
-  Result<store::BlobInfo> info = blobs_->Publish(assembled, *digest);
+  // Hashed as the chunks arrived (through this replica, in order) and the body of this PUT:
+  // no second read. Otherwise (another replica took chunks, a restart, a body in memory)
+  // Publish hashes the assembled file.
+  std::shared_ptr<BodyHash> hash = request.body_hash;
+  if (hash != nullptr &&
+      (request.body_file.empty() || hash->bytes != up->size + chunk)) {
+    hash = nullptr;
+  }
+  Result<store::BlobInfo> info = PublishReceived(*blobs_, assembled, *digest, hash);
+  DropUploadHash(route.ref);
   if (!info.ok()) {
     if (info.status().code() == Code::kDigestMismatch) {
       // The session's bytes are not the blob the client meant: discard the session.
@@ -378,6 +443,7 @@ Response Registry::CancelUpload(const Route& route) {
   if (!IsUuid(route.ref)) return UnknownUpload(route.ref);
   KeyedMutex::Lock lock(&upload_locks_, route.ref);
   if (!UploadSessionBelongs(route)) return UnknownUpload(route.ref);
+  DropUploadHash(route.ref);
   Status s = db_->DeleteUpload(route.ref);
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);
   (void)blobs_->DeleteUploadParts(route.ref);  // best effort: purges find leftovers

@@ -188,6 +188,29 @@ Result<BlobInfo> BlobStore::Publish(const std::string& temp_path,
   return PublishVerified(temp_path, actual, size, /*synced=*/false);
 }
 
+Result<BlobInfo> BlobStore::PublishHashed(const std::string& temp_path,
+                                          std::string_view expected_digest,
+                                          std::string_view computed_digest,
+                                          uint64_t hashed_bytes) const {
+  if (!IsValidOciDigest(expected_digest)) {
+    return InvalidArgument("invalid blob digest '" + std::string(expected_digest) + "'");
+  }
+  if (temp_path.rfind(uploads_dir_ + "/", 0) != 0) {
+    return Internal("blob store: " + temp_path + " is not under " + uploads_dir_);
+  }
+  if (computed_digest != expected_digest) {
+    return DigestMismatch("blob digest mismatch: expected " + std::string(expected_digest) +
+                          ", the " + std::to_string(hashed_bytes) + " bytes received hash to " +
+                          std::string(computed_digest));
+  }
+  BLZ_ASSIGN_OR_RETURN(uint64_t size, LocalFileSize(temp_path));
+  if (size != hashed_bytes) {
+    return IOError(temp_path + ": holds " + std::to_string(size) + " bytes but " +
+                   std::to_string(hashed_bytes) + " were received and hashed");
+  }
+  return PublishVerified(temp_path, std::string(expected_digest), size, /*synced=*/false);
+}
+
 Result<BlobInfo> BlobStore::PublishComputed(const std::string& temp_path) const {
   BLZ_ASSIGN_OR_RETURN(std::string actual, Sha256FileHex(temp_path));
   return Publish(temp_path, MakeDigest(actual));

@@ -129,6 +129,13 @@ class BlobStore {
   // Errors: kInvalidArgument (malformed digest), kDigestMismatch (the file is left where it is
   // for the caller to remove; nothing stored), kNotFound / kIOError, the driver's errors.
   Result<BlobInfo> Publish(const std::string& temp_path, std::string_view expected_digest) const;
+  // Same, for a file whose bytes the caller hashed as it wrote them (`computed_digest`, over
+  // `hashed_bytes` bytes; a registry upload hashes while it receives): publishes only when
+  // `computed_digest` equals `expected_digest` and the file holds exactly `hashed_bytes` bytes,
+  // without reading the file again. Errors: as Publish (kDigestMismatch when the digests
+  // differ; kIOError when the file's size is not `hashed_bytes`: nothing stored either way).
+  Result<BlobInfo> PublishHashed(const std::string& temp_path, std::string_view expected_digest,
+                                 std::string_view computed_digest, uint64_t hashed_bytes) const;
   // Same, naming the blob by the digest of the file's bytes.
   Result<BlobInfo> PublishComputed(const std::string& temp_path) const;
 

@@ -7,7 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +33,15 @@ struct Exchange {
   std::string received;
   bool closed = false;
 
+  // The status codes of the responses received, in order.
+  std::vector<std::string> Statuses() const {
+    std::vector<std::string> out;
+    for (size_t at = received.find("HTTP/1.1 "); at != std::string::npos;
+         at = received.find("HTTP/1.1 ", at + 1)) {
+      if (at == 0 || received.compare(at - 2, 2, "\r\n") == 0) out.push_back(received.substr(at + 9, 3));
+    }
+    return out;
+  }
   // The number of responses (status lines) received.
   size_t Responses() const {
     size_t n = 0;
@@ -42,7 +55,10 @@ struct Exchange {
   std::string FirstHead() const { return received.substr(0, received.find("\r\n\r\n") + 2); }
 };
 
-Exchange Raw(uint16_t port, const std::string& bytes) {
+// `close_after_writing`: shut down the sending side once `bytes` are written (a client that
+// stops mid-body); `allow_write_error`: the server may close before reading all of `bytes`.
+Exchange Raw(uint16_t port, const std::string& bytes, bool close_after_writing = false,
+             bool allow_write_error = false) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
   Exchange out;
@@ -53,13 +69,23 @@ Exchange Raw(uint16_t port, const std::string& bytes) {
                          result = ec;
                          if (ec) return;
                          net::async_write(stream, net::buffer(bytes),
-                                          [&](beast::error_code wec, size_t) { result = wec; });
+                                          [&](beast::error_code wec, size_t) {
+                                            result = wec;
+                                            // A client that stops sending mid-body.
+                                            beast::error_code ignored;
+                                            if (close_after_writing) {
+                                              stream.socket().shutdown(tcp::socket::shutdown_send,
+                                                                       ignored);
+                                            }
+                                          });
                        });
   ioc.run();
-  EXPECT_FALSE(result) << result.message();
+  if (!allow_write_error) {
+    EXPECT_FALSE(result) << result.message();
+  }
   // Read until the server closes (EOF) or the deadline.
-  char buf[4096];
-  for (int i = 0; i < 1000; ++i) {
+  static char buf[64 * 1024];
+  for (int i = 0; i < 10000; ++i) {
     ioc.restart();
     stream.expires_after(kDeadline);
     size_t got = 0;
@@ -81,6 +107,35 @@ class HttpSessionTest : public testing::LiveRegistryTest {
  protected:
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start()); }
 };
+
+// The value of header `name` in the first response of `x` ("" when absent).
+std::string HeaderOf(const Exchange& x, const std::string& name) {
+  const std::string head = x.FirstHead();
+  const size_t at = head.find("\r\n" + name + ": ");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + name.size() + 4;
+  return head.substr(begin, head.find("\r\n", begin) - begin);
+}
+
+// Deterministic bytes that differ from chunk to chunk.
+std::string Bytes(size_t n, uint32_t seed) {
+  std::string out(n, '\0');
+  for (size_t i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    out[i] = char(seed >> 24);
+  }
+  return out;
+}
+
+// Files left under the registry's uploads directory, but for the session's parts.
+std::vector<std::string> LooseUploadFiles(const std::filesystem::path& data) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(data / "uploads")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("parts-", 0) != 0) out.push_back(name);
+  }
+  return out;
+}
 
 // A request whose body is a second, complete request: a server that misreads the framing
 // answers twice; a correct one refuses the first and closes without reading on.
@@ -171,6 +226,118 @@ TEST_F(HttpSessionTest, EveryResponseSaysNosniff) {
     EXPECT_EQ(head.find("X-Content-Type-Options", at + 3), std::string::npos) << head;
     EXPECT_EQ(head.find("Strict-Transport-Security"), std::string::npos) << head;
   }
+}
+
+// An upload session's chunks with Content-Length bodies (read straight into the body file and
+// hashed as they arrive, issue 28), pipelined on one kept-alive connection, the last bytes in
+// the closing PUT: the blob is published with exactly those bytes; under a wrong digest
+// nothing is published and the session is discarded.
+TEST_F(HttpSessionTest, ChunksHashedOnArrivalPublishExactlyTheirBytes) {
+  const std::string auth = "Authorization: Bearer " + token_ + "\r\n";
+  for (bool right : {true, false}) {
+    SCOPED_TRACE(right ? "right digest" : "wrong digest");
+    const std::string a = Bytes(3 << 20, right ? 1 : 11), b = Bytes(1 << 20, 2);
+    const std::string c = Bytes(12345, 3);
+    const std::string blob = a + b + c;
+    const std::string digest = MakeDigest(Sha256Hex(blob));
+    const std::string claimed = right ? digest : MakeDigest(Sha256Hex(blob + "x"));
+    Exchange open = Raw(server_->port(), "POST /v2/m/blobs/uploads/ HTTP/1.1\r\nHost: x\r\n" +
+                                             auth + "Connection: close\r\n\r\n");
+    ASSERT_EQ(open.Statuses(), std::vector<std::string>{"202"}) << open.received;
+    const std::string location = HeaderOf(open, "Location");
+    ASSERT_FALSE(location.empty()) << open.received;
+    auto patch = [&](const std::string& bytes, size_t first) {
+      return "PATCH " + location + " HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Range: " +
+             std::to_string(first) + "-" + std::to_string(first + bytes.size() - 1) +
+             "\r\nContent-Length: " + std::to_string(bytes.size()) + "\r\n\r\n" + bytes;
+    };
+    Exchange x = Raw(server_->port(),
+                     patch(a, 0) + patch(b, a.size()) + "PUT " + location + "?digest=" + claimed +
+                         " HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: " +
+                         std::to_string(c.size()) + "\r\n\r\n" + c + "GET /v2/m/blobs/" +
+                         digest + " HTTP/1.1\r\nHost: x\r\n" + auth +
+                         "Connection: close\r\n\r\n");
+    EXPECT_TRUE(x.closed);
+    if (right) {
+      ASSERT_EQ(x.Statuses(), (std::vector<std::string>{"202", "202", "201", "200"}))
+          << x.received.substr(0, 3000);
+      ASSERT_GE(x.received.size(), blob.size());
+      EXPECT_TRUE(x.received.compare(x.received.size() - blob.size(), blob.size(), blob) == 0);
+    } else {
+      // (The refusal may close the connection before the GET: asked again below.)
+      std::vector<std::string> statuses = x.Statuses();
+      statuses.resize(3);
+      ASSERT_EQ(statuses, (std::vector<std::string>{"202", "202", "400"}))
+          << x.received.substr(0, 3000);
+      EXPECT_NE(x.received.find("DIGEST_INVALID"), std::string::npos) << x.received;
+      Exchange blob_head = Raw(server_->port(), "HEAD /v2/m/blobs/" + digest +
+                                                    " HTTP/1.1\r\nHost: x\r\n" + auth +
+                                                    "Connection: close\r\n\r\n");
+      EXPECT_EQ(blob_head.Statuses(), std::vector<std::string>{"404"}) << blob_head.received;
+      Exchange gone = Raw(server_->port(), "GET " + location + " HTTP/1.1\r\nHost: x\r\n" + auth +
+                                               "Connection: close\r\n\r\n");
+      EXPECT_EQ(gone.Statuses(), std::vector<std::string>{"404"}) << gone.received;
+    }
+    EXPECT_TRUE(LooseUploadFiles(tmp_ / "data").empty());
+  }
+}
+
+// A chunk whose body stops midway (the client closes): nothing of it is stored, no body file
+// is left, the session still holds 0 bytes, and the same chunk sent again completes the blob
+// (no hash state advanced by the lost bytes is reused).
+TEST_F(HttpSessionTest, AChunkCutMidBodyStoresNothingAndTheUploadContinues) {
+  const std::string auth = "Authorization: Bearer " + token_ + "\r\n";
+  const std::string blob = Bytes(2 << 20, 5);
+  const std::string digest = MakeDigest(Sha256Hex(blob));
+  Exchange open = Raw(server_->port(), "POST /v2/m/blobs/uploads/ HTTP/1.1\r\nHost: x\r\n" +
+                                           auth + "Connection: close\r\n\r\n");
+  ASSERT_EQ(open.Statuses(), std::vector<std::string>{"202"}) << open.received;
+  const std::string location = HeaderOf(open, "Location");
+  const std::string head = "PATCH " + location + " HTTP/1.1\r\nHost: x\r\n" + auth +
+                           "Content-Range: 0-" + std::to_string(blob.size() - 1) +
+                           "\r\nContent-Length: " + std::to_string(blob.size()) + "\r\n\r\n";
+  Exchange cut = Raw(server_->port(), head + blob.substr(0, 700000), /*close_after_writing=*/true);
+  EXPECT_TRUE(cut.closed);
+  EXPECT_TRUE(cut.Statuses().empty()) << cut.received;
+  Exchange held = Raw(server_->port(), "GET " + location + " HTTP/1.1\r\nHost: x\r\n" + auth +
+                                           "Connection: close\r\n\r\n");
+  ASSERT_EQ(held.Statuses(), std::vector<std::string>{"204"}) << held.received;
+  EXPECT_EQ(HeaderOf(held, "Blz-Upload-Offset"), "0");
+  EXPECT_TRUE(LooseUploadFiles(tmp_ / "data").empty());
+  Exchange x = Raw(server_->port(), head + blob + "PUT " + location + "?digest=" + digest +
+                                        " HTTP/1.1\r\nHost: x\r\n" + auth +
+                                        "Connection: close\r\n\r\n");
+  EXPECT_EQ(x.Statuses(), (std::vector<std::string>{"202", "201"})) << x.received;
+  EXPECT_EQ(HeaderOf(x, "Blz-Upload-Offset"), std::to_string(blob.size()));
+}
+
+// A body the disk cannot take (here the file-size limit, RLIMIT_FSIZE, stands in for a full
+// disk: writes fail as they would with ENOSPC): the client gets 507 with the reason (not a
+// silently dropped connection), nothing is published and no partial file is left.
+TEST_F(HttpSessionTest, ABodyTheDiskCannotTakeGets507AndLeavesNothing) {
+  const std::string auth = "Authorization: Bearer " + token_ + "\r\n";
+  const std::string blob = Bytes((1 << 20) + 4096, 9);
+  const std::string digest = MakeDigest(Sha256Hex(blob));
+  struct rlimit before {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  struct rlimit small = before;
+  small.rlim_cur = 1 << 20;
+  void (*old_handler)(int) = ::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  Exchange x = Raw(server_->port(),
+                   "POST /v2/m/blobs/uploads/?digest=" + digest + " HTTP/1.1\r\nHost: x\r\n" +
+                       auth + "Content-Length: " + std::to_string(blob.size()) + "\r\n\r\n" +
+                       blob,
+                   /*close_after_writing=*/false, /*allow_write_error=*/true);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &before), 0);
+  ::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(x.closed);
+  ASSERT_EQ(x.Statuses(), std::vector<std::string>{"507"}) << x.received;
+  EXPECT_NE(x.received.find("cannot write the request body"), std::string::npos) << x.received;
+  Exchange head = Raw(server_->port(), "HEAD /v2/m/blobs/" + digest + " HTTP/1.1\r\nHost: x\r\n" +
+                                           auth + "Connection: close\r\n\r\n");
+  EXPECT_EQ(head.Statuses(), std::vector<std::string>{"404"}) << head.received;
+  EXPECT_TRUE(LooseUploadFiles(tmp_ / "data").empty());
 }
 
 }  // namespace
