@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <vector>
 
@@ -255,13 +256,18 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
 
   BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
   if (!result.packed && !result.reused_pack) {
+    // The archive's SHA-256 on a second thread while the archive is verified (both read the
+    // whole file: together they took 8 s of a 1 GB push, docs/benchmarks.md, issue 28). The
+    // future is joined on every path, an error of Verify's included.
+    std::future<Result<std::string>> hash = std::async(
+        std::launch::async, [&archive_path] { return Sha256FileHex(archive_path, nullptr); });
     ProgressMeter verify_meter("verifying " + input, options.progress);
-    BLZ_RETURN_IF_ERROR(archive.Verify(verify_meter.Callback()).WithContext("push: " + input));
+    Status verified = archive.Verify(verify_meter.Callback()).WithContext("push: " + input);
+    Result<std::string> hex = hash.get();
+    BLZ_RETURN_IF_ERROR(verified);
     verify_meter.Finish();
-    ProgressMeter hash_meter("hashing " + input, options.progress);
-    BLZ_ASSIGN_OR_RETURN(std::string hex, Sha256FileHex(archive_path, hash_meter.Callback()));
-    hash_meter.Finish();
-    result.archive_digest = MakeDigest(hex);
+    if (!hex.ok()) return hex.status().WithContext("push: hashing " + input);
+    result.archive_digest = MakeDigest(*hex);
   }
   if (!ParseDigest(result.archive_digest).ok()) {
     return Internal("push: invalid archive digest '" + result.archive_digest + "'");
