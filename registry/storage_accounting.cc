@@ -20,6 +20,7 @@ std::string_view StoredFormName(StoredForm form) {
   switch (form) {
     case StoredForm::kRaw: return "raw";
     case StoredForm::kFullPatch: return "full_patch";
+    case StoredForm::kChain: return "chain";
     case StoredForm::kMissing: return "missing";
   }
   return "missing";
@@ -42,7 +43,22 @@ Result<ArchiveAtRest> AtRest(const store::BlobStore& blobs, store::MetadataDb& d
     return out;
   }
   if (raw.status().code() != Code::kNotFound) return raw.status();
-  // Chained storage (a patch against a parent version) goes here, before the full patch.
+  Result<store::ChainLink> link = db.FindChainLink(archive_digest);
+  if (link.ok()) {
+    Result<store::BlobInfo> patch = blobs.Stat(link->patch_digest);
+    if (patch.ok()) {
+      out.form = StoredForm::kChain;
+      out.bytes = patch->size;
+      out.blob = link->patch_digest;
+      out.parent = link->parent_digest;
+      out.depth = link->depth;
+      return out;
+    }
+    if (patch.status().code() != Code::kNotFound) return patch.status();
+    // A link whose patch is gone (quarantined): the full patch, if any, is what is left.
+  } else if (link.status().code() != Code::kNotFound) {
+    return link.status();
+  }
   Result<store::PatchRecord> full = db.FindPatch(kNoBase, archive_digest);
   if (!full.ok()) {
     if (full.status().code() == Code::kNotFound) return out;  // missing

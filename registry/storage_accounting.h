@@ -45,10 +45,11 @@ namespace blz::registry {
 enum class StoredForm : uint8_t {
   kRaw,        // its own blob (a push not compressed yet, or drop_raw_archives off)
   kFullPatch,  // its verified full patch (table patches, from_digest = "")
-  // (chain, a patch against a parent version: added here with issue 27's chained storage)
+  kChain,      // a verified patch against a parent version (table archive_chains): the link's
+               // patch only; the parent is counted as itself
   kMissing,    // neither is stored (lost, or quarantined): 0 bytes at rest
 };
-// "raw", "full_patch", "missing": the names the endpoint and the docs use.
+// "raw", "full_patch", "chain", "missing": the names the endpoint and the docs use.
 std::string_view StoredFormName(StoredForm form);
 
 // One archive at rest.
@@ -58,11 +59,15 @@ struct ArchiveAtRest {
   uint64_t bytes = 0;     // the bytes of `blob`; 0 when missing
   std::string blob;       // the blob that stores it ("" when missing); the archive's own
                           // digest when raw
+  std::string parent;     // kChain: the archive the patch applies to
+  uint64_t depth = 0;     // kChain: links to apply to rebuild it (1: the parent is stored whole)
 };
 
 // THE per-archive computation (every figure of this file goes through it; a new stored form
-// is added here only): the raw blob when the store has it (Stat), else the full patch recorded
-// in `db` when its blob is present, else kMissing. Errors: the blob store's and the DB's other
+// is added here only): the raw blob when the store has it (Stat), else its chain link's patch
+// (MetadataDb::FindChainLink) when that blob is present, else the full patch recorded in `db`
+// when its blob is present, else kMissing. A chained archive's full patch, kept as a cache until
+// the next garbage collection forgets it, is not counted. Errors: the blob store's and the DB's other
 // than kNotFound (kIOError, kUnavailable).
 Result<ArchiveAtRest> AtRest(const store::BlobStore& blobs, store::MetadataDb& db,
                              const std::string& archive_digest);

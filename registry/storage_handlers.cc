@@ -40,13 +40,17 @@ ojson RepositoryJson(const RepositoryStorage& r) {
   doc["shared_bytes"] = r.shared_bytes;
   ojson archives = ojson::array();
   for (const RepositoryStorage::Version& v : r.archives) {
-    archives.push_back({{"digest", v.version.archive_digest},
-                        {"manifest", v.version.manifest_digest},
-                        {"model_bytes", v.version.archive_size},
-                        {"at_rest_bytes", v.at_rest.bytes},
-                        {"form", std::string(StoredFormName(v.at_rest.form))},
-                        {"stored_as", v.at_rest.blob.empty() ? ojson(nullptr)
-                                                             : ojson(v.at_rest.blob)}});
+    ojson a = {{"digest", v.version.archive_digest},
+               {"manifest", v.version.manifest_digest},
+               {"model_bytes", v.version.archive_size},
+               {"at_rest_bytes", v.at_rest.bytes},
+               {"form", std::string(StoredFormName(v.at_rest.form))},
+               {"stored_as", v.at_rest.blob.empty() ? ojson(nullptr) : ojson(v.at_rest.blob)}};
+    if (v.at_rest.form == StoredForm::kChain) {
+      a["parent"] = v.at_rest.parent;
+      a["depth"] = v.at_rest.depth;
+    }
+    archives.push_back(std::move(a));
   }
   doc["by_archive"] = std::move(archives);
   return doc;

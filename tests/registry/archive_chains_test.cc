@@ -4,6 +4,7 @@
 // patch parent -> child; deleting the base never breaks the chain (GC keeps the parent, the
 // re-base switches the dependent to another form first); --verify-storage's chain check.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -134,6 +135,16 @@ TEST(ArchiveChainsTest, CorpusFineTuneStoredAsAChainFromItsBase) {
             << " bytes; stored whole (full patches) " << base_full + full
             << " bytes; with the chain " << AtRest(h, {bd, fd}) << " bytes (link "
             << link->patch_size << " bytes vs full patch " << full << ")" << std::endl;
+
+  // GET /v2/_blz/storage counts the link's patch as the fine-tune's bytes at rest.
+  Response st = h.Call("GET", "/v2/_blz/storage?repository=gpt2/ft");
+  ASSERT_EQ(st.status, 200) << st.body;
+  const nlohmann::json archive = nlohmann::json::parse(st.body)["repositories"][0]["by_archive"][0];
+  EXPECT_EQ(archive["form"], "chain") << archive.dump();
+  EXPECT_EQ(archive["parent"], bd);
+  EXPECT_EQ(archive["depth"], 1);
+  EXPECT_EQ(archive["stored_as"], link->patch_digest);
+  EXPECT_EQ(archive["at_rest_bytes"], link->patch_size);
 
   // Pulls rebuild it from its chain, byte-identical.
   ExpectPulls(h, "gpt2/ft", ft);
