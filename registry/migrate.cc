@@ -23,7 +23,7 @@ const std::vector<std::string> kCopiedTables = {
     "repositories",   "blobs",          "manifests",     "tags",
     "versions",       "patches",        "tokens",        "value_diffs",
     "repository_blobs", "manifest_blobs", "version_stats", "lossy_deltas",
-    "settings",       "version_files"};
+    "settings",       "version_files",  "archive_chains"};
 const std::vector<std::string> kSkippedTables = {"uploads", "jobs", "gc_deletions",
                                                  "schema_migrations"};
 

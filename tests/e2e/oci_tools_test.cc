@@ -31,7 +31,8 @@ const char kSkopeo[] = "/usr/bin/skopeo";
 class OciToolsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = StartServe(BLZ_BINARY, work_ / "data", {"--gc-grace", "0s"}, work_ / "serve");
+    server_ = StartServe(BLZ_BINARY, work_ / "data", {"--gc-grace", "0s", "--max-chain-depth", "0"},
+                         work_ / "serve");  // whole versions: no full patch becomes garbage
     ASSERT_FALSE(server_.addr.empty()) << ReadFileBytes(work_ / "serve.err");
     addr_ = server_.addr;
     token_ = server_.token;

@@ -35,6 +35,7 @@ RegistryOptions StorageOptions(bool private_mode = false) {
   o.full_patch = PatcherFullPatchFunctions();
   o.storage.background = false;  // compressed when the test says so
   o.storage.grace = std::chrono::milliseconds(0);
+  o.storage.max_chain_depth = 0;  // full patches (chains: ArchiveChainsTest)
   o.private_mode = private_mode;
   return o;
 }

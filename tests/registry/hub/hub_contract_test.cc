@@ -156,6 +156,9 @@ class HubContractTest : public ::testing::Test {
     options.full_patch = PatcherFullPatchFunctions();
     options.storage.background = false;
     options.storage.grace = std::chrono::milliseconds(0);
+    // Versions stored whole (full patches), whose file reads decode only what they touch; a
+    // version stored as a chain is rebuilt into the cache first (docs/huggingface.md).
+    options.storage.max_chain_depth = 0;
     h_ = std::make_unique<Harness>(std::move(options));
     base_dir_ = MakeModel(corpus_, "base", tmp_ / "base");
     ft_dir_ = MakeModel(corpus_, "ft-v1", tmp_ / "ft");
