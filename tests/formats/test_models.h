@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/blz_archive.h"
 #include "formats/dtype.h"
 #include "formats/safetensors.h"
 #include "tests/test_util.h"
@@ -233,6 +234,22 @@ inline TestModelInfo WriteTestModel(const std::string& dir, const TestModelOptio
   std::sort(info.files.begin(), info.files.end());
   info.tensors = std::move(tensors);
   return info;
+}
+
+// The .blz archive (bytes) of a synthetic model large enough for its planes to compress
+// (hidden 64, vocab 128: about 140 KB); `perturb` > 0 makes a fine-tune of seed's model.
+inline std::string PackedTestModel(uint64_t seed, double perturb = 0) {
+  TempDir tmp;
+  TestModelOptions o;
+  o.hidden = 64;
+  o.vocab = 128;
+  o.seed = seed;
+  o.perturb_scale = perturb;
+  WriteTestModel(tmp / "model", o);
+  formats::PackStats stats;
+  Status s = formats::Pack(tmp / "model", tmp / "model.blz", &stats);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return ReadFileBytes(tmp / "model.blz");
 }
 
 }  // namespace blz::testing

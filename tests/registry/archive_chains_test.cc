@@ -55,16 +55,7 @@ std::string PackDir(const std::string& dir) {
 }
 
 // A synthetic model (about 140 KB); `perturb` > 0: a fine-tune of the same base.
-std::string Synthetic(double perturb) {
-  blz::testing::TempDir tmp;
-  blz::testing::TestModelOptions o;
-  o.hidden = 64;
-  o.vocab = 128;
-  o.seed = 1;
-  o.perturb_scale = perturb;
-  blz::testing::WriteTestModel(tmp / "model", o);
-  return PackDir(tmp / "model");
-}
+std::string Synthetic(double perturb) { return blz::testing::PackedTestModel(1, perturb); }
 
 // The full patch of `archive` as the registry would store it: its size.
 uint64_t FullPatchSize(const std::string& archive) {

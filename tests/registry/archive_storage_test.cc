@@ -50,17 +50,7 @@ RegistryOptions StorageOptions(bool background = false) {
 // A packed synthetic model large enough for its planes to compress (F32/BF16/F16 in [-0.5,
 // 0.5)): about 140 KB. `perturb` > 0 makes a fine-tune of seed's model.
 std::string ModelArchive(uint64_t seed, double perturb = 0) {
-  blz::testing::TempDir tmp;
-  blz::testing::TestModelOptions o;
-  o.hidden = 64;
-  o.vocab = 128;
-  o.seed = seed;
-  o.perturb_scale = perturb;
-  blz::testing::WriteTestModel(tmp / "model", o);
-  formats::PackStats stats;
-  Status s = formats::Pack(tmp / "model", tmp / "model.blz", &stats);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return blz::testing::ReadFileBytes(tmp / "model.blz");
+  return blz::testing::PackedTestModel(seed, perturb);
 }
 
 bool RawStored(Harness& h, const std::string& digest) {

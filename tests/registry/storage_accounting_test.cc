@@ -42,17 +42,7 @@ RegistryOptions StorageOptions(bool private_mode = false) {
 
 // A packed synthetic model whose planes compress (about 140 KB).
 std::string ModelArchive(uint64_t seed, double perturb = 0) {
-  blz::testing::TempDir tmp;
-  blz::testing::TestModelOptions o;
-  o.hidden = 64;
-  o.vocab = 128;
-  o.seed = seed;
-  o.perturb_scale = perturb;
-  blz::testing::WriteTestModel(tmp / "model", o);
-  formats::PackStats stats;
-  Status s = formats::Pack(tmp / "model", tmp / "model.blz", &stats);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return blz::testing::ReadFileBytes(tmp / "model.blz");
+  return blz::testing::PackedTestModel(seed, perturb);
 }
 
 // The config blob Harness::ManifestFor pushes with `archive` (archives of the same size share
