@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -49,6 +50,18 @@ inline void WriteFileBytes(const std::string& path, const std::string& data) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(data.data(), std::streamsize(data.size()));
+}
+
+// Every regular file below `dir` (relative path -> bytes); empty when `dir` is not a directory.
+inline std::map<std::string, std::string> ReadTree(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  if (!std::filesystem::is_directory(dir)) return out;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) {
+      out[std::filesystem::relative(e.path(), dir).string()] = ReadFileBytes(e.path().string());
+    }
+  }
+  return out;
 }
 
 }  // namespace blz::testing

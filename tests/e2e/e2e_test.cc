@@ -24,15 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 
 // Every regular file below `dir`, relative path -> bytes.
-std::map<std::string, std::string> ReadTree(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  if (!fs::is_directory(dir)) return out;
-  for (auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = ReadFileBytes(e.path().string());
-  }
-  return out;
-}
-
 // Relative path -> size of every file below `dir` (a cheap fingerprint of the registry's data).
 std::map<std::string, uintmax_t> ListTree(const std::string& dir) {
   std::map<std::string, uintmax_t> out;

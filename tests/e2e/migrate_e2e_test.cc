@@ -25,17 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 constexpr char kBucket[] = "blz-migrate";
 
-std::map<std::string, std::string> ReadTree(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  if (!fs::is_directory(dir)) return out;
-  for (auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) {
-      out[fs::relative(e.path(), dir).string()] = ReadFileBytes(e.path().string());
-    }
-  }
-  return out;
-}
-
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;

@@ -25,17 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::map<std::string, std::string> ReadTree(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  if (!fs::is_directory(dir)) return out;
-  for (auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) {
-      out[fs::relative(e.path(), dir).string()] = ReadFileBytes(e.path().string());
-    }
-  }
-  return out;
-}
-
 class PostgresE2ETest : public PostgresTest {
  protected:
   ProcessResult Blz(std::vector<std::string> args, const std::map<std::string, std::string>& env) {

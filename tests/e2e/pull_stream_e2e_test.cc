@@ -28,17 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::map<std::string, std::string> Tree(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_regular_file()) {
-      out[fs::relative(it->path(), dir).string()] = ReadFileBytes(it->path().string());
-    }
-  }
-  return out;
-}
-
 // A safetensors file with one F32 tensor of `floats` noise values; `version` > 0 changes every
 // 16th value slightly (a fine-tune: the patch is a fraction of the archive).
 std::string Model(size_t floats, int version) {
@@ -111,7 +100,7 @@ class PullStreamE2ETest : public ::testing::Test {
   // unchanged; a snapshot of ft, if present, is the fine-tune.
   void ExpectNothingHalfWritten(const std::string& cache, const std::string& out) {
     if (fs::exists(out)) {
-      EXPECT_EQ(Tree(out), Tree(work_ / "ft"));
+      EXPECT_EQ(ReadTree(out), ReadTree(work_ / "ft"));
     }
     for (const char* sub : {"/blobs", "/files"}) {
       std::error_code ec;
@@ -129,7 +118,7 @@ class PullStreamE2ETest : public ::testing::Test {
     EXPECT_EQ(ReadFileBytes(BlobPath(cache, base_digest_)), base_blob_);
     const std::string snap = work_ / (cache + "/snapshots/" + server_.addr + "/org/m:ft");
     if (fs::exists(snap)) {
-      EXPECT_EQ(Tree(snap), Tree(work_ / "ft"));
+      EXPECT_EQ(ReadTree(snap), ReadTree(work_ / "ft"));
     }
     for (const auto& e : fs::directory_iterator(work_.path())) {
       const std::string name = e.path().filename().string();
@@ -185,7 +174,7 @@ TEST_F(PullStreamE2ETest, KilledPatchPullLeavesNothingHalfWritten) {
   ProcessResult r = Blz({"pull", Ref("ft"), "--json", "-o", work_ / "final"}, "kill-cache");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out, nullptr, false).value("transfer", ""), "patch") << r.out;
-  EXPECT_EQ(Tree(work_ / "final"), Tree(work_ / "ft"));
+  EXPECT_EQ(ReadTree(work_ / "final"), ReadTree(work_ / "ft"));
   for (const auto& e : fs::directory_iterator(work_.path())) {
     EXPECT_NE(e.path().filename().string().rfind(".blz-pull-", 0), 0u) << e.path();
   }
@@ -217,7 +206,7 @@ TEST_F(PullStreamE2ETest, FullDiskFailsClearlyAndLosesNothing) {
 
   r = Blz({"pull", Ref("ft"), "--json", "-o", out});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(Tree(out), Tree(work_ / "ft"));
+  EXPECT_EQ(ReadTree(out), ReadTree(work_ / "ft"));
 }
 
 }  // namespace

@@ -31,14 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 constexpr char kBucket[] = "blz-e2e";
 
-std::map<std::string, std::string> ReadTree(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  for (auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = ReadFileBytes(e.path().string());
-  }
-  return out;
-}
-
 class S3StorageE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
