@@ -81,11 +81,7 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
       }
     }
   };
-  keep_derived("patches", roots.patches);
-  keep_derived("value_diffs", roots.value_diffs);
-  keep_derived("version_stats", roots.version_stats);
-  keep_derived("lossy_deltas", roots.lossy_deltas);
-  // Links of archives nobody keeps are forgotten (deepest first; ForgetDerived keeps a link
+  // Links of archives nobody keeps are forgotten first (deepest first; ForgetDerived keeps a link
   // that is still a parent, and BlobReferenced then keeps its blob).
   for (const store::GcRoots::Derived& row : roots.chains) {
     if (chained_alive.count(row.to_digest) > 0) continue;
@@ -96,7 +92,12 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
       marked.insert(row.blob_digest);
     }
   }
-
+  // (Before the patches: a dead parent's full patch row is kept while a link names the
+  // parent, so forgetting the links first lets one collection drain a whole dead chain.)
+  keep_derived("patches", roots.patches);
+  keep_derived("value_diffs", roots.value_diffs);
+  keep_derived("version_stats", roots.version_stats);
+  keep_derived("lossy_deltas", roots.lossy_deltas);
   if (options.after_mark) options.after_mark();
   BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stored, blobs.ListDigests());
   std::sort(stored.begin(), stored.end());

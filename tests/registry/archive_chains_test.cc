@@ -249,6 +249,28 @@ TEST(ArchiveChainsTest, DeletingTheBaseKeepsDependentsReadable) {
 
 // A base with two fine-tunes in one repository: deleting the base re-bases one fine-tune onto
 // the other (a new parent, never a deeper chain) or its full patch; everything still pulls.
+// Deleting every version of a chain: one collection frees every blob (the dead links are
+// forgotten before the patches, so the parent's full patch row does not outlive them by a
+// collection; cluster_churn.sh's drain found 3 blobs left).
+TEST(ArchiveChainsTest, OneCollectionDrainsADeadChain) {
+  Harness h(ChainOptions());
+  const std::string bd = PushVersion(&h, "org/base", "v1", Synthetic(0));
+  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "org/ft", "v1", Synthetic(0.002));
+  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  ASSERT_TRUE(h.registry().db().FindChainLink(fd).ok());
+  const std::string mb = ManifestDigest(h, "org/base", "v1");
+  const std::string mf = ManifestDigest(h, "org/ft", "v1");
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/ft/manifests/" + mf).status, 202);
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/base/manifests/" + mb).status, 202);
+  auto report = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  auto left = h.registry().blobs().ListDigests();
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty()) << left->size() << " blobs left after one collection";
+  EXPECT_FALSE(h.registry().db().FindChainLink(fd).ok());
+}
+
 TEST(ArchiveChainsTest, RebaseOntoAnotherParent) {
   Harness h(ChainOptions());
   const std::string base = Synthetic(0);
