@@ -97,6 +97,15 @@ std::vector<MetricFamily> ScrapeFamilies(const StorageStatus& st, const StorageB
   out.push_back(Single("blz_archive_rebuilds_total",
                        "Archives rebuilt from their full patch into the cache.", "counter",
                        double(st.rebuilds)));
+  out.push_back(Single("blz_archives_chained_total",
+                       "Archives stored as a chain link (a patch from a parent archive).",
+                       "counter", double(st.chained)));
+  out.push_back(Single("blz_chain_links_rebased_total",
+                       "Chain links re-based onto a new parent or their full patch.", "counter",
+                       double(st.rebased)));
+  out.push_back(Single("blz_chain_rebuilds_total",
+                       "Archives rebuilt from their chain into the cache.", "counter",
+                       double(st.chain_rebuilds)));
   out.push_back(Single("blz_blobs_quarantined_total",
                        "Stored blobs found damaged on read and moved to <data>/quarantine.",
                        "counter", double(st.quarantined)));

@@ -98,6 +98,11 @@ Response Registry::GetStorage(const Route& route) {
            {"full_patches_computed", st.full_patches_computed},
            {"rebuilds", st.rebuilds},
            {"quarantined", st.quarantined},
+           {"chains",
+            {{"max_depth", storage_->chains_enabled() ? options_.storage.max_chain_depth : 0},
+             {"chained", st.chained},
+             {"rebased", st.rebased},
+             {"rebuilds", st.chain_rebuilds}}},
            {"cache",
             {{"bytes", st.cache_bytes}, {"entries", st.cache_entries}, {"limit", st.cache_limit}}}};
   }

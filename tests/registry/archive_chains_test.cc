@@ -20,6 +20,7 @@
 #include "patcher/patch.h"
 #include "registry/archive_storage.h"
 #include "registry/garbage_collector.h"
+#include "registry/metrics_handlers.h"
 #include "registry/registry.h"
 #include "tests/formats/test_models.h"
 #include "tests/registry/handler_harness.h"
@@ -136,6 +137,18 @@ TEST(ArchiveChainsTest, CorpusFineTuneStoredAsAChainFromItsBase) {
   EXPECT_EQ(archive["depth"], 1);
   EXPECT_EQ(archive["stored_as"], link->patch_digest);
   EXPECT_EQ(archive["at_rest_bytes"], link->patch_size);
+  // The admin's view counts the link among the chain counters (and /metrics the same).
+  const nlohmann::json chains = nlohmann::json::parse(st.body)["chains"];
+  EXPECT_EQ(chains["max_depth"], ChainOptions().storage.max_chain_depth) << st.body;
+  EXPECT_EQ(chains["chained"], 1) << st.body;
+  EXPECT_EQ(chains["rebased"], 0) << st.body;
+  double chained_metric = -1;
+  for (const MetricFamily& f : ScrapeFamilies(storage.status(), StorageBytes{})) {
+    if (f.name == "blz_archives_chained_total" && f.samples.size() == 1) {
+      chained_metric = f.samples[0].value;
+    }
+  }
+  EXPECT_EQ(chained_metric, 1);
 
   // Pulls rebuild it from its chain, byte-identical.
   ExpectPulls(h, "gpt2/ft", ft);
