@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/digest.h"
+#include "core/failpoint.h"
 #include "core/file_util.h"
 #include "registry/archive_storage.h"
 
@@ -275,6 +276,7 @@ Status ArchiveStorage::Rebase(const store::ChainLink& link) {
     // (computed from that when missing), then a new parent if one qualifies.
     BLZ_ASSIGN_OR_RETURN(store::BlobInfo file, File(d));
     BLZ_ASSIGN_OR_RETURN(FullPatch full, GetFullPatch(d));
+    FailPoint("rebase-after-full-patch");
     bool stored = false;
     if (chains_enabled()) {
       BLZ_RETURN_IF_ERROR(TryChain(d, file.path, full.blob.size, link.depth, link.parent_digest,

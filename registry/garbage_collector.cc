@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/failpoint.h"
 #include "core/file_util.h"
 
 namespace blz::registry {
@@ -99,6 +100,7 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
   keep_derived("version_stats", roots.version_stats);
   keep_derived("lossy_deltas", roots.lossy_deltas);
   if (options.after_mark) options.after_mark();
+  if (!options.dry_run) FailPoint("gc-after-forget");
   BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stored, blobs.ListDigests());
   std::sort(stored.begin(), stored.end());
   report.blobs_total = stored.size();
@@ -142,6 +144,7 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
         ++report.blobs_removed;
         report.bytes_freed += freed;  // counted once the store confirmed the removal
         report.removed.push_back(digest);
+        if (report.blobs_removed == 1) FailPoint("gc-after-first-delete");
         break;
     }
   }

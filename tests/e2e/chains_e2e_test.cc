@@ -1,7 +1,8 @@
 // End-to-end (issue 27, "Storage keeps what changed"; docs/storage.md, "Chains"): a real
 // `blz serve` stores the tiny-gpt2 fine-tune as a chain link from its base (another
 // repository); the base's version is deleted; then a garbage collection (which first re-bases
-// the fine-tune, then removes the base's bytes) is interrupted by kill -9 at several moments.
+// the fine-tune, then removes the base's bytes) is interrupted by kill -9 at failpoints
+// (core/failpoint.h) inside the re-base and the sweep.
 // After every restart, the fine-tune pulls byte-identical; in the end the collection finishes
 // and it still does. Also `blz serve --verify-storage` rebuilds every chain.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/e2e/subprocess.h"
@@ -50,10 +52,11 @@ class ChainsE2ETest : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProcess(argv, {}, work_.path());
   }
-  void Start(const std::vector<std::string>& extra = {}) {
+  void Start(const std::vector<std::string>& extra = {},
+             std::map<std::string, std::string> env = {}) {
     std::vector<std::string> flags = {"--gc-grace", "0s"};
     flags.insert(flags.end(), extra.begin(), extra.end());
-    server_ = StartServe(BLZ_BINARY, data_, flags, work_ / "serve");
+    server_ = StartServe(BLZ_BINARY, data_, flags, work_ / "serve", std::move(env));
     ASSERT_FALSE(server_.addr.empty()) << ReadFileBytes(work_ / "serve.err");
     if (!server_.token.empty()) token_ = server_.token;
   }
@@ -116,33 +119,45 @@ TEST_F(ChainsE2ETest, KilledDuringRebaseAndGcOfTheParentLosesNothing) {
                             "http://" + server_.addr + "/v2/chain/base/manifests/" + manifest});
   ASSERT_EQ(del.exit_code, 0) << del.out << del.err;
 
-  // A collection (re-base, then sweep), killed at several moments; restart, pull. A killed
+  // A collection (re-base, then sweep), killed at each failpoint (core/failpoint.h), which
+  // the server reaches and dies at exactly as kill -9 would: during the re-base after the new
+  // form is computed, after the dead rows are forgotten and before any blob is deleted, and
+  // after the first of the parent's blobs is deleted. (Timed kills from outside, which this
+  // test used before, caught the re-base only.) Restart, pull byte-identical. A killed
   // collector's lease ("gc") stays until it expires (30 s): the request is repeated until a
-  // collection runs, and the kill waits for its log line.
-  struct Moment {
-    const char* after;  // the server's log line the kill waits for
-    int delay_ms;
+  // collection runs.
+  auto collect_until_started = [this](const std::string& addr, const std::atomic<bool>& stop) {
+    for (int i = 0; i < 400 && !stop; ++i) {
+      ProcessResult r = Curl({"-X", "POST", "http://" + addr + "/v2/_blz/gc"});
+      if (r.out.find("UNAVAILABLE") == std::string::npos) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
   };
-  for (const Moment m : {Moment{"storage: re-basing", 0}, Moment{"storage: re-basing", 60},
-                         Moment{"re-based from", 0}, Moment{"re-based from", 30}}) {
-    std::atomic<bool> killed{false};
-    std::thread gc([&, addr = server_.addr] {
-      for (int i = 0; i < 400 && !killed; ++i) {
-        ProcessResult r = Curl({"-X", "POST", "http://" + addr + "/v2/_blz/gc"});
-        if (r.out.find("UNAVAILABLE") == std::string::npos) return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      }
-    });
-    const bool seen = WaitForLog(m.after, /*seconds=*/90);
-    std::this_thread::sleep_for(std::chrono::milliseconds(m.delay_ms));
-    killed = true;
+  for (const char* point : {"rebase-after-full-patch", "gc-after-forget",
+                            "gc-after-first-delete"}) {
     Kill9();
+    ASSERT_NO_FATAL_FAILURE(Start({}, {{"BLZ_FAILPOINT", point}}));
+    std::atomic<bool> died{false};
+    std::thread gc([&, addr = server_.addr] { collect_until_started(addr, died); });
+    int status = 0;
+    pid_t done = 0;
+    for (int i = 0; i < 900 && done == 0; ++i) {  // at most 90 s
+      done = ::waitpid(server_.pid, &status, WNOHANG);
+      if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    died = true;
     gc.join();
-    std::cout << "killed " << m.delay_ms << " ms after '" << m.after << "' ("
-              << (seen ? "seen" : "not seen") << ")" << std::endl;
+    ASSERT_EQ(done, server_.pid) << "the server did not reach failpoint " << point << ":\n"
+                                 << ReadFileBytes(work_ / "serve.err");
+    server_.pid = -1;
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << point;
+    EXPECT_NE(ReadFileBytes(work_ / "serve.err")
+                  .find(std::string("failpoint ") + point + ": killing the process"),
+              std::string::npos)
+        << ReadFileBytes(work_ / "serve.err");
+    std::cout << "killed at failpoint " << point << std::endl;
     ASSERT_NO_FATAL_FAILURE(Start());
     ASSERT_NO_FATAL_FAILURE(ExpectPull("chain/ft:v1", want_ft));
-    if (!seen) break;  // the collection finished before a kill caught it: nothing left to do
   }
   // Left to finish (once the killed collector's lease expired): the fine-tune no longer
   // depends on the base, and still pulls.

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "tests/test_util.h"
 
@@ -89,12 +90,13 @@ pid_t StartServeProcess(std::vector<std::string> argv, std::map<std::string, std
 }
 
 ServeProcess StartServe(const std::string& binary, const std::string& data,
-                        const std::vector<std::string>& extra, const std::string& log_prefix) {
+                        const std::vector<std::string>& extra, const std::string& log_prefix,
+                        std::map<std::string, std::string> env) {
   std::vector<std::string> argv = {binary, "serve", "--data", data, "--listen", "127.0.0.1:0"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   const std::string out = log_prefix + ".out";
   ServeProcess server;
-  server.pid = StartServeProcess(argv, {}, out, log_prefix + ".err");
+  server.pid = StartServeProcess(argv, std::move(env), out, log_prefix + ".err");
   if (server.pid <= 0) return server;
   for (int i = 0; i < 300 && server.addr.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

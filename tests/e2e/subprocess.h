@@ -50,8 +50,10 @@ struct ServeProcess {
 // Starts `binary serve --data DATA --listen 127.0.0.1:0 EXTRA...` with stdout and stderr in
 // "<log_prefix>.out" / "<log_prefix>.err", and waits (at most 15 s) for its "listening on
 // http(s)://" line and, when it prints one, its admin token.
+// `env` is added to the server's environment (e.g. BLZ_FAILPOINT, core/failpoint.h).
 ServeProcess StartServe(const std::string& binary, const std::string& data,
-                        const std::vector<std::string>& extra, const std::string& log_prefix);
+                        const std::vector<std::string>& extra, const std::string& log_prefix,
+                        std::map<std::string, std::string> env = {});
 // SIGTERM, then waits for it to exit. Idempotent.
 void StopServe(ServeProcess* server);
 
