@@ -28,6 +28,7 @@
 #   WORK        scratch directory (removed at exit)   [/tmp/blz-prune-pattern]
 # Output: the commands' output on stdout; progress on stderr.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 BLZ="$(realpath "${BLZ:-build-dev/cli/blz}")"
 CORPUS="$(realpath "${CORPUS:-../shared/corpus}")"
@@ -49,11 +50,10 @@ export BLZ_CONFIG_DIR="$WORK/config"
 export BLZ_CACHE_DIR="$WORK/cache"
 mkdir -p "$BLZ_CONFIG_DIR"
 echo "{\"cache\": {\"half_life\": \"$HALF_LIFE\"}}" >"$BLZ_CONFIG_DIR/client.json"
-"$BLZ" serve --data "$WORK/registry" --listen 127.0.0.1:0 >"$WORK/serve.out" 2>"$WORK/serve.log" &
-server_pid=$!
-for _ in $(seq 1 100); do grep -q '^listening on ' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
-addr=$(sed -n 's|^listening on http://||p' "$WORK/serve.out" | head -n1)
-export BLZ_TOKEN=$(sed -n 's|^admin token: ||p' "$WORK/serve.out" | head -n1)
+blz_serve_start "$BLZ" "$WORK/serve.out" "$WORK/serve.log" --data "$WORK/registry" \
+  --listen 127.0.0.1:0
+server_pid=$blz_pid addr=$blz_addr
+export BLZ_TOKEN=$blz_token
 log "registry on $addr"
 
 declare -A src=(

@@ -24,6 +24,7 @@
 # Output: a markdown table on stdout; progress on stderr; raw results in WORK/results.jsonl
 # (kept when KEEP=1).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 BLZ=$(realpath "${BLZ:-build-release/cli/blz}")
 SIZE_MB=${SIZE_MB:-256}
@@ -71,15 +72,6 @@ with open(os.path.join(out, "config.json"), "w") as f:
 EOF
 }
 
-wait_idle() {  # URL TOKEN: the registry's background storage work is done
-  for _ in $(seq 1 1200); do
-    curl -sf -H "Authorization: Bearer $2" "$1/v2/_blz/storage" |
-      python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin).get("pending", 1) == 0 else 1)' &&
-      return 0
-    sleep 0.25
-  done
-  log "the registry at $1 did not become idle"; return 1
-}
 
 # push_pull LABEL URL TOKEN [CACHE_DIR_TO_EMPTY]: RUNS pushes and pulls of fresh models.
 push_pull() {
@@ -94,7 +86,7 @@ push_pull() {
       "$BLZ" push "$WORK/model" "${url#http://}/bench/m:r$run" -q > /dev/null
     t1=$(now)
     record "$label push MB/s" "$(python3 -c "print(round($bytes / 1e6 / ($t1 - $t0), 1))")"
-    wait_idle "$url" "$token"
+    blz_wait_idle "$url" "$token"
     local kinds=("")
     [ -n "$cache" ] && kinds=(cold warm)
     local kind
@@ -126,11 +118,9 @@ manifest_load() {
 }
 
 # 1. One box: SQLite + files.
-"$BLZ" serve --data "$WORK/single" --listen 127.0.0.1:0 > "$WORK/single.out" 2> "$WORK/single.err" &
-single_pid=$!
-for _ in $(seq 1 100); do grep -q '^listening on ' "$WORK/single.out" 2>/dev/null && break; sleep 0.1; done
-url=$(sed -n 's/^listening on //p' "$WORK/single.out")
-token=$(sed -n 's/^admin token: //p' "$WORK/single.out")
+blz_serve_start "$BLZ" "$WORK/single.out" "$WORK/single.err" --data "$WORK/single" \
+  --listen 127.0.0.1:0 || exit 1
+single_pid=$blz_pid url=$blz_url token=$blz_token
 log "SQLite + file at $url"
 push_pull "SQLite+file" "$url" "$token"
 manifest_load "SQLite+file, 1 server" "$url" "$token"

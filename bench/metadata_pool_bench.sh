@@ -13,6 +13,7 @@
 # number of cores, which bounds how many metadata calls run at once).
 # Needs PostgreSQL 15 (tests/store/postgres/postgres_server.sh; exit 77 without it).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 A=$(realpath "$A"); B=$(realpath "$B")
 RUNS=${RUNS:-5}
@@ -50,12 +51,10 @@ for who in A B; do
   [ "$who" = B ] && params=${B_METADATA_PARAMS:-}
   bin=$A; [ "$who" = B ] && bin=$B
   # shellcheck disable=SC2086
-  "$bin" serve --data "$WORK/$who" --listen 127.0.0.1:0 --metadata "$db$params" ${SERVE_ARGS:-} \
-    > "$WORK/$who.out" 2> "$WORK/$who.err" &
-  pids+=($!)
-  for _ in $(seq 1 200); do grep -q '^listening on ' "$WORK/$who.out" 2>/dev/null && break; sleep 0.1; done
-  url[$who]=$(sed -n 's/^listening on //p' "$WORK/$who.out")
-  token[$who]=$(sed -n 's/^admin token: //p' "$WORK/$who.out")
+  blz_serve_start "$bin" "$WORK/$who.out" "$WORK/$who.err" --data "$WORK/$who" \
+    --listen 127.0.0.1:0 --metadata "$db$params" ${SERVE_ARGS:-}
+  pids+=("$blz_pid")
+  url[$who]=$blz_url token[$who]=$blz_token
   BLZ_TOKEN=${token[$who]} BLZ_CACHE_DIR=$WORK/client-$who BLZ_CONFIG_DIR=$WORK/config-$who \
     "$bin" push "$WORK/model" "${url[$who]#http://}/bench/m:r1" -q > /dev/null
   log "$who: $bin at ${url[$who]}"

@@ -38,6 +38,7 @@
 # Output: markdown tables on stdout (median and range of RUNS), progress on stderr, raw lines
 # in WORK/results.txt.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 MODE=${1:-push}
 BLZ=$(realpath "${BLZ:-build-bench/cli/blz}")
@@ -123,12 +124,8 @@ prepare_model() {  # SIZE
 # ---- servers (fresh storage each time) ----
 start_blz() {  # DATA_DIR; sets server_pid, url, token
   rm -rf "$1"
-  "$BLZ" serve --data "$1" --listen 127.0.0.1:0 > "$1.out" 2> "$1.err" &
-  server_pid=$!
-  for _ in $(seq 1 200); do grep -q '^listening on ' "$1.out" 2>/dev/null && break; sleep 0.05; done
-  url=$(sed -n 's/^listening on //p' "$1.out")
-  token=$(sed -n 's/^admin token: //p' "$1.out")
-  [ -n "$url" ] || { log "blz serve did not start: $(cat "$1.err")"; exit 1; }
+  blz_serve_start "$BLZ" "$1.out" "$1.err" --data "$1" --listen 127.0.0.1:0 || exit 1
+  server_pid=$blz_pid url=$blz_url token=$blz_token
 }
 start_distribution() {  # DATA_DIR; sets server_pid, url
   rm -rf "$1"
@@ -153,15 +150,6 @@ EOF
   for _ in $(seq 1 200); do curl -sf "$url/v2/" > /dev/null && return 0; sleep 0.05; done
   log "distribution did not start: $(cat "$1.out")"; exit 1
 }
-wait_blz_idle() {  # the registry's background storage work is done
-  for _ in $(seq 1 2400); do
-    curl -sf -H "Authorization: Bearer $token" "$url/v2/_blz/storage" |
-      python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin).get("pending", 1) == 0 else 1)' &&
-      return 0
-    sleep 0.25
-  done
-  log "the registry at $url did not become idle"; return 1
-}
 
 # ---- push ----
 push_blz() {  # SIZE RUN
@@ -175,7 +163,7 @@ push_blz() {  # SIZE RUN
     "$BLZ" push "$dir/model.blz" "${url#http://}/bench/m:r$run" --no-patch -q > /dev/null
   t1=$(now)
   c1=$(cpu_ticks "$server_pid")
-  wait_blz_idle
+  blz_wait_idle "$url" "$token" 2400
   c2=$(cpu_ticks "$server_pid")
   stop_server
   record "blz_push_wall_s" "$size" "$(python3 -c "print(round($t1 - $t0, 3))")"
@@ -207,7 +195,7 @@ pull_all() {  # SIZE RUN
   start_blz "$WORK/blz-data"
   BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/client/cache BLZ_CONFIG_DIR=$WORK/client/config \
     "$BLZ" push "$dir/model.blz" "${url#http://}/bench/m:r1" --no-patch -q > /dev/null
-  wait_blz_idle
+  blz_wait_idle "$url" "$token" 2400
   t0=$(now)
   curl -sf -H "Authorization: Bearer $token" -o "$WORK/blob" "$url/v2/bench/m/blobs/sha256:$hex"
   t1=$(now)

@@ -25,6 +25,7 @@
 #   ninja -C build-bench blz gen_llama_pair measure_run
 # Not part of CI: timings depend on the machine. Output: a markdown table on stdout.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 BLZ="$(realpath "${BLZ:-build-bench/cli/blz}")"
 BENCH="$(realpath "${BENCH:-build-bench/bench}")"
@@ -55,11 +56,10 @@ gen_args() {  # the generated pair of each size (BF16 tensors per model)
 }
 
 export BLZ_CONFIG_DIR="$WORK/config"
-"$BLZ" serve --data "$WORK/registry" --listen 127.0.0.1:0 >"$WORK/serve.out" 2>"$WORK/serve.log" &
-serve_pid=$!
-for _ in $(seq 1 100); do grep -q '^listening on ' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
-addr=$(sed -n 's|^listening on http://||p' "$WORK/serve.out" | head -n1)
-export BLZ_TOKEN=$(sed -n 's|^admin token: ||p' "$WORK/serve.out" | head -n1)
+blz_serve_start "$BLZ" "$WORK/serve.out" "$WORK/serve.log" --data "$WORK/registry" \
+  --listen 127.0.0.1:0
+serve_pid=$blz_pid addr=$blz_addr
+export BLZ_TOKEN=$blz_token
 log "registry on $addr"
 
 json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }

@@ -21,6 +21,7 @@
 #              ninja -C build-bench blz gen_llama_pair   (then BLZ=build-bench/cli/blz)
 # Output: a markdown table on stdout; progress on stderr.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 BLZ="$(realpath "${BLZ:-build-release/cli/blz}")"
 GEN="$(realpath "${GEN:-build-bench/bench/gen_llama_pair}")"
@@ -43,11 +44,11 @@ log "generating the pair ($LAYERS layers)"
 "$GEN" "$WORK/base" "$WORK/ft" --layers "$LAYERS" ${GEN_ARGS:-} >/dev/null
 
 export BLZ_CONFIG_DIR="$WORK/config"
-"$BLZ" serve --data "$WORK/registry" --listen 127.0.0.1:0 >"$WORK/serve.out" 2>"$WORK/serve.log" &
-pids+=($!)
-for _ in $(seq 1 100); do grep -q '^listening on ' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
-addr=$(sed -n 's|^listening on http://||p' "$WORK/serve.out" | head -n1)
-export BLZ_TOKEN=$(sed -n 's|^admin token: ||p' "$WORK/serve.out" | head -n1)
+blz_serve_start "$BLZ" "$WORK/serve.out" "$WORK/serve.log" --data "$WORK/registry" \
+  --listen 127.0.0.1:0
+pids+=("$blz_pid")
+addr=$blz_addr
+export BLZ_TOKEN=$blz_token
 log "registry on $addr"
 
 "$BLZ" push "$WORK/base" "$addr/bench/m:base" --json >"$WORK/push-base.json"

@@ -26,6 +26,7 @@
 # Output: a markdown table on stdout; progress on stderr; WORK/results.jsonl has the raw
 # figures (one line per push, one per series).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 if [ -z "${BLZ:-}" ]; then
   BLZ=build-release/cli/blz
@@ -131,12 +132,9 @@ ln -s "$CORPUS/tiny-gpt2/base" "$WORK/in/gpt2-base"
 ln -s "$CORPUS/tiny-gpt2/ft-v1" "$WORK/in/gpt2-ft-v1"
 
 # ---- the server ----
-"$BLZ" serve --data "$WORK/data" --listen 127.0.0.1:0 > "$WORK/serve.out" 2> "$WORK/serve.err" &
-server_pid=$!
-for _ in $(seq 1 300); do grep -q '^listening on ' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
-url=$(sed -n 's/^listening on //p' "$WORK/serve.out")
-token=$(sed -n 's/^admin token: //p' "$WORK/serve.out")
-[ -n "$url" ] && [ -n "$token" ] || { log "blz serve did not start: $(cat "$WORK/serve.err")"; exit 1; }
+blz_serve_start "$BLZ" "$WORK/serve.out" "$WORK/serve.err" --data "$WORK/data" \
+  --listen 127.0.0.1:0 || exit 1
+server_pid=$blz_pid url=$blz_url token=$blz_token
 log "blz serve at $url"
 
 storage() {  # [QUERY]: GET /v2/_blz/storage as the admin

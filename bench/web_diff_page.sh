@@ -15,6 +15,7 @@
 #   WORK    scratch directory (removed)    [/tmp/blz-web-bench]
 # Needs web/node_modules (npm ci in web/) and /usr/bin/chromium (scripts/setup.sh).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 BLZ="$(realpath "${BLZ:-build-dev/cli/blz}")"
 GEN="$(realpath "${GEN:-build-bench/bench/gen_llama_pair}")"
@@ -34,11 +35,10 @@ log() { echo "web_diff_page: $*" >&2; }
 
 log "generating an 80-layer pair"
 "$GEN" "$WORK/base" "$WORK/ft" --layers 80 --hidden 256 --intermediate 512 --vocab 1024 >&2
-"$BLZ" serve --data "$WORK/registry" --listen 127.0.0.1:0 >"$WORK/serve.out" 2>"$WORK/serve.log" &
-server=$!
-for _ in $(seq 1 100); do grep -q '^listening on ' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
-addr=$(sed -n 's|^listening on http://||p' "$WORK/serve.out" | head -n1)
-export BLZ_TOKEN=$(sed -n 's|^admin token: ||p' "$WORK/serve.out" | head -n1)
+blz_serve_start "$BLZ" "$WORK/serve.out" "$WORK/serve.log" --data "$WORK/registry" \
+  --listen 127.0.0.1:0
+server=$blz_pid addr=$blz_addr
+export BLZ_TOKEN=$blz_token
 "$BLZ" push -q "$WORK/base" "$addr/bench/llama-80:base" --json >"$WORK/push-base.json"
 "$BLZ" push -q "$WORK/ft" "$addr/bench/llama-80:ft" --json >"$WORK/push-ft.json"
 digest() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["digest"])' "$1"; }

@@ -1,0 +1,39 @@
+# What the bench scripts share (source it: . "$(dirname "$0")/lib.sh"). Functions only: sourcing
+# it runs nothing.
+
+# blz_serve_start BIN OUT ERR ARGS...: starts `BIN serve ARGS...` in the background (stdout to
+# OUT, stderr to ERR) and waits at most 20 s for its "listening on" line. Sets blz_pid, blz_url
+# ("http://HOST:PORT", as printed), blz_addr ("HOST:PORT") and blz_token (the admin token, which
+# only a data directory's first start prints; empty otherwise). Returns 1, naming ERR's last
+# lines, when the server did not start.
+blz_serve_start() {
+  local bin=$1 out=$2 err=$3
+  shift 3
+  "$bin" serve "$@" >"$out" 2>"$err" &
+  blz_pid=$!
+  for _ in $(seq 1 200); do
+    grep -q '^listening on ' "$out" 2>/dev/null && break
+    kill -0 "$blz_pid" 2>/dev/null || break  # it exited
+    sleep 0.1
+  done
+  blz_url=$(sed -n 's/^listening on //p' "$out" | head -n1)
+  if [ -z "$blz_url" ]; then
+    echo "blz serve did not start: $(tail -n 5 "$err" 2>/dev/null)" >&2
+    return 1
+  fi
+  blz_addr=${blz_url#*://}
+  blz_token=$(sed -n 's/^admin token: //p' "$out" | head -n1)
+}
+
+# blz_wait_idle URL TOKEN [TRIES]: waits until GET URL/v2/_blz/storage says "pending": 0 (the
+# registry's background compression is done), one look every 0.25 s, at most TRIES (1200).
+blz_wait_idle() {
+  for _ in $(seq 1 "${3:-1200}"); do
+    curl -sf -H "Authorization: Bearer $2" "$1/v2/_blz/storage" |
+      python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin).get("pending", 1) == 0 else 1)' &&
+      return 0
+    sleep 0.25
+  done
+  echo "the registry at $1 did not become idle" >&2
+  return 1
+}
