@@ -1,4 +1,4 @@
-// Tests for random access to a full patch (patcher/full_patch_reader.h): any byte range of the
+// Tests for random access to a full patch or a chain link (patcher/patch_reader.h): any byte range of the
 // archive, decoded from the full patch alone, is that range of the archive (corpus model and a
 // generated model whose tensors span several chunks), only the chunks a range touches are
 // decoded, and damaged or wrong patches are refused with errors that say where.
@@ -14,7 +14,7 @@
 
 #include "core/digest.h"
 #include "formats/blz_archive.h"
-#include "patcher/full_patch_reader.h"
+#include "patcher/patch_reader.h"
 #include "patcher/patch.h"
 #include "patcher/patch_format.h"
 #include "tests/formats/test_models.h"
@@ -45,8 +45,8 @@ Packed PackAndPatch(const std::string& input, const testing::TempDir& dir) {
   return p;
 }
 
-std::string ReadRange(const FullPatchReader& r, uint64_t offset, uint64_t length,
-                      FullPatchReadStats* stats = nullptr) {
+std::string ReadRange(const ArchiveReader& r, uint64_t offset, uint64_t length,
+                      ArchiveReadStats* stats = nullptr) {
   std::string out;
   Status s = r.Read(offset, length,
                     [&](ByteSpan b) {
@@ -63,9 +63,9 @@ std::string ReadRange(const FullPatchReader& r, uint64_t offset, uint64_t length
 // Every kind of range: whole, empty, first byte, last byte, each piece's edges (crossing from
 // the padding into a piece and from one piece into the next), chunk edges, random ones.
 void CheckRanges(const Packed& p, int random_ranges) {
-  auto reader = FullPatchReader::Open(p.patch_path);
+  auto reader = PatchReader::Open(p.patch_path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  const FullPatchReader& r = **reader;
+  const ArchiveReader& r = **reader;
   const uint64_t size = p.archive.size();
   ASSERT_EQ(r.archive_size(), size);
   EXPECT_EQ(r.archive_digest(), MakeDigest(Sha256Hex(p.archive)));
@@ -152,7 +152,7 @@ TEST(FullPatchReaderTest, ARangeDecodesOnlyTheChunksItTouches) {
   o.vocab = 8192;
   testing::WriteTestModel(dir / "model", o);
   Packed p = PackAndPatch(dir / "model", dir);
-  auto reader = FullPatchReader::Open(p.patch_path);
+  auto reader = PatchReader::Open(p.patch_path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   const formats::ArchiveHeader& h = (*reader)->header();
   const formats::ArchiveTensor* big = nullptr;
@@ -161,7 +161,7 @@ TEST(FullPatchReaderTest, ARangeDecodesOnlyTheChunksItTouches) {
   }
   ASSERT_GT(big->length, 2 * kChunkBytes);
   const uint64_t at = h.data_start + big->offset;
-  FullPatchReadStats stats;
+  ArchiveReadStats stats;
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(ReadRange(**reader, at + kChunkBytes + 5, 1, &stats),
             p.archive.substr(at + kChunkBytes + 5, 1));
@@ -201,7 +201,7 @@ TEST(FullPatchReaderTest, OneRangeDecodesFarLessThanARebuild) {
   BLZ_REQUIRE_CORPUS(corpus);
   testing::TempDir dir;
   Packed p = PackAndPatch(corpus + "/tiny-gpt2/base", dir);
-  auto reader = FullPatchReader::Open(p.patch_path);
+  auto reader = PatchReader::Open(p.patch_path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   const formats::ArchiveHeader& h = (*reader)->header();
   const formats::ArchiveFile* model = nullptr;
@@ -227,7 +227,7 @@ TEST(FullPatchReaderTest, OneRangeDecodesFarLessThanARebuild) {
   };
   auto now = [] { return std::chrono::steady_clock::now(); };
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  FullPatchReadStats first, middle;
+  ArchiveReadStats first, middle;
   auto t0 = now();
   ReadRange(**reader, piece_at(0), 1, &first);
   auto t1 = now();
@@ -248,7 +248,7 @@ TEST(FullPatchReaderTest, OneRangeDecodesFarLessThanARebuild) {
     if (t.length >= 4096 && (small == nullptr || t.length < small->length)) small = &t;
   }
   ASSERT_NE(small, nullptr);
-  FullPatchReadStats in_small;
+  ArchiveReadStats in_small;
   auto t4 = now();
   ReadRange(**reader, h.data_start + small->offset, 4096, &in_small);
   auto t5 = now();
@@ -269,7 +269,7 @@ TEST(FullPatchReaderTest, DamagedOrWrongPatchesAreRefused) {
   const std::string patch = testing::ReadFileBytes(p.patch_path);
   auto ph = internal::ParsePatch(AsBytes(patch), patch.size(), "patch");
   ASSERT_TRUE(ph.ok());
-  auto reader = FullPatchReader::Open(p.patch_path);
+  auto reader = PatchReader::Open(p.patch_path);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   const formats::ArchiveHeader& h = (*reader)->header();
 
@@ -288,7 +288,7 @@ TEST(FullPatchReaderTest, DamagedOrWrongPatchesAreRefused) {
   std::string damaged = patch;
   damaged[ph->payload_start + piece.chunks[0].offset + piece.chunks[0].length / 2] ^= 0x5a;
   testing::WriteFileBytes(dir / "damaged.blzpatch", damaged);
-  auto bad = FullPatchReader::Open(dir / "damaged.blzpatch");
+  auto bad = PatchReader::Open(dir / "damaged.blzpatch");
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();
   const formats::ArchiveTensor& t = h.tensors[piece.index];
   std::string sent;
@@ -307,13 +307,13 @@ TEST(FullPatchReaderTest, DamagedOrWrongPatchesAreRefused) {
   damaged = patch;
   damaged[ph->payload_start + ph->prefix_chunks[0].length / 2] ^= 0x5a;
   testing::WriteFileBytes(dir / "prefix.blzpatch", damaged);
-  auto bad_prefix = FullPatchReader::Open(dir / "prefix.blzpatch");
+  auto bad_prefix = PatchReader::Open(dir / "prefix.blzpatch");
   EXPECT_EQ(bad_prefix.status().code(), Code::kCorruption) << bad_prefix.status().ToString();
   EXPECT_THAT(bad_prefix.status().message(), HasSubstr("archive header chunk 0"));
 
   // Truncated: the payloads no longer end at the end of the file.
   testing::WriteFileBytes(dir / "short.blzpatch", patch.substr(0, patch.size() - 10));
-  auto truncated = FullPatchReader::Open(dir / "short.blzpatch");
+  auto truncated = PatchReader::Open(dir / "short.blzpatch");
   EXPECT_EQ(truncated.status().code(), Code::kCorruption);
   EXPECT_THAT(truncated.status().message(), HasSubstr("truncated"));
 
@@ -323,7 +323,7 @@ TEST(FullPatchReaderTest, DamagedOrWrongPatchesAreRefused) {
   DiffStats st;
   ASSERT_TRUE(CreatePatch(p.archive_path, ft.archive_path, dir / "delta.blzpatch", DiffOptions{},
                           &st).ok());
-  auto delta = FullPatchReader::Open(dir / "delta.blzpatch");
+  auto delta = PatchReader::Open(dir / "delta.blzpatch");
   EXPECT_EQ(delta.status().code(), Code::kInvalidArgument);
   EXPECT_THAT(delta.status().message(), HasSubstr("needs base archive sha256:"));
 
@@ -334,8 +334,8 @@ TEST(FullPatchReaderTest, DamagedOrWrongPatchesAreRefused) {
   EXPECT_EQ((*reader)->Read(size - 1, 2, [](ByteSpan) { return Status::Ok(); }).code(),
             Code::kInvalidArgument);
   // Not a patch at all.
-  EXPECT_EQ(FullPatchReader::Open(p.archive_path).status().code(), Code::kCorruption);
-  EXPECT_EQ(FullPatchReader::Open(dir / "missing").status().code(), Code::kNotFound);
+  EXPECT_EQ(PatchReader::Open(p.archive_path).status().code(), Code::kCorruption);
+  EXPECT_EQ(PatchReader::Open(dir / "missing").status().code(), Code::kNotFound);
 }
 
 }  // namespace
