@@ -62,10 +62,7 @@ std::string ReadRange(const ArchiveReader& r, uint64_t offset, uint64_t length,
 
 // Every kind of range: whole, empty, first byte, last byte, each piece's edges (crossing from
 // the padding into a piece and from one piece into the next), chunk edges, random ones.
-void CheckRanges(const Packed& p, int random_ranges) {
-  auto reader = PatchReader::Open(p.patch_path);
-  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  const ArchiveReader& r = **reader;
+void CheckReaderRanges(const ArchiveReader& r, const Packed& p, int random_ranges) {
   const uint64_t size = p.archive.size();
   ASSERT_EQ(r.archive_size(), size);
   EXPECT_EQ(r.archive_digest(), MakeDigest(Sha256Hex(p.archive)));
@@ -116,6 +113,12 @@ void CheckRanges(const Packed& p, int random_ranges) {
   }
   EXPECT_TRUE(got == p.archive.substr(size - 1, 1) + p.archive.substr(0, 3) +
                          p.archive.substr(ds, 100));
+}
+
+void CheckRanges(const Packed& p, int random_ranges) {
+  auto reader = PatchReader::Open(p.patch_path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  CheckReaderRanges(**reader, p, random_ranges);
 }
 
 TEST(FullPatchReaderTest, EveryRangeOfACorpusArchiveMatchesTheArchive) {
@@ -336,6 +339,232 @@ TEST(FullPatchReaderTest, DamagedOrWrongPatchesAreRefused) {
   // Not a patch at all.
   EXPECT_EQ(PatchReader::Open(p.archive_path).status().code(), Code::kCorruption);
   EXPECT_EQ(PatchReader::Open(dir / "missing").status().code(), Code::kNotFound);
+}
+
+
+// ---- chain links ----------------------------------------------------------------------------
+
+// A chain as the registry stores one: v0 as its full patch, v1 as a patch from v0, v2 as a
+// patch from v1 (depth 2). The models have tensors of several chunks; v1 keeps the layers of v0
+// (identical chunks), v2 changes everything a little (XOR / sub planes against v1).
+struct Chain {
+  Packed v0, v1, v2;           // archive bytes and paths (v0.patch_path: its full patch)
+  std::string link1, link2;    // v0 -> v1, v1 -> v2
+};
+
+Chain MakeChain(const testing::TempDir& dir) {
+  Chain c;
+  testing::TestModelOptions o;
+  o.layers = 1;
+  o.hidden = 264;
+  o.vocab = 8192;
+  o.with_edge_tensors = true;
+  auto pack = [&](const std::string& name, const testing::TestModelOptions& opts) {
+    testing::WriteTestModel(dir / name, opts);
+    Packed p;
+    p.archive_path = dir / (name + ".blz");
+    formats::PackStats ps;
+    Status s = formats::Pack(dir / name, p.archive_path, &ps);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    p.archive = testing::ReadFileBytes(p.archive_path);
+    return p;
+  };
+  c.v0 = pack("v0", o);
+  testing::TestModelOptions o1 = o;
+  o1.perturb_scale = 0.01;
+  o1.frozen_prefix = "model.layers";
+  c.v1 = pack("v1", o1);
+  testing::TestModelOptions o2 = o;
+  o2.perturb_scale = 0.02;
+  o2.perturb_seed = 3;
+  c.v2 = pack("v2", o2);
+  c.v0.patch_path = dir / "v0.blzpatch";
+  DiffStats st;
+  Status s = CreateFullPatch(c.v0.archive_path, c.v0.patch_path, DiffOptions{}, &st);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  c.link1 = dir / "v1.link.blzpatch";
+  c.link2 = dir / "v2.link.blzpatch";
+  s = CreatePatch(c.v0.archive_path, c.v1.archive_path, c.link1, DiffOptions{}, &st);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GT(st.identical, 0u) << "v1 should share tensors with v0";
+  s = CreatePatch(c.v1.archive_path, c.v2.archive_path, c.link2, DiffOptions{}, &st);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GT(st.patched, 0u) << "v2 should be coded against v1";
+  return c;
+}
+
+// v2 read through link2 -> link1 -> v0's full patch, and through link2 -> v1's archive file:
+// every tensor edge, chunk edge and random ranges are v2's bytes.
+TEST(ChainLinkReaderTest, EveryRangeOfAChainOfDepthTwoMatchesTheArchive) {
+  testing::TempDir dir;
+  Chain c = MakeChain(dir);
+  auto root = PatchReader::Open(c.v0.patch_path);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto l1 = PatchReader::Open(c.link1, *root);
+  ASSERT_TRUE(l1.ok()) << l1.status().ToString();
+  auto l2 = PatchReader::Open(c.link2, *l1);
+  ASSERT_TRUE(l2.ok()) << l2.status().ToString();
+  EXPECT_EQ((*l2)->archive_digest(), MakeDigest(Sha256Hex(c.v2.archive)));
+  EXPECT_EQ((*l2)->parent(), *l1);
+  CheckReaderRanges(**l1, c.v1, 16);
+  CheckReaderRanges(**l2, c.v2, 30);
+
+  // The root may be a plain archive file (a raw blob, or a copy in the cache).
+  auto file = ArchiveFileReader::Open(c.v1.archive_path, MakeDigest(Sha256Hex(c.v1.archive)));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  CheckReaderRanges(**file, c.v1, 4);
+  auto on_file = PatchReader::Open(c.link2, *file);
+  ASSERT_TRUE(on_file.ok()) << on_file.status().ToString();
+  CheckReaderRanges(**on_file, c.v2, 8);
+}
+
+// One byte of v2 decodes one chunk per level of the chain (not the archive); `bytes=0-0` of
+// model.safetensors decodes the archive header's chunk of each patch it touches. Printed for
+// docs/storage.md against a whole rebuild (ApplyPatch twice after ApplyFullPatch).
+TEST(ChainLinkReaderTest, ARangeDecodesOneChunkPerLinkNotTheChain) {
+  testing::TempDir dir;
+  Chain c = MakeChain(dir);
+  auto root = PatchReader::Open(c.v0.patch_path);
+  ASSERT_TRUE(root.ok());
+  auto l1 = PatchReader::Open(c.link1, *root);
+  ASSERT_TRUE(l1.ok());
+  auto l2 = PatchReader::Open(c.link2, *l1);
+  ASSERT_TRUE(l2.ok());
+  const formats::ArchiveHeader& h = (*l2)->header();
+  const formats::ArchiveTensor* big = nullptr;
+  for (const auto& t : h.tensors) {
+    if (big == nullptr || t.length > big->length) big = &t;
+  }
+  ASSERT_GT(big->length, 2 * kChunkBytes);
+  const uint64_t at = h.data_start + big->offset + kChunkBytes + 5;
+  ArchiveReadStats one;
+  EXPECT_EQ(ReadRange(**l2, at, 1, &one), c.v2.archive.substr(at, 1));
+  EXPECT_EQ(one.chunks_decoded, 3u);  // v2's chunk, v1's chunk it is coded against, v0's
+  EXPECT_EQ(one.bytes_decoded, 3 * kChunkBytes);
+
+  // The first byte of model.safetensors: its safetensors header (a raw piece).
+  const formats::ArchiveFile* model = nullptr;
+  for (const auto& f : h.files) {
+    if (f.path == "model.safetensors") model = &f;
+  }
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->pieces.front().kind, formats::ArchivePiece::Kind::kRaw);
+  const uint64_t first = h.data_start + h.raws[model->pieces.front().index].offset;
+  ArchiveReadStats zero;
+  EXPECT_EQ(ReadRange(**l2, first, 1, &zero), c.v2.archive.substr(first, 1));
+  EXPECT_LE(zero.chunks_decoded, 3u);
+  ApplyStats a;
+  ASSERT_TRUE(ApplyFullPatch(c.v0.patch_path, dir / "r0.blz", &a).ok());
+  ASSERT_TRUE(ApplyPatch(dir / "r0.blz", c.link1, dir / "r1.blz", &a).ok());
+  ASSERT_TRUE(ApplyPatch(dir / "r1.blz", c.link2, dir / "r2.blz", &a).ok());
+  const uint64_t rebuild = c.v0.archive.size() + c.v1.archive.size() + c.v2.archive.size();
+  std::cout << "[ measure  ] chain of depth 2 (archives " << c.v2.archive.size()
+            << " bytes): bytes=0-0 of model.safetensors decoded " << zero.bytes_decoded
+            << " bytes (" << zero.chunks_decoded << " chunks); 1 byte mid-tensor "
+            << one.bytes_decoded << " bytes; a rebuild decodes " << rebuild
+            << " bytes (every archive of the chain)\n";
+  EXPECT_LT(zero.bytes_decoded, rebuild / 10);
+}
+
+// A damaged chunk in the link, or in the parent's patch under it: a range touching it is
+// refused (kCorruption naming the patch and the tensor) and none of its bytes are handed out;
+// other ranges still read. A link opened on the wrong parent is refused.
+TEST(ChainLinkReaderTest, DamagedChunksInTheLinkOrItsParentAreRefused) {
+  testing::TempDir dir;
+  Chain c = MakeChain(dir);
+  // The largest payload of a patch's tensor chunks coded with (or without) a base.
+  auto victim = [](const std::string& patch, bool with_base, size_t* piece_out) {
+    auto ph = internal::ParsePatch(AsBytes(patch), patch.size(), "patch");
+    EXPECT_TRUE(ph.ok());
+    uint64_t best = 0, where = 0;
+    for (size_t i = 0; i < ph->pieces.size(); ++i) {
+      const auto& p = ph->pieces[i];
+      if (p.kind != formats::ArchivePiece::Kind::kTensor || p.base.has_value() != with_base ||
+          p.chunks.empty()) {
+        continue;
+      }
+      if (p.chunks[0].length > best) {
+        best = p.chunks[0].length;
+        where = ph->payload_start + p.chunks[0].offset + p.chunks[0].length / 2;
+        *piece_out = p.index;
+      }
+    }
+    EXPECT_GT(best, 100u);
+    return where;
+  };
+  auto read_tensor = [](const ArchiveReader& r, size_t tensor, std::string* sent) {
+    const formats::ArchiveHeader& h = r.header();
+    const formats::ArchiveTensor& t = h.tensors[tensor];
+    return r.Read(h.data_start + t.offset, std::min<uint64_t>(t.length, kChunkBytes),
+                  [&](ByteSpan b) {
+                    sent->append(reinterpret_cast<const char*>(b.data()), b.size());
+                    return Status::Ok();
+                  });
+  };
+  auto root = PatchReader::Open(c.v0.patch_path);
+  ASSERT_TRUE(root.ok());
+  auto l1 = PatchReader::Open(c.link1, *root);
+  ASSERT_TRUE(l1.ok());
+
+  // In the link: a chunk coded against v1.
+  std::string link2 = testing::ReadFileBytes(c.link2);
+  size_t tensor = 0;
+  link2[victim(link2, true, &tensor)] ^= 0x5a;
+  testing::WriteFileBytes(dir / "damaged-link.blzpatch", link2);
+  auto bad = PatchReader::Open(dir / "damaged-link.blzpatch", *l1);
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  std::string sent;
+  Status s = read_tensor(**bad, tensor, &sent);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("damaged-link.blzpatch"));
+  EXPECT_THAT(s.message(), HasSubstr("tensor '" + (*bad)->header().tensors[tensor].name + "'"));
+  EXPECT_THAT(s.message(), HasSubstr("chunk 0"));
+  EXPECT_TRUE(sent.empty()) << "bytes of a bad chunk were handed out";
+  EXPECT_EQ(ReadRange(**bad, 0, 100), c.v2.archive.substr(0, 100));
+
+  // In the parent: v0's full patch, under link1 under link2. v1's tensors under
+  // "model.layers" are identical to v0's, so a damaged v0 chunk of one of them reaches v2.
+  std::string full = testing::ReadFileBytes(c.v0.patch_path);
+  auto ph = internal::ParsePatch(AsBytes(full), full.size(), "patch");
+  ASSERT_TRUE(ph.ok());
+  size_t layer = SIZE_MAX;
+  uint64_t at = 0;
+  for (const auto& p : ph->pieces) {
+    if (p.kind == formats::ArchivePiece::Kind::kTensor && !p.chunks.empty() &&
+        (*root)->header().tensors[p.index].name.rfind("model.layers.0.mlp.up", 0) == 0) {
+      layer = p.index;
+      at = ph->payload_start + p.chunks[0].offset + p.chunks[0].length / 2;
+    }
+  }
+  ASSERT_NE(layer, SIZE_MAX);
+  full[at] ^= 0x5a;
+  testing::WriteFileBytes(dir / "damaged-root.blzpatch", full);
+  auto bad_root = PatchReader::Open(dir / "damaged-root.blzpatch");
+  ASSERT_TRUE(bad_root.ok()) << bad_root.status().ToString();
+  auto bad_l1 = PatchReader::Open(c.link1, *bad_root);
+  ASSERT_TRUE(bad_l1.ok());
+  auto bad_l2 = PatchReader::Open(c.link2, *bad_l1);
+  ASSERT_TRUE(bad_l2.ok());
+  const std::string name = (*root)->header().tensors[layer].name;
+  size_t in_v2 = SIZE_MAX;
+  for (size_t i = 0; i < (*bad_l2)->header().tensors.size(); ++i) {
+    if ((*bad_l2)->header().tensors[i].name == name) in_v2 = i;
+  }
+  ASSERT_NE(in_v2, SIZE_MAX);
+  sent.clear();
+  s = read_tensor(**bad_l2, in_v2, &sent);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("damaged-root.blzpatch"));
+  EXPECT_THAT(s.message(), HasSubstr("tensor '" + name + "'"));
+  EXPECT_TRUE(sent.empty()) << "bytes decoded from a bad base were handed out";
+  EXPECT_EQ(ReadRange(**bad_l2, 0, 100), c.v2.archive.substr(0, 100));
+
+  // The wrong parent, or none.
+  auto wrong = PatchReader::Open(c.link2, *root);
+  EXPECT_EQ(wrong.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(wrong.status().message(), HasSubstr("the parent given is"));
+  EXPECT_EQ(PatchReader::Open(c.link2).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(PatchReader::Open(c.v0.patch_path, *root).status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace
