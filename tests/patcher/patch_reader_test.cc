@@ -466,6 +466,49 @@ TEST(ChainLinkReaderTest, ARangeDecodesOneChunkPerLinkNotTheChain) {
   EXPECT_LT(zero.bytes_decoded, rebuild / 10);
 }
 
+// The corpus fine-tune (tiny-gpt2 ft-v1) stored as a link from its base (stored as its full
+// patch), as the registry chains it: what `Range: bytes=0-0` of model.safetensors decodes,
+// against the old first read (both archives rebuilt). Printed for docs/huggingface.md.
+TEST(ChainLinkReaderTest, FirstByteOfACorpusChainDecodesFarLessThanARebuild) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  testing::TempDir dir, dir2;
+  Packed base = PackAndPatch(corpus + "/tiny-gpt2/base", dir);
+  Packed ft = PackAndPatch(corpus + "/tiny-gpt2/ft-v1", dir2);
+  DiffStats st;
+  ASSERT_TRUE(CreatePatch(base.archive_path, ft.archive_path, dir / "link.blzpatch",
+                          DiffOptions{}, &st).ok());
+  auto now = [] { return std::chrono::steady_clock::now(); };
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  auto t0 = now();
+  auto root = PatchReader::Open(base.patch_path);
+  ASSERT_TRUE(root.ok());
+  auto link = PatchReader::Open(dir / "link.blzpatch", *root);
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  const formats::ArchiveHeader& h = (*link)->header();
+  const formats::ArchiveFile* model = nullptr;
+  for (const auto& f : h.files) {
+    if (f.path == "model.safetensors") model = &f;
+  }
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->pieces.front().kind, formats::ArchivePiece::Kind::kRaw);
+  const uint64_t first = h.data_start + h.raws[model->pieces.front().index].offset;
+  ArchiveReadStats zero;
+  EXPECT_EQ(ReadRange(**link, first, 1, &zero), ft.archive.substr(first, 1));
+  auto t1 = now();
+  ApplyStats a;
+  ASSERT_TRUE(ApplyFullPatch(base.patch_path, dir / "r0.blz", &a).ok());
+  ASSERT_TRUE(ApplyPatch(dir / "r0.blz", dir / "link.blzpatch", dir / "r1.blz", &a).ok());
+  auto t2 = now();
+  const uint64_t rebuild = base.archive.size() + ft.archive.size();
+  std::cout << "[ measure  ] tiny-gpt2 ft-v1 as a link from base: bytes=0-0 of "
+            << "model.safetensors decoded " << zero.bytes_decoded << " bytes ("
+            << zero.chunks_decoded << " chunks, " << ms(t1 - t0)
+            << " ms with opening both patches); the old first read rebuilt base and ft-v1: "
+            << rebuild << " bytes (" << ms(t2 - t1) << " ms, plus writing them)\n";
+  EXPECT_LE(zero.chunks_decoded, 2u);
+  EXPECT_LT(zero.bytes_decoded, rebuild / 10);
+}
+
 // A damaged chunk in the link, or in the parent's patch under it: a range touching it is
 // refused (kCorruption naming the patch and the tensor) and none of its bytes are handed out;
 // other ranges still read. A link opened on the wrong parent is refused.
