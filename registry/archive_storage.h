@@ -30,7 +30,8 @@
 // - Chains (registry/archive_chains.cc; docs/storage.md, "Chains"): an archive may instead be
 //   stored as a verified patch from a parent archive (table archive_chains), when that is
 //   clearly smaller than its full patch and the chain stays short (options.max_chain_depth)
-//   and cheap to rebuild; File rebuilds it through the cache (the parent first). The full
+//   and cheap to rebuild; File rebuilds it through the cache (the parent first); ReadForms
+//   names its forms down the chain so file reads decode it in place. The full
 //   patch of a chained archive is forgotten once its raw blob is dropped.
 // - VerifyArchive checks an archive's data completely (formats::BlzArchive::Verify) before the
 //   registry accepts a manifest that references it; the result is remembered per digest.
