@@ -201,9 +201,12 @@ Result<std::shared_ptr<const PatchReader>> PatchReader::Open(
       }
       // Every chunk but the last is kChunkBytes (ParsePatch), so this cannot overflow (the
       // base piece has the piece's length and lies inside the parent).
+      // Only codecs that need the base read it: a chunk of a based piece coded on its own
+      // (zstd, planes) decodes nothing of the parent.
       r->chunks_.push_back(Chunk{at + covered, c.size, ph.payload_start + c.offset, c.length,
                                  c.xxh3, int64_t(i), uint32_t(j), elem, c.codec,
-                                 p.base.has_value(), base_at + covered});
+                                 p.base.has_value() && CodecNeedsBase(c.codec),
+                                 base_at + covered});
       covered += c.size;
     }
     if (covered != length) {
