@@ -102,7 +102,8 @@ Result<std::shared_ptr<const PatchReader>> PatchReader::Open(
     r->chunks_.push_back(ref);
     if (CodecNeedsBase(c.codec)) {
       return Corruption(patch_path + ": prefix.chunks[" + std::to_string(j) + "]: codec " +
-                        std::string(CodecName(c.codec)) + " needs a base, the archive header has none");
+                        std::string(CodecName(c.codec)) +
+                        " needs a base, the archive header has none");
     }
     MutableByteSpan out(prefix.data() + j * kChunkBytes, size_t(c.size));
     Status s = DecodeChunk(c.codec, ByteSpan(), bytes.subspan(ref.payload_offset, c.length), 1,

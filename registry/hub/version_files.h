@@ -19,8 +19,9 @@
 //   parent archive, itself stored as a file, a full patch or another link): a BodyProducer
 //   that decodes only the 4 MiB chunks of the pieces the range touches (patcher/patch_reader.h;
 //   for a link, each chunk against the one chunk of its parent it needs, recursively down the
-//   chain, ArchiveStorage::ReadForms), one chunk at a time as the session sends them. Nothing is rebuilt, nothing is written to
-//   <data>/cache, memory stays at one decoded chunk per response. Every chunk decoded is checked
+//   chain, ArchiveStorage::ReadForms), one chunk at a time as the session sends them. Nothing
+//   is rebuilt, nothing is written to <data>/cache, memory stays at one decoded chunk per
+//   response (per level of a chain). Every chunk decoded is checked
 //   against its xxh3-64 before its bytes leave; a range that is the whole file is also checked
 //   against the file's SHA-256 (from the archive header) before its last bytes leave, so a
 //   complete download is never wrong, only cut short. The archive header comes from the

@@ -1,7 +1,8 @@
-// Tests for random access to a full patch or a chain link (patcher/patch_reader.h): any byte range of the
-// archive, decoded from the full patch alone, is that range of the archive (corpus model and a
-// generated model whose tensors span several chunks), only the chunks a range touches are
-// decoded, and damaged or wrong patches are refused with errors that say where.
+// Tests for random access to a full patch or a chain link (patcher/patch_reader.h): any byte
+// range of the archive, decoded from the full patch alone (or a chain of links over it), is
+// that range of the archive (corpus model and a generated model whose tensors span several
+// chunks), only the chunks a range touches are decoded, and damaged or wrong patches are
+// refused with errors that say where.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
