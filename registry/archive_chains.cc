@@ -12,8 +12,11 @@
 //   rebuild exactly the archive's SHA-256), published and recorded (table archive_chains and
 //   the `patches` row parent -> archive, one transaction). Only then is the raw blob dropped,
 //   and after that the full patch forgotten (garbage collection removes it).
-// - Reads rebuild the parent first (File, recursively, through the same cache), then apply the
-//   link; the result is checked (SHA-256) before it appears in the cache.
+// - Reads of the whole archive (File: blob GETs, diffs) rebuild the parent first (File,
+//   recursively, through the same cache), then apply the link; the result is checked (SHA-256)
+//   before it appears in the cache. Reads of its files (Hub, Ollama) rebuild nothing:
+//   ReadForms names the link, its parent's form and so on down to the root, which
+//   registry/hub/version_files.cc reads in place chunk by chunk (patcher/patch_reader.h).
 // - Re-bases (RebaseOrphans, before every garbage collection): links whose archive is still
 //   referenced but whose parent is not get a new parent (never a deeper chain than before) or
 //   their full patch; the link switches in one transaction, only after the new form verified.
@@ -279,6 +282,57 @@ Status ArchiveStorage::RebuildFromChain(const std::string& digest, const std::st
   std::lock_guard<std::mutex> g(mu_);
   ++chain_rebuilds_;
   return Status::Ok();
+}
+
+Result<std::vector<ArchiveStorage::ReadForm>> ArchiveStorage::ReadForms(
+    const std::string& digest) {
+  if (!enabled()) return Unsupported("this server stores no patches");
+  std::vector<ReadForm> forms;
+  std::string at = digest;
+  for (int depth = 0;; ++depth) {
+    if (depth >= kMaxRebuildDepth) {
+      return Corruption("archive " + digest + ": its chain is longer than " +
+                        std::to_string(kMaxRebuildDepth) + " links (a cycle?)");
+    }
+    ReadForm form;
+    form.digest = at;
+    BLZ_ASSIGN_OR_RETURN(std::optional<store::BlobInfo> file, FileIfStored(at));
+    if (file.has_value()) {
+      form.kind = ReadForm::Kind::kFile;
+      form.blob = std::move(*file);
+      forms.push_back(std::move(form));
+      return forms;
+    }
+    Result<store::BlobInfo> full = FindFullPatch(at);
+    Status damaged;  // a full patch found damaged (quarantined): a link may still read it
+    if (full.ok()) {
+      damaged = CheckStoredBlob(*full);
+      if (damaged.ok()) {
+        form.kind = ReadForm::Kind::kFullPatch;
+        form.blob = std::move(*full);
+        forms.push_back(std::move(form));
+        return forms;
+      }
+      if (damaged.code() != Code::kCorruption) return damaged;
+    } else if (full.status().code() != Code::kNotFound) {
+      return full.status();
+    }
+    Result<store::ChainLink> link = db_->FindChainLink(at);
+    if (!link.ok()) {
+      if (link.status().code() != Code::kNotFound) return link.status();
+      if (!damaged.ok()) return damaged;
+      return NotFound("archive " + at + " is not stored (neither as a file, a full patch " +
+                      "nor a chain link)" +
+                      (at == digest ? "" : " (in the chain of archive " + digest + ")"));
+    }
+    BLZ_ASSIGN_OR_RETURN(store::BlobInfo patch, blobs_->LocalFile(link->patch_digest));
+    BLZ_RETURN_IF_ERROR(CheckStoredBlob(patch));
+    form.kind = ReadForm::Kind::kLink;
+    form.blob = std::move(patch);
+    form.parent_digest = link->parent_digest;
+    forms.push_back(std::move(form));
+    at = link->parent_digest;
+  }
 }
 
 Status ArchiveStorage::Rebase(const store::ChainLink& link) {

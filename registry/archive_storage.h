@@ -30,7 +30,8 @@
 // - Chains (registry/archive_chains.cc; docs/storage.md, "Chains"): an archive may instead be
 //   stored as a verified patch from a parent archive (table archive_chains), when that is
 //   clearly smaller than its full patch and the chain stays short (options.max_chain_depth)
-//   and cheap to rebuild; File rebuilds it through the cache (the parent first). The full
+//   and cheap to rebuild; File rebuilds it through the cache (the parent first); ReadForms
+//   names its forms down the chain so file reads decode it in place. The full
 //   patch of a chained archive is forgotten once its raw blob is dropped.
 // - VerifyArchive checks an archive's data completely (formats::BlzArchive::Verify) before the
 //   registry accepts a manifest that references it; the result is remembered per digest.
@@ -220,9 +221,29 @@ class ArchiveStorage {
   Result<store::BlobInfo> File(std::string_view digest);
 
   // File() without the rebuild: the stored blob or an intact cached copy (marked as handed out,
-  // as File), or nullopt when the archive is stored only as its full patch (read that through
-  // GetFullPatch, patcher/full_patch_reader.h). Errors as File, never a rebuild's.
+  // as File), or nullopt when the archive is stored only as a patch (read it in place through
+  // ReadForms, patcher/patch_reader.h). Errors as File, never a rebuild's.
   Result<std::optional<store::BlobInfo>> FileIfStored(std::string_view digest);
+
+  // One stored form of an archive, as ReadForms finds it.
+  struct ReadForm {
+    enum class Kind { kFile, kFullPatch, kLink };
+    std::string digest;  // the archive's
+    Kind kind = Kind::kFile;
+    // kFile: the archive file (raw blob or intact cached copy, as FileIfStored); kFullPatch:
+    // its full patch; kLink: its chain link's patch, from the archive `parent_digest`.
+    store::BlobInfo blob;
+    std::string parent_digest;  // kLink only
+  };
+  // How to read the archive `digest` in place, without rebuilding anything (the Hub and Ollama
+  // file reads, registry/hub/version_files.h): its stored form, then, while that is a chain
+  // link, its parent's, down to the chain's root (an archive file or a full patch); [0] is the
+  // archive's own. At each level an archive file is preferred, then a full patch, then a link.
+  // Every blob named passed CheckStoredBlob (a damaged one is quarantined: kCorruption); files
+  // are marked as handed out (grace). Errors: kUnsupported (no full patches on this server),
+  // kNotFound (an archive of the chain is stored in no form), kCorruption (a damaged blob; a
+  // chain longer than 64 links), the metadata DB's and the store's.
+  Result<std::vector<ReadForm>> ReadForms(const std::string& digest);
 
   // Records that `digest` is being read straight from the blob store (`blz serve --redirect`):
   // its raw blob is not dropped for options.grace, as after File.

@@ -11,6 +11,7 @@
 
 #include "core/digest.h"
 #include "core/unique_fd.h"
+#include "patcher/patch_reader.h"
 
 namespace blz::registry::hub {
 namespace {
@@ -112,12 +113,12 @@ VersionFile FromRecord(store::VersionFileRecord r) {
   return VersionFile{std::move(r.path), r.size, std::move(r.sha256), std::move(r.git_oid), r.lfs};
 }
 
-// The bytes of a file's range decoded from the archive's full patch, chunk by chunk. A range
+// The bytes of a file's range decoded from the archive's patch(es), chunk by chunk. A range
 // that is the whole file is hashed as it goes and checked against the file's SHA-256 before its
 // last bytes are handed out.
 class PatchRangeProducer : public BodyProducer {
  public:
-  PatchRangeProducer(std::unique_ptr<patcher::FullPatchReader::Cursor> cursor, uint64_t length,
+  PatchRangeProducer(std::unique_ptr<patcher::ArchiveReader::Cursor> cursor, uint64_t length,
                      std::string expect_sha256, std::string what)
       : cursor_(std::move(cursor)),
         length_(length),
@@ -132,7 +133,7 @@ class PatchRangeProducer : public BodyProducer {
     if (done_ == length_) {
       const std::string got = sha_.FinishHex();
       if (got != expect_) {
-        return DigestMismatch(what_ + ": decoded from the full patch, its bytes have SHA-256 " +
+        return DigestMismatch(what_ + ": decoded from its stored patch, its bytes have SHA-256 " +
                               got + ", the archive header says " + expect_);
       }
     }
@@ -140,7 +141,7 @@ class PatchRangeProducer : public BodyProducer {
   }
 
  private:
-  std::unique_ptr<patcher::FullPatchReader::Cursor> cursor_;
+  std::unique_ptr<patcher::ArchiveReader::Cursor> cursor_;
   uint64_t length_ = 0, done_ = 0;
   std::string expect_;  // "" = not the whole file: no check
   std::string what_;
@@ -301,14 +302,13 @@ Result<VersionFiles::Opened> VersionFiles::Open(const std::string& archive_diges
     BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader header, ReadHeader(blob->path, archive_digest));
     cached.header = std::make_shared<const formats::ArchiveHeader>(std::move(header));
   } else if (cached.patch == nullptr) {
-    // Only the full patch is stored: read it in place.
-    Result<ArchiveStorage::FullPatch> full = storage_->GetFullPatch(archive_digest);
-    if (!full.ok()) {
-      // No full patch (a chain, or a server without patch functions): File() knows how to
-      // rebuild what there is.
-      if (full.status().code() != Code::kNotFound && full.status().code() != Code::kUnsupported) {
-        return full.status();
-      }
+    // Only patches are stored (a full patch, or a chain): read them in place.
+    Result<std::shared_ptr<const patcher::ArchiveReader>> reader = OpenInPlace(archive_digest);
+    if (!reader.ok()) {
+      // A server without patch functions, or a chain whose parts vanished meanwhile: File()
+      // knows how to rebuild what there is.
+      const Code code = reader.status().code();
+      if (code != Code::kNotFound && code != Code::kUnsupported) return reader.status();
       BLZ_ASSIGN_OR_RETURN(store::BlobInfo file, storage_->File(archive_digest));
       if (cached.header == nullptr) {
         BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader header, ReadHeader(file.path, archive_digest));
@@ -316,11 +316,7 @@ Result<VersionFiles::Opened> VersionFiles::Open(const std::string& archive_diges
       }
       blob = std::move(file);
     } else {
-      BLZ_ASSIGN_OR_RETURN(cached.patch, patcher::FullPatchReader::Open(full->blob.path));
-      if (cached.patch->archive_digest() != archive_digest) {
-        return Corruption("full patch " + full->blob.digest + " of archive " + archive_digest +
-                          " rebuilds " + cached.patch->archive_digest());
-      }
+      cached.patch = std::move(*reader);
       // The header lives as long as the reader that holds it.
       cached.header = std::shared_ptr<const formats::ArchiveHeader>(cached.patch,
                                                                     &cached.patch->header());
@@ -344,6 +340,41 @@ Result<VersionFiles::Opened> VersionFiles::Open(const std::string& archive_diges
   return Opened{"", cached.header, cached.patch};
 }
 
+Result<std::shared_ptr<const patcher::ArchiveReader>> VersionFiles::OpenInPlace(
+    const std::string& archive_digest) {
+  BLZ_ASSIGN_OR_RETURN(std::vector<ArchiveStorage::ReadForm> forms,
+                       storage_->ReadForms(archive_digest));
+  // From the chain's root up to the archive, each link over its parent's reader.
+  std::shared_ptr<const patcher::ArchiveReader> reader;
+  for (auto it = forms.rbegin(); it != forms.rend(); ++it) {
+    using Kind = ArchiveStorage::ReadForm::Kind;
+    std::string what;
+    switch (it->kind) {
+      case Kind::kFile: {
+        what = "archive file";
+        BLZ_ASSIGN_OR_RETURN(reader, patcher::ArchiveFileReader::Open(it->blob.path, it->digest));
+        break;
+      }
+      case Kind::kFullPatch: {
+        what = "full patch " + it->blob.digest;
+        BLZ_ASSIGN_OR_RETURN(reader, patcher::PatchReader::Open(it->blob.path));
+        break;
+      }
+      case Kind::kLink: {
+        what = "chain link " + it->blob.digest + " (from " + it->parent_digest + ")";
+        BLZ_ASSIGN_OR_RETURN(reader, patcher::PatchReader::Open(it->blob.path, reader));
+        break;
+      }
+    }
+    if (reader->archive_digest() != it->digest) {
+      return Corruption(what + " of archive " + it->digest + " rebuilds " +
+                        reader->archive_digest());
+    }
+  }
+  if (reader == nullptr) return Internal("archive " + archive_digest + ": no stored form");
+  return reader;
+}
+
 Result<FileSlice> VersionFiles::SliceOf(const Opened& opened, const std::string& archive_digest,
                                         const formats::ArchiveFile& file, uint64_t offset,
                                         uint64_t length) {
@@ -353,7 +384,7 @@ Result<FileSlice> VersionFiles::SliceOf(const Opened& opened, const std::string&
   std::vector<patcher::ArchiveRange> ranges;
   ranges.reserve(segments.size());
   for (const FileSegment& s : segments) ranges.push_back({s.offset, s.length});
-  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<patcher::FullPatchReader::Cursor> cursor,
+  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<patcher::ArchiveReader::Cursor> cursor,
                        opened.patch->NewCursor(std::move(ranges)));
   const bool whole = offset == 0 && length == file.size;
   auto producer = std::make_shared<PatchRangeProducer>(

@@ -15,16 +15,19 @@
 // - while the raw archive is stored (or a copy rebuilt earlier is in <data>/cache): the archive
 //   file (ArchiveStorage::FileIfStored); the HTTP session streams the segments
 //   (Response::file_segments, registry/file_range_body.h) in fixed buffers;
-// - when the archive is stored only as its full patch: a BodyProducer that decodes, from the full
-//   patch, only the 4 MiB chunks of the pieces the range touches (patcher/full_patch_reader.h),
-//   one chunk at a time as the session sends them. Nothing is rebuilt, nothing is written to
-//   <data>/cache, memory stays at one decoded chunk per response. Every chunk decoded is checked
+// - when the archive is stored only as a patch (its full patch, or a chain link: a patch from a
+//   parent archive, itself stored as a file, a full patch or another link): a BodyProducer
+//   that decodes only the 4 MiB chunks of the pieces the range touches (patcher/patch_reader.h;
+//   for a link, each chunk against the one chunk of its parent it needs, recursively down the
+//   chain, ArchiveStorage::ReadForms), one chunk at a time as the session sends them. Nothing
+//   is rebuilt, nothing is written to <data>/cache, memory stays at one decoded chunk per
+//   response (per level of a chain). Every chunk decoded is checked
 //   against its xxh3-64 before its bytes leave; a range that is the whole file is also checked
 //   against the file's SHA-256 (from the archive header) before its last bytes leave, so a
-//   complete download is never wrong, only cut short. The archive header comes from the full
-//   patch's prefix (its first chunk), so listing needs no rebuild either.
-// Archives stored as patches against a parent (chains) are not read this way yet: they are
-// ArchiveStorage::File()'s to rebuild.
+//   complete download is never wrong, only cut short. The archive header comes from the
+//   patch's prefix (its first chunk), so listing needs no rebuild either. Only a server that
+//   cannot read patches (no patch functions), or a chain whose parts vanished meanwhile, falls
+//   back to ArchiveStorage::File() (a rebuild into <data>/cache).
 //
 // Thread safety: every method may be called from any thread. Parsed archive headers (and opened
 // full patches) are kept in a small in-process cache (kHeaderCacheEntries, least recently used
@@ -45,7 +48,7 @@
 #include "core/bytes.h"
 #include "core/status.h"
 #include "formats/blz_archive.h"
-#include "patcher/full_patch_reader.h"
+#include "patcher/archive_reader.h"
 #include "registry/archive_storage.h"
 #include "registry/body_producer.h"
 #include "registry/http_message.h"
@@ -143,9 +146,9 @@ class VersionFiles {
   // The segments holding bytes [offset, offset + length) of the file `path` of `archive_digest`,
   // and the archive file or producer to read them from (see the file comment; decoding happens
   // in the producer, later). Errors: kNotFound (no such archive or file), kInvalidArgument (the
-  // range is not inside the file), those of ArchiveStorage::FileIfStored / GetFullPatch and of
-  // reading the archive header (kCorruption) or opening the full patch
-  // (patcher::FullPatchReader::Open).
+  // range is not inside the file), those of ArchiveStorage::FileIfStored / ReadForms and of
+  // reading the archive header (kCorruption) or opening its patches
+  // (patcher::PatchReader::Open).
   Result<FileSlice> Slice(const std::string& archive_digest, std::string_view path,
                           uint64_t offset, uint64_t length);
 
@@ -162,18 +165,24 @@ class VersionFiles {
   struct Opened {
     std::string path;  // the archive file (ArchiveStorage::FileIfStored); "" when `patch` is set
     std::shared_ptr<const formats::ArchiveHeader> header;
-    std::shared_ptr<const patcher::FullPatchReader> patch;  // the full patch, when no file
+    std::shared_ptr<const patcher::ArchiveReader> patch;  // its patch(es), when no file
   };
-  // The archive file of `archive_digest`, or its opened full patch, and its parsed header
+  // The archive file of `archive_digest`, or a reader of its patch(es), and its parsed header
   // (cached by digest).
   Result<Opened> Open(const std::string& archive_digest);
+  // A reader of the archive as stored (ArchiveStorage::ReadForms): its full patch, or its
+  // chain link over its parent's reader, down to the chain's root. Errors: ReadForms',
+  // patcher::PatchReader::Open's, kCorruption (a patch that does not rebuild the archive the
+  // metadata DB says).
+  Result<std::shared_ptr<const patcher::ArchiveReader>> OpenInPlace(
+      const std::string& archive_digest);
   // The slice of `file` [offset, offset + length) in `opened`.
   Result<FileSlice> SliceOf(const Opened& opened, const std::string& archive_digest,
                             const formats::ArchiveFile& file, uint64_t offset, uint64_t length);
   struct Cached {
     std::string digest;
     std::shared_ptr<const formats::ArchiveHeader> header;
-    std::shared_ptr<const patcher::FullPatchReader> patch;  // null until needed
+    std::shared_ptr<const patcher::ArchiveReader> patch;  // null until needed
   };
   // Computes the listing from the archive (header + small files' bytes).
   Result<std::vector<VersionFile>> Compute(const std::string& archive_digest);

@@ -150,20 +150,25 @@ std::string PackArchive(const std::string& dir, const fs::path& out) {
 
 class HubContractTest : public ::testing::Test {
  protected:
-  void Start(RegistryOptions options = {}) {
+  // `max_chain_depth` 0: versions are stored whole (full patches) when compressed; else they
+  // may be stored as chain links (docs/storage.md, "Chains"). Either way their file reads
+  // decode only what they touch (docs/huggingface.md).
+  void Start(RegistryOptions options = {}, uint32_t max_chain_depth = 0) {
     corpus_ = blz::testing::CorpusDir();
     if (corpus_.empty()) GTEST_SKIP() << "shared corpus not found";
     options.full_patch = PatcherFullPatchFunctions();
     options.storage.background = false;
     options.storage.grace = std::chrono::milliseconds(0);
-    // Versions stored whole (full patches), whose file reads decode only what they touch; a
-    // version stored as a chain is rebuilt into the cache first (docs/huggingface.md).
-    options.storage.max_chain_depth = 0;
+    options.storage.max_chain_depth = max_chain_depth;
+    options_ = options;
     h_ = std::make_unique<Harness>(std::move(options));
     base_dir_ = MakeModel(corpus_, "base", tmp_ / "base");
     ft_dir_ = MakeModel(corpus_, "ft-v1", tmp_ / "ft");
     base_ = PushVersion(h_.get(), "org/gpt2", "main", PackArchive(base_dir_, tmp_ / "b.blz"));
     ft_ = PushVersion(h_.get(), "org/gpt2", "v2", PackArchive(ft_dir_, tmp_ / "f.blz"));
+    StartServer();
+  }
+  void StartServer() {
     SessionOptions session;
     session.log = [](const std::string&) {};
     auto s = Server::Start(&h_->registry(), "127.0.0.1:0", 2, std::move(session));
@@ -182,6 +187,7 @@ class HubContractTest : public ::testing::Test {
   }
 
   blz::testing::TempDir tmp_;
+  RegistryOptions options_;  // as Start opened the registry
   std::string corpus_, base_dir_, ft_dir_, base_, ft_;
   std::unique_ptr<Harness> h_;
   std::unique_ptr<Server> server_;
@@ -355,6 +361,100 @@ TEST_F(HubContractTest, RangesOfAFullPatchVersionNeedNoRebuild) {
     EXPECT_EQ(small.body, File(base_dir_, f)) << f;
   }
   EXPECT_EQ(h_->registry().storage().status().rebuilds, 0u);
+  EXPECT_TRUE(cache_is_empty());
+}
+
+// Versions stored as chains (docs/storage.md, "Chains"): ft-v1 as a patch from the base (depth
+// 1), a third version (ft-v1's weights, other small files) as a patch from ft-v1 (depth 2). The
+// JS client's `Range: bytes=0-0`, a mid-file range, a resumed download and whole-file GETs answer
+// the files' bytes (those `blz pull` gives: the model directories' files), decoded through the
+// chain from the chunks they touch, over the wire and through the handlers; nothing is rebuilt
+// into <data>/cache (`chain_rebuilds` and `rebuilds` stay 0).
+TEST_F(HubContractTest, RangesOfAChainedVersionNeedNoRebuild) {
+  ASSERT_NO_FATAL_FAILURE(Start());  // depth 0 while the base is compressed: a full patch
+  if (IsSkipped()) return;
+  ArchiveStorage* storage = &h_->registry().storage();
+  ASSERT_TRUE(storage->Compress(base_).ok());
+  server_->Stop();
+  RegistryOptions chained = options_;
+  chained.storage.max_chain_depth = 4;
+  h_->Reopen(chained);
+  storage = &h_->registry().storage();
+  ASSERT_TRUE(storage->Compress(ft_).ok());
+  auto link = h_->registry().db().FindChainLink(ft_);
+  ASSERT_TRUE(link.ok()) << "ft-v1 was not stored as a chain: " << link.status().ToString();
+  EXPECT_EQ(link->parent_digest, base_);
+  // The third version: the base's tag is deleted first, so its only candidate parent is ft-v1
+  // (the base stays stored: ft-v1's chain needs it, and no collection runs).
+  const fs::path ft2_dir = tmp_ / "ft2";
+  MakeModel(corpus_, "ft-v1", ft2_dir);
+  blz::testing::WriteFileBytes(ft2_dir / "README.md", "# tiny ft-v2: new card, same weights\n");
+  Response main = h_->Call("GET", "/v2/org/gpt2/manifests/main");
+  ASSERT_EQ(main.status, 200);
+  ASSERT_EQ(h_->Call("DELETE", "/v2/org/gpt2/manifests/" +
+                                   main.Get("Docker-Content-Digest").value_or(""))
+                .status,
+            202);
+  const std::string ft2 =
+      PushVersion(h_.get(), "org/gpt2", "v3", PackArchive(ft2_dir.string(), tmp_ / "f2.blz"));
+  ASSERT_TRUE(storage->Compress(ft2).ok());
+  auto link2 = h_->registry().db().FindChainLink(ft2);
+  ASSERT_TRUE(link2.ok()) << "ft-v2 was not stored as a chain: " << link2.status().ToString();
+  EXPECT_EQ(link2->parent_digest, ft_);
+  EXPECT_EQ(link2->depth, 2u);
+  ASSERT_FALSE(h_->registry().blobs().Contains(ft_));
+  ASSERT_FALSE(h_->registry().blobs().Contains(ft2));
+  // Compressing rebuilt parents into the cache (to diff against them): empty it.
+  fs::remove_all(h_->data() + "/cache/sha256");
+  h_->Reopen(chained);
+  storage = &h_->registry().storage();
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  auto cache_is_empty = [&] {
+    std::error_code ec;
+    return fs::directory_iterator(h_->data() + "/cache/sha256", ec) == fs::directory_iterator();
+  };
+  ASSERT_TRUE(cache_is_empty());
+
+  for (const auto& [digest, dir] : std::vector<std::pair<std::string, std::string>>{
+           {ft2, ft2_dir.string()}, {ft_, ft_dir_}}) {
+    SCOPED_TRACE(dir);
+    const std::string expected = File(dir, "model.safetensors");
+    const uint64_t n = expected.size();
+    const std::string url = "/org/gpt2/resolve/" + CommitId(digest) + "/model.safetensors";
+    // The handlers.
+    Response first = h_->Call("GET", url, "", {{"Range", "bytes=0-0"}});
+    ASSERT_EQ(first.status, 206) << first.body;
+    EXPECT_EQ(first.Get("Content-Range"), "bytes 0-0/" + std::to_string(n));
+    EXPECT_EQ(first.file_path, "");  // made as it is sent, not a file
+    EXPECT_EQ(BodyOf(first), expected.substr(0, 1));
+    const uint64_t mid = n / 2;
+    Response middle = h_->Call("GET", url, "",
+                               {{"Range", "bytes=" + std::to_string(mid) + "-" +
+                                              std::to_string(mid + 4095)}});
+    ASSERT_EQ(middle.status, 206) << middle.body;
+    EXPECT_TRUE(BodyOf(middle) == expected.substr(mid, 4096));
+    Response whole = h_->Call("GET", url);
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    EXPECT_TRUE(BodyOf(whole) == expected);
+    // Over the wire.
+    Reply wire_first = Fetch(port(), "GET", url, {{"Range", "bytes=0-0"}});
+    ASSERT_EQ(wire_first.status, 206);
+    EXPECT_EQ(wire_first.body, expected.substr(0, 1));
+    Reply wire_rest = Fetch(port(), "GET", url, {{"Range", "bytes=1000-"}});
+    ASSERT_EQ(wire_rest.status, 206);
+    EXPECT_TRUE(wire_rest.body == expected.substr(1000));
+    Reply wire_whole = Fetch(port(), "GET", url);
+    ASSERT_EQ(wire_whole.status, 200);
+    EXPECT_EQ(wire_whole.Header("content-length"), std::to_string(n));
+    EXPECT_TRUE(wire_whole.body == expected);
+    for (const std::string f : {"config.json", "README.md", "tokenizer/vocab.txt"}) {
+      Reply small = Fetch(port(), "GET", "/org/gpt2/resolve/" + CommitId(digest) + "/" + f);
+      ASSERT_EQ(small.status, 200) << f;
+      EXPECT_EQ(small.body, File(dir, f)) << f;
+    }
+  }
+  EXPECT_EQ(storage->status().chain_rebuilds, 0u);
+  EXPECT_EQ(storage->status().rebuilds, 0u);
   EXPECT_TRUE(cache_is_empty());
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -107,6 +108,50 @@ TEST(OllamaHandlers, GgufBlobOfAFullPatchVersionNeedsNoRebuild) {
   Response g = h.Call("GET", "/v2/library/tiny/blobs/" + gguf_digest);
   ASSERT_EQ(g.status, 200) << g.body;
   EXPECT_TRUE(SentBytes(g) == gguf);
+  EXPECT_EQ(h.registry().storage().status().rebuilds, 0u);
+}
+
+// A GGUF version stored as a chain link (a patch from the previous version, whose tensor data
+// it changes a little): its blob GETs and Ranges decode through the chain, rebuilding nothing.
+TEST(OllamaHandlers, GgufBlobOfAChainedVersionNeedsNoRebuild) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  blz::testing::TempDir tmp;
+  std::string gguf = blz::testing::ReadFileBytes(TinyGgufPath(corpus));
+  const std::string v1 = GgufArchive(TinyGgufPath(corpus));
+  // A "fine-tune": the same tensors, some of the last one's bytes changed.
+  for (size_t i = gguf.size() - 6000; i < gguf.size() - 4000; i += 3) gguf[i] ^= 0x01;
+  blz::testing::WriteFileBytes(tmp / "model.gguf", gguf);
+  const std::string gguf_digest = MakeDigest(Sha256Hex(gguf));
+  RegistryOptions options;
+  options.full_patch = PatcherFullPatchFunctions();
+  options.storage.background = false;
+  options.storage.grace = std::chrono::milliseconds(0);
+  options.storage.max_chain_depth = 4;
+  Harness h(options);
+  const std::string d1 = PushVersion(&h, "library/tiny", "v1", v1);
+  ASSERT_TRUE(h.registry().storage().Compress(d1).ok());
+  const std::string d2 = PushVersion(&h, "library/tiny", "latest", GgufArchive(tmp / "model.gguf"));
+  ASSERT_TRUE(h.registry().storage().Compress(d2).ok());
+  auto link = h.registry().db().FindChainLink(d2);
+  ASSERT_TRUE(link.ok()) << "not stored as a chain: " << link.status().ToString();
+  EXPECT_EQ(link->parent_digest, d1);
+  ASSERT_FALSE(h.registry().blobs().Contains(d2));
+  // Compressing rebuilt the parent into the cache (to diff against it): empty it.
+  std::filesystem::remove_all(h.data() + "/cache/sha256");
+  h.Reopen(options);
+  Response part = h.Call("GET", "/v2/library/tiny/blobs/" + gguf_digest, "",
+                         {{"Range", "bytes=1000-200999"}});
+  ASSERT_EQ(part.status, 206) << part.body;
+  EXPECT_EQ(part.file_path, "");  // decoded as it is sent
+  EXPECT_TRUE(SentBytes(part) == gguf.substr(1000, 200000));
+  Response tail = h.Call("GET", "/v2/library/tiny/blobs/" + gguf_digest, "",
+                         {{"Range", "bytes=" + std::to_string(gguf.size() - 7000) + "-"}});
+  ASSERT_EQ(tail.status, 206) << tail.body;
+  EXPECT_TRUE(SentBytes(tail) == gguf.substr(gguf.size() - 7000));
+  Response g = h.Call("GET", "/v2/library/tiny/blobs/" + gguf_digest);
+  ASSERT_EQ(g.status, 200) << g.body;
+  EXPECT_TRUE(SentBytes(g) == gguf);
+  EXPECT_EQ(h.registry().storage().status().chain_rebuilds, 0u);
   EXPECT_EQ(h.registry().storage().status().rebuilds, 0u);
 }
 

@@ -1,0 +1,118 @@
+// Random access to a .blz archive however it is stored, without rebuilding it: any byte range
+// of the archive as a cursor of byte spans. Implemented by
+// - ArchiveFileReader (here): a plain archive file (a raw blob, or a copy rebuilt earlier),
+//   memory-mapped; its bytes are handed out as they are;
+// - PatchReader (patcher/patch_reader.h): the archive a full patch holds, or the archive a
+//   chain link (a patch from a parent archive) rebuilds together with its parent's reader,
+//   decoding only the 4 MiB chunks a range touches.
+// The registry stores archives in all three forms (registry/archive_storage.h; docs/storage.md)
+// and serves single files of them, and ranges of those, through this
+// (registry/hub/version_files.h).
+//
+// Thread safety: a reader is immutable once opened and may be shared by threads; each Cursor
+// is used by one thread at a time.
+#ifndef BLZ_PATCHER_ARCHIVE_READER_H_
+#define BLZ_PATCHER_ARCHIVE_READER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/mmap_file.h"
+#include "core/status.h"
+#include "formats/blz_archive.h"
+
+namespace blz::patcher {
+
+// What a read decoded (for measurements and tests). A chain link's cursor counts the chunks
+// its parents decoded for it too.
+struct ArchiveReadStats {
+  uint64_t chunks_decoded = 0;  // chunks decoded (each one whole)
+  uint64_t bytes_decoded = 0;   // their decoded (archive) bytes
+  uint64_t payload_bytes = 0;   // their coded bytes read from the patches
+  ArchiveReadStats& operator+=(const ArchiveReadStats& o) {
+    chunks_decoded += o.chunks_decoded;
+    bytes_decoded += o.bytes_decoded;
+    payload_bytes += o.payload_bytes;
+    return *this;
+  }
+};
+using FullPatchReadStats = ArchiveReadStats;  // the name before chains were read in place
+
+// A byte range [offset, offset + length) of the archive.
+struct ArchiveRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+class ArchiveReader : public std::enable_shared_from_this<ArchiveReader> {
+ public:
+  virtual ~ArchiveReader() = default;
+
+  // The archive's parsed header, its digest ("sha256:<hex>") and size.
+  virtual const formats::ArchiveHeader& header() const = 0;
+  virtual const std::string& archive_digest() const = 0;
+  uint64_t archive_size() const { return header().total_size; }
+
+  // Produces the bytes of some ranges of the archive, in order, one call of Next() at a time.
+  class Cursor {
+   public:
+    virtual ~Cursor() = default;
+    // The next bytes: at most one chunk's worth (kChunkBytes), valid until the next call of
+    // Next or Reset or the cursor's destruction; an empty span once every range was produced.
+    // Errors (a patch reader's): kCorruption naming the patch, the piece (tensor or file), the
+    // chunk and the payload's byte offset when a chunk does not decode or its bytes do not
+    // match its xxh3-64 (then none of that chunk's bytes were returned); the cursor must not
+    // be used after an error.
+    virtual Result<ByteSpan> Next() = 0;
+    // Starts over on `ranges` (checked as NewCursor), keeping the cursor's buffers (and what
+    // it decoded last, which a range may ask for again) and its stats.
+    virtual Status Reset(std::vector<ArchiveRange> ranges) = 0;
+    // What this cursor decoded so far (a chain link's: with its parents').
+    virtual ArchiveReadStats stats() const = 0;
+  };
+
+  // A cursor over `ranges` (each inside the archive; empty ones are skipped). The cursor keeps
+  // this reader alive. kInvalidArgument (checked, overflow too) when a range is not inside the
+  // archive.
+  virtual Result<std::unique_ptr<Cursor>> NewCursor(std::vector<ArchiveRange> ranges) const = 0;
+
+  // Hands the archive's bytes [offset, offset + length) to `sink` in order, in pieces of at
+  // most kChunkBytes; stops at the first non-OK status of `sink` and returns it. Errors as
+  // NewCursor and Cursor::Next. `stats` (may be null) receives what was decoded.
+  Status Read(uint64_t offset, uint64_t length, const std::function<Status(ByteSpan)>& sink,
+              ArchiveReadStats* stats = nullptr) const;
+
+ protected:
+  // kInvalidArgument unless every range lies inside the archive (overflow-checked).
+  Status CheckRanges(const std::vector<ArchiveRange>& ranges) const;
+};
+
+// A plain .blz archive file, memory-mapped: ranges are spans of the mapping (nothing is copied
+// or decoded; stats stay zero). The header is parsed and validated at Open
+// (formats::ParseArchivePrefix); the bytes are not hashed: `digest` is the caller's (a
+// content-addressed store that verified the file when it was written).
+class ArchiveFileReader final : public ArchiveReader {
+ public:
+  // Errors: kNotFound / kIOError (the file), kCorruption / kTooLarge / kUnsupported (its
+  // header), naming `path`.
+  static Result<std::shared_ptr<const ArchiveFileReader>> Open(const std::string& path,
+                                                               std::string digest);
+  const formats::ArchiveHeader& header() const override { return header_; }
+  const std::string& archive_digest() const override { return digest_; }
+  Result<std::unique_ptr<Cursor>> NewCursor(std::vector<ArchiveRange> ranges) const override;
+
+ private:
+  class FileCursor;
+  ArchiveFileReader() = default;
+  MappedFile file_;
+  formats::ArchiveHeader header_;
+  std::string digest_;
+};
+
+}  // namespace blz::patcher
+
+#endif  // BLZ_PATCHER_ARCHIVE_READER_H_
