@@ -34,8 +34,10 @@ Response Registry::GetBlob(const Route& route, const RequestHead& head) {
   // (307 to a presigned URL); anything else (fs driver, an archive kept as a full patch) is
   // proxied below.
   if (route.method == "GET" && options_.blob_redirect_expiry.count() > 0) {
-    storage_->MarkServed(route.ref);  // the raw archive stays while the client reads it
-    Result<store::BlobInfo> stored = blobs_->Stat(route.ref);
+    // The raw archive stays while the client reads it.
+    Status held = storage_->MarkServed(route.ref);
+    Result<store::BlobInfo> stored =
+        held.ok() ? blobs_->Stat(route.ref) : Result<store::BlobInfo>(held);
     Result<std::string> url = stored.ok() ? blobs_->PresignGet(route.ref, options_.blob_redirect_expiry)
                                           : Result<std::string>(stored.status());
     if (url.ok()) {
