@@ -262,7 +262,9 @@ class FileRangeReader final : public BlobReader {
     do {
       n = ::pread(fd_, buf_.data(), want, off_t(at_));
     } while (n < 0 && errno == EINTR);
-    if (n < 0) return IOError("blob " + digest_ + ": cannot read " + path_ + ": " + std::strerror(errno));
+    if (n < 0) {
+      return IOError("blob " + digest_ + ": cannot read " + path_ + ": " + std::strerror(errno));
+    }
     if (n == 0) {
       return IOError("blob " + digest_ + ": " + path_ + " ended " + std::to_string(left_) +
                      " bytes before the range did");

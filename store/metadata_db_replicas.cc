@@ -1,7 +1,8 @@
 // MetadataDb's shared state for replicas (tables settings, jobs, gc_deletions and
-// blobs.touched, migrations/0008_replicas.sql; raw_archive_reads, 0013). Every statement is in the subset of SQL that
-// SQLite 3.40 and PostgreSQL 15 both accept (upserts with ON CONFLICT, RETURNING; times are
-// bound by the caller), so the PostgreSQL driver runs the same text.
+// blobs.touched, migrations/0008_replicas.sql; raw_archive_reads, 0013). Every statement is
+// in the subset of SQL that SQLite 3.40 and PostgreSQL 15 both accept (upserts with ON
+// CONFLICT, RETURNING; times are bound by the caller), so the PostgreSQL driver runs the same
+// text.
 #include <algorithm>
 #include <optional>
 #include <utility>

@@ -207,7 +207,8 @@ Result<std::unique_ptr<Connection>> Connect(const S3Endpoint& ep, const std::str
   }
   tls.set_verify_callback(asio::ssl::host_name_verification(connect_host));
   c->lowest().expires_after(timeout);
-  ec = Run(c->ioc, [&](auto h) { tls.async_handshake(asio::ssl::stream_base::client, std::move(h)); });
+  ec = Run(c->ioc,
+           [&](auto h) { tls.async_handshake(asio::ssl::stream_base::client, std::move(h)); });
   if (ec) {
     const long verify = SSL_get_verify_result(tls.native_handle());
     if (verify != X509_V_OK) {
