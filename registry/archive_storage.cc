@@ -166,9 +166,54 @@ Result<store::BlobInfo> ArchiveStorage::Stat(std::string_view digest) {
   return store::BlobInfo{d, *size, ""};
 }
 
-void ArchiveStorage::MarkServed(std::string_view digest) {
-  std::lock_guard<std::mutex> lock(mu_);
-  served_[std::string(digest)] = Clock::now();
+Status ArchiveStorage::MarkServed(std::string_view digest) {
+  if (!ParseDigest(digest).ok()) return Status::Ok();  // not an archive (sha512, malformed)
+  return HoldRaw(std::string(digest));
+}
+
+namespace {
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+Status ArchiveStorage::HoldRaw(const std::string& d) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    dropped_cv_.wait(lock, [&] { return dropping_.count(d) == 0; });
+    // The database keeps a mark for 2 * grace: one made less than `grace` ago still covers a
+    // whole grace period from now.
+    auto it = served_.find(d);
+    if (it != served_.end() && Clock::now() - it->second < options_.grace) return Status::Ok();
+  }
+  const int64_t grace_ms = int64_t(options_.grace.count());
+  const Clock::time_point give_up =
+      Clock::now() + options_.job_leases.lease + 2 * options_.grace + std::chrono::seconds(1);
+  while (true) {
+    const Clock::time_point at = Clock::now();
+    const int64_t now = UnixMillis();
+    Result<bool> marked = db_->MarkRawArchiveServed(d, now, now + 2 * grace_ms);
+    if (!marked.ok()) return marked.status().WithContext("recording that " + d + " is read");
+    if (*marked) {
+      std::lock_guard<std::mutex> lock(mu_);
+      served_[d] = at;
+      if (served_.size() > 4096) {
+        for (auto it = served_.begin(); it != served_.end();) {
+          it = at - it->second > options_.grace ? served_.erase(it) : std::next(it);
+        }
+      }
+      return Status::Ok();
+    }
+    // Another replica is deleting the raw blob: once it is done, the lookup after this finds
+    // the blob gone and serves it from its full patch.
+    if (Clock::now() > give_up) {
+      return Unavailable("raw archive " + d + " is being replaced by its full patch on another "
+                         "replica; try again");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) { return FileAt(digest, 0); }
@@ -177,24 +222,13 @@ Result<store::BlobInfo> ArchiveStorage::FileAt(std::string_view digest, int dept
   // Not an archive (a sha512 blob, or malformed: kInvalidArgument): the store's file as it is.
   if (!ParseDigest(digest).ok()) return blobs_->LocalFile(digest);
   const std::string d(digest);
-  {
-    // Marked under mu_ before the lookup, so DropRaw (which checks the mark and, unmarked,
-    // announces its delete in dropping_ under mu_) either sees the mark and keeps the blob, or
-    // is waited for here until its delete is done, which the lookup below then sees. The
-    // lookup itself (a HEAD on S3) runs outside mu_.
-    std::unique_lock<std::mutex> lock(mu_);
-    dropped_cv_.wait(lock, [&] { return dropping_.count(d) == 0; });
-    const Clock::time_point now = Clock::now();
-    served_[d] = now;
-    if (served_.size() > 4096) {
-      for (auto it = served_.begin(); it != served_.end();) {
-        it = now - it->second > options_.grace ? served_.erase(it) : std::next(it);
-      }
-    }
-  }
+  // Marked (here and in the database) before the lookup, so a DropRaw of any replica either
+  // sees the mark and keeps the blob, or is waited for here until its delete is done, which
+  // the lookup below then sees. The lookup itself (a HEAD on S3) runs outside mu_.
+  BLZ_RETURN_IF_ERROR(HoldRaw(d));
   Result<store::BlobInfo> raw = blobs_->Stat(d);
-  // A remote driver's Stat names no local file: fetch one (outside mu_; the served_ mark above
-  // keeps DropRaw away meanwhile).
+  // A remote driver's Stat names no local file: fetch one (outside mu_; the mark above keeps
+  // DropRaw away meanwhile).
   if (raw.ok() && raw->path.empty()) raw = blobs_->LocalFile(d);
   if (raw.ok()) {
     BLZ_RETURN_IF_ERROR(CheckStoredBlob(*raw));
@@ -272,12 +306,8 @@ Result<std::optional<store::BlobInfo>> ArchiveStorage::FileIfStored(std::string_
     return std::optional<store::BlobInfo>(std::move(blob));
   }
   const std::string d(digest);
-  {
-    // As File: marked before the lookup, so DropRaw keeps the blob or has finished deleting it.
-    std::unique_lock<std::mutex> lock(mu_);
-    dropped_cv_.wait(lock, [&] { return dropping_.count(d) == 0; });
-    served_[d] = Clock::now();
-  }
+  // As File: marked before the lookup, so DropRaw keeps the blob or has finished deleting it.
+  BLZ_RETURN_IF_ERROR(HoldRaw(d));
   Result<store::BlobInfo> raw = blobs_->Stat(d);
   if (raw.ok() && raw->path.empty()) raw = blobs_->LocalFile(d);
   if (raw.ok()) {
@@ -405,13 +435,34 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
       *retry_at = it->second + options_.grace;
       return Status::Ok();
     }
-    // Not served within the grace period: File waits for the delete from here on (see File).
+    // Not served here within the grace period: File waits for the delete from here on (see
+    // File).
     dropping_.insert(digest);
+  }
+  // Nor on another replica: the database's record of raw archives being read (HoldRaw) is
+  // checked and the drop recorded in one statement, so a replica about to read it either
+  // came first (the drop waits) or waits for the drop to end.
+  const int64_t now_ms = UnixMillis();
+  const int64_t lease_until =
+      now_ms + std::chrono::duration_cast<std::chrono::milliseconds>(options_.job_leases.lease)
+                   .count();
+  Result<std::optional<int64_t>> begun = db_->BeginRawArchiveDrop(digest, now_ms, lease_until);
+  if (!begun.ok() || begun->has_value()) {
+    std::lock_guard<std::mutex> g(mu_);
+    dropping_.erase(digest);
+    dropped_cv_.notify_all();
+    if (!begun.ok()) return begun.status().WithContext("keeping the raw archive " + digest);
+    *retry_at = Clock::now() + std::chrono::milliseconds(**begun - now_ms) +
+                std::chrono::milliseconds(1);
+    return Status::Ok();
   }
   // Removed through the driver (any age: the cutoff is in the future); bytes counted only once
   // the store confirmed it.
   Result<uint64_t> removed =
       blobs_->RemoveIfOlder(digest, std::chrono::system_clock::time_point::max());
+  // Readers waiting on other replicas go on (and find the blob gone). A failure here only
+  // delays them until the lease passes.
+  (void)db_->EndRawArchiveDrop(digest, lease_until, UnixMillis());
   {
     std::lock_guard<std::mutex> g(mu_);
     dropping_.erase(digest);

@@ -19,6 +19,13 @@
 //   archives still raw at start are queued again.
 // - Files handed out (a path returned by File()) are not deleted for `grace`: the HTTP session
 //   opens a response's file after the handler returns. Once open, deletion does not matter.
+//   Across replicas (issue 25): a raw blob handed out, streamed or redirected to on any replica
+//   sharing the metadata DB is recorded there (MetadataDb::MarkRawArchiveServed, table
+//   raw_archive_reads, kept for 2 * grace and renewed after grace), and DropRaw records its
+//   delete there in the same conditional statement that checks for reads
+//   (BeginRawArchiveDrop): a read that comes first keeps the blob; one that comes during the
+//   delete waits for it and then finds the blob gone. Replicas' clocks are assumed to agree
+//   to well within `grace`.
 // - Integrity of what is stored (docs/registry-api.md, "Storage integrity"): files handed out
 //   (File, GetFullPatch, CheckStoredBlob) of at most options.verify_on_read_bytes are re-hashed
 //   before they are served, once per process and file version (size, mtime, inode); a stored
@@ -245,9 +252,11 @@ class ArchiveStorage {
   // chain longer than 64 links), the metadata DB's and the store's.
   Result<std::vector<ReadForm>> ReadForms(const std::string& digest);
 
-  // Records that `digest` is being read straight from the blob store (`blz serve --redirect`):
-  // its raw blob is not dropped for options.grace, as after File.
-  void MarkServed(std::string_view digest);
+  // Records that `digest` is being read straight from the blob store (`blz serve --redirect`,
+  // a streamed blob GET): its raw blob is not dropped for options.grace, by any replica, as
+  // after File. Waits while a drop of it is in progress. Errors: the metadata DB's;
+  // kUnavailable when another replica's drop does not end within its lease.
+  [[nodiscard]] Status MarkServed(std::string_view digest);
 
   struct FullPatch {
     store::BlobInfo blob;  // the full patch blob
@@ -311,8 +320,12 @@ class ArchiveStorage {
   // The recorded, present full patch of `digest`. kNotFound when there is none.
   Result<store::BlobInfo> FindFullPatch(const std::string& digest);
   std::string CachePath(const std::string& digest) const;
-  // Deletes the raw blob unless it was served within `grace`; then *retry_at is set and
-  // nothing is done.
+  // Records that the raw blob of `d` is being handed out (see the file comment): in served_,
+  // and in the metadata DB unless this process did so less than `grace` ago. Waits for a drop
+  // in progress here (dropping_) or on another replica. Errors: the DB's; kUnavailable.
+  Status HoldRaw(const std::string& d);
+  // Deletes the raw blob unless it was served within `grace` (here, or on any replica: the
+  // metadata DB's record); then *retry_at is set and nothing is done.
   Status DropRaw(const std::string& digest, const store::BlobInfo& full_patch,
                  std::optional<Clock::time_point>* retry_at);
   // Compresses once (GetFullPatch + DropRaw); *retry_at as DropRaw.
@@ -370,7 +383,8 @@ class ArchiveStorage {
   std::string current_;                             // being compressed by the thread
   std::unordered_map<std::string, CacheEntry> cache_;
   uint64_t cache_total_ = 0;
-  std::unordered_map<std::string, Clock::time_point> served_;  // raw blobs handed out
+  // Raw blobs this process handed out, when it last recorded that in the metadata DB.
+  std::unordered_map<std::string, Clock::time_point> served_;
   // Raw blobs DropRaw decided to delete and is deleting (outside mu_); File waits on
   // dropped_cv_ until they leave.
   std::unordered_set<std::string> dropping_;

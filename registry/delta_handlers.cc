@@ -273,20 +273,34 @@ Result<Registry::CachedBlob> Registry::CachedDelta(const DeltaQuery& query, std:
 
 void Registry::EvictLossyDeltas(const store::LossyDeltaRecord& keep) {
   if (options_.delta_cache_bytes == 0) return;
+  // Deleted the way garbage collection deletes (registry/garbage_collector.h), so that it is
+  // safe across replicas: the epoch is taken before the rows go, and each blob goes in the
+  // database's conditional delete (MetadataDb::DeleteBlobUnlessTouched), which keeps it when
+  // a push on any replica touched it since (an upload or a recomputation of the same bytes)
+  // or something references it (young links too: an upload whose manifest is on its way).
+  // This process's pushes also hold the blob's lock, as for garbage collection.
+  Result<int64_t> mark = db_->StartGcMark();
+  if (!mark.ok()) return;  // over budget until the next computation
   Result<std::vector<store::LossyDeltaRecord>> evicted =
       db_->EvictLossyDeltas(options_.delta_cache_bytes, keep.from_digest, keep.to_digest,
                             keep.params);
-  if (!evicted.ok()) return;  // over budget until the next computation
+  if (!evicted.ok()) return;
+  const auto young = std::chrono::system_clock::now() - options_.gc_grace;
+  const int64_t young_after = int64_t(std::chrono::system_clock::to_time_t(young));
   for (const store::LossyDeltaRecord& row : *evicted) {
-    // As garbage collection does (registry/garbage_collector.h), under the blob's lock; no
-    // grace period: the blob is a cached computation, nothing is being pushed.
+    if (options_.before_delta_blob_delete) options_.before_delta_blob_delete(row.delta_digest);
     KeyedMutex::Lock lock(&blob_locks_, row.delta_digest);
-    const int64_t now = int64_t(std::time(nullptr));
-    Result<bool> referenced = db_->BlobReferenced(row.delta_digest, now);
-    if (!referenced.ok() || *referenced) continue;
-    Result<uint64_t> freed = blobs_->RemoveIfOlder(
-        row.delta_digest, std::chrono::system_clock::now() + std::chrono::hours(1));
-    if (freed.ok()) (void)db_->ForgetBlob(row.delta_digest);
+    uint64_t freed = 0;
+    // Any age (the blob is a cached computation); a failed removal stays recorded in
+    // gc_deletions for the next collection.
+    (void)db_->DeleteBlobUnlessTouched(
+        row.delta_digest, young_after, *mark, "lossy-delta-eviction",
+        int64_t(std::time(nullptr)),
+        [&]() {
+          return blobs_->RemoveIfOlder(
+              row.delta_digest, std::chrono::system_clock::now() + std::chrono::hours(1));
+        },
+        &freed);
   }
 }
 

@@ -167,6 +167,9 @@ struct RegistryOptions {
   // Bytes of cached lossy deltas kept; past it, the least recently used are evicted (their
   // blobs removed). 0 = no bound.
   uint64_t delta_cache_bytes = kDefaultDeltaCacheBytes;
+  // Tests: called by the eviction with each evicted delta's blob digest, after its row is gone
+  // and before its blob is deleted.
+  std::function<void(const std::string&)> before_delta_blob_delete;
   // New derived computations (patches, value diffs, statistics, lossy deltas not cached yet)
   // per client (registry/rate_limiter.h): `computation_burst` at once, refilled at
   // `computations_per_minute`; over it, 429 with Retry-After. Admin tokens are not limited.
@@ -409,7 +412,9 @@ class Registry {
   std::optional<Response> ThrottleComputation(const Route& route, bool cached);
   // Evicts the least recently used cached lossy deltas beyond options_.delta_cache_bytes (never
   // `keep`, the (from, to, params) just served) and removes their blobs unless something else
-  // references them. Best effort: failures leave the rows or blobs to garbage collection.
+  // references them or a push touched them since (MetadataDb::DeleteBlobUnlessTouched: safe
+  // across replicas, as garbage collection). Best effort: failures leave the rows or blobs to
+  // garbage collection.
   void EvictLossyDeltas(const store::LossyDeltaRecord& keep);
   // The error response for a failed CachedPatch (shared by GetPatch and GetPatchReport).
   Response CachedPatchError(const Status& status, bool compute_failed) const;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -240,6 +241,64 @@ Status BlobStore::Verify(std::string_view digest) const {
                           " now hashes to " + hashed.actual);
   }
   return Status::Ok();
+}
+
+BlobReader::~BlobReader() = default;
+
+namespace {
+
+// A range of a local file, read in 256 KiB pieces.
+class FileRangeReader final : public BlobReader {
+ public:
+  FileRangeReader(std::string digest, std::string path, int fd, uint64_t offset, uint64_t length)
+      : digest_(std::move(digest)), path_(std::move(path)), fd_(fd), at_(offset),
+        left_(length), buf_(length == 0 ? 0 : size_t(std::min<uint64_t>(length, 256 << 10))) {}
+  ~FileRangeReader() override { ::close(fd_); }
+
+  Result<ByteSpan> Next() override {
+    if (left_ == 0) return ByteSpan();
+    const size_t want = size_t(std::min<uint64_t>(left_, buf_.size()));
+    ssize_t n;
+    do {
+      n = ::pread(fd_, buf_.data(), want, off_t(at_));
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      return IOError("blob " + digest_ + ": cannot read " + path_ + ": " + std::strerror(errno));
+    }
+    if (n == 0) {
+      return IOError("blob " + digest_ + ": " + path_ + " ended " + std::to_string(left_) +
+                     " bytes before the range did");
+    }
+    at_ += uint64_t(n);
+    left_ -= uint64_t(n);
+    return ByteSpan(buf_.data(), size_t(n));
+  }
+
+ private:
+  std::string digest_, path_;
+  int fd_;
+  uint64_t at_, left_;
+  std::vector<uint8_t> buf_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BlobReader>> BlobStore::OpenRange(std::string_view digest, uint64_t offset,
+                                                         uint64_t length) const {
+  BLZ_ASSIGN_OR_RETURN(BlobInfo info, LocalFile(digest));
+  if (offset > info.size || length > info.size - offset) {
+    return InvalidArgument("blob " + std::string(digest) + ": range of " + std::to_string(length) +
+                           " bytes at " + std::to_string(offset) + " is past its end (" +
+                           std::to_string(info.size) + " bytes)");
+  }
+  const int fd = ::open(info.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound("blob " + std::string(digest) + " is not stored");
+    return IOError("blob " + std::string(digest) + ": cannot open " + info.path + ": " +
+                   std::strerror(errno));
+  }
+  return std::unique_ptr<BlobReader>(
+      new FileRangeReader(std::string(digest), info.path, fd, offset, length));
 }
 
 Result<std::string> BlobStore::PresignGet(std::string_view digest,

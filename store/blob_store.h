@@ -12,7 +12,9 @@
 //
 // Reads: Stat (size, time written; never downloads), LocalFile (a local file with the verified
 // bytes, for code that must mmap or send a file: fs: the blob's own file; s3: a bounded cache
-// under <root>/cache/blobs), PresignGet (a URL a client may fetch directly; kUnsupported where
+// under <root>/cache/blobs), OpenRange (a byte range streamed in bounded pieces, nothing kept
+// locally: s3: one ranged GET; what the registry serves blob GETs from when
+// streams_reads()), PresignGet (a URL a client may fetch directly; kUnsupported where
 // the driver has none).
 //
 // Thread safety: all methods of every driver are safe to call concurrently. The store is held by
@@ -24,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +49,18 @@ struct BlobInfo {
 };
 
 class BlobWriter;
+
+// A byte range of a stored blob, read in order in bounded pieces (BlobStore::OpenRange).
+// Not thread-safe; it may outlive nothing but its own state (it does not refer to the store).
+class BlobReader {
+ public:
+  virtual ~BlobReader();
+  // The next bytes of the range (at most a few hundred KiB), valid until the next call or the
+  // reader's destruction; an empty span once the whole range was read. Errors: kUnavailable /
+  // kIOError naming the blob (the connection failed, the bytes ended early); the reader is
+  // then unusable.
+  virtual Result<ByteSpan> Next() = 0;
+};
 
 // Calls that reached a driver, by operation, and their wall time (store/timed_blob_store.h;
 // blz_blob_store_seconds{op} on /metrics). Atomics: read from any thread.
@@ -123,6 +138,20 @@ class BlobStore {
   // (downloaded and hashed on a miss; kDigestMismatch when the stored object no longer matches).
   // The file stays readable while the caller holds it open (eviction only unlinks it).
   virtual Result<BlobInfo> LocalFile(std::string_view digest) const = 0;
+
+  // Bytes [offset, offset + length) of a published blob, streamed: nothing is held whole in
+  // memory or copied to a local file. fs (the default here): read from LocalFile's file. s3: one
+  // ranged GET (connect errors and 5xx retried before the first byte, never after), its body
+  // read as Next() asks; the local cache is neither read nor filled. The bytes are not hashed
+  // (a range cannot be): callers that serve a whole blob may hash what they stream.
+  // Errors: kInvalidArgument (malformed digest, or a range past the blob's end), kNotFound,
+  // kIOError / kUnavailable / the driver's errors.
+  virtual Result<std::unique_ptr<BlobReader>> OpenRange(std::string_view digest, uint64_t offset,
+                                                        uint64_t length) const;
+  // Whether blob GETs should be served through OpenRange rather than from LocalFile's file:
+  // true where LocalFile would download the whole blob first (s3); false where it is the
+  // stored file itself (fs: sent with the kernel's help).
+  virtual bool streams_reads() const { return false; }
 
   // Publishes the file at `temp_path` (which must be inside uploads_dir()) as the blob named
   // `expected_digest`: hashes it (streamed), and only when it matches hands it to the driver.

@@ -579,6 +579,23 @@ class MetadataDb {
   // kNotFound when the job has no row.
   Result<JobRecord> GetJob(std::string_view key);
 
+  // Raw archive blobs being read (table raw_archive_reads; registry/archive_storage.h), so
+  // that no replica drops a raw blob another replica is handing out. Times in Unix
+  // milliseconds. Each call is one conditional upsert, atomic against the other.
+  // Records that `digest`'s raw blob must stay until at least `until`: true, unless a drop of
+  // it is in progress (dropping_until > now): false, nothing recorded (wait for the drop and
+  // look again: the blob is then gone).
+  Result<bool> MarkRawArchiveServed(std::string_view digest, int64_t now, int64_t until);
+  // Before deleting `digest`'s raw blob: when nobody is reading it (served_until <= now) and no
+  // other drop is in progress, records the drop until `lease_until` and returns nullopt (go
+  // ahead; EndRawArchiveDrop after). Else returns when to try again (the later of the two
+  // times), recording nothing.
+  Result<std::optional<int64_t>> BeginRawArchiveDrop(std::string_view digest, int64_t now,
+                                                     int64_t lease_until);
+  // After the drop begun with `lease_until` (done or failed): forgets it, and prunes rows
+  // whose times are all before `now`.
+  Status EndRawArchiveDrop(std::string_view digest, int64_t lease_until, int64_t now);
+
   // The SQL value of the current garbage-collection epoch (setting 'gc_epoch', 0 when unset):
   // what a touch writes to blobs.touched.
   static constexpr char kGcEpochSql[] =

@@ -1,10 +1,11 @@
 // MetadataDb's shared state for replicas (tables settings, jobs, gc_deletions and
-// blobs.touched, migrations/0008_replicas.sql). Every statement is in the subset of SQL that
-// SQLite 3.40 and PostgreSQL 15 both accept (upserts with ON CONFLICT, RETURNING; times are
-// bound by the caller), so the PostgreSQL driver runs the same text.
-#include <utility>
-
+// blobs.touched, migrations/0008_replicas.sql; raw_archive_reads, 0013). Every statement is
+// in the subset of SQL that SQLite 3.40 and PostgreSQL 15 both accept (upserts with ON
+// CONFLICT, RETURNING; times are bound by the caller), so the PostgreSQL driver runs the same
+// text.
+#include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "store/metadata_db.h"
 
@@ -346,6 +347,73 @@ Status MetadataDb::ResolveGcDeletion(std::string_view digest) {
   BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare("DELETE FROM gc_deletions WHERE digest = ?1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+  return st.Run();
+}
+
+// ---- raw archive reads ----
+
+Result<bool> MetadataDb::MarkRawArchiveServed(std::string_view digest, int64_t now,
+                                              int64_t until) {
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  // ON CONFLICT DO UPDATE locks the row and judges the WHERE on its latest committed version
+  // (PostgreSQL) or under the one writer (SQLite): a drop recorded first is seen.
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("INSERT INTO raw_archive_reads (digest, served_until, dropping_until) "
+                  "VALUES (?1, ?2, 0) ON CONFLICT (digest) DO UPDATE SET served_until = "
+                  "CASE WHEN excluded.served_until > raw_archive_reads.served_until "
+                  "THEN excluded.served_until ELSE raw_archive_reads.served_until END "
+                  "WHERE raw_archive_reads.dropping_until <= ?3 RETURNING 1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+  BLZ_RETURN_IF_ERROR(st.Bind(2, until));
+  BLZ_RETURN_IF_ERROR(st.Bind(3, now));
+  BLZ_ASSIGN_OR_RETURN(bool marked, st.Step());
+  BLZ_RETURN_IF_ERROR(Finish(&st));
+  return marked;
+}
+
+Result<std::optional<int64_t>> MetadataDb::BeginRawArchiveDrop(std::string_view digest,
+                                                               int64_t now,
+                                                               int64_t lease_until) {
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  {
+    BLZ_ASSIGN_OR_RETURN(
+        Statement st,
+        db_.Prepare("INSERT INTO raw_archive_reads (digest, served_until, dropping_until) "
+                    "VALUES (?1, 0, ?2) ON CONFLICT (digest) DO UPDATE SET dropping_until = "
+                    "excluded.dropping_until WHERE raw_archive_reads.served_until <= ?3 AND "
+                    "raw_archive_reads.dropping_until <= ?3 RETURNING 1"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, lease_until));
+    BLZ_RETURN_IF_ERROR(st.Bind(3, now));
+    BLZ_ASSIGN_OR_RETURN(bool begun, st.Step());
+    BLZ_RETURN_IF_ERROR(Finish(&st));
+    if (begun) return std::optional<int64_t>();
+  }
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("SELECT served_until, dropping_until FROM raw_archive_reads "
+                                   "WHERE digest = ?1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+  BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+  const int64_t retry = row ? std::max(st.ColumnInt(0), st.ColumnInt(1)) : now;
+  BLZ_RETURN_IF_ERROR(Finish(&st));
+  return std::optional<int64_t>(std::max(retry, now));
+}
+
+Status MetadataDb::EndRawArchiveDrop(std::string_view digest, int64_t lease_until, int64_t now) {
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  {
+    BLZ_ASSIGN_OR_RETURN(Statement st,
+                         db_.Prepare("UPDATE raw_archive_reads SET dropping_until = 0 "
+                                     "WHERE digest = ?1 AND dropping_until = ?2"));
+    BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
+    BLZ_RETURN_IF_ERROR(st.Bind(2, lease_until));
+    BLZ_RETURN_IF_ERROR(st.Run());
+  }
+  BLZ_ASSIGN_OR_RETURN(Statement st,
+                       db_.Prepare("DELETE FROM raw_archive_reads WHERE served_until < ?1 AND "
+                                   "dropping_until < ?1"));
+  BLZ_RETURN_IF_ERROR(st.Bind(1, now));
   return st.Run();
 }
 

@@ -30,6 +30,12 @@ Result<BlobInfo> TimedBlobStore::LocalFile(std::string_view digest) const {
   return Timed(&timings_.get, [&] { return inner_->LocalFile(digest); });
 }
 
+Result<std::unique_ptr<BlobReader>> TimedBlobStore::OpenRange(std::string_view digest,
+                                                              uint64_t offset,
+                                                              uint64_t length) const {
+  return Timed(&timings_.get, [&] { return inner_->OpenRange(digest, offset, length); });
+}
+
 Result<std::string> TimedBlobStore::Quarantine(std::string_view digest,
                                                uint64_t hashed_identity) const {
   return Timed(&timings_.remove, [&] { return inner_->Quarantine(digest, hashed_identity); });

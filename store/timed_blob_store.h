@@ -2,7 +2,8 @@
 // (blz_blob_store_seconds{op}): every call that reaches the driver is counted and timed under
 // one of five operations:
 //   stat   Stat
-//   get    LocalFile (s3: a download on a cache miss), HashStored (Verify, Scrub)
+//   get    LocalFile (s3: a download on a cache miss), HashStored (Verify, Scrub), OpenRange
+//          (until the body starts: s3's ranged GET up to its headers)
 //   put    PublishVerified (the driver's half of Publish, PutBytes, BlobWriter::Commit),
 //          PutUploadPart
 //   get    also ConcatUploadParts (the parts of an upload read back)
@@ -31,6 +32,9 @@ class TimedBlobStore : public BlobStore {
   Status CheckReachable() const override;
   Result<BlobInfo> Stat(std::string_view digest) const override;
   Result<BlobInfo> LocalFile(std::string_view digest) const override;
+  Result<std::unique_ptr<BlobReader>> OpenRange(std::string_view digest, uint64_t offset,
+                                                uint64_t length) const override;
+  bool streams_reads() const override { return inner_->streams_reads(); }
   Result<std::string> Quarantine(std::string_view digest,
                                  uint64_t hashed_identity) const override;
   Result<std::vector<std::string>> ListDigests() const override;

@@ -232,6 +232,62 @@ Result<BlobInfo> S3BlobStore::LocalFile(std::string_view digest) const {
   return BlobInfo{d, got.size, cached, Clock::now()};
 }
 
+namespace {
+
+// One ranged GET's body, handed out as it arrives (at most 256 KiB per piece).
+class S3RangeReader final : public BlobReader {
+ public:
+  S3RangeReader(std::string digest, std::unique_ptr<ObjectStream> body, uint64_t length)
+      : digest_(std::move(digest)), body_(std::move(body)),
+        buf_(size_t(std::min<uint64_t>(length, 256 << 10))) {}
+
+  Result<ByteSpan> Next() override {
+    if (body_ == nullptr) return ByteSpan();
+    Result<size_t> got = body_->Read(reinterpret_cast<char*>(buf_.data()), buf_.size());
+    if (!got.ok()) {
+      body_.reset();
+      return got.status().WithContext("streaming blob " + digest_);
+    }
+    if (*got == 0) {
+      body_.reset();  // done: the connection goes now
+      return ByteSpan();
+    }
+    return ByteSpan(buf_.data(), *got);
+  }
+
+ private:
+  std::string digest_;
+  std::unique_ptr<ObjectStream> body_;  // null when done or failed
+  std::vector<uint8_t> buf_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BlobReader>> S3BlobStore::OpenRange(std::string_view digest,
+                                                           uint64_t offset,
+                                                           uint64_t length) const {
+  BLZ_ASSIGN_OR_RETURN(std::string key, KeyFor(digest));
+  const std::string d(digest);
+  if (length == 0) {  // nothing to GET (S3 has no empty range): the blob must exist
+    BLZ_ASSIGN_OR_RETURN(BlobInfo info, Stat(d));
+    if (offset > info.size) {
+      return InvalidArgument("blob " + d + ": offset " + std::to_string(offset) +
+                             " is past its end (" + std::to_string(info.size) + " bytes)");
+    }
+    return std::unique_ptr<BlobReader>(new S3RangeReader(d, nullptr, 0));
+  }
+  S3Client client(config_);
+  Result<std::unique_ptr<ObjectStream>> body =
+      client.OpenObject(key, ByteRange{offset, offset + length - 1});
+  if (!body.ok()) {
+    if (body.status().code() == Code::kNotFound) {
+      return NotFound("blob " + d + " is not in the store (" + Describe() + ")");
+    }
+    return body.status();
+  }
+  return std::unique_ptr<BlobReader>(new S3RangeReader(d, std::move(*body), length));
+}
+
 Status S3BlobStore::Upload(const std::string& key, const std::string& path, uint64_t size) const {
   S3Client client(config_);
   if (size < options_.multipart_threshold) return client.PutObjectFromFile(key, path);

@@ -8,7 +8,8 @@
 // copy (renamed, not copied).
 //
 // Local cache: <root>/cache/blobs/<algorithm>-<hex>, verified copies for LocalFile (mmap of
-// archives and patches, sending blobs). Bounded by `cache_bytes` (least recently used first
+// archives and patches). Blob GETs do not go through it: the registry streams them with
+// OpenRange (one ranged GET each). Bounded by `cache_bytes` (least recently used first
 // out; the entry just fetched always stays, even when larger than the bound). Files present at
 // start are kept (they were verified when fetched) and ordered by mtime. Evicting unlinks the
 // file, so a reader that has it open keeps reading.
@@ -55,6 +56,10 @@ class S3BlobStore final : public BlobStore {
   Status CheckReachable() const override;
   Result<BlobInfo> Stat(std::string_view digest) const override;
   Result<BlobInfo> LocalFile(std::string_view digest) const override;
+  // One ranged GET streamed in pieces of at most 256 KiB; the cache is neither read nor filled.
+  Result<std::unique_ptr<BlobReader>> OpenRange(std::string_view digest, uint64_t offset,
+                                                uint64_t length) const override;
+  bool streams_reads() const override { return true; }
   Result<std::string> Quarantine(std::string_view digest,
                                  uint64_t hashed_identity = 0) const override;
   Result<std::vector<std::string>> ListDigests() const override;

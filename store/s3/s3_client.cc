@@ -23,6 +23,8 @@ struct S3Client::Call {
   std::string payload_hash = std::string(kEmptyPayloadSha256);
   std::string response_file;
   uint64_t max_body = 16ull << 20;
+  // When set: a 2xx body is left unread on the connection, handed over here (OpenObject).
+  std::unique_ptr<HttpStream>* stream = nullptr;
 };
 
 struct S3Client::Answer {
@@ -158,7 +160,25 @@ Result<S3Client::Answer> S3Client::Execute(const Call& call) {
     x.headers.emplace_back("Authorization", std::move(signed_req.authorization));
     x.headers.emplace_back("User-Agent", "blz-s3");
 
-    auto reply = HttpDo(ep, host, x, config_.timeout);
+    Result<HttpReply> reply = HttpReply{};
+    if (call.stream == nullptr) {
+      reply = HttpDo(ep, host, x, config_.timeout);
+    } else {
+      // Only what comes before the first byte of a 2xx body is retried here.
+      Result<std::unique_ptr<HttpStream>> opened = OpenHttpStream(ep, host, x, config_.timeout);
+      if (!opened.ok()) {
+        reply = opened.status();
+      } else if ((*opened)->status() / 100 == 2) {
+        Answer a{(*opened)->status(), (*opened)->headers(), ""};
+        *call.stream = std::move(*opened);
+        return a;
+      } else {
+        reply->status = (*opened)->status();
+        reply->headers = (*opened)->headers();
+        Result<std::string> body = (*opened)->ReadAll(64 << 10);
+        if (body.ok()) reply->body = std::move(*body);  // else: the status alone
+      }
+    }
     if (!reply.ok()) {
       last = reply.status().WithContext(where);
       // Connection-level failures are retried, except an untrusted certificate.
@@ -248,6 +268,50 @@ Status S3Client::GetObjectToFile(std::string_view key, const std::string& path,
   c.response_file = path;
   if (range) c.headers.emplace_back("Range", RangeHeader(*range));
   return Execute(c).status();
+}
+
+ObjectStream::ObjectStream(std::unique_ptr<HttpStream> http, std::string where, uint64_t size)
+    : http_(std::move(http)), where_(std::move(where)), size_(size) {}
+ObjectStream::~ObjectStream() = default;
+
+Result<size_t> ObjectStream::Read(char* buf, size_t size) {
+  const size_t want = size_t(std::min<uint64_t>(size, size_ - read_));
+  if (want == 0) return size_t{0};
+  Result<size_t> got = http_->Read(buf, want);
+  if (!got.ok()) return got.status().WithContext(where_);
+  if (*got == 0) {
+    return Unavailable(where_ + ": the body ended after " + std::to_string(read_) + " of " +
+                       std::to_string(size_) + " bytes");
+  }
+  read_ += *got;
+  return got;
+}
+
+Result<std::unique_ptr<ObjectStream>> S3Client::OpenObject(std::string_view key,
+                                                           std::optional<ByteRange> range) {
+  Call c;
+  c.op = "GetObject";
+  c.method = "GET";
+  c.key = std::string(key);
+  if (range) c.headers.emplace_back("Range", RangeHeader(*range));
+  std::unique_ptr<HttpStream> http;
+  c.stream = &http;
+  BLZ_ASSIGN_OR_RETURN(Answer a, Execute(c));
+  const std::string where = "S3 GetObject " + config_.bucket + "/" + std::string(key);
+  if (http == nullptr) return Internal(where + ": no body stream");
+  const std::string length = HeaderValue(a.headers, "Content-Length");
+  if (length.empty()) return Corruption(where + ": the answer has no Content-Length");
+  const uint64_t size = ToU64(length);
+  if (range && range->last && size < *range->last - range->first + 1) {
+    // S3 clips a range that runs past the object's end (206 with fewer bytes).
+    return InvalidArgument(where + ": " + RangeHeader(*range) + " runs past the end (" +
+                           HeaderValue(a.headers, "Content-Range") + ")");
+  }
+  if (range && range->last && size != *range->last - range->first + 1) {
+    return Corruption(where + ": asked for " + RangeHeader(*range) + ", got " + length +
+                      " bytes (HTTP " + std::to_string(a.status) + ")");
+  }
+  return std::make_unique<ObjectStream>(std::move(http), where, size);
 }
 
 Result<ObjectInfo> S3Client::HeadObject(std::string_view key) {

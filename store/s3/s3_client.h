@@ -29,6 +29,7 @@
 #define BLZ_STORE_S3_S3_CLIENT_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -81,6 +82,30 @@ struct ListMultipartUploadsResult {
   std::string next_upload_id_marker;
 };
 
+class HttpStream;  // store/s3/s3_http.h
+
+// The body of a GET (S3Client::OpenObject), read as the caller asks: the connection stays open
+// until it is read or the stream destroyed. Owns its connection (it may outlive the client).
+class ObjectStream {
+ public:
+  ObjectStream(std::unique_ptr<HttpStream> http, std::string where, uint64_t size);
+  ~ObjectStream();
+  ObjectStream(const ObjectStream&) = delete;
+  ObjectStream& operator=(const ObjectStream&) = delete;
+  // The body's length (Content-Length).
+  uint64_t size() const { return size_; }
+  // Up to `size` more bytes into `buf`; 0 once all size() bytes were read. Never retried (the
+  // bytes before were handed out). Errors: kUnavailable naming the object (the connection
+  // failed or timed out; the body ended early).
+  Result<size_t> Read(char* buf, size_t size);
+
+ private:
+  std::unique_ptr<HttpStream> http_;
+  std::string where_;
+  uint64_t size_ = 0;
+  uint64_t read_ = 0;
+};
+
 // S3 requires every part but the last of a multipart upload to be at least this large.
 inline constexpr uint64_t kMinMultipartPartSize = 5ull << 20;
 
@@ -109,6 +134,13 @@ class S3Client {
   // hold a partial body.
   Status GetObjectToFile(std::string_view key, const std::string& path,
                          std::optional<ByteRange> range = {});
+
+  // GET Object (or a range), its body streamed: returns once the headers are read, so the
+  // connect/5xx retries happen only before the first byte. A closed range must come back
+  // exactly that long (kInvalidArgument when it runs past the object's end, which S3 clips;
+  // kCorruption when longer). A range starting past the end is kInvalidArgument too.
+  Result<std::unique_ptr<ObjectStream>> OpenObject(std::string_view key,
+                                                   std::optional<ByteRange> range = {});
 
   Result<ObjectInfo> HeadObject(std::string_view key);
   // DELETE Object. Deleting a missing key is OK (S3 answers 204).

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,29 @@ inline constexpr std::string_view kCertificateVerifyFailed = "TLS certificate ve
 // over max_body), kIOError (body_file / response_file cannot be read / written).
 Result<HttpReply> HttpDo(const S3Endpoint& ep, const std::string& connect_host,
                          const HttpExchange& x, std::chrono::milliseconds timeout);
+
+// A response whose body is read as the caller asks for it (a ranged GET streamed through the
+// registry): the request is sent and the status line and headers read by OpenHttpStream; the
+// connection stays open until the body is read or the object is destroyed.
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+  virtual int status() const = 0;
+  virtual const HeaderList& headers() const = 0;
+  // Up to `size` more bytes of the body into `buf`; 0 once the body is complete. Each read is
+  // bounded by the timeout. Errors: kUnavailable (the connection failed or timed out, or it
+  // closed before the body announced was complete).
+  virtual Result<size_t> Read(char* buf, size_t size) = 0;
+  // The rest of the body (at most `max` bytes; more is kTooLarge), for error answers.
+  Result<std::string> ReadAll(uint64_t max);
+};
+
+// As HttpDo, but returns once the response headers are read (x.response_file is ignored).
+// Errors: as HttpDo's before the body.
+Result<std::unique_ptr<HttpStream>> OpenHttpStream(const S3Endpoint& ep,
+                                                   const std::string& connect_host,
+                                                   const HttpExchange& x,
+                                                   std::chrono::milliseconds timeout);
 
 // The value of header `name` (case-insensitive) or "".
 std::string HeaderValue(const HeaderList& headers, std::string_view name);

@@ -426,6 +426,43 @@ TEST(ArchiveStorageTest, StatusEndpoint) {
   EXPECT_EQ(h.Call("POST", "/v2/_blz/storage").status, 405);
 }
 
+// Issue 25: the record of raw archives being read lives in the metadata DB, so one replica's
+// compression does not drop a raw archive another replica handed out within the grace period
+// (it is postponed), while archives nobody reads are dropped as before.
+TEST(ArchiveStorageTest, ARawArchiveReadOnOneReplicaIsNotDroppedByAnother) {
+  Harness primary(StorageOptions());  // grace 0: its own reads (the pushes' checks) hold nothing
+  const std::string archive = ModelArchive(5);
+  const std::string read = PushVersion(&primary, "org/m", "v1", archive);
+  const std::string unread = PushVersion(&primary, "org/m", "v2", ModelArchive(6));
+
+  RegistryOptions reading = StorageOptions();
+  reading.storage.grace = std::chrono::hours(1);
+  Harness reader(primary, reading);
+  Response got = reader.Call("GET", "/v2/org/m/blobs/" + read);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_TRUE(BodyOf(got) == archive);
+
+  // The compressing replica: its background thread takes both raw archives at start.
+  RegistryOptions compressing = StorageOptions(/*background=*/true);
+  Harness writer(primary, compressing);
+  ArchiveStorage& storage = writer.registry().storage();
+  store::MetadataDb& db = writer.registry().db();
+  bool tried = false;
+  for (int i = 0; i < 6000 && !tried; ++i) {  // a bound, not a timing
+    tried = db.FindPatch("", read).ok() && db.FindPatch("", unread).ok() &&
+            storage.status().compressing.empty() && !RawStored(writer, unread);
+    if (!tried) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(tried) << "the compressing replica did not get to both archives";
+  EXPECT_TRUE(RawStored(writer, read)) << "dropped while another replica reads it";
+  const StorageStatus st = storage.status();
+  EXPECT_EQ(st.compressed, 1u);
+  EXPECT_EQ(st.pending, 1u) << "postponed until the reader's grace period has passed";
+  Response again = reader.Call("GET", "/v2/org/m/blobs/" + read);
+  ASSERT_EQ(again.status, 200);
+  EXPECT_TRUE(BodyOf(again) == archive);
+}
+
 // A real fs store whose Stat of one digest blocks until released: a slow S3 HEAD, on demand.
 class GatedStatStore : public store::TimedBlobStore {
  public:

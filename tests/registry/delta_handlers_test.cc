@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -470,6 +471,60 @@ TEST(DeltaHandlersTest, CacheBudgetEvictsTheLeastRecentlyUsedAndRemovesTheirBlob
   store::MetadataDb& reopened = h.registry().db();
   EXPECT_EQ(reopened.FindLossyDelta(f.v1, f.v2, a_params).status().code(), Code::kNotFound);
   EXPECT_TRUE(reopened.FindLossyDelta(f.v1, f.v2, b_params).ok());
+}
+
+// Issue 25: eviction deletes a delta's blob as garbage collection does, through the database
+// (MetadataDb::DeleteBlobUnlessTouched), not under this process's blob lock alone. Another
+// replica pushing the same bytes between the eviction's choice and its delete (an upload
+// linked into a repository, its manifest still to come) keeps the blob.
+TEST(DeltaHandlersTest, EvictionKeepsABlobAnotherReplicaPushedMeanwhile) {
+  std::function<void(const std::string&)> hook;
+  RegistryOptions o;
+  o.delta_cache_bytes = 100;
+  o.before_delta_blob_delete = [&](const std::string& digest) {
+    if (hook) hook(digest);
+  };
+  Fixture f(std::move(o));
+  Harness& a = *f.h;
+  RegistryOptions other;
+  other.create_delta = f.fake.Function();
+  other.storage.background = false;
+  Harness b(a, std::move(other));
+  auto get = [&](const std::string& sparsity) {
+    return a.Call("GET", f.Target("&strategy=sparse&sparsity=" + sparsity));
+  };
+  ASSERT_EQ(get("0.5").status, 200);
+  Response evicted = get("0.75");
+  ASSERT_EQ(evicted.status, 200);
+  const std::string digest = evicted.Get("Docker-Content-Digest").value_or("");
+  const std::string bytes = BodyOf(evicted);
+  ASSERT_EQ(get("0.5").Get("Blz-Delta-Cache"), "hit");  // 0.75 is the least recently used
+
+  int pushed = 0;
+  hook = [&](const std::string& d) {
+    if (d != digest) return;
+    ++pushed;
+    EXPECT_EQ(b.PushBlob("org/copy", bytes), digest);
+  };
+  ASSERT_EQ(get("0.9").status, 200);  // evicts 0.75
+  hook = nullptr;
+  ASSERT_EQ(pushed, 1);
+  EXPECT_EQ(a.registry().db().FindLossyDelta(f.v1, f.v2, "strategy=sparse&sparsity=0.75")
+                .status()
+                .code(),
+            Code::kNotFound);
+  // The replica's push stands: its blob is still there, on both replicas.
+  EXPECT_TRUE(a.registry().blobs().Contains(digest));
+  Response pulled = b.Call("GET", "/v2/org/copy/blobs/" + digest);
+  ASSERT_EQ(pulled.status, 200) << pulled.body;
+  EXPECT_TRUE(BodyOf(pulled) == bytes);
+
+  // Without such a push, an evicted delta's blob goes (the next least recently used: 0.5).
+  Response first = get("0.5");
+  const std::string first_digest = first.Get("Docker-Content-Digest").value_or("");
+  ASSERT_EQ(get("0.9").Get("Blz-Delta-Cache"), "hit");
+  ASSERT_EQ(get("0.95").status, 200);
+  EXPECT_FALSE(a.registry().blobs().Contains(first_digest));
 }
 
 }  // namespace

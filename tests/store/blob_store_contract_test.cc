@@ -181,6 +181,43 @@ TEST_P(BlobStoreContractTest, LargeBlobRoundTripsByteIdentical) {
   EXPECT_TRUE(store_->Verify(D(bytes)).ok());  // s3: hashed from the bucket, not the cache
 }
 
+// All of a reader's pieces, in order ("<error: ...>" appended when one fails).
+std::string ReadAll(BlobReader& reader, size_t* pieces = nullptr) {
+  std::string out;
+  while (true) {
+    Result<ByteSpan> piece = reader.Next();
+    if (!piece.ok()) return out + "<error: " + piece.status().ToString() + ">";
+    if (piece->empty()) return out;
+    EXPECT_LE(piece->size(), 256u << 10) << "pieces stay bounded";
+    if (pieces != nullptr) ++*pieces;
+    out.append(reinterpret_cast<const char*>(piece->data()), piece->size());
+  }
+}
+
+TEST_P(BlobStoreContractTest, OpenRangeStreamsExactlyTheRangeInBoundedPieces) {
+  const std::string bytes = RandomBytes((3ull << 20) + 17, 3);
+  ASSERT_TRUE(store_->PutBytes(bytes).ok());
+  struct Case {
+    uint64_t offset, length;
+  };
+  for (const Case& c : {Case{0, bytes.size()}, Case{1000, 1}, Case{12345, 2ull << 20},
+                        Case{bytes.size() - 10, 10}, Case{7, 0}}) {
+    auto reader = store_->OpenRange(D(bytes), c.offset, c.length);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    size_t pieces = 0;
+    const std::string got = ReadAll(**reader, &pieces);
+    EXPECT_TRUE(got == bytes.substr(c.offset, c.length))
+        << c.offset << "+" << c.length << ": " << got.size() << " bytes";
+    if (c.length > (256u << 10)) {
+      EXPECT_GT(pieces, 1u);
+    }
+  }
+  EXPECT_EQ(store_->OpenRange(D("absent"), 0, 5).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->OpenRange("sha256:nothex", 0, 5).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->OpenRange(D(bytes), bytes.size() - 5, 10).status().code(),
+            Code::kInvalidArgument);
+}
+
 TEST_P(BlobStoreContractTest, RemoveIfOlderKeepsYoungBlobsAndCountsFreedBytes) {
   auto info = store_->PutBytes("garbage");
   ASSERT_TRUE(info.ok());
@@ -347,6 +384,33 @@ TEST_F(S3BlobStoreTest, LocalCacheStaysWithinItsBoundAndRefetchesVerified) {
   auto again = store.LocalFile(D(blobs[0]));
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(testing::ReadFileBytes(again->path) == blobs[0]);
+}
+
+// Issue 25: blob GETs proxy ranges. A ranged read of a 20 MiB object is one ranged GET: the
+// local cache (what LocalFile downloads whole into) neither grows nor is read.
+TEST_F(S3BlobStoreTest, OpenRangeNeitherDownloadsTheObjectWholeNorFillsTheCache) {
+  const std::string bytes = RandomBytes(20ull << 20, 4);
+  const std::string digest = D(bytes);
+  {
+    auto writer_store =
+        s3::S3BlobStore::Open(tmp_ / "writer", testing::CephS3Server::Get().Config(Url()));
+    ASSERT_TRUE(writer_store.ok());
+    ASSERT_TRUE((*writer_store)->PutBytes(bytes).ok());
+  }
+  auto opened = s3::S3BlobStore::Open(tmp_ / "reader", testing::CephS3Server::Get().Config(Url()));
+  ASSERT_TRUE(opened.ok());
+  s3::S3BlobStore& store = **opened;
+  auto reader = store.OpenRange(digest, 7ull << 20, 3ull << 20);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_TRUE(ReadAll(**reader) == bytes.substr(7ull << 20, 3ull << 20));
+  auto whole = store.OpenRange(digest, 0, bytes.size());
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_TRUE(ReadAll(**whole) == bytes);
+  EXPECT_EQ(store.cached_bytes(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(tmp_ / "reader/cache/blobs"));
+  // Where they end up otherwise: LocalFile downloads the object whole into the cache.
+  ASSERT_TRUE(store.LocalFile(digest).ok());
+  EXPECT_EQ(store.cached_bytes(), bytes.size());
 }
 
 TEST_F(S3BlobStoreTest, ReopenedStoreKeepsItsCache) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -312,6 +313,53 @@ TEST_F(GcEpochPostgresTest, TouchBeforeAnyCollectionWritesEpochZero) {
   Result<int64_t> mark = (*opened)->StartGcMark();
   ASSERT_TRUE(mark.ok()) << mark.status().ToString();
   EXPECT_EQ(*mark, 1);
+}
+
+// Raw archive reads (table raw_archive_reads, migration 0013): a read recorded by one replica
+// keeps another's drop away until its time; a read during a drop is refused until the drop
+// ends; two drops exclude each other; a later, shorter mark never shortens an earlier one.
+void CheckRawArchiveReads(MetadataDb& a, MetadataDb& b) {
+  const std::string d = D("raw archive");
+  Result<bool> marked = b.MarkRawArchiveServed(d, 1000, 2000);
+  ASSERT_TRUE(marked.ok()) << marked.status().ToString();
+  EXPECT_TRUE(*marked);
+  Result<std::optional<int64_t>> begun = a.BeginRawArchiveDrop(d, 1000, 31000);
+  ASSERT_TRUE(begun.ok()) << begun.status().ToString();
+  ASSERT_TRUE(begun->has_value()) << "dropped while B reads it";
+  EXPECT_EQ(**begun, 2000);
+
+  begun = a.BeginRawArchiveDrop(d, 2000, 32000);
+  ASSERT_TRUE(begun.ok());
+  EXPECT_FALSE(begun->has_value()) << "B's read is over";
+  EXPECT_FALSE(*b.MarkRawArchiveServed(d, 2500, 4500)) << "a read during the drop";
+  Result<std::optional<int64_t>> second = b.BeginRawArchiveDrop(d, 2500, 32500);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ(**second, 32000);
+  ASSERT_TRUE(a.EndRawArchiveDrop(d, 32000, 3000).ok());
+
+  EXPECT_TRUE(*b.MarkRawArchiveServed(d, 3000, 5000));
+  EXPECT_TRUE(*a.MarkRawArchiveServed(d, 3000, 4000));
+  begun = a.BeginRawArchiveDrop(d, 4500, 34500);
+  ASSERT_TRUE(begun.ok() && begun->has_value());
+  EXPECT_EQ(**begun, 5000);
+  // Another digest is not affected.
+  begun = a.BeginRawArchiveDrop(D("other"), 4500, 34500);
+  ASSERT_TRUE(begun.ok());
+  EXPECT_FALSE(begun->has_value());
+}
+
+TEST_F(ReplicasDbTest, RawArchiveReadsKeepDropsAwayAcrossReplicas) {
+  CheckRawArchiveReads(*a_, *b_);
+}
+
+TEST_F(GcEpochPostgresTest, RawArchiveReadsKeepDropsAwayAcrossReplicas) {
+  const std::string url = FreshDatabase();
+  ASSERT_FALSE(url.empty());
+  auto a = MetadataDb::Open(url);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = MetadataDb::Open(url);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  CheckRawArchiveReads(**a, **b);
 }
 
 }  // namespace
