@@ -25,7 +25,7 @@ const std::vector<std::string> kCopiedTables = {
     "repository_blobs", "manifest_blobs", "version_stats", "lossy_deltas",
     "settings",       "version_files",  "archive_chains"};
 const std::vector<std::string> kSkippedTables = {"uploads", "jobs", "gc_deletions",
-                                                 "schema_migrations"};
+                                                 "raw_archive_reads", "schema_migrations"};
 
 namespace {
 

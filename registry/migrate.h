@@ -22,9 +22,9 @@
 //      keep their ids and SQLite rowids (PostgreSQL identity columns are written with OVERRIDING
 //      SYSTEM VALUE and their sequences are moved past the largest id afterwards). Tokens are
 //      copied as their hashes and the settings with the token-signing secret, so every token
-//      and access token stays valid. Job leases, upload sessions and GC bookkeeping are not
-//      copied (kSkippedTables); a table the source holds that is in neither list fails the run
-//      (a newer schema must be classified here first).
+//      and access token stays valid. Job leases, upload sessions, GC bookkeeping and the marks
+//      of raw archives being read are not copied (kSkippedTables); a table the source holds
+//      that is in neither list fails the run (a newer schema must be classified here first).
 //   5. Verifies: every copied table has as many rows in the target as in the source; every blob
 //      of the source store is in the target store with its size; every blob the target
 //      database references (blobs, patches, value diffs, statistics, lossy deltas) is in the
