@@ -41,35 +41,7 @@ log() { echo "chain_bench: $*" >&2; }
 export BLZ_CONFIG_DIR=$WORK/config
 
 log "generating $STEPS versions of $TENSORS x 1024 x $COLS BF16 in $WORK/in"
-"$PY" - "$WORK/in" "$STEPS" "$TENSORS" "$COLS" <<'EOF'
-import json, os, struct, sys
-import numpy as np
-out, steps, tensors, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-rng = np.random.default_rng(27)
-names = [f"model.layers.{i}.weight" for i in range(tensors)]
-master = [rng.normal(0, 0.02, size=(1024, cols)).astype(np.float32) for _ in names]
-def bf16(x):  # round to nearest even
-    u = x.view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-for step in range(steps):
-    if step > 0:
-        for m in master:
-            m += rng.normal(0, 2e-5, size=m.shape).astype(np.float32)
-    d = os.path.join(out, f"step-{step:02d}")
-    os.makedirs(d, exist_ok=True)
-    header, off, blobs = {}, 0, []
-    for name, m in zip(names, master):
-        b = bf16(m).astype("<u2").tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(m.shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * ((8 - len(raw) % 8) % 8)
-    with open(os.path.join(d, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump({"model_type": "llama", "step": step}, f)
-EOF
+"$PY" bench/bf16_series.py "$WORK/in" "$STEPS" "$TENSORS" 1024 "$COLS"
 
 start() {
   blz_serve_start "$BLZ" "$WORK/serve.out" "$WORK/serve.err" --data "$WORK/data" \

@@ -89,38 +89,8 @@ for name in sorted(os.listdir(b)):
 EOF
 }
 
-# bf16_series OUT STEPS: OUT/step-00 .. step-(STEPS-1), each a model.safetensors + config.json.
-bf16_series() {
-  "$PY" - "$@" <<'EOF'
-import json, os, struct, sys
-import numpy as np
-out, steps = sys.argv[1], int(sys.argv[2])
-rng = np.random.default_rng(27)
-names = [f"model.layers.{i // 2}.{'attn' if i % 2 == 0 else 'mlp'}.weight" for i in range(8)]
-master = [rng.normal(0, 0.02, size=(256, 1024)).astype(np.float32) for _ in names]
-def bf16(x):  # round to nearest even, as blz's own cast does
-    u = x.view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-for step in range(steps):
-    if step > 0:
-        for m in master:
-            m += rng.normal(0, 2e-5, size=m.shape).astype(np.float32)
-    d = os.path.join(out, f"step-{step:02d}")
-    os.makedirs(d, exist_ok=True)
-    header, off, blobs = {}, 0, []
-    for name, m in zip(names, master):
-        b = bf16(m).astype("<u2").tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(m.shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * ((8 - len(raw) % 8) % 8)
-    with open(os.path.join(d, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump({"model_type": "llama", "step": step}, f)
-EOF
-}
+# bf16_series OUT STEPS: OUT/step-00 .. step-(STEPS-1) (bench/bf16_series.py).
+bf16_series() { "$PY" bench/bf16_series.py "$@"; }
 
 log "making inputs in $WORK"
 mkdir -p "$WORK/in"
