@@ -136,10 +136,13 @@ struct SlowPatch {
   }
 };
 
-RegistryOptions Computing(SlowPatch* patch) {
+// `lease`: short where a test needs a dead holder's lease to expire; long where a renewal that a
+// loaded machine delays must not let the other replica take a live job over.
+RegistryOptions Computing(SlowPatch* patch,
+                          std::chrono::seconds lease = std::chrono::seconds(1)) {
   RegistryOptions o;
   o.create_patch = patch->Function();
-  o.job_leases.lease = std::chrono::seconds(1);
+  o.job_leases.lease = lease;
   o.job_leases.poll = std::chrono::milliseconds(20);
   return o;
 }
@@ -160,8 +163,10 @@ class ReplicaPatchTest : public ::testing::Test {
 
 TEST_F(ReplicaPatchTest, APatchRequestedOnBothReplicasIsComputedOnce) {
   SlowPatch patch;
-  Harness a(Computing(&patch));
-  Harness b(a, Computing(&patch));
+  // A 1 s lease flaked here under CI load: A's renewal came late, B took the job over and
+  // computed it too (attempts 2). Expiry is the next test's subject, not this one's.
+  Harness a(Computing(&patch, std::chrono::seconds(30)));
+  Harness b(a, Computing(&patch, std::chrono::seconds(30)));
   Push(&a);
   Response ra, rb;
   std::thread first([&] { ra = a.Call("GET", Target(), "", {}, kAnon); });

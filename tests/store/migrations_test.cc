@@ -49,7 +49,8 @@ TEST(MigrationsTest, AppliesAllAndSetsUserVersion) {
   EXPECT_EQ(*db->PragmaInt("user_version"), LatestSchemaVersion());
   std::vector<std::string> want = {"archive_chains", "blobs",        "gc_deletions",   "jobs",
                                    "lossy_deltas", "manifest_blobs", "manifests",
-                                   "patches",      "repositories",   "repository_blobs",
+                                   "patches",      "raw_archive_reads", "repositories",
+                                   "repository_blobs",
                                    "settings",     "tags",           "tokens",
                                    "uploads",      "value_diffs",    "version_files",
                                    "version_stats", "versions"};
