@@ -102,8 +102,7 @@ Response Registry::GetStorage(const Route& route) {
             {{"max_depth", storage_->chains_enabled() ? options_.storage.max_chain_depth : 0},
              {"chained", st.chained},
              {"rebased", st.rebased},
-             {"rebuilds", st.chain_rebuilds},
-             {"reused_patches", st.chain_patches_reused}}},
+             {"rebuilds", st.chain_rebuilds}}},
            {"cache",
             {{"bytes", st.cache_bytes}, {"entries", st.cache_entries}, {"limit", st.cache_limit}}}};
   }
