@@ -263,6 +263,12 @@ Result<std::optional<HpValue>> ReadConfigValue(const json& config, const HparamR
       }
       out.is_float = true;
       out.f = v->get<double>();
+      // GGUF stores it as a float32: a value past its range would become infinity (and then
+      // a config.json that cannot be written back, as JSON has no infinity).
+      if (!std::isfinite(static_cast<float>(out.f))) {
+        return InvalidArgument("config.json: field '" + std::string(key) + "' = " + v->dump() +
+                               " does not fit a GGUF float32 (largest magnitude 3.4e38)");
+      }
       return std::optional<HpValue>(out);
     }
     if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<int64_t>() < 0) ||

@@ -594,6 +594,28 @@ TEST(GgufArchErrors, TokenCountDiffersFromEmbeddingRowsWithoutVocabSize) {
   EXPECT_EQ(Find(*plan, "llama.vocab_size")->AsUInt(), 8u);
 }
 
+// Found by fuzz_hf_plan (2026-11-27): a float hyperparameter past float32's range became
+// infinity in the GGUF, and the config.json planned back from that GGUF had no value for it
+// (JSON has no infinity), so it no longer planned. Such a config is refused, naming the field.
+TEST(GgufArchErrors, FloatHyperparameterPastFloat32IsRefused) {
+  HfModelInfo m = Decoder(DecoderCfg());
+  auto cfg = nlohmann::json::parse(m.config_json);
+  for (double bad : {1e205, -1e39}) {
+    cfg["rms_norm_eps"] = bad;
+    m.config_json = cfg.dump();
+    auto plan = PlanHfToGguf(m, CastType::kF16);
+    ASSERT_FALSE(plan.ok()) << bad;
+    EXPECT_EQ(plan.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(plan.status().message().find("field 'rms_norm_eps' = " + cfg["rms_norm_eps"].dump() +
+                                           " does not fit a GGUF float32"),
+              std::string::npos)
+        << plan.status().message();
+  }
+  cfg["rms_norm_eps"] = 3e38;  // inside the range: planned
+  m.config_json = cfg.dump();
+  EXPECT_TRUE(PlanHfToGguf(m, CastType::kF16).ok());
+}
+
 TEST(GgufArchErrors, HeadsDoNotDivideRows) {
   DecoderCfg c;
   HfModelInfo m = Decoder(c);
