@@ -1,10 +1,17 @@
 // Random access to a .blz archive. Interface: patcher/archive_reader.h.
 #include "patcher/archive_reader.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "core/checked.h"
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "core/ordered_pipeline.h"
 #include "patcher/tensor_codec.h"
 
 namespace blz::patcher {
@@ -40,6 +47,126 @@ Status ArchiveReader::Read(uint64_t offset, uint64_t length,
   }
   if (stats != nullptr) *stats = cursor->stats();
   return result;
+}
+
+std::vector<ArchiveRange> ArchiveReader::IndependentRanges() const {
+  std::vector<ArchiveRange> out;
+  for (uint64_t at = 0; at < archive_size(); at += kChunkBytes) {
+    out.push_back({at, std::min<uint64_t>(kChunkBytes, archive_size() - at)});
+  }
+  return out;
+}
+
+namespace {
+
+// One range of WriteArchive, decoded.
+struct DecodedRange {
+  std::unique_ptr<uint8_t[]> bytes;
+  size_t size = 0;
+};
+
+}  // namespace
+
+Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, int threads,
+                    ArchiveReadStats* stats) {
+  if (threads < 0) {
+    return InvalidArgument("write archive: threads must be >= 0 (0 = one per core), got " +
+                           std::to_string(threads));
+  }
+  struct stat st {};
+  if (::lstat(out_path.c_str(), &st) == 0) return AlreadyExists(out_path + ": already exists");
+  const std::vector<ArchiveRange> ranges = reader.IndependentRanges();
+  for (const ArchiveRange& r : ranges) {
+    if (r.length > 2 * kChunkBytes) {
+      return Internal("archive " + reader.archive_digest() + ": a decoding range of " +
+                      std::to_string(r.length) + " bytes");
+    }
+  }
+  BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path));
+  // Cursors (with their buffers) and output buffers are reused across ranges; at most one
+  // cursor per worker and (window + threads) buffers exist at a time.
+  std::mutex mu;
+  std::vector<std::unique_ptr<ArchiveReader::Cursor>> idle;
+  std::vector<std::unique_ptr<uint8_t[]>> free_buffers;
+  ArchiveReadStats decoded;
+  auto take_cursor = [&](const ArchiveRange& r) -> Result<std::unique_ptr<ArchiveReader::Cursor>> {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!idle.empty()) {
+        std::unique_ptr<ArchiveReader::Cursor> c = std::move(idle.back());
+        idle.pop_back();
+        BLZ_RETURN_IF_ERROR(c->Reset({r}));
+        return c;
+      }
+    }
+    return reader.NewCursor({r});
+  };
+  std::function<Result<DecodedRange>(size_t)> produce = [&](size_t i) -> Result<DecodedRange> {
+    const ArchiveRange& r = ranges[i];
+    BLZ_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader::Cursor> cursor, take_cursor(r));
+    DecodedRange d;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!free_buffers.empty()) {
+        d.bytes = std::move(free_buffers.back());
+        free_buffers.pop_back();
+      }
+    }
+    if (d.bytes == nullptr) d.bytes = std::make_unique_for_overwrite<uint8_t[]>(2 * kChunkBytes);
+    Status status;
+    while (true) {
+      Result<ByteSpan> piece = cursor->Next();
+      if (!piece.ok()) {
+        status = piece.status();
+        break;
+      }
+      if (piece->empty()) break;
+      if (piece->size() > r.length - d.size) {
+        status = Internal("archive " + reader.archive_digest() + ": a cursor produced more " +
+                          "than its range");
+        break;
+      }
+      std::memcpy(d.bytes.get() + d.size, piece->data(), piece->size());
+      d.size += piece->size();
+    }
+    if (status.ok() && d.size != r.length) {
+      status = Internal("archive " + reader.archive_digest() + ": a cursor produced " +
+                        std::to_string(d.size) + " of " + std::to_string(r.length) + " bytes");
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (!status.ok()) {
+      // A cursor must not be used after an error: keep it only for its stats.
+      decoded += cursor->stats();
+      return status;
+    }
+    idle.push_back(std::move(cursor));
+    return d;
+  };
+  Sha256 sha;
+  uint64_t written = 0;
+  std::function<Status(size_t, DecodedRange&)> consume = [&](size_t, DecodedRange& d) -> Status {
+    const ByteSpan bytes(d.bytes.get(), d.size);
+    sha.Update(bytes);
+    BLZ_RETURN_IF_ERROR(out.WriteAt(written, bytes));
+    written += d.size;
+    std::lock_guard<std::mutex> lock(mu);
+    free_buffers.push_back(std::move(d.bytes));
+    return Status::Ok();
+  };
+  Status s = RunOrdered<DecodedRange>(ranges.size(), ResolveThreads(threads), produce, consume);
+  for (const std::unique_ptr<ArchiveReader::Cursor>& c : idle) decoded += c->stats();
+  if (stats != nullptr) *stats = decoded;
+  if (!s.ok()) {
+    out.Abandon();
+    return s;
+  }
+  const std::string got = MakeDigest(sha.FinishHex());
+  if (got != reader.archive_digest()) {
+    out.Abandon();
+    return DigestMismatch("archive " + reader.archive_digest() + ": its stored form rebuilds " +
+                          "bytes with digest " + got);
+  }
+  return out.Commit(/*no_replace=*/true);
 }
 
 // Spans of the mapping, at most kChunkBytes each.

@@ -86,10 +86,31 @@ class ArchiveReader : public std::enable_shared_from_this<ArchiveReader> {
   Status Read(uint64_t offset, uint64_t length, const std::function<Status(ByteSpan)>& sink,
               ArchiveReadStats* stats = nullptr) const;
 
+  // A partition of the archive [0, archive_size()) into consecutive ranges, in order, that
+  // cursors can decode independently of each other (WriteArchive hands them to threads): a
+  // patch reader's chunks (the padding before a chunk joined to it); a file's kChunkBytes
+  // pieces. Each is at most 2 x kChunkBytes long.
+  virtual std::vector<ArchiveRange> IndependentRanges() const;
+
  protected:
   // kInvalidArgument unless every range lies inside the archive (overflow-checked).
   Status CheckRanges(const std::vector<ArchiveRange>& ranges) const;
 };
+
+// Writes the archive `reader` reads to `out_path` atomically (core/file_util.h AtomicFile: a
+// temporary file beside it, then a rename that replaces nothing), decoding the reader's
+// IndependentRanges on `threads` worker threads (0 = one per core; each with a cursor of its
+// own) and writing and hashing them in order on the calling thread. The file appears only if
+// its SHA-256 is reader.archive_digest(); every chunk decoded was checked against its xxh3-64
+// (patcher/patch_reader.h). Nothing of an intermediate archive of a chain is written: a chain
+// of depth d is decoded link by link per chunk. Memory: at most kWindowPerThread x threads
+// ranges (core/ordered_pipeline.h) of <= 2 x kChunkBytes, plus each cursor's buffers.
+// Errors: the cursors' (kCorruption naming the patch, the piece, the chunk and the payload's
+// offset), kDigestMismatch (the whole archive hashes to another digest: nothing written),
+// kAlreadyExists (out_path exists), kIOError (naming the temporary file), kInvalidArgument
+// (threads < 0). `stats` (may be null) receives what the cursors decoded.
+Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, int threads = 0,
+                    ArchiveReadStats* stats = nullptr);
 
 // A plain .blz archive file, memory-mapped: ranges are spans of the mapping (nothing is copied
 // or decoded; stats stay zero). The header is parsed and validated at Open

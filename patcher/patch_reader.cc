@@ -354,4 +354,25 @@ Result<ByteSpan> PatchReader::PatchCursor::Next() {
   return ByteSpan(kZeros, size_t(n));
 }
 
+std::vector<ArchiveRange> PatchReader::IndependentRanges() const {
+  std::vector<ArchiveRange> out;
+  // Zeros (padding) from `at` to `end`, in kChunkBytes pieces.
+  auto zeros = [&out](uint64_t at, uint64_t end) {
+    for (; at < end; at += std::min<uint64_t>(kChunkBytes, end - at)) {
+      out.push_back({at, std::min<uint64_t>(kChunkBytes, end - at)});
+    }
+  };
+  uint64_t at = 0;
+  for (const Chunk& c : chunks_) {  // sorted, not overlapping, inside the archive (Open)
+    if (c.offset - at + c.size > 2 * kChunkBytes) {
+      zeros(at, c.offset);
+      at = c.offset;
+    }
+    out.push_back({at, c.offset + c.size - at});
+    at = c.offset + c.size;
+  }
+  zeros(at, archive_size());
+  return out;
+}
+
 }  // namespace blz::patcher

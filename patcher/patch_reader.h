@@ -81,6 +81,8 @@ class PatchReader final : public ArchiveReader {
   // worth (or 64 KiB of padding).
   Result<std::unique_ptr<ArchiveReader::Cursor>> NewCursor(
       std::vector<ArchiveRange> ranges) const override;
+  // One range per chunk (ArchiveReader::IndependentRanges).
+  std::vector<ArchiveRange> IndependentRanges() const override;
 
  private:
   class PatchCursor;

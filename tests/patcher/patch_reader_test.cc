@@ -2,12 +2,13 @@
 // range of the archive, decoded from the full patch alone (or a chain of links over it), is
 // that range of the archive (corpus model and a generated model whose tensors span several
 // chunks), only the chunks a range touches are decoded, and damaged or wrong patches are
-// refused with errors that say where.
+// refused with errors that say where; WriteArchive writes exactly the archive, or nothing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <random>
 #include <string>
@@ -609,6 +610,103 @@ TEST(ChainLinkReaderTest, DamagedChunksInTheLinkOrItsParentAreRefused) {
   EXPECT_THAT(wrong.status().message(), HasSubstr("the parent given is"));
   EXPECT_EQ(PatchReader::Open(c.link2).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(PatchReader::Open(c.v0.patch_path, *root).status().code(), Code::kInvalidArgument);
+}
+
+// ---- WriteArchive ----------------------------------------------------------------------------
+
+// No temporary files left in `dir` (AtomicFile's "<dest>.tmp-*").
+std::vector<std::string> TempFilesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().find(".tmp-") != std::string::npos) {
+      out.push_back(e.path().string());
+    }
+  }
+  return out;
+}
+
+// v2 written whole through link2 -> link1 -> v0's full patch, on 1, 2 and 3 threads, is v2's
+// archive byte for byte; the independent ranges partition the archive; every chunk of every
+// level was decoded once (each range's chunk and the parents' chunks it is coded against).
+TEST(WriteArchiveTest, AChainOfDepthTwoIsWrittenAsTheArchive) {
+  testing::TempDir dir;
+  Chain c = MakeChain(dir);
+  auto root = PatchReader::Open(c.v0.patch_path);
+  ASSERT_TRUE(root.ok());
+  auto l1 = PatchReader::Open(c.link1, *root);
+  ASSERT_TRUE(l1.ok());
+  auto l2 = PatchReader::Open(c.link2, *l1);
+  ASSERT_TRUE(l2.ok());
+  for (const ArchiveReader* r : {static_cast<const ArchiveReader*>(l2->get()),
+                                 static_cast<const ArchiveReader*>(root->get())}) {
+    uint64_t at = 0;
+    for (const ArchiveRange& range : r->IndependentRanges()) {
+      EXPECT_EQ(range.offset, at);
+      EXPECT_GT(range.length, 0u);
+      EXPECT_LE(range.length, 2 * kChunkBytes);
+      at = range.offset + range.length;
+    }
+    EXPECT_EQ(at, r->archive_size());
+  }
+  for (int threads : {1, 2, 3}) {
+    const std::string out = dir / ("v2-" + std::to_string(threads) + ".blz");
+    ArchiveReadStats stats;
+    Status s = WriteArchive(**l2, out, threads, &stats);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(testing::ReadFileBytes(out) == c.v2.archive) << threads << " threads";
+    EXPECT_GE(stats.bytes_decoded, c.v2.archive.size() / 2) << threads << " threads";
+    // Writing over an existing file is refused.
+    EXPECT_EQ(WriteArchive(**l2, out, threads).code(), Code::kAlreadyExists);
+  }
+  // A plain file reader too (the root of a chain may be one).
+  auto file = ArchiveFileReader::Open(c.v1.archive_path, MakeDigest(Sha256Hex(c.v1.archive)));
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE(WriteArchive(**file, dir / "v1-copy.blz", 2).ok());
+  EXPECT_TRUE(testing::ReadFileBytes(dir / "v1-copy.blz") == c.v1.archive);
+  EXPECT_THAT(TempFilesIn(dir.path()), ::testing::IsEmpty());
+}
+
+// A damaged chunk anywhere in the chain, or bytes that do not hash to the reader's digest:
+// the error names the patch (or the digests), and nothing is left at the output path or
+// beside it.
+TEST(WriteArchiveTest, ADamagedChainOrAWrongDigestWritesNothing) {
+  testing::TempDir dir;
+  Chain c = MakeChain(dir);
+  auto root = PatchReader::Open(c.v0.patch_path);
+  ASSERT_TRUE(root.ok());
+  auto l1 = PatchReader::Open(c.link1, *root);
+  ASSERT_TRUE(l1.ok());
+  std::string link2 = testing::ReadFileBytes(c.link2);
+  auto ph = internal::ParsePatch(AsBytes(link2), link2.size(), "patch");
+  ASSERT_TRUE(ph.ok());
+  // The middle of the last tensor chunk's payload (decoded last: the other ranges succeed).
+  uint64_t at = 0;
+  for (const auto& p : ph->pieces) {
+    if (p.kind == formats::ArchivePiece::Kind::kTensor && !p.chunks.empty() &&
+        p.chunks.back().length > 100) {
+      at = ph->payload_start + p.chunks.back().offset + p.chunks.back().length / 2;
+    }
+  }
+  ASSERT_GT(at, 0u);
+  link2[at] ^= 0x5a;
+  testing::WriteFileBytes(dir / "damaged.blzpatch", link2);
+  auto bad = PatchReader::Open(dir / "damaged.blzpatch", *l1);
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  for (int threads : {1, 2}) {
+    Status s = WriteArchive(**bad, dir / "out.blz", threads);
+    EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr("damaged.blzpatch"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.blz"));
+  }
+  // v1's bytes under v2's name.
+  auto wrong = ArchiveFileReader::Open(c.v1.archive_path, MakeDigest(Sha256Hex(c.v2.archive)));
+  ASSERT_TRUE(wrong.ok());
+  Status s = WriteArchive(**wrong, dir / "out.blz", 2);
+  EXPECT_EQ(s.code(), Code::kDigestMismatch) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr(MakeDigest(Sha256Hex(c.v1.archive))));
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.blz"));
+  EXPECT_EQ(WriteArchive(**wrong, dir / "out.blz", -1).code(), Code::kInvalidArgument);
+  EXPECT_THAT(TempFilesIn(dir.path()), ::testing::IsEmpty());
 }
 
 }  // namespace
