@@ -12,11 +12,12 @@
 //   rebuild exactly the archive's SHA-256), published and recorded (table archive_chains and
 //   the `patches` row parent -> archive, one transaction). Only then is the raw blob dropped,
 //   and after that the full patch forgotten (garbage collection removes it).
-// - Reads of the whole archive (File: blob GETs, diffs) rebuild the parent first (File,
-//   recursively, through the same cache), then apply the link; the result is checked (SHA-256)
-//   before it appears in the cache. Reads of its files (Hub, Ollama) rebuild nothing:
-//   ReadForms names the link, its parent's form and so on down to the root, which
-//   registry/hub/version_files.cc reads in place chunk by chunk (patcher/patch_reader.h).
+// - Reads: ReadForms names the link, its parent's form and so on down to the root, and
+//   OpenReader opens them as one reader (patcher/patch_reader.h) that decodes any range chunk
+//   by chunk, link by link. Reads of the whole archive (File: diffs, verification) write it
+//   into the cache in one pass through that reader (patcher::WriteArchive, checked by SHA-256
+//   before it appears; no parent is written); blob GETs and file reads (Hub, Ollama) stream
+//   from it without rebuilding anything.
 // - Re-bases (RebaseOrphans, before every garbage collection): links whose archive is still
 //   referenced but whose parent is not get a new parent (never a deeper chain than before) or
 //   their full patch; the link switches in one transaction, only after the new form verified.
@@ -37,9 +38,12 @@
 #include "core/digest.h"
 #include "core/failpoint.h"
 #include "core/file_util.h"
+#include "patcher/archive_reader.h"
+#include "patcher/patch_reader.h"
 #include "registry/archive_storage.h"
 
 namespace blz::registry {
+using internal::ScrubPaths;
 namespace {
 
 // Chains deeper than this are refused when read (a corrupt, cyclic chain).
@@ -232,36 +236,100 @@ void ArchiveStorage::ForgetFullPatchOfChained(const std::string& digest) {
   if (!s.ok()) Log("storage: " + digest + ": cannot forget its full patch: " + s.ToString());
 }
 
-Status ArchiveStorage::RebuildFromChain(const std::string& digest, const std::string& out_path,
-                                        int depth) {
-  BLZ_ASSIGN_OR_RETURN(store::ChainLink link, db_->FindChainLink(digest));
-  if (depth >= kMaxRebuildDepth) {
-    return Corruption("archive " + digest + ": its chain is longer than " +
-                      std::to_string(kMaxRebuildDepth) + " links (a cycle?)");
-  }
-  Result<store::BlobInfo> parent = FileAt(link.parent_digest, depth + 1);
-  if (!parent.ok()) {
-    return parent.status().WithContext("rebuilding archive " + digest + " from its parent " +
-                                       link.parent_digest);
-  }
-  Result<store::BlobInfo> patch = blobs_->LocalFile(link.patch_digest);
-  if (!patch.ok()) {
-    return patch.status().WithContext("archive " + digest + ": its chain link " +
-                                      link.patch_digest);
-  }
-  BLZ_RETURN_IF_ERROR(CheckStoredBlob(*patch));
-  Status s = functions_.apply(parent->path, link.parent_digest, patch->path, digest, out_path);
+Status ArchiveStorage::RebuildFromChain(const std::string& digest, const std::string& out_path) {
+  BLZ_ASSIGN_OR_RETURN(std::vector<ReadForm> forms, ReadForms(digest));
+  std::vector<std::pair<std::string, std::string>> names;  // server paths -> blob names
+  for (const ReadForm& f : forms) names.emplace_back(f.blob.path, FormName(f));
+  names.emplace_back(out_path, "cached " + digest);
+  Result<std::shared_ptr<const patcher::ArchiveReader>> reader = OpenForms(forms);
+  // One pass down the chain per chunk, on every core: no intermediate archive is written.
+  patcher::ArchiveReadStats decoded;
+  Status s = reader.ok() ? patcher::WriteArchive(**reader, out_path, 0, &decoded)
+                         : reader.status();
   if (!s.ok()) {
-    if (blobs_->Verify(patch->digest).code() == Code::kDigestMismatch) {
-      return QuarantineDamaged(*patch, "chain link " + patch->digest + " of archive " + digest)
-          .WithContext("rebuilding archive " + digest + " from its chain");
+    // A stored patch damaged on disk fails its checks while decoding: find out, and quarantine
+    // it rather than failing the same way on every request.
+    Status damaged = QuarantineForms(forms);
+    if (!damaged.ok()) {
+      return damaged.WithContext("rebuilding archive " + digest + " from its chain");
     }
-    return Status(s.code(), "rebuilding archive " + digest + " from its chain link " +
-                                patch->digest + ": " + s.message());
+    return ScrubPaths(s, names).WithContext("rebuilding archive " + digest + " from its chain");
   }
   std::lock_guard<std::mutex> g(mu_);
   ++chain_rebuilds_;
   return Status::Ok();
+}
+
+Status ArchiveStorage::QuarantineForms(const std::vector<ReadForm>& forms) {
+  for (const ReadForm& f : forms) {
+    if (f.kind == ReadForm::Kind::kFile) continue;  // checked on read (CheckStoredBlob)
+    if (blobs_->Verify(f.blob.digest).code() == Code::kDigestMismatch) {
+      return QuarantineDamaged(f.blob, FormName(f));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ArchiveStorage::QuarantineDamagedForms(const std::string& digest) {
+  Result<std::vector<ReadForm>> forms = ReadForms(digest);
+  if (!forms.ok()) {
+    // ReadForms quarantines a damaged blob within the verify-on-read bound itself.
+    return forms.status().code() == Code::kCorruption ? forms.status() : Status::Ok();
+  }
+  return QuarantineForms(*forms);
+}
+
+Result<std::shared_ptr<const patcher::ArchiveReader>> ArchiveStorage::OpenReader(
+    const std::string& digest) {
+  BLZ_ASSIGN_OR_RETURN(std::vector<ReadForm> forms, ReadForms(digest));
+  return OpenForms(forms);
+}
+
+Result<std::shared_ptr<const patcher::ArchiveReader>> ArchiveStorage::OpenForms(
+    const std::vector<ReadForm>& forms) {
+  // From the chain's root up to the archive, each link over its parent's reader.
+  std::shared_ptr<const patcher::ArchiveReader> reader;
+  for (auto it = forms.rbegin(); it != forms.rend(); ++it) {
+    const std::vector<std::pair<std::string, std::string>> names = {
+        {it->blob.path, FormName(*it)}};
+    // (Opened as the concrete readers: Result<> does not convert between pointer types.)
+    Status status;
+    switch (it->kind) {
+      case ReadForm::Kind::kFile: {
+        auto f = patcher::ArchiveFileReader::Open(it->blob.path, it->digest);
+        status = f.status();
+        if (f.ok()) reader = std::move(*f);
+        break;
+      }
+      case ReadForm::Kind::kFullPatch:
+      case ReadForm::Kind::kLink: {
+        auto p = patcher::PatchReader::Open(
+            it->blob.path, it->kind == ReadForm::Kind::kLink ? reader : nullptr);
+        status = p.status();
+        if (p.ok()) reader = std::move(*p);
+        break;
+      }
+    }
+    if (!status.ok()) return ScrubPaths(status, names);
+    if (reader->archive_digest() != it->digest) {
+      return Corruption(FormName(*it) + " rebuilds " + reader->archive_digest());
+    }
+  }
+  if (reader == nullptr) return Internal("no stored form");
+  return reader;
+}
+
+std::string ArchiveStorage::FormName(const ReadForm& form) {
+  switch (form.kind) {
+    case ReadForm::Kind::kFile:
+      return "archive file " + form.digest;
+    case ReadForm::Kind::kFullPatch:
+      return "full patch " + form.blob.digest + " of archive " + form.digest;
+    case ReadForm::Kind::kLink:
+      return "chain link " + form.blob.digest + " of archive " + form.digest + " (from " +
+             form.parent_digest + ")";
+  }
+  return form.digest;
 }
 
 Result<std::vector<ArchiveStorage::ReadForm>> ArchiveStorage::ReadForms(

@@ -19,6 +19,26 @@
 #include "store/open_blob_store.h"
 
 namespace blz::registry {
+namespace internal {
+
+Status ScrubPaths(const Status& s,
+                  const std::vector<std::pair<std::string, std::string>>& names) {
+  if (s.ok()) return s;
+  std::string m = s.message();
+  for (const auto& [path, name] : names) {
+    if (path.empty()) continue;
+    for (size_t pos = m.find(path); pos != std::string::npos;
+         pos = m.find(path, pos + name.size())) {
+      m.replace(pos, path.size(), name);
+    }
+  }
+  return Status(s.code(), std::move(m));
+}
+
+}  // namespace internal
+
+using internal::ScrubPaths;
+
 namespace {
 
 // A full patch is recorded in the `patches` table as the patch from "" (no base) to the
@@ -37,21 +57,6 @@ Result<uint64_t> FileSize(const std::string& path) {
     return IOError(path + ": cannot stat: " + std::strerror(errno));
   }
   return uint64_t(st.st_size);
-}
-
-// `s` with server-side paths replaced by what they hold, so errors sent to clients do not
-// reveal the data directory.
-Status Scrub(const Status& s, const std::vector<std::pair<std::string, std::string>>& names) {
-  if (s.ok()) return s;
-  std::string m = s.message();
-  for (const auto& [path, name] : names) {
-    if (path.empty()) continue;
-    for (size_t pos = m.find(path); pos != std::string::npos;
-         pos = m.find(path, pos + name.size())) {
-      m.replace(pos, path.size(), name);
-    }
-  }
-  return Status(s.code(), std::move(m));
 }
 
 // Bound on the remembered "found intact" file versions (a cleared map only costs re-hashing).
@@ -160,7 +165,9 @@ Result<store::BlobInfo> ArchiveStorage::Stat(std::string_view digest) {
   }
   if (!patch.ok()) return patch.status().code() == Code::kNotFound ? raw.status() : patch.status();
   Result<uint64_t> size = functions_.archive_size(patch->path);
-  if (!size.ok()) return Scrub(size.status(), {{patch->path, "full patch " + patch->digest}});
+  if (!size.ok()) {
+    return ScrubPaths(size.status(), {{patch->path, "full patch " + patch->digest}});
+  }
   std::lock_guard<std::mutex> lock(mu_);
   sizes_[d] = *size;
   return store::BlobInfo{d, *size, ""};
@@ -216,9 +223,7 @@ Status ArchiveStorage::HoldRaw(const std::string& d) {
   }
 }
 
-Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) { return FileAt(digest, 0); }
-
-Result<store::BlobInfo> ArchiveStorage::FileAt(std::string_view digest, int depth) {
+Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
   // Not an archive (a sha512 blob, or malformed: kInvalidArgument): the store's file as it is.
   if (!ParseDigest(digest).ok()) return blobs_->LocalFile(digest);
   const std::string d(digest);
@@ -252,52 +257,120 @@ Result<store::BlobInfo> ArchiveStorage::FileAt(std::string_view digest, int dept
     Result<bool> intact = IntactOnRead(path, d, *cached_size);
     if (intact.ok() && *intact) return store::BlobInfo{d, *cached_size, path};
     // Damaged (or unreadable): a cache entry is only a copy; drop it and rebuild.
-    Log("storage: cached copy of " + d + " is damaged (" +
-        (intact.ok() ? std::string("its bytes do not hash to its name")
-                     : intact.status().ToString()) +
-        "): deleted, rebuilding it");
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = cache_.find(d);
-    if (it != cache_.end()) {
-      cache_total_ -= it->second.size;
-      cache_.erase(it);
-    }
-    intact_.erase(path);
-    RemoveAll(path);
+    DropDamagedCopy(d, intact);
   }
   raw = blobs_->LocalFile(d);  // pushed again meanwhile?
   if (raw.ok() || raw.status().code() != Code::kNotFound) return raw;
   Result<store::BlobInfo> patch = FindFullPatch(d);
   RemoveAll(path);  // not indexed, so not a verified copy (only a hand-edited cache has one)
   if (!patch.ok() && patch.status().code() == Code::kNotFound && functions_.chains()) {
-    // Stored as a chain link: the parent rebuilt first (recursively), then the link applied.
-    Status s = RebuildFromChain(d, path, depth);
-    if (!s.ok()) {
+    // Stored as a chain link: rebuilt through it in one pass.
+    Status s = RebuildFromChain(d, path);
+    // kAlreadyExists: a streamed GET's verified copy (CacheCopy) was published meanwhile.
+    if (!s.ok() && s.code() != Code::kAlreadyExists) {
       if (s.code() == Code::kNotFound && !db_->FindChainLink(d).ok()) return raw.status();
-      return Scrub(s, {{path, "cached " + d}});
+      return ScrubPaths(s, {{path, "cached " + d}});
     }
   } else if (!patch.ok()) {
     return patch.status().code() == Code::kNotFound ? raw.status() : patch.status();
-  } else if (Status s = functions_.rebuild(patch->path, d, path); !s.ok()) {
+  } else if (Status s = functions_.rebuild(patch->path, d, path);
+             !s.ok() && s.code() != Code::kAlreadyExists) {
     // A full patch damaged on disk fails its checks while rebuilding: find out, and quarantine
     // it rather than failing the same way on every request.
     if (blobs_->Verify(patch->digest).code() == Code::kDigestMismatch) {
       return QuarantineDamaged(*patch, "full patch " + patch->digest + " of archive " + d)
           .WithContext("rebuilding archive " + d + " from its full patch");
     }
-    return Scrub(s, {{patch->path, "full patch " + patch->digest}, {path, "cached " + d}})
+    return ScrubPaths(s, {{patch->path, "full patch " + patch->digest}, {path, "cached " + d}})
         .WithContext("rebuilding archive " + d + " from its full patch");
   }
   Result<uint64_t> size = FileSize(path);
-  if (!size.ok()) return Scrub(size.status(), {{path, "cached " + d}});
+  if (!size.ok()) return ScrubPaths(size.status(), {{path, "cached " + d}});
   std::lock_guard<std::mutex> g(mu_);
-  const Clock::time_point now = Clock::now();
-  cache_[d] = CacheEntry{*size, now};
-  cache_total_ += *size;
   sizes_[d] = *size;
   ++rebuilds_;
-  EvictLocked(now);
+  IndexCachedLocked(d, *size, Clock::now());
   return store::BlobInfo{d, *size, path};
+}
+
+void ArchiveStorage::IndexCachedLocked(const std::string& digest, uint64_t size,
+                                       Clock::time_point now) {
+  auto [it, added] = cache_.try_emplace(digest, CacheEntry{size, now});
+  if (added) {
+    cache_total_ += size;
+  } else {
+    it->second.last_used = now;
+  }
+  EvictLocked(now);
+}
+
+std::unique_ptr<ArchiveStorage::CacheCopy> ArchiveStorage::StartCacheCopy(
+    const std::string& digest, uint64_t size) {
+  if (!ParseDigest(digest).ok() || size > options_.cache_bytes) return nullptr;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (cache_.count(digest) > 0 || !copying_.insert(digest).second) return nullptr;
+  }
+  // "<hex>.tmp-<random>": removed at start if the process dies before Publish.
+  Result<AtomicFile> file = AtomicFile::Create(CachePath(digest));
+  if (!file.ok()) {
+    Log("storage: no cache copy of " + digest + ": " +
+        ScrubPaths(file.status(), {{CachePath(digest), "its cache file"}}).ToString());
+    std::lock_guard<std::mutex> g(mu_);
+    copying_.erase(digest);
+    return nullptr;
+  }
+  return std::unique_ptr<CacheCopy>(new CacheCopy(this, digest, size, std::move(*file)));
+}
+
+ArchiveStorage::CacheCopy::~CacheCopy() {
+  if (!done_) file_.Abandon();
+  std::lock_guard<std::mutex> g(storage_->mu_);
+  storage_->copying_.erase(digest_);
+}
+
+Status ArchiveStorage::CacheCopy::Append(ByteSpan bytes) {
+  if (done_) return Internal("cache copy of " + digest_ + ": appended after it ended");
+  if (bytes.size() > size_ - file_.size()) {
+    return InvalidArgument("cache copy of " + digest_ + ": more bytes than its " +
+                           std::to_string(size_));
+  }
+  Status s = file_.Append(bytes);
+  if (!s.ok()) {
+    done_ = true;
+    s = ScrubPaths(s, {{file_.temp_path(), "the cache copy of " + digest_}});
+    file_.Abandon();
+    storage_->Log("storage: cache copy of " + digest_ + " given up: " + s.ToString());
+  }
+  return s;
+}
+
+Status ArchiveStorage::CacheCopy::Publish() {
+  if (done_) return Internal("cache copy of " + digest_ + ": published after it ended");
+  done_ = true;
+  if (file_.size() != size_) {
+    file_.Abandon();
+    return InvalidArgument("cache copy of " + digest_ + ": " + std::to_string(file_.size()) +
+                           " of " + std::to_string(size_) + " bytes");
+  }
+  const std::string temp = file_.temp_path();
+  Status s = file_.Commit(/*no_replace=*/true);
+  if (s.code() == Code::kAlreadyExists) {
+    file_.Abandon();  // File() rebuilt it meanwhile: that copy stays
+    return Status::Ok();
+  }
+  if (!s.ok()) {
+    file_.Abandon();
+    s = ScrubPaths(s, {{temp, "the cache copy of " + digest_},
+                       {storage_->CachePath(digest_), "the cache copy of " + digest_}});
+    storage_->Log("storage: cache copy of " + digest_ + " given up: " + s.ToString());
+    return s;
+  }
+  std::lock_guard<std::mutex> g(storage_->mu_);
+  storage_->sizes_[digest_] = size_;
+  ++storage_->rebuilds_;
+  storage_->IndexCachedLocked(digest_, size_, Clock::now());
+  return Status::Ok();
 }
 
 Result<std::optional<store::BlobInfo>> ArchiveStorage::FileIfStored(std::string_view digest) {
@@ -330,8 +403,25 @@ Result<std::optional<store::BlobInfo>> ArchiveStorage::FileIfStored(std::string_
     if (intact.ok() && *intact) {
       return std::optional<store::BlobInfo>(store::BlobInfo{d, *cached_size, path});
     }
+    DropDamagedCopy(d, intact);  // the reader's stored form serves it; a copy replaces it
   }
-  return std::optional<store::BlobInfo>();  // a damaged copy is File's to replace
+  return std::optional<store::BlobInfo>();
+}
+
+void ArchiveStorage::DropDamagedCopy(const std::string& d, const Result<bool>& intact) {
+  const std::string path = CachePath(d);
+  Log("storage: cached copy of " + d + " is damaged (" +
+      (intact.ok() ? std::string("its bytes do not hash to its name")
+                   : intact.status().ToString()) +
+      "): deleted");
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = cache_.find(d);
+  if (it != cache_.end()) {
+    cache_total_ -= it->second.size;
+    cache_.erase(it);
+  }
+  intact_.erase(path);
+  RemoveAll(path);
 }
 
 Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string& digest) {
@@ -382,7 +472,7 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
     Result<store::BlobInfo> blob = s.ok() ? blobs_->Publish(temp, MakeDigest(*hex))
                                           : Result<store::BlobInfo>(s);
     RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
-    if (!blob.ok()) return Scrub(blob.status(), names);
+    if (!blob.ok()) return ScrubPaths(blob.status(), names);
     BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
     BLZ_RETURN_IF_ERROR(db_->RecordPatch(
         "", store::PatchRecord{std::string(kNoBase), digest, blob->digest, blob->size}));
@@ -421,7 +511,7 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
         .WithContext("keeping the raw archive " + digest);
   }
   if (!intact.ok()) {
-    return Scrub(intact, {{recorded->path, "full patch " + recorded->digest}})
+    return ScrubPaths(intact, {{recorded->path, "full patch " + recorded->digest}})
         .WithContext("keeping the raw archive " + digest);
   }
   // The store's calls (a HEAD and a DELETE on S3) run outside mu_; "full:<digest>" keeps any
@@ -634,7 +724,7 @@ Status ArchiveStorage::QuarantineDamaged(const store::BlobInfo& blob, const std:
 Status ArchiveStorage::CheckStoredBlob(const store::BlobInfo& blob) {
   uint64_t inode = 0;
   Result<bool> intact = IntactOnRead(blob.path, blob.digest, blob.size, &inode);
-  if (!intact.ok()) return Scrub(intact.status(), {{blob.path, "blob " + blob.digest}});
+  if (!intact.ok()) return ScrubPaths(intact.status(), {{blob.path, "blob " + blob.digest}});
   if (*intact) return Status::Ok();
   return QuarantineDamaged(blob, "blob " + blob.digest, inode);
 }
@@ -655,7 +745,7 @@ Status ArchiveStorage::VerifyArchive(const std::string& digest) {
     Result<formats::BlzArchive> archive = formats::BlzArchive::Open(file.path);
     s = archive.ok() ? archive->Verify() : archive.status();
   }
-  if (!s.ok()) return Scrub(s, {{file.path, "archive " + digest}});
+  if (!s.ok()) return ScrubPaths(s, {{file.path, "archive " + digest}});
   std::lock_guard<std::mutex> g(mu_);
   verified_archives_.insert(digest);
   return Status::Ok();

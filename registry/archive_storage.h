@@ -37,8 +37,8 @@
 // - Chains (registry/archive_chains.cc; docs/storage.md, "Chains"): an archive may instead be
 //   stored as a verified patch from a parent archive (table archive_chains), when that is
 //   clearly smaller than its full patch and the chain stays short (options.max_chain_depth)
-//   and cheap to rebuild; File rebuilds it through the cache (the parent first); ReadForms
-//   names its forms down the chain so file reads decode it in place. The full
+//   and cheap to rebuild; OpenReader reads it in place (decoding a range link by link), File
+//   writes it into the cache in one pass of that reader. The full
 //   patch of a chained archive is forgotten once its raw blob is dropped.
 // - VerifyArchive checks an archive's data completely (formats::BlzArchive::Verify) before the
 //   registry accepts a manifest that references it; the result is remembered per digest.
@@ -64,7 +64,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/file_util.h"
 #include "core/status.h"
+#include "patcher/archive_reader.h"
 #include "registry/background_jobs.h"
 #include "registry/keyed_mutex.h"
 #include "store/blob_store.h"
@@ -92,7 +94,8 @@ struct FullPatchFunctions {
   // The size in bytes of the archive the (full or chain) patch at `patch_path` rebuilds.
   std::function<Result<uint64_t>(const std::string& patch_path)> archive_size;
 
-  // Chains (docs/storage.md, "Chains"); all three empty = no chains.
+  // Chains (docs/storage.md, "Chains"); both empty = no chains. (A chain is read through
+  // patcher::PatchReader, ArchiveStorage::OpenReader.)
   // Writes the patch from the archive at `base_path` (digest `base_digest`) to the archive at
   // `target_path` (`target_digest`) to `out_path` (must not exist); stops early once *cancel.
   std::function<Status(const std::string& base_path, const std::string& base_digest,
@@ -104,15 +107,9 @@ struct FullPatchFunctions {
   std::function<Status(const std::string& base_path, const std::string& base_digest,
                        const std::string& patch_path, const std::string& target_digest)>
       verify_patch;
-  // Applies it, writing `out_path` (must not exist) atomically, checked (SHA-256) to be
-  // `target_digest` before it appears.
-  std::function<Status(const std::string& base_path, const std::string& base_digest,
-                       const std::string& patch_path, const std::string& target_digest,
-                       const std::string& out_path)>
-      apply;
 
   bool complete() const { return create && verify && rebuild && archive_size; }
-  bool chains() const { return complete() && diff && verify_patch && apply; }
+  bool chains() const { return complete() && diff && verify_patch; }
 };
 
 // blz::patcher's implementation (CreateFullPatch, VerifyPatch, ApplyFullPatch, ReadPatchInfo);
@@ -160,14 +157,16 @@ struct StorageStatus {
   uint64_t compressed = 0;  // raw archive blobs replaced by their full patch
   uint64_t failed = 0;      // compressions that failed (the raw blob was kept)
   uint64_t full_patches_computed = 0;
-  uint64_t rebuilds = 0;    // archives rebuilt from their full patch into the cache
+  // archives rebuilt into the cache: from their full patch by File(), or copied by a whole
+  // blob GET that streamed them from their stored form (CacheCopy)
+  uint64_t rebuilds = 0;
   uint64_t cache_bytes = 0;
   uint64_t cache_entries = 0;
   uint64_t cache_limit = 0;
   uint64_t quarantined = 0;  // stored blobs found damaged on read and moved to quarantine
   uint64_t chained = 0;      // archives stored as a chain link by this process
   uint64_t rebased = 0;      // chain links re-based (new parent or full patch)
-  uint64_t chain_rebuilds = 0;  // archives rebuilt from their chain into the cache
+  uint64_t chain_rebuilds = 0;  // archives rebuilt from their chain into the cache by File()
 };
 
 // What ArchiveStorage::VerifyChains found.
@@ -231,6 +230,43 @@ class ArchiveStorage {
   // ReadForms, patcher/patch_reader.h). Errors as File, never a rebuild's.
   Result<std::optional<store::BlobInfo>> FileIfStored(std::string_view digest);
 
+  // A copy of an archive written into the cache by a reader that produces its bytes in order
+  // anyway (a whole blob GET streamed from its stored form, registry/blob_handlers.cc), so
+  // the next whole read is served from the file. Append the bytes in order; Publish once they
+  // were checked to hash to the digest (then it is renamed into place, fsynced, and indexed as
+  // File's copies are). Destroyed unpublished (a client gone, a failed check), it is removed.
+  // Used by one thread at a time.
+  class CacheCopy {
+   public:
+    ~CacheCopy();
+    CacheCopy(const CacheCopy&) = delete;
+    CacheCopy& operator=(const CacheCopy&) = delete;
+    // Errors: kIOError (the write; the copy is then given up, the read goes on without).
+    Status Append(ByteSpan bytes);
+    // Errors: kIOError, kInvalidArgument (not every byte was appended). A copy that File()
+    // published meanwhile wins; this one is then dropped (OK).
+    Status Publish();
+
+   private:
+    friend class ArchiveStorage;
+    CacheCopy(ArchiveStorage* storage, std::string digest, uint64_t size, AtomicFile file)
+        : storage_(storage), digest_(std::move(digest)), size_(size), file_(std::move(file)) {}
+    ArchiveStorage* storage_;
+    std::string digest_;
+    uint64_t size_;
+    AtomicFile file_;
+    bool done_ = false;
+  };
+  // After a read of `digest` through OpenReader failed with kCorruption: re-hashes every
+  // patch of its stored forms (whatever its size) and quarantines a damaged one, as File()'s
+  // rebuild does. Returns the quarantine's kCorruption status, or OK when every blob is intact
+  // (the damage was elsewhere). Hashes up to the chain's stored bytes: call it only on errors.
+  Status QuarantineDamagedForms(const std::string& digest);
+  // A cache copy of the archive `digest` of `size` bytes, or null when there is no point or no
+  // room: the archive is cached already or being copied by another reader, the cache is
+  // disabled (cache_bytes 0) or smaller than the archive, or the file cannot be created.
+  std::unique_ptr<CacheCopy> StartCacheCopy(const std::string& digest, uint64_t size);
+
   // One stored form of an archive, as ReadForms finds it.
   struct ReadForm {
     enum class Kind { kFile, kFullPatch, kLink };
@@ -250,6 +286,12 @@ class ArchiveStorage {
   // kNotFound (an archive of the chain is stored in no form), kCorruption (a damaged blob; a
   // chain longer than 64 links), the metadata DB's and the store's.
   Result<std::vector<ReadForm>> ReadForms(const std::string& digest);
+  // A reader of the archive as stored (ReadForms, each form opened: an archive file, a full
+  // patch, or a chain link over its parent's reader, down to the chain's root); nothing is
+  // decoded beyond the patches' headers and prefixes. Errors: ReadForms',
+  // patcher::PatchReader::Open's (naming blobs, never server paths), kCorruption (a form that
+  // rebuilds another archive than the metadata DB says).
+  Result<std::shared_ptr<const patcher::ArchiveReader>> OpenReader(const std::string& digest);
 
   // Records that `digest` is being read straight from the blob store (`blz serve --redirect`,
   // a streamed blob GET): its raw blob is not dropped for options.grace, by any replica, as
@@ -332,6 +374,12 @@ class ArchiveStorage {
   // Removes least recently used cache entries past their grace until under the bound.
   // REQUIRES: mu_ held.
   void EvictLocked(Clock::time_point now);
+  // Deletes the cached copy of `d` found damaged (`intact`: IntactOnRead's answer) and
+  // forgets it.
+  void DropDamagedCopy(const std::string& d, const Result<bool>& intact);
+  // Indexes the copy of `digest` (`size` bytes) just renamed into the cache (once: a second
+  // call for the same copy changes nothing) and evicts past the bound. REQUIRES: mu_ held.
+  void IndexCachedLocked(const std::string& digest, uint64_t size, Clock::time_point now);
   void Run();  // the background thread
   // Chains (registry/archive_chains.cc). Tries to store `digest` (its file `archive_path`) as a
   // chain link: candidates ranked like pull bases, at most `max_depth` links and no parent
@@ -343,13 +391,19 @@ class ArchiveStorage {
   // After the raw blob of a chained archive was dropped: forgets its full patch (no longer its
   // stored form; garbage collection then removes it).
   void ForgetFullPatchOfChained(const std::string& digest);
-  // Rebuilds `digest` from its chain link into `out_path` (File's cache path). kNotFound when
-  // it has no link. `depth` guards against a corrupt (cyclic) chain.
-  Status RebuildFromChain(const std::string& digest, const std::string& out_path, int depth);
+  // Rebuilds `digest` from its chain (OpenReader) into `out_path` (File's cache path) in one
+  // pass (patcher::WriteArchive). kNotFound when it has no stored form.
+  Status RebuildFromChain(const std::string& digest, const std::string& out_path);
+  // Re-hashes the patches among `forms` and quarantines the first damaged one (its
+  // kCorruption status); OK when all are intact.
+  Status QuarantineForms(const std::vector<ReadForm>& forms);
+  // OpenReader of forms found already.
+  Result<std::shared_ptr<const patcher::ArchiveReader>> OpenForms(
+      const std::vector<ReadForm>& forms);
+  // "chain link <patch> of archive <digest> (from <parent>)", and so on.
+  static std::string FormName(const ReadForm& form);
   // Re-bases one link (RebaseOrphans).
   Status Rebase(const store::ChainLink& link);
-  // File(), with the recursion depth of a chain rebuild.
-  Result<store::BlobInfo> FileAt(std::string_view digest, int depth);
   // Is the file at `path` (named `digest`, `size` bytes) intact? true also when over the
   // verify-on-read bound; remembered per path and file version.
   // *hashed_inode (may be null) gets the inode of the file hashed (0 when none was).
@@ -382,6 +436,7 @@ class ArchiveStorage {
   std::string current_;                             // being compressed by the thread
   std::unordered_map<std::string, CacheEntry> cache_;
   uint64_t cache_total_ = 0;
+  std::unordered_set<std::string> copying_;  // archives a CacheCopy is being written for
   // Raw blobs this process handed out, when it last recorded that in the metadata DB.
   std::unordered_map<std::string, Clock::time_point> served_;
   // Raw blobs DropRaw decided to delete and is deleting (outside mu_); File waits on
@@ -403,6 +458,14 @@ class ArchiveStorage {
   std::unordered_set<std::string> verified_archives_;     // VerifyArchive passed
   std::thread thread_;
 };
+
+namespace internal {
+// `s` with the server paths of `names` ({path, what it holds}) replaced by what they hold, so
+// errors sent to clients do not reveal the data directory (archive_storage.cc,
+// archive_chains.cc).
+Status ScrubPaths(const Status& s,
+                  const std::vector<std::pair<std::string, std::string>>& names);
+}  // namespace internal
 
 }  // namespace blz::registry
 

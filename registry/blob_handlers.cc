@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
+#include "patcher/archive_reader.h"
 #include "registry/byte_ranges.h"
 #include "registry/errors.h"
 #include "registry/ollama/ollama_handlers.h"
@@ -96,6 +97,125 @@ std::optional<Response> StreamBlob(const store::BlobStore& blobs, ArchiveStorage
   return res;
 }
 
+// An archive stored only as patches (its full patch, or a chain: ArchiveStorage::OpenReader),
+// the requested range decoded chunk by chunk as the client takes it, nothing rebuilt first. A
+// whole GET is hashed on the way (the last piece is handed out only if the bytes hash to the
+// digest: a damaged store ends the response early) and copied into the cache as it goes
+// (ArchiveStorage::CacheCopy, published after that check), so the next whole GET is a file.
+class StreamedArchive final : public BodyProducer {
+ public:
+  StreamedArchive(ArchiveStorage* storage, std::unique_ptr<patcher::ArchiveReader::Cursor> cursor,
+                  std::string digest, uint64_t length, bool whole,
+                  std::unique_ptr<ArchiveStorage::CacheCopy> copy)
+      : storage_(storage),
+        cursor_(std::move(cursor)),
+        digest_(std::move(digest)),
+        left_(length),
+        whole_(whole),
+        copy_(std::move(copy)) {}
+
+  Result<ByteSpan> Next() override {
+    Result<ByteSpan> piece = cursor_->Next();
+    if (!piece.ok()) {
+      copy_.reset();  // removed unpublished
+      Status s = piece.status();
+      // A damaged stored patch: quarantined now, as a rebuild would (the next request is
+      // answered from what remains, or 404).
+      if (s.code() == Code::kCorruption) {
+        Status quarantined = storage_->QuarantineDamagedForms(digest_);
+        if (!quarantined.ok()) s = quarantined;
+      }
+      return s.WithContext("streaming archive " + digest_ + " from its stored form");
+    }
+    left_ -= std::min<uint64_t>(left_, piece->size());
+    if (!whole_ || piece->empty()) return piece;
+    hash_.Update(*piece);
+    // A failed copy is logged by it; the response goes on without.
+    if (copy_ != nullptr && !copy_->Append(*piece).ok()) copy_.reset();
+    if (left_ == 0) {
+      const std::string actual = MakeDigest(hash_.FinishHex());
+      if (actual != digest_) {
+        copy_.reset();
+        return DigestMismatch("archive " + digest_ + " decoded from its stored form hashes to " +
+                              actual + "; the response was cut short");
+      }
+      if (copy_ != nullptr) {
+        (void)copy_->Publish();  // logged by the copy when it fails: only a cache entry lost
+        copy_.reset();
+      }
+    }
+    return piece;
+  }
+
+ private:
+  ArchiveStorage* storage_;  // outlives the response (the registry outlives its sessions)
+  std::unique_ptr<patcher::ArchiveReader::Cursor> cursor_;
+  std::string digest_;
+  uint64_t left_;
+  bool whole_;
+  std::unique_ptr<ArchiveStorage::CacheCopy> copy_;
+  Sha256 hash_;
+};
+
+// The error response for a blob whose stored bytes cannot be served.
+Response StoredBlobError(const Status& status, const std::string& digest) {
+  // Stored bytes found damaged (verify on read; now quarantined): the server's fault, never
+  // a 200 with wrong bytes. docs/registry-api.md, "Storage integrity".
+  const Code code = status.code();
+  if (code == Code::kCorruption || code == Code::kDigestMismatch) {
+    return ErrorResponse(OciError::kUnknown, status.message(),
+                         json{{"digest", digest}, {"damaged", true}});
+  }
+  return ErrorResponse(OciErrorFor(status, ErrorContext::kBlob), status.message(),
+                       json{{"digest", digest}});
+}
+
+// A blob GET served without rebuilding anything: the stored file when there is one (the raw
+// blob, a cached copy), else an archive stored as patches streamed through its reader
+// (StreamedArchive); the error response when a stored file is damaged (quarantined). nullopt
+// when neither applies (*open_error: why the stored form could not be opened, if it was
+// tried): the caller then goes through ArchiveStorage::File.
+std::optional<Response> ServeWithoutRebuild(ArchiveStorage& storage, const std::string& digest,
+                                            const RequestHead& head, Status* open_error) {
+  if (!storage.enabled() || digest.rfind("sha256:", 0) != 0) return std::nullopt;
+  Result<std::optional<store::BlobInfo>> file = storage.FileIfStored(digest);
+  if (!file.ok()) return StoredBlobError(file.status(), digest);
+  Response res;
+  if (file->has_value()) {
+    res = ServeFile((*file)->path, (*file)->size, head, "application/octet-stream");
+  } else {
+    Result<std::shared_ptr<const patcher::ArchiveReader>> reader = storage.OpenReader(digest);
+    if (!reader.ok()) {
+      // File() rebuilds what there is, and quarantines a damaged blob it finds (then says so,
+      // or 404 when nothing remains: then this error, which names the damage, is the answer).
+      *open_error = reader.status();
+      return std::nullopt;
+    }
+    const uint64_t size = (*reader)->archive_size();
+    std::optional<RangeSpan> span = SelectRange(head.Get("Range"), size, &res);
+    if (!span) {
+      Response err = ErrorResponse(OciError::kRangeInvalid,
+                                   "requested range not satisfiable for " +
+                                       std::to_string(size) + " bytes",
+                                   json{{"size", size}});
+      SetUnsatisfiableRange(size, &err);
+      return err;
+    }
+    Result<std::unique_ptr<patcher::ArchiveReader::Cursor>> cursor =
+        (*reader)->NewCursor({{span->offset, span->length}});
+    if (!cursor.ok()) return std::nullopt;
+    const bool whole = span->offset == 0 && span->length == size;
+    res.producer = std::make_shared<StreamedArchive>(
+        &storage, std::move(*cursor), digest, span->length, whole,
+        whole ? storage.StartCacheCopy(digest, size) : nullptr);
+    res.file_length = span->length;
+    res.Set("Content-Type", "application/octet-stream");
+  }
+  res.Set("Docker-Content-Digest", digest);
+  res.Set("ETag", "\"" + digest + "\"");
+  return res;
+}
+
 }  // namespace
 
 Response Registry::GetBlob(const Route& route, const RequestHead& head) {
@@ -137,20 +257,25 @@ Response Registry::GetBlob(const Route& route, const RequestHead& head) {
                                                       options_.storage.verify_on_read_bytes);
     if (streamed.has_value()) return std::move(*streamed);
   }
-  // An archive stored as a full patch: HEAD answers from its header, GET from a rebuilt copy.
+  // The stored file, or an archive stored as patches streamed from them.
+  std::optional<Response> served;
+  Status open_error;  // why its stored form could not be opened for streaming
+  if (route.method == "GET") {
+    served = ServeWithoutRebuild(*storage_, route.ref, head, &open_error);
+    if (served.has_value()) return std::move(*served);
+  }
+  // HEAD answers from the archive's header; a GET whose stored form could not be opened above
+  // from a rebuilt copy (or the error saying why there is none).
   Result<store::BlobInfo> info =
       route.method == "HEAD" ? storage_->Stat(route.ref) : storage_->File(route.ref);
   if (info.ok() && info->path.empty()) info->path = "/dev/null";  // HEAD: never opened
   if (!info.ok()) {
-    // Stored bytes found damaged (verify on read; now quarantined): the server's fault, never
-    // a 200 with wrong bytes. docs/registry-api.md, "Storage integrity".
-    const Code code = info.status().code();
-    if (code == Code::kCorruption || code == Code::kDigestMismatch) {
-      return ErrorResponse(OciError::kUnknown, info.status().message(),
-                           json{{"digest", route.ref}, {"damaged", true}});
+    const Code open_code = open_error.code();
+    if (info.status().code() == Code::kNotFound &&
+        (open_code == Code::kCorruption || open_code == Code::kDigestMismatch)) {
+      return StoredBlobError(open_error, route.ref);
     }
-    return ErrorResponse(OciErrorFor(info.status(), ErrorContext::kBlob), info.status().message(),
-                         json{{"digest", route.ref}});
+    return StoredBlobError(info.status(), route.ref);
   }
   Response res = ServeFile(info->path, info->size, head, "application/octet-stream");
   res.Set("Docker-Content-Digest", info->digest);

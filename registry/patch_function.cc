@@ -93,15 +93,6 @@ FullPatchFunctions PatcherFullPatchFunctions() {
     }
     return Status::Ok();
   };
-  f.apply = [names](const std::string& base_path, const std::string& base_digest,
-                    const std::string& patch_path, const std::string& target_digest,
-                    const std::string& out_path) -> Status {
-    BLZ_RETURN_IF_ERROR(names(patch_path, base_digest, target_digest));
-    // ApplyPatch checks every chunk and the result's SHA-256 (the patch's target, checked
-    // above to be `target_digest`) before the file appears.
-    patcher::ApplyStats stats;
-    return patcher::ApplyPatch(base_path, patch_path, out_path, &stats);
-  };
   return f;
 }
 

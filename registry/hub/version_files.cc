@@ -303,7 +303,8 @@ Result<VersionFiles::Opened> VersionFiles::Open(const std::string& archive_diges
     cached.header = std::make_shared<const formats::ArchiveHeader>(std::move(header));
   } else if (cached.patch == nullptr) {
     // Only patches are stored (a full patch, or a chain): read them in place.
-    Result<std::shared_ptr<const patcher::ArchiveReader>> reader = OpenInPlace(archive_digest);
+    Result<std::shared_ptr<const patcher::ArchiveReader>> reader =
+        storage_->OpenReader(archive_digest);
     if (!reader.ok()) {
       // A server without patch functions, or a chain whose parts vanished meanwhile: File()
       // knows how to rebuild what there is.
@@ -338,41 +339,6 @@ Result<VersionFiles::Opened> VersionFiles::Open(const std::string& archive_diges
   }
   if (blob.has_value()) return Opened{blob->path, cached.header, nullptr};
   return Opened{"", cached.header, cached.patch};
-}
-
-Result<std::shared_ptr<const patcher::ArchiveReader>> VersionFiles::OpenInPlace(
-    const std::string& archive_digest) {
-  BLZ_ASSIGN_OR_RETURN(std::vector<ArchiveStorage::ReadForm> forms,
-                       storage_->ReadForms(archive_digest));
-  // From the chain's root up to the archive, each link over its parent's reader.
-  std::shared_ptr<const patcher::ArchiveReader> reader;
-  for (auto it = forms.rbegin(); it != forms.rend(); ++it) {
-    using Kind = ArchiveStorage::ReadForm::Kind;
-    std::string what;
-    switch (it->kind) {
-      case Kind::kFile: {
-        what = "archive file";
-        BLZ_ASSIGN_OR_RETURN(reader, patcher::ArchiveFileReader::Open(it->blob.path, it->digest));
-        break;
-      }
-      case Kind::kFullPatch: {
-        what = "full patch " + it->blob.digest;
-        BLZ_ASSIGN_OR_RETURN(reader, patcher::PatchReader::Open(it->blob.path));
-        break;
-      }
-      case Kind::kLink: {
-        what = "chain link " + it->blob.digest + " (from " + it->parent_digest + ")";
-        BLZ_ASSIGN_OR_RETURN(reader, patcher::PatchReader::Open(it->blob.path, reader));
-        break;
-      }
-    }
-    if (reader->archive_digest() != it->digest) {
-      return Corruption(what + " of archive " + it->digest + " rebuilds " +
-                        reader->archive_digest());
-    }
-  }
-  if (reader == nullptr) return Internal("archive " + archive_digest + ": no stored form");
-  return reader;
 }
 
 Result<FileSlice> VersionFiles::SliceOf(const Opened& opened, const std::string& archive_digest,

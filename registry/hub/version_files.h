@@ -170,12 +170,6 @@ class VersionFiles {
   // The archive file of `archive_digest`, or a reader of its patch(es), and its parsed header
   // (cached by digest).
   Result<Opened> Open(const std::string& archive_digest);
-  // A reader of the archive as stored (ArchiveStorage::ReadForms): its full patch, or its
-  // chain link over its parent's reader, down to the chain's root. Errors: ReadForms',
-  // patcher::PatchReader::Open's, kCorruption (a patch that does not rebuild the archive the
-  // metadata DB says).
-  Result<std::shared_ptr<const patcher::ArchiveReader>> OpenInPlace(
-      const std::string& archive_digest);
   // The slice of `file` [offset, offset + length) in `opened`.
   Result<FileSlice> SliceOf(const Opened& opened, const std::string& archive_digest,
                             const formats::ArchiveFile& file, uint64_t offset, uint64_t length);

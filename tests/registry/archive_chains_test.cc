@@ -150,10 +150,10 @@ TEST(ArchiveChainsTest, CorpusFineTuneStoredAsAChainFromItsBase) {
   }
   EXPECT_EQ(chained_metric, 1);
 
-  // Pulls rebuild it from its chain, byte-identical.
+  // Pulls stream it from its chain, byte-identical, without rebuilding it first.
   ExpectPulls(h, "gpt2/ft", ft);
   ExpectPulls(h, "gpt2/base", base);
-  EXPECT_GE(storage.status().chain_rebuilds, 1u);
+  EXPECT_EQ(storage.status().chain_rebuilds, 0u);
 
   // The patch base -> ft is the stored link: a cache hit, and it needs neither archive
   // rebuilt (the cache is emptied first: a rebuild would show in the counters).
@@ -219,6 +219,72 @@ TEST(ArchiveChainsTest, DepthBoundIsRespected) {
 // Deleting the base: a garbage collection alone (no re-base) keeps the parent the chain needs;
 // the registry's collection re-bases the fine-tune first (here onto its full patch: no other
 // parent), then the base's bytes go, and the fine-tune still pulls byte-identical.
+// A blob GET of a chained version rebuilds nothing first: a range is decoded from the chain
+// alone (no cache entry, no rebuild), a whole GET streams the archive and leaves a verified
+// copy in the cache on the way, which the next GET is served from as a file. On the code
+// before, the first GET rebuilt the archive into the cache (chain_rebuilds 1) before its
+// first byte.
+TEST(ArchiveChainsTest, AChainedVersionIsStreamedAndCachedByItsFirstWholeGet) {
+  Harness h(ChainOptions());
+  const std::string base = Synthetic(0);
+  const std::string ft = Synthetic(0.002);
+  const std::string bd = PushVersion(&h, "org/base", "v1", base);
+  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  const std::string fd = PushVersion(&h, "org/ft", "v1", ft);
+  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  ASSERT_TRUE(h.registry().db().FindChainLink(fd).ok());
+  const std::string cache = h.data() + "/cache/sha256";
+  auto cold = [&] {  // a restart with an empty cache
+    fs::remove_all(cache);
+    h.Reopen(ChainOptions());
+  };
+  cold();
+  ArchiveStorage& storage = h.registry().storage();
+  ASSERT_EQ(storage.status().cache_entries, 0u);
+
+  Response range = h.Call("GET", "/v2/org/ft/blobs/" + fd, "", {{"Range", "bytes=100-5099"}});
+  ASSERT_EQ(range.status, 206) << range.body;
+  EXPECT_NE(range.producer, nullptr);
+  EXPECT_TRUE(BodyOf(range) == ft.substr(100, 5000));
+  EXPECT_EQ(storage.status().cache_entries, 0u);
+
+  Response whole = h.Call("GET", "/v2/org/ft/blobs/" + fd);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  EXPECT_EQ(whole.Get("Docker-Content-Digest").value_or(""), fd);
+  ASSERT_NE(whole.producer, nullptr) << "served from a rebuilt file, not streamed";
+  EXPECT_EQ(whole.file_length, ft.size());
+  EXPECT_TRUE(BodyOf(whole) == ft);
+  StorageStatus st = storage.status();
+  EXPECT_EQ(st.chain_rebuilds, 0u) << "rebuilt before it was served";
+  EXPECT_EQ(st.rebuilds, 1u);  // the copy
+  EXPECT_EQ(st.cache_entries, 1u) << "the streamed GET left no copy in the cache";
+
+  Response again = h.Call("GET", "/v2/org/ft/blobs/" + fd);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.producer, nullptr) << "the second GET was not served from the cached copy";
+  EXPECT_TRUE(BodyOf(again) == ft);
+  EXPECT_EQ(storage.status().chain_rebuilds, 0u);
+
+  // A whole GET whose client goes away early leaves no copy (and no temporary file).
+  cold();
+  Response cut = h.Call("GET", "/v2/org/ft/blobs/" + fd);
+  ASSERT_EQ(cut.status, 200) << cut.body;
+  ASSERT_NE(cut.producer, nullptr);
+  ASSERT_TRUE(cut.producer->Next().ok());
+  cut.producer.reset();
+  EXPECT_EQ(h.registry().storage().status().cache_entries, 0u);
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(cache)) {
+    ADD_FAILURE() << "left in the cache: " << e.path();
+    ++files;
+  }
+  EXPECT_EQ(files, 0u);
+  // An unsatisfiable range of a stored-as-patches archive.
+  Response bad = h.Call("GET", "/v2/org/ft/blobs/" + fd, "",
+                        {{"Range", "bytes=" + std::to_string(ft.size()) + "-"}});
+  EXPECT_EQ(bad.status, 416) << bad.body;
+}
+
 TEST(ArchiveChainsTest, DeletingTheBaseKeepsDependentsReadable) {
   Harness h(ChainOptions());
   const std::string base = Synthetic(0);
