@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <mutex>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "core/checked.h"
@@ -59,58 +62,58 @@ std::vector<ArchiveRange> ArchiveReader::IndependentRanges() const {
 
 namespace {
 
-// One range of WriteArchive, decoded.
+// One range of the archive, decoded (into a buffer of 2 x kChunkBytes).
 struct DecodedRange {
   std::unique_ptr<uint8_t[]> bytes;
   size_t size = 0;
 };
 
+// Ranges of an archive whose cursors decode them independently (IndependentRanges) inside
+// [offset, offset + length).
+std::vector<ArchiveRange> JobsFor(const ArchiveReader& reader, uint64_t offset, uint64_t length) {
+  std::vector<ArchiveRange> jobs;
+  const uint64_t end = offset + length;  // inside the archive (checked by the caller)
+  for (const ArchiveRange& r : reader.IndependentRanges()) {
+    const uint64_t from = std::max(r.offset, offset);
+    const uint64_t to = std::min(r.offset + r.length, end);
+    if (from < to) jobs.push_back({from, to - from});
+  }
+  return jobs;
+}
+
 }  // namespace
 
-Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, int threads,
-                    ArchiveReadStats* stats) {
-  if (threads < 0) {
-    return InvalidArgument("write archive: threads must be >= 0 (0 = one per core), got " +
-                           std::to_string(threads));
-  }
-  struct stat st {};
-  if (::lstat(out_path.c_str(), &st) == 0) return AlreadyExists(out_path + ": already exists");
-  const std::vector<ArchiveRange> ranges = reader.IndependentRanges();
-  for (const ArchiveRange& r : ranges) {
+// Decodes ranges on any thread: cursors (with their buffers and what they decoded last) and
+// output buffers are reused across ranges, so at most one cursor per thread and one buffer
+// per range in flight exist at a time.
+class RangeDecoder {
+ public:
+  explicit RangeDecoder(std::shared_ptr<const ArchiveReader> reader)
+      : reader_(std::move(reader)) {}
+
+  Result<DecodedRange> Decode(const ArchiveRange& r) {
     if (r.length > 2 * kChunkBytes) {
-      return Internal("archive " + reader.archive_digest() + ": a decoding range of " +
+      return Internal("archive " + reader_->archive_digest() + ": a decoding range of " +
                       std::to_string(r.length) + " bytes");
     }
-  }
-  BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path));
-  // Cursors (with their buffers) and output buffers are reused across ranges; at most one
-  // cursor per worker and (window + threads) buffers exist at a time.
-  std::mutex mu;
-  std::vector<std::unique_ptr<ArchiveReader::Cursor>> idle;
-  std::vector<std::unique_ptr<uint8_t[]>> free_buffers;
-  ArchiveReadStats decoded;
-  auto take_cursor = [&](const ArchiveRange& r) -> Result<std::unique_ptr<ArchiveReader::Cursor>> {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!idle.empty()) {
-        std::unique_ptr<ArchiveReader::Cursor> c = std::move(idle.back());
-        idle.pop_back();
-        BLZ_RETURN_IF_ERROR(c->Reset({r}));
-        return c;
-      }
-    }
-    return reader.NewCursor({r});
-  };
-  std::function<Result<DecodedRange>(size_t)> produce = [&](size_t i) -> Result<DecodedRange> {
-    const ArchiveRange& r = ranges[i];
-    BLZ_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader::Cursor> cursor, take_cursor(r));
+    std::unique_ptr<ArchiveReader::Cursor> cursor;
     DecodedRange d;
     {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!free_buffers.empty()) {
-        d.bytes = std::move(free_buffers.back());
-        free_buffers.pop_back();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        cursor = std::move(idle_.back());
+        idle_.pop_back();
       }
+      if (!free_.empty()) {
+        d.bytes = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (cursor != nullptr) {
+      Status reset = cursor->Reset({r});
+      if (!reset.ok()) return reset;
+    } else {
+      BLZ_ASSIGN_OR_RETURN(cursor, reader_->NewCursor({r}));
     }
     if (d.bytes == nullptr) d.bytes = std::make_unique_for_overwrite<uint8_t[]>(2 * kChunkBytes);
     Status status;
@@ -122,25 +125,65 @@ Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, in
       }
       if (piece->empty()) break;
       if (piece->size() > r.length - d.size) {
-        status = Internal("archive " + reader.archive_digest() + ": a cursor produced more " +
-                          "than its range");
+        status = Internal("archive " + reader_->archive_digest() +
+                          ": a cursor produced more than its range");
         break;
       }
       std::memcpy(d.bytes.get() + d.size, piece->data(), piece->size());
       d.size += piece->size();
     }
     if (status.ok() && d.size != r.length) {
-      status = Internal("archive " + reader.archive_digest() + ": a cursor produced " +
+      status = Internal("archive " + reader_->archive_digest() + ": a cursor produced " +
                         std::to_string(d.size) + " of " + std::to_string(r.length) + " bytes");
     }
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!status.ok()) {
-      // A cursor must not be used after an error: keep it only for its stats.
-      decoded += cursor->stats();
+      // A cursor must not be used after an error: kept only for its stats.
+      decoded_ += cursor->stats();
+      free_.push_back(std::move(d.bytes));
       return status;
     }
-    idle.push_back(std::move(cursor));
+    idle_.push_back(std::move(cursor));
     return d;
+  }
+
+  void Recycle(std::unique_ptr<uint8_t[]> bytes) {
+    if (bytes == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(bytes));
+  }
+
+  // What every cursor decoded (call once no range is being decoded).
+  ArchiveReadStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ArchiveReadStats all = decoded_;
+    for (const std::unique_ptr<ArchiveReader::Cursor>& c : idle_) all += c->stats();
+    return all;
+  }
+
+  const ArchiveReader& reader() const { return *reader_; }
+
+ private:
+  std::shared_ptr<const ArchiveReader> reader_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<ArchiveReader::Cursor>> idle_;
+  std::vector<std::unique_ptr<uint8_t[]>> free_;
+  ArchiveReadStats decoded_;  // of cursors dropped after an error
+};
+
+Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, int threads,
+                    ArchiveReadStats* stats) {
+  if (threads < 0) {
+    return InvalidArgument("write archive: threads must be >= 0 (0 = one per core), got " +
+                           std::to_string(threads));
+  }
+  struct stat st {};
+  if (::lstat(out_path.c_str(), &st) == 0) return AlreadyExists(out_path + ": already exists");
+  const std::vector<ArchiveRange> ranges = JobsFor(reader, 0, reader.archive_size());
+  BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path));
+  RangeDecoder decoder(reader.shared_from_this());
+  std::function<Result<DecodedRange>(size_t)> produce = [&](size_t i) {
+    return decoder.Decode(ranges[i]);
   };
   Sha256 sha;
   uint64_t written = 0;
@@ -149,13 +192,11 @@ Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, in
     sha.Update(bytes);
     BLZ_RETURN_IF_ERROR(out.WriteAt(written, bytes));
     written += d.size;
-    std::lock_guard<std::mutex> lock(mu);
-    free_buffers.push_back(std::move(d.bytes));
+    decoder.Recycle(std::move(d.bytes));
     return Status::Ok();
   };
   Status s = RunOrdered<DecodedRange>(ranges.size(), ResolveThreads(threads), produce, consume);
-  for (const std::unique_ptr<ArchiveReader::Cursor>& c : idle) decoded += c->stats();
-  if (stats != nullptr) *stats = decoded;
+  if (stats != nullptr) *stats = decoder.stats();
   if (!s.ok()) {
     out.Abandon();
     return s;
@@ -167,6 +208,82 @@ Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, in
                           "bytes with digest " + got);
   }
   return out.Commit(/*no_replace=*/true);
+}
+
+// ---- ArchiveStream -----------------------------------------------------------------------------
+
+Result<std::unique_ptr<ArchiveStream>> ArchiveStream::Start(
+    std::shared_ptr<const ArchiveReader> reader, uint64_t offset, uint64_t length, int threads) {
+  if (reader == nullptr) return InvalidArgument("archive stream: no reader");
+  if (threads < 0) {
+    return InvalidArgument("archive stream: threads must be >= 0 (0 = one per core), got " +
+                           std::to_string(threads));
+  }
+  uint64_t end = 0;
+  if (!CheckedAdd(offset, length, &end) || end > reader->archive_size()) {
+    return InvalidArgument("bytes " + std::to_string(offset) + "+" + std::to_string(length) +
+                           " are outside archive " + reader->archive_digest() + " (" +
+                           std::to_string(reader->archive_size()) + " bytes)");
+  }
+  std::unique_ptr<ArchiveStream> s(new ArchiveStream());
+  s->decoder_ = std::make_unique<RangeDecoder>(reader);
+  s->jobs_ = JobsFor(*reader, offset, length);
+  const unsigned n = ResolveThreads(threads);
+  ArchiveStream* self = s.get();
+  try {
+    s->driver_ = std::thread([self, n] { self->Drive(n); });
+  } catch (const std::system_error& e) {
+    return Internal(std::string("archive stream: cannot start a thread: ") + e.what());
+  }
+  return s;
+}
+
+void ArchiveStream::Drive(unsigned threads) {
+  std::function<Result<DecodedRange>(size_t)> produce = [this](size_t i) {
+    return decoder_->Decode(jobs_[i]);
+  };
+  std::function<Status(size_t, DecodedRange&)> consume = [this](size_t,
+                                                                DecodedRange& d) -> Status {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return cancelled_ || ready_.size() < kAhead; });
+    if (cancelled_) return Internal("archive stream: cancelled");
+    ready_.push_back(Piece{std::move(d.bytes), d.size});
+    cv_.notify_all();
+    return Status::Ok();
+  };
+  Status s = RunOrdered<DecodedRange>(jobs_.size(), threads, produce, consume);
+  std::lock_guard<std::mutex> lock(mu_);
+  status_ = s;
+  done_ = true;
+  cv_.notify_all();
+}
+
+ArchiveStream::~ArchiveStream() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+  }
+  cv_.notify_all();
+  if (driver_.joinable()) driver_.join();
+}
+
+Result<ByteSpan> ArchiveStream::Next() {
+  decoder_->Recycle(std::move(current_.bytes));
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !ready_.empty() || done_; });
+  if (!ready_.empty()) {
+    current_ = std::move(ready_.front());
+    ready_.pop_front();
+    cv_.notify_all();
+    return ByteSpan(current_.bytes.get(), current_.size);
+  }
+  if (!status_.ok()) return status_;
+  return ByteSpan();
+}
+
+ArchiveReadStats ArchiveStream::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ ? decoder_->stats() : ArchiveReadStats{};
 }
 
 // Spans of the mapping, at most kChunkBytes each.

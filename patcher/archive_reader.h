@@ -14,10 +14,14 @@
 #ifndef BLZ_PATCHER_ARCHIVE_READER_H_
 #define BLZ_PATCHER_ARCHIVE_READER_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/bytes.h"
@@ -102,7 +106,8 @@ class ArchiveReader : public std::enable_shared_from_this<ArchiveReader> {
 // IndependentRanges on `threads` worker threads (0 = one per core; each with a cursor of its
 // own) and writing and hashing them in order on the calling thread. The file appears only if
 // its SHA-256 is reader.archive_digest(); every chunk decoded was checked against its xxh3-64
-// (patcher/patch_reader.h). Nothing of an intermediate archive of a chain is written: a chain
+// (patcher/patch_reader.h). `reader` must be owned by a shared_ptr (every Open makes one).
+// Nothing of an intermediate archive of a chain is written: a chain
 // of depth d is decoded link by link per chunk. Memory: at most kWindowPerThread x threads
 // ranges (core/ordered_pipeline.h) of <= 2 x kChunkBytes, plus each cursor's buffers.
 // Errors: the cursors' (kCorruption naming the patch, the piece, the chunk and the payload's
@@ -111,6 +116,55 @@ class ArchiveReader : public std::enable_shared_from_this<ArchiveReader> {
 // (threads < 0). `stats` (may be null) receives what the cursors decoded.
 Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, int threads = 0,
                     ArchiveReadStats* stats = nullptr);
+
+class RangeDecoder;  // archive_reader.cc
+
+// The bytes [offset, offset + length) of an archive, decoded ahead of the consumer on worker
+// threads and handed out in order: how a download of a whole archive stored as patches is
+// streamed (registry/blob_handlers.cc) at the speed of WriteArchive rather than of one
+// thread. A driver thread runs the reader's IndependentRanges through RunOrdered
+// (core/ordered_pipeline.h) on `threads` workers (0 = one per core) and queues at most kAhead
+// decoded ranges; Next() takes them in order, waiting while the next is being decoded.
+// Memory: at most (kWindowPerThread x threads + kAhead + 1) buffers of 2 x kChunkBytes, plus
+// one cursor per worker. The reader must be owned by a shared_ptr (every Open makes one); the
+// stream keeps it alive. Destroying the stream stops the workers (it waits for the ranges
+// being decoded). Next() is called by one thread at a time.
+class ArchiveStream {
+ public:
+  static constexpr size_t kAhead = 2;
+  // Errors: kInvalidArgument (the range is not inside the archive, overflow-checked; threads
+  // < 0), kInternal (no thread could be started).
+  static Result<std::unique_ptr<ArchiveStream>> Start(std::shared_ptr<const ArchiveReader> reader,
+                                                       uint64_t offset, uint64_t length,
+                                                       int threads = 0);
+  ~ArchiveStream();
+  ArchiveStream(const ArchiveStream&) = delete;
+  ArchiveStream& operator=(const ArchiveStream&) = delete;
+
+  // The next bytes (at most 2 x kChunkBytes), valid until the next call or the stream's
+  // destruction; an empty span once every byte was handed out. Errors: the cursors' (as
+  // Cursor::Next: none of a bad chunk's bytes are handed out); the stream ends there.
+  Result<ByteSpan> Next();
+  // What the cursors decoded (complete once Next returned the end or an error).
+  ArchiveReadStats stats() const;
+
+ private:
+  ArchiveStream() = default;
+  void Drive(unsigned threads);  // the driver thread
+  struct Piece {
+    std::unique_ptr<uint8_t[]> bytes;
+    size_t size = 0;
+  };
+  std::unique_ptr<RangeDecoder> decoder_;
+  std::vector<ArchiveRange> jobs_;
+  std::thread driver_;
+  mutable std::mutex mu_;  // guards the members below
+  std::condition_variable cv_;
+  std::deque<Piece> ready_;
+  bool done_ = false, cancelled_ = false;
+  Status status_;
+  Piece current_;  // handed out by the last Next (the consumer's)
+};
 
 // A plain .blz archive file, memory-mapped: ranges are spans of the mapping (nothing is copied
 // or decoded; stats stay zero). The header is parsed and validated at Open

@@ -709,5 +709,79 @@ TEST(WriteArchiveTest, ADamagedChainOrAWrongDigestWritesNothing) {
   EXPECT_THAT(TempFilesIn(dir.path()), ::testing::IsEmpty());
 }
 
+// ---- ArchiveStream -----------------------------------------------------------------------------
+
+std::string Drain(ArchiveStream& stream, Status* error = nullptr) {
+  std::string out;
+  while (true) {
+    Result<ByteSpan> b = stream.Next();
+    if (!b.ok()) {
+      if (error != nullptr) *error = b.status();
+      return out;
+    }
+    if (b->empty()) return out;
+    EXPECT_LE(b->size(), 2 * kChunkBytes);
+    out.append(reinterpret_cast<const char*>(b->data()), b->size());
+  }
+}
+
+// v2 streamed through its chain on 1-3 threads, whole and from odd offsets, is v2's bytes in
+// order; a stream dropped half-way stops its workers; a damaged chunk ends it with the
+// patch's name and none of that chunk's bytes.
+TEST(ArchiveStreamTest, AChainStreamsInOrderOnAnyNumberOfThreads) {
+  testing::TempDir dir;
+  Chain c = MakeChain(dir);
+  auto root = PatchReader::Open(c.v0.patch_path);
+  ASSERT_TRUE(root.ok());
+  auto l1 = PatchReader::Open(c.link1, *root);
+  ASSERT_TRUE(l1.ok());
+  auto l2 = PatchReader::Open(c.link2, *l1);
+  ASSERT_TRUE(l2.ok());
+  const uint64_t size = c.v2.archive.size();
+  for (int threads : {1, 2, 3}) {
+    auto whole = ArchiveStream::Start(*l2, 0, size, threads);
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    EXPECT_TRUE(Drain(**whole) == c.v2.archive) << threads << " threads";
+    EXPECT_GE((*whole)->stats().bytes_decoded, size / 2);
+    const uint64_t from = kChunkBytes + 12345, n = size - from - 777;
+    auto part = ArchiveStream::Start(*l2, from, n, threads);
+    ASSERT_TRUE(part.ok());
+    EXPECT_TRUE(Drain(**part) == c.v2.archive.substr(from, n)) << threads << " threads";
+    auto dropped = ArchiveStream::Start(*l2, 0, size, threads);
+    ASSERT_TRUE(dropped.ok());
+    ASSERT_TRUE((*dropped)->Next().ok());
+    dropped->reset();  // must not hang
+  }
+  auto empty = ArchiveStream::Start(*l2, 5, 0);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(Drain(**empty), "");
+  EXPECT_EQ(ArchiveStream::Start(*l2, size, 1).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ArchiveStream::Start(*l2, 1, UINT64_MAX).status().code(), Code::kInvalidArgument);
+
+  std::string link2 = testing::ReadFileBytes(c.link2);
+  auto ph = internal::ParsePatch(AsBytes(link2), link2.size(), "patch");
+  ASSERT_TRUE(ph.ok());
+  uint64_t at = 0;
+  for (const auto& p : ph->pieces) {
+    if (p.kind == formats::ArchivePiece::Kind::kTensor && !p.chunks.empty() &&
+        p.chunks.back().length > 100) {
+      at = ph->payload_start + p.chunks.back().offset + p.chunks.back().length / 2;
+    }
+  }
+  ASSERT_GT(at, 0u);
+  link2[at] ^= 0x5a;
+  testing::WriteFileBytes(dir / "damaged.blzpatch", link2);
+  auto bad = PatchReader::Open(dir / "damaged.blzpatch", *l1);
+  ASSERT_TRUE(bad.ok());
+  auto stream = ArchiveStream::Start(*bad, 0, size, 2);
+  ASSERT_TRUE(stream.ok());
+  Status error;
+  const std::string got = Drain(**stream, &error);
+  EXPECT_EQ(error.code(), Code::kCorruption) << error.ToString();
+  EXPECT_THAT(error.message(), HasSubstr("damaged.blzpatch"));
+  EXPECT_LT(got.size(), size);
+  EXPECT_TRUE(got == c.v2.archive.substr(0, got.size())) << "wrong bytes before the error";
+}
+
 }  // namespace
 }  // namespace blz::patcher
