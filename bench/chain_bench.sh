@@ -8,8 +8,9 @@
 # with its archive cache emptied, and the version's archive blob is downloaded (curl, the OCI
 # blob GET `blz pull --no-patch` makes) twice in a row: "cold" (the registry rebuilds the
 # archive from its stored form, the whole chain down to the full patch) and "warm" (served from
-# its cache). The table gives each version's stored form and depth, the medians, and the
-# rebuild throughput = archive bytes / (cold - warm).
+# its cache). The table gives each version's stored form and depth, the medians (of the whole
+# GET and of its first byte, curl's time_starttransfer), and the rebuild throughput = archive
+# bytes / (cold - warm).
 #
 #   bash bench/chain_bench.sh                      (from the repo root)
 #
@@ -72,8 +73,8 @@ for r in $(seq 1 "$REPEAT"); do
     rm -rf "$WORK/data/cache"
     start
     for kind in cold warm; do
-      t=$(curl -sf -o /dev/null -w '%{time_total}' -H "Authorization: Bearer $token" \
-        "$url/v2/bench/m/blobs/$digest")
+      t=$(curl -sf -o /dev/null -w '%{time_total} %{time_starttransfer}' \
+        -H "Authorization: Bearer $token" "$url/v2/bench/m/blobs/$digest")
       echo "$v $kind $t" >> "$WORK/times"
     done
   done < "$WORK/digests"
@@ -85,13 +86,14 @@ import json, statistics, sys
 storage = json.load(open(sys.argv[1]))["repositories"][0]
 n = int(sys.argv[3])
 digest_of = dict(line.split() for line in open(sys.argv[4]))
-times = {}
+times, first = {}, {}
 for line in open(sys.argv[2]):
-    v, kind, t = line.split()
+    v, kind, t, f = line.split()
     times.setdefault((v, kind), []).append(float(t))
+    first.setdefault((v, kind), []).append(float(f))
 by_digest = {a["digest"]: a for a in storage["by_archive"]}
-print("| version | stored as | depth | archive | cold GET (rebuild) | warm GET (cached) | rebuild throughput |")
-print("|---|---|---|---|---|---|---|")
+print("| version | stored as | depth | archive | cold GET (rebuild) | cold first byte | warm GET (cached) | rebuild throughput |")
+print("|---|---|---|---|---|---|---|---|")
 for k in range(1, n + 1):
     v = f"v{k}"
     a = by_digest.get(digest_of[v], {})
@@ -100,6 +102,7 @@ for k in range(1, n + 1):
     warm = statistics.median(times[(v, "warm")])
     rebuild = cold - warm
     tput = f"{size / rebuild / 1e6:.0f} MB/s" if rebuild > 0 else "-"
+    cold_first = statistics.median(first[(v, "cold")])
     print(f"| {v} | {a.get('form', '?')} | {a.get('depth', 0)} | {size / 1e6:.1f} MB | "
-          f"{cold:.3f} s | {warm:.3f} s | {tput} |")
+          f"{cold:.3f} s | {cold_first:.3f} s | {warm:.3f} s | {tput} |")
 EOF

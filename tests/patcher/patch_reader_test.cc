@@ -625,6 +625,26 @@ std::vector<std::string> TempFilesIn(const std::string& dir) {
   return out;
 }
 
+// link2 with one byte flipped in the middle of its last tensor chunk's payload (decoded last:
+// the ranges before it succeed), written to `path` and opened over `l1`.
+Result<std::shared_ptr<const PatchReader>> DamagedLastChunk(
+    const Chain& c, const std::shared_ptr<const PatchReader>& l1, const std::string& path) {
+  std::string link2 = testing::ReadFileBytes(c.link2);
+  auto ph = internal::ParsePatch(AsBytes(link2), link2.size(), "patch");
+  if (!ph.ok()) return ph.status();
+  uint64_t at = 0;
+  for (const auto& p : ph->pieces) {
+    if (p.kind == formats::ArchivePiece::Kind::kTensor && !p.chunks.empty() &&
+        p.chunks.back().length > 100) {
+      at = ph->payload_start + p.chunks.back().offset + p.chunks.back().length / 2;
+    }
+  }
+  if (at == 0) return Internal("no tensor chunk to damage");
+  link2[at] ^= 0x5a;
+  testing::WriteFileBytes(path, link2);
+  return PatchReader::Open(path, l1);
+}
+
 // v2 written whole through link2 -> link1 -> v0's full patch, on 1, 2 and 3 threads, is v2's
 // archive byte for byte; the independent ranges partition the archive; every chunk of every
 // level was decoded once (each range's chunk and the parents' chunks it is coded against).
@@ -676,21 +696,7 @@ TEST(WriteArchiveTest, ADamagedChainOrAWrongDigestWritesNothing) {
   ASSERT_TRUE(root.ok());
   auto l1 = PatchReader::Open(c.link1, *root);
   ASSERT_TRUE(l1.ok());
-  std::string link2 = testing::ReadFileBytes(c.link2);
-  auto ph = internal::ParsePatch(AsBytes(link2), link2.size(), "patch");
-  ASSERT_TRUE(ph.ok());
-  // The middle of the last tensor chunk's payload (decoded last: the other ranges succeed).
-  uint64_t at = 0;
-  for (const auto& p : ph->pieces) {
-    if (p.kind == formats::ArchivePiece::Kind::kTensor && !p.chunks.empty() &&
-        p.chunks.back().length > 100) {
-      at = ph->payload_start + p.chunks.back().offset + p.chunks.back().length / 2;
-    }
-  }
-  ASSERT_GT(at, 0u);
-  link2[at] ^= 0x5a;
-  testing::WriteFileBytes(dir / "damaged.blzpatch", link2);
-  auto bad = PatchReader::Open(dir / "damaged.blzpatch", *l1);
+  auto bad = DamagedLastChunk(c, *l1, dir / "damaged.blzpatch");
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();
   for (int threads : {1, 2}) {
     Status s = WriteArchive(**bad, dir / "out.blz", threads);
@@ -758,21 +764,8 @@ TEST(ArchiveStreamTest, AChainStreamsInOrderOnAnyNumberOfThreads) {
   EXPECT_EQ(ArchiveStream::Start(*l2, size, 1).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ArchiveStream::Start(*l2, 1, UINT64_MAX).status().code(), Code::kInvalidArgument);
 
-  std::string link2 = testing::ReadFileBytes(c.link2);
-  auto ph = internal::ParsePatch(AsBytes(link2), link2.size(), "patch");
-  ASSERT_TRUE(ph.ok());
-  uint64_t at = 0;
-  for (const auto& p : ph->pieces) {
-    if (p.kind == formats::ArchivePiece::Kind::kTensor && !p.chunks.empty() &&
-        p.chunks.back().length > 100) {
-      at = ph->payload_start + p.chunks.back().offset + p.chunks.back().length / 2;
-    }
-  }
-  ASSERT_GT(at, 0u);
-  link2[at] ^= 0x5a;
-  testing::WriteFileBytes(dir / "damaged.blzpatch", link2);
-  auto bad = PatchReader::Open(dir / "damaged.blzpatch", *l1);
-  ASSERT_TRUE(bad.ok());
+  auto bad = DamagedLastChunk(c, *l1, dir / "damaged.blzpatch");
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
   auto stream = ArchiveStream::Start(*bad, 0, size, 2);
   ASSERT_TRUE(stream.ok());
   Status error;

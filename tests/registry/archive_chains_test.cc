@@ -82,6 +82,16 @@ void ExpectPulls(Harness& h, const std::string& repo, const std::string& archive
   EXPECT_TRUE(BodyOf(got) == archive) << repo << " " << d << " is not byte-identical";
 }
 
+// org/base:v1 = `base` and org/ft:v1 = `ft`, each compressed once pushed (so the fine-tune
+// is stored as a chain link from the base when that pays); their archive digests.
+void PushBaseAndFineTune(Harness* h, const std::string& base, const std::string& ft,
+                         std::string* bd, std::string* fd) {
+  *bd = PushVersion(h, "org/base", "v1", base);
+  ASSERT_TRUE(h->registry().storage().Compress(*bd).ok());
+  *fd = PushVersion(h, "org/ft", "v1", ft);
+  ASSERT_TRUE(h->registry().storage().Compress(*fd).ok());
+}
+
 // Bytes held by the blobs the metadata DB lists as stored forms of `archives`.
 uint64_t AtRest(Harness& h, const std::vector<std::string>& archives) {
   uint64_t n = 0;
@@ -216,9 +226,6 @@ TEST(ArchiveChainsTest, DepthBoundIsRespected) {
   for (size_t i = archives.size(); i-- > 0;) ExpectPulls(h, "org/run", archives[i]);
 }
 
-// Deleting the base: a garbage collection alone (no re-base) keeps the parent the chain needs;
-// the registry's collection re-bases the fine-tune first (here onto its full patch: no other
-// parent), then the base's bytes go, and the fine-tune still pulls byte-identical.
 // A blob GET of a chained version rebuilds nothing first: a range is decoded from the chain
 // alone (no cache entry, no rebuild), a whole GET streams the archive and leaves a verified
 // copy in the cache on the way, which the next GET is served from as a file. On the code
@@ -228,10 +235,8 @@ TEST(ArchiveChainsTest, AChainedVersionIsStreamedAndCachedByItsFirstWholeGet) {
   Harness h(ChainOptions());
   const std::string base = Synthetic(0);
   const std::string ft = Synthetic(0.002);
-  const std::string bd = PushVersion(&h, "org/base", "v1", base);
-  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
-  const std::string fd = PushVersion(&h, "org/ft", "v1", ft);
-  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  std::string bd, fd;
+  ASSERT_NO_FATAL_FAILURE(PushBaseAndFineTune(&h, base, ft, &bd, &fd));
   ASSERT_TRUE(h.registry().db().FindChainLink(fd).ok());
   const std::string cache = h.data() + "/cache/sha256";
   auto cold = [&] {  // a restart with an empty cache
@@ -285,14 +290,15 @@ TEST(ArchiveChainsTest, AChainedVersionIsStreamedAndCachedByItsFirstWholeGet) {
   EXPECT_EQ(bad.status, 416) << bad.body;
 }
 
+// Deleting the base: a garbage collection alone (no re-base) keeps the parent the chain needs;
+// the registry's collection re-bases the fine-tune first (here onto its full patch: no other
+// parent), then the base's bytes go, and the fine-tune still pulls byte-identical.
 TEST(ArchiveChainsTest, DeletingTheBaseKeepsDependentsReadable) {
   Harness h(ChainOptions());
   const std::string base = Synthetic(0);
   const std::string ft = Synthetic(0.002);
-  const std::string bd = PushVersion(&h, "org/base", "v1", base);
-  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
-  const std::string fd = PushVersion(&h, "org/ft", "v1", ft);
-  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  std::string bd, fd;
+  ASSERT_NO_FATAL_FAILURE(PushBaseAndFineTune(&h, base, ft, &bd, &fd));
   auto link = h.registry().db().FindChainLink(fd);
   ASSERT_TRUE(link.ok()) << link.status().ToString();
   ASSERT_EQ(link->parent_digest, bd);
