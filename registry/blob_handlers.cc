@@ -164,8 +164,10 @@ class StreamedArchive final : public BodyProducer {
   Sha256 hash_;
 };
 
-// Worker threads decoding one streamed archive (whatever the number of cores).
-constexpr unsigned kStreamThreads = 4;
+// Worker threads decoding one streamed archive (whatever the number of cores): each adds
+// kWindowPerThread ranges in flight (about 4 MiB resident each), so a download holds about
+// (4 x 2 + 3) x 4 MiB.
+constexpr unsigned kStreamThreads = 2;
 
 // The error response for a blob whose stored bytes cannot be served.
 Response StoredBlobError(const Status& status, const std::string& digest) {
