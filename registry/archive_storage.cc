@@ -244,21 +244,8 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
   // A dropped archive: its cached copy, rebuilt once per digest at a time.
   KeyedMutex::Lock lock(&locks_, "cache:" + d);
   const std::string path = CachePath(d);
-  std::optional<uint64_t> cached_size;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = cache_.find(d);
-    if (it != cache_.end()) {
-      it->second.last_used = Clock::now();
-      cached_size = it->second.size;
-    }
-  }
-  if (cached_size.has_value()) {
-    Result<bool> intact = IntactOnRead(path, d, *cached_size);
-    if (intact.ok() && *intact) return store::BlobInfo{d, *cached_size, path};
-    // Damaged (or unreadable): a cache entry is only a copy; drop it and rebuild.
-    DropDamagedCopy(d, intact);
-  }
+  // Damaged (or unreadable): a cache entry is only a copy; dropped, and rebuilt below.
+  if (std::optional<store::BlobInfo> cached = CachedCopy(d, /*have_lock=*/true)) return *cached;
   raw = blobs_->LocalFile(d);  // pushed again meanwhile?
   if (raw.ok() || raw.status().code() != Code::kNotFound) return raw;
   Result<store::BlobInfo> patch = FindFullPatch(d);
@@ -388,6 +375,11 @@ Result<std::optional<store::BlobInfo>> ArchiveStorage::FileIfStored(std::string_
     return std::optional<store::BlobInfo>(std::move(*raw));
   }
   if (raw.status().code() != Code::kNotFound) return raw.status();
+  // A damaged copy is dropped: the stored form serves it, and a streamed copy replaces it.
+  return CachedCopy(d, /*have_lock=*/false);
+}
+
+std::optional<store::BlobInfo> ArchiveStorage::CachedCopy(const std::string& d, bool have_lock) {
   std::optional<uint64_t> cached_size;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -397,15 +389,17 @@ Result<std::optional<store::BlobInfo>> ArchiveStorage::FileIfStored(std::string_
       cached_size = it->second.size;
     }
   }
-  if (cached_size.has_value()) {
-    const std::string path = CachePath(d);
-    Result<bool> intact = IntactOnRead(path, d, *cached_size);
-    if (intact.ok() && *intact) {
-      return std::optional<store::BlobInfo>(store::BlobInfo{d, *cached_size, path});
-    }
-    DropDamagedCopy(d, intact);  // the reader's stored form serves it; a copy replaces it
+  if (!cached_size.has_value()) return std::nullopt;
+  const std::string path = CachePath(d);
+  Result<bool> intact = IntactOnRead(path, d, *cached_size);
+  if (intact.ok() && *intact) return store::BlobInfo{d, *cached_size, path};
+  if (!have_lock) {
+    // Never delete a copy File() is writing: look again under its lock.
+    KeyedMutex::Lock lock(&locks_, "cache:" + d);
+    return CachedCopy(d, /*have_lock=*/true);
   }
-  return std::optional<store::BlobInfo>();
+  DropDamagedCopy(d, intact);
+  return std::nullopt;
 }
 
 void ArchiveStorage::DropDamagedCopy(const std::string& d, const Result<bool>& intact) {

@@ -374,6 +374,10 @@ class ArchiveStorage {
   // Removes least recently used cache entries past their grace until under the bound.
   // REQUIRES: mu_ held.
   void EvictLocked(Clock::time_point now);
+  // The intact cached copy of `d` (marked used), or nullopt when none is indexed or it was
+  // damaged: then it is deleted, under the "cache:<d>" lock (taken unless `have_lock`), so a
+  // copy File() is writing is never the one deleted.
+  std::optional<store::BlobInfo> CachedCopy(const std::string& d, bool have_lock);
   // Deletes the cached copy of `d` found damaged (`intact`: IntactOnRead's answer) and
   // forgets it.
   void DropDamagedCopy(const std::string& d, const Result<bool>& intact);
