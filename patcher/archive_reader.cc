@@ -173,30 +173,27 @@ class RangeDecoder {
 
 Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, int threads,
                     ArchiveReadStats* stats) {
-  if (threads < 0) {
-    return InvalidArgument("write archive: threads must be >= 0 (0 = one per core), got " +
-                           std::to_string(threads));
-  }
   struct stat st {};
   if (::lstat(out_path.c_str(), &st) == 0) return AlreadyExists(out_path + ": already exists");
-  const std::vector<ArchiveRange> ranges = JobsFor(reader, 0, reader.archive_size());
+  // The same decoding pipeline as a streamed download, drained into the file.
+  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveStream> stream,
+                       ArchiveStream::Start(reader.shared_from_this(), 0, reader.archive_size(),
+                                            threads));
   BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path));
-  RangeDecoder decoder(reader.shared_from_this());
-  std::function<Result<DecodedRange>(size_t)> produce = [&](size_t i) {
-    return decoder.Decode(ranges[i]);
-  };
   Sha256 sha;
-  uint64_t written = 0;
-  std::function<Status(size_t, DecodedRange&)> consume = [&](size_t, DecodedRange& d) -> Status {
-    const ByteSpan bytes(d.bytes.get(), d.size);
-    sha.Update(bytes);
-    BLZ_RETURN_IF_ERROR(out.WriteAt(written, bytes));
-    written += d.size;
-    decoder.Recycle(std::move(d.bytes));
-    return Status::Ok();
-  };
-  Status s = RunOrdered<DecodedRange>(ranges.size(), ResolveThreads(threads), produce, consume);
-  if (stats != nullptr) *stats = decoder.stats();
+  Status s;
+  while (true) {
+    Result<ByteSpan> bytes = stream->Next();
+    if (!bytes.ok()) {
+      s = bytes.status();
+      break;
+    }
+    if (bytes->empty()) break;
+    sha.Update(*bytes);
+    s = out.Append(*bytes);
+    if (!s.ok()) break;
+  }
+  if (stats != nullptr) *stats = stream->stats();
   if (!s.ok()) {
     out.Abandon();
     return s;

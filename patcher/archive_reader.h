@@ -102,14 +102,15 @@ class ArchiveReader : public std::enable_shared_from_this<ArchiveReader> {
 };
 
 // Writes the archive `reader` reads to `out_path` atomically (core/file_util.h AtomicFile: a
-// temporary file beside it, then a rename that replaces nothing), decoding the reader's
-// IndependentRanges on `threads` worker threads (0 = one per core; each with a cursor of its
-// own) and writing and hashing them in order on the calling thread. The file appears only if
+// temporary file beside it, then a rename that replaces nothing), decoding it through an
+// ArchiveStream on `threads` worker threads (0 = one per core) and writing and hashing it in
+// order on the calling thread. The file appears only if
 // its SHA-256 is reader.archive_digest(); every chunk decoded was checked against its xxh3-64
 // (patcher/patch_reader.h). `reader` must be owned by a shared_ptr (every Open makes one).
 // Nothing of an intermediate archive of a chain is written: a chain
 // of depth d is decoded link by link per chunk. Memory: at most kWindowPerThread x threads
-// ranges (core/ordered_pipeline.h) of <= 2 x kChunkBytes, plus each cursor's buffers.
+// ranges (core/ordered_pipeline.h) of <= 2 x kChunkBytes, plus ArchiveStream's queue and each
+// cursor's buffers.
 // Errors: the cursors' (kCorruption naming the patch, the piece, the chunk and the payload's
 // offset), kDigestMismatch (the whole archive hashes to another digest: nothing written),
 // kAlreadyExists (out_path exists), kIOError (naming the temporary file), kInvalidArgument
@@ -121,8 +122,8 @@ class RangeDecoder;  // archive_reader.cc
 
 // The bytes [offset, offset + length) of an archive, decoded ahead of the consumer on worker
 // threads and handed out in order: how a download of a whole archive stored as patches is
-// streamed (registry/blob_handlers.cc) at the speed of WriteArchive rather than of one
-// thread. A driver thread runs the reader's IndependentRanges through RunOrdered
+// streamed (registry/blob_handlers.cc), and how WriteArchive writes one, on several cores
+// rather than one. A driver thread runs the reader's IndependentRanges through RunOrdered
 // (core/ordered_pipeline.h) on `threads` workers (0 = one per core) and queues at most kAhead
 // decoded ranges; Next() takes them in order, waiting while the next is being decoded.
 // Memory: at most (kWindowPerThread x threads + kAhead + 1) buffers of 2 x kChunkBytes, plus

@@ -243,9 +243,7 @@ Status ArchiveStorage::RebuildFromChain(const std::string& digest, const std::st
   names.emplace_back(out_path, "cached " + digest);
   Result<std::shared_ptr<const patcher::ArchiveReader>> reader = OpenForms(forms);
   // One pass down the chain per chunk, on every core: no intermediate archive is written.
-  patcher::ArchiveReadStats decoded;
-  Status s = reader.ok() ? patcher::WriteArchive(**reader, out_path, 0, &decoded)
-                         : reader.status();
+  Status s = reader.ok() ? patcher::WriteArchive(**reader, out_path) : reader.status();
   if (!s.ok()) {
     // A stored patch damaged on disk fails its checks while decoding: find out, and quarantine
     // it rather than failing the same way on every request.
