@@ -395,6 +395,27 @@ Chain MakeChain(const testing::TempDir& dir) {
   return c;
 }
 
+// The readers of a Chain: v0's full patch, link1 over it, link2 over that (null from the
+// first that fails to open, which is reported).
+struct OpenedChain {
+  std::shared_ptr<const PatchReader> root, l1, l2;
+};
+OpenedChain OpenChain(const Chain& c) {
+  OpenedChain oc;
+  auto root = PatchReader::Open(c.v0.patch_path);
+  EXPECT_TRUE(root.ok()) << root.status().ToString();
+  if (!root.ok()) return oc;
+  oc.root = *root;
+  auto l1 = PatchReader::Open(c.link1, oc.root);
+  EXPECT_TRUE(l1.ok()) << l1.status().ToString();
+  if (!l1.ok()) return oc;
+  oc.l1 = *l1;
+  auto l2 = PatchReader::Open(c.link2, oc.l1);
+  EXPECT_TRUE(l2.ok()) << l2.status().ToString();
+  if (l2.ok()) oc.l2 = *l2;
+  return oc;
+}
+
 // v2 read through link2 -> link1 -> v0's full patch, and through link2 -> v1's archive file:
 // every tensor edge, chunk edge and random ranges are v2's bytes.
 TEST(ChainLinkReaderTest, EveryRangeOfAChainOfDepthTwoMatchesTheArchive) {
@@ -426,13 +447,9 @@ TEST(ChainLinkReaderTest, EveryRangeOfAChainOfDepthTwoMatchesTheArchive) {
 TEST(ChainLinkReaderTest, ARangeDecodesOneChunkPerLinkNotTheChain) {
   testing::TempDir dir;
   Chain c = MakeChain(dir);
-  auto root = PatchReader::Open(c.v0.patch_path);
-  ASSERT_TRUE(root.ok());
-  auto l1 = PatchReader::Open(c.link1, *root);
-  ASSERT_TRUE(l1.ok());
-  auto l2 = PatchReader::Open(c.link2, *l1);
-  ASSERT_TRUE(l2.ok());
-  const formats::ArchiveHeader& h = (*l2)->header();
+  const OpenedChain oc = OpenChain(c);
+  ASSERT_NE(oc.l2, nullptr);
+  const formats::ArchiveHeader& h = oc.l2->header();
   const formats::ArchiveTensor* big = nullptr;
   for (const auto& t : h.tensors) {
     if (big == nullptr || t.length > big->length) big = &t;
@@ -440,7 +457,7 @@ TEST(ChainLinkReaderTest, ARangeDecodesOneChunkPerLinkNotTheChain) {
   ASSERT_GT(big->length, 2 * kChunkBytes);
   const uint64_t at = h.data_start + big->offset + kChunkBytes + 5;
   ArchiveReadStats one;
-  EXPECT_EQ(ReadRange(**l2, at, 1, &one), c.v2.archive.substr(at, 1));
+  EXPECT_EQ(ReadRange(*oc.l2, at, 1, &one), c.v2.archive.substr(at, 1));
   EXPECT_EQ(one.chunks_decoded, 3u);  // v2's chunk, v1's chunk it is coded against, v0's
   EXPECT_EQ(one.bytes_decoded, 3 * kChunkBytes);
 
@@ -453,7 +470,7 @@ TEST(ChainLinkReaderTest, ARangeDecodesOneChunkPerLinkNotTheChain) {
   ASSERT_EQ(model->pieces.front().kind, formats::ArchivePiece::Kind::kRaw);
   const uint64_t first = h.data_start + h.raws[model->pieces.front().index].offset;
   ArchiveReadStats zero;
-  EXPECT_EQ(ReadRange(**l2, first, 1, &zero), c.v2.archive.substr(first, 1));
+  EXPECT_EQ(ReadRange(*oc.l2, first, 1, &zero), c.v2.archive.substr(first, 1));
   EXPECT_LE(zero.chunks_decoded, 3u);
   ApplyStats a;
   ASSERT_TRUE(ApplyFullPatch(c.v0.patch_path, dir / "r0.blz", &a).ok());
@@ -651,14 +668,10 @@ Result<std::shared_ptr<const PatchReader>> DamagedLastChunk(
 TEST(WriteArchiveTest, AChainOfDepthTwoIsWrittenAsTheArchive) {
   testing::TempDir dir;
   Chain c = MakeChain(dir);
-  auto root = PatchReader::Open(c.v0.patch_path);
-  ASSERT_TRUE(root.ok());
-  auto l1 = PatchReader::Open(c.link1, *root);
-  ASSERT_TRUE(l1.ok());
-  auto l2 = PatchReader::Open(c.link2, *l1);
-  ASSERT_TRUE(l2.ok());
-  for (const ArchiveReader* r : {static_cast<const ArchiveReader*>(l2->get()),
-                                 static_cast<const ArchiveReader*>(root->get())}) {
+  const OpenedChain oc = OpenChain(c);
+  ASSERT_NE(oc.l2, nullptr);
+  for (const ArchiveReader* r : {static_cast<const ArchiveReader*>(oc.l2.get()),
+                                 static_cast<const ArchiveReader*>(oc.root.get())}) {
     uint64_t at = 0;
     for (const ArchiveRange& range : r->IndependentRanges()) {
       EXPECT_EQ(range.offset, at);
@@ -671,12 +684,12 @@ TEST(WriteArchiveTest, AChainOfDepthTwoIsWrittenAsTheArchive) {
   for (int threads : {1, 2, 3}) {
     const std::string out = dir / ("v2-" + std::to_string(threads) + ".blz");
     ArchiveReadStats stats;
-    Status s = WriteArchive(**l2, out, threads, &stats);
+    Status s = WriteArchive(*oc.l2, out, threads, &stats);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_TRUE(testing::ReadFileBytes(out) == c.v2.archive) << threads << " threads";
     EXPECT_GE(stats.bytes_decoded, c.v2.archive.size() / 2) << threads << " threads";
     // Writing over an existing file is refused.
-    EXPECT_EQ(WriteArchive(**l2, out, threads).code(), Code::kAlreadyExists);
+    EXPECT_EQ(WriteArchive(*oc.l2, out, threads).code(), Code::kAlreadyExists);
   }
   // A plain file reader too (the root of a chain may be one).
   auto file = ArchiveFileReader::Open(c.v1.archive_path, MakeDigest(Sha256Hex(c.v1.archive)));
@@ -737,34 +750,30 @@ std::string Drain(ArchiveStream& stream, Status* error = nullptr) {
 TEST(ArchiveStreamTest, AChainStreamsInOrderOnAnyNumberOfThreads) {
   testing::TempDir dir;
   Chain c = MakeChain(dir);
-  auto root = PatchReader::Open(c.v0.patch_path);
-  ASSERT_TRUE(root.ok());
-  auto l1 = PatchReader::Open(c.link1, *root);
-  ASSERT_TRUE(l1.ok());
-  auto l2 = PatchReader::Open(c.link2, *l1);
-  ASSERT_TRUE(l2.ok());
+  const OpenedChain oc = OpenChain(c);
+  ASSERT_NE(oc.l2, nullptr);
   const uint64_t size = c.v2.archive.size();
   for (int threads : {1, 2, 3}) {
-    auto whole = ArchiveStream::Start(*l2, 0, size, threads);
+    auto whole = ArchiveStream::Start(oc.l2, 0, size, threads);
     ASSERT_TRUE(whole.ok()) << whole.status().ToString();
     EXPECT_TRUE(Drain(**whole) == c.v2.archive) << threads << " threads";
     EXPECT_GE((*whole)->stats().bytes_decoded, size / 2);
     const uint64_t from = kChunkBytes + 12345, n = size - from - 777;
-    auto part = ArchiveStream::Start(*l2, from, n, threads);
+    auto part = ArchiveStream::Start(oc.l2, from, n, threads);
     ASSERT_TRUE(part.ok());
     EXPECT_TRUE(Drain(**part) == c.v2.archive.substr(from, n)) << threads << " threads";
-    auto dropped = ArchiveStream::Start(*l2, 0, size, threads);
+    auto dropped = ArchiveStream::Start(oc.l2, 0, size, threads);
     ASSERT_TRUE(dropped.ok());
     ASSERT_TRUE((*dropped)->Next().ok());
     dropped->reset();  // must not hang
   }
-  auto empty = ArchiveStream::Start(*l2, 5, 0);
+  auto empty = ArchiveStream::Start(oc.l2, 5, 0);
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(Drain(**empty), "");
-  EXPECT_EQ(ArchiveStream::Start(*l2, size, 1).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(ArchiveStream::Start(*l2, 1, UINT64_MAX).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ArchiveStream::Start(oc.l2, size, 1).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ArchiveStream::Start(oc.l2, 1, UINT64_MAX).status().code(), Code::kInvalidArgument);
 
-  auto bad = DamagedLastChunk(c, *l1, dir / "damaged.blzpatch");
+  auto bad = DamagedLastChunk(c, oc.l1, dir / "damaged.blzpatch");
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();
   auto stream = ArchiveStream::Start(*bad, 0, size, 2);
   ASSERT_TRUE(stream.ok());
