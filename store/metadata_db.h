@@ -671,6 +671,9 @@ class MetadataDb {
   static Status StatusOf(const Result<V>& r) { return r.status(); }
   // On the caller's leased connection `db_`. kNotFound when absent.
   Result<int64_t> RepositoryIdLocked(sql::Database& db_, std::string_view repository);
+  // BlobReferenced's question on `db_` (inside the caller's transaction, if any).
+  Result<bool> BlobReferencedLocked(sql::Database& db_, std::string_view digest,
+                                    int64_t young_after);
   Status LinkBlobLocked(sql::Database& db_, std::string_view repository, std::string_view digest);
   Status PutManifestLocked(sql::Database& db_, const ManifestPut& put);
   Status CreateUploadLocked(sql::Database& db_, std::string_view uuid,

@@ -245,8 +245,8 @@ Result<GcRoots> MetadataDb::ReadGcRoots(int64_t young_after) {
                               &roots.version_stats));
   BLZ_RETURN_IF_ERROR(derived("SELECT from_digest, to_digest, delta_digest FROM lossy_deltas",
                               &roots.lossy_deltas));
-  // Deepest links first: forgetting them in this order lets ForgetDerived's guard (a link
-  // that is still some link's parent stays) drop a whole dead chain in one collection.
+  // (Garbage collection orders the links it forgets by the links themselves: see
+  // registry/garbage_collector.cc.)
   BLZ_RETURN_IF_ERROR(derived("SELECT parent_digest, archive_digest, patch_digest FROM "
                               "archive_chains ORDER BY depth DESC, archive_digest",
                               &roots.chains));
@@ -256,6 +256,11 @@ Result<GcRoots> MetadataDb::ReadGcRoots(int64_t young_after) {
 
 Result<bool> MetadataDb::BlobReferenced(std::string_view digest, int64_t young_after) {
   BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  return BlobReferencedLocked(db_, digest, young_after);
+}
+
+Result<bool> MetadataDb::BlobReferencedLocked(sql::Database& db_, std::string_view digest,
+                                              int64_t young_after) {
   BLZ_ASSIGN_OR_RETURN(
       Statement st,
       db_.Prepare("SELECT 1 FROM manifest_blobs WHERE blob_digest = ?1 UNION ALL "
@@ -269,7 +274,12 @@ Result<bool> MetadataDb::BlobReferenced(std::string_view digest, int64_t young_a
                   "SELECT 1 FROM repository_blobs WHERE digest = ?1 AND created > ?2 LIMIT 1"));
   BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
   BLZ_RETURN_IF_ERROR(st.Bind(2, young_after));
-  return st.Step();
+  BLZ_ASSIGN_OR_RETURN(bool referenced, st.Step());
+  // Stepped to its end: inside a transaction, the statement must be done before the commit.
+  for (bool more = referenced; more;) {
+    BLZ_ASSIGN_OR_RETURN(more, st.Step());
+  }
+  return referenced;
 }
 
 Status MetadataDb::ForgetDerived(std::string_view kind, const GcRoots::Derived& row) {

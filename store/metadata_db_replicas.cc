@@ -231,18 +231,6 @@ Status MetadataDb::TouchBlob(std::string_view digest) {
   return tx.has_value() ? tx->Commit() : Status::Ok();
 }
 
-namespace {
-// BlobReferenced's question (store/metadata_db_content.cc), asked inside a transaction.
-constexpr char kBlobReferencedSql[] =
-    "SELECT 1 FROM manifest_blobs WHERE blob_digest = ?1 UNION ALL "
-    "SELECT 1 FROM versions WHERE archive_digest = ?1 UNION ALL "
-    "SELECT 1 FROM patches WHERE patch_digest = ?1 UNION ALL "
-    "SELECT 1 FROM value_diffs WHERE diff_digest = ?1 UNION ALL "
-    "SELECT 1 FROM version_stats WHERE stats_digest = ?1 UNION ALL "
-    "SELECT 1 FROM lossy_deltas WHERE delta_digest = ?1 UNION ALL "
-    "SELECT 1 FROM repository_blobs WHERE digest = ?1 AND created > ?2 LIMIT 1";
-}  // namespace
-
 Result<BlobDeletion> MetadataDb::DeleteBlobUnlessTouched(
     std::string_view digest, int64_t young_after, int64_t mark, std::string_view collector,
     int64_t now, const std::function<Result<uint64_t>()>& remove, uint64_t* freed) {
@@ -290,11 +278,7 @@ Result<BlobDeletion> MetadataDb::DeleteBlobUnlessTouched(
     }
     bool referenced = false;
     if (flipped) {
-      BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(kBlobReferencedSql));
-      BLZ_RETURN_IF_ERROR(st.Bind(1, digest));
-      BLZ_RETURN_IF_ERROR(st.Bind(2, young_after));
-      BLZ_ASSIGN_OR_RETURN(referenced, st.Step());
-      if (referenced) BLZ_RETURN_IF_ERROR(Finish(&st));
+      BLZ_ASSIGN_OR_RETURN(referenced, BlobReferencedLocked(db_, digest, young_after));
     }
     if (flipped && !referenced) {
       Result<uint64_t> removed = remove();

@@ -168,6 +168,32 @@ TEST_P(MetadataDbTest, LossyDeltaRoundTripAndGc) {
   EXPECT_FALSE(*db_->BlobReferenced(D("delta-2"), 0));
 }
 
+// A blob a chain link names is referenced for the collector's delete too, not only for
+// BlobReferenced: here the link's `patches` row is gone (a collection forgot it as a dead pair)
+// while the link stays (still some link's parent). Before, the delete removed the link's patch.
+TEST_P(MetadataDbTest, ABlobOnlyAChainLinkNamesIsKeptByTheDelete) {
+  ASSERT_TRUE(Push("org/model", "v1", "a").ok());
+  ASSERT_TRUE(Push("org/model", "v2", "b").ok());
+  const std::string patch = D("link a->b");
+  ASSERT_TRUE(db_->RecordBlob(patch, 10).ok());
+  ASSERT_TRUE(db_->RecordChainLink({D("archive-b"), D("archive-a"), patch, 10, 1, 1010}, "").ok());
+  ASSERT_TRUE(db_->ForgetDerived("patches", {D("archive-a"), D("archive-b"), patch}).ok());
+  EXPECT_EQ(db_->FindPatch(D("archive-a"), D("archive-b")).status().code(), Code::kNotFound);
+  EXPECT_TRUE(*db_->BlobReferenced(patch, 0));
+  Result<int64_t> mark = db_->StartGcMark();  // after the blob's last touch
+  ASSERT_TRUE(mark.ok()) << mark.status().ToString();
+  int removes = 0;
+  uint64_t freed = 0;
+  const int64_t later = int64_t(std::time(nullptr)) + 100;
+  Result<BlobDeletion> r = db_->DeleteBlobUnlessTouched(
+      patch, later, *mark, "gc", later,
+      [&]() -> Result<uint64_t> { ++removes; return uint64_t(10); }, &freed);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, BlobDeletion::kKept);
+  EXPECT_EQ(removes, 0);
+  EXPECT_TRUE(db_->FindChainLink(D("archive-b")).ok());
+}
+
 TEST_P(MetadataDbTest, ManifestTagAndVersionRoundTrip) {
   ASSERT_TRUE(Push("org/model", "v1", "a").ok());
   auto digest = db_->ResolveTag("org/model", "v1");
