@@ -82,15 +82,35 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
       }
     }
   };
-  // Links of archives nobody keeps are forgotten first (deepest first; ForgetDerived keeps a link
-  // that is still a parent, and BlobReferenced then keeps its blob).
+  // Links of archives nobody keeps are forgotten first, each after every link stored against
+  // its archive (ForgetDerived keeps a link that is still a parent, and BlobReferenced then
+  // keeps its blob). The order follows the links themselves, not their recorded depth: an
+  // archive chained after others were chained on it is deeper than its dependents' rows say.
+  std::unordered_map<std::string, size_t> dependents;  // archive -> dead links naming it parent
+  std::vector<const store::GcRoots::Derived*> ready;
   for (const store::GcRoots::Derived& row : roots.chains) {
-    if (chained_alive.count(row.to_digest) > 0) continue;
+    if (chained_alive.count(row.to_digest) == 0) ++dependents[row.from_digest];
+  }
+  for (const store::GcRoots::Derived& row : roots.chains) {
+    if (chained_alive.count(row.to_digest) == 0 && dependents[row.to_digest] == 0) {
+      ready.push_back(&row);
+    }
+  }
+  while (!ready.empty()) {
+    const store::GcRoots::Derived& row = *ready.back();
+    ready.pop_back();
     ++report.derived_forgotten;
-    if (options.dry_run) continue;
-    if (Status s = db->ForgetDerived("archive_chains", row); !s.ok()) {
-      report.errors.push_back(s.ToString());
-      marked.insert(row.blob_digest);
+    if (!options.dry_run) {
+      if (Status s = db->ForgetDerived("archive_chains", row); !s.ok()) {
+        report.errors.push_back(s.ToString());
+        marked.insert(row.blob_digest);
+      }
+    }
+    // Its parent's own link is next once nothing else dead is stored against the parent.
+    auto parent = link_of.find(row.from_digest);
+    if (parent != link_of.end() && chained_alive.count(row.from_digest) == 0 &&
+        --dependents[row.from_digest] == 0) {
+      ready.push_back(parent->second);
     }
   }
   // (Before the patches: a dead parent's full patch row is kept while a link names the

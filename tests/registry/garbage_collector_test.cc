@@ -148,6 +148,65 @@ TEST(GarbageCollectorTest, OldLinksWithoutAManifestAreCollectedWithTheirLinks) {
   for (const std::string& k : kept) EXPECT_EQ(h.Call("HEAD", "/v2/org/app/blobs/" + k).status, 200);
 }
 
+// A dead chain goes in one collection, links before their parents, whatever depths its rows
+// record. Here Y was chained on X before X was chained on P (as blz did before it refused to
+// chain an archive others are stored against), so both rows say depth 1; X's digest sorts
+// first. Before, X's link came first, was kept as Y's parent, and outlived the collection
+// together with P's full patch (the churn test, seed 635881302).
+TEST(GarbageCollectorTest, ADeadChainGoesInOneCollectionWhateverItsRecordedDepths) {
+  Harness h(Grace(std::chrono::milliseconds(0)));
+  store::MetadataDb& db = h.registry().db();
+  const std::string p = MakeDigest(Sha256Hex("archive P"));
+  std::string x = MakeDigest(Sha256Hex("archive 1")), y = MakeDigest(Sha256Hex("archive 2"));
+  if (y < x) std::swap(x, y);
+  for (const std::string& archive : {p, x, y}) {
+    store::ManifestPut put;
+    put.repository = "org/model";
+    put.digest = MakeDigest(Sha256Hex("manifest of " + archive));
+    put.media_type = testing::kManifestType;
+    put.content = "{}";
+    put.tag = "v-" + archive.substr(7, 8);
+    put.archive_digest = archive;
+    put.archive_size = 1000;
+    ASSERT_TRUE(db.PutManifest(put).ok());
+  }
+  auto stored = [&](const std::string& bytes) {
+    Result<store::BlobInfo> blob = h.registry().blobs().PutBytes(bytes);
+    EXPECT_TRUE(blob.ok()) << blob.status().ToString();
+    EXPECT_TRUE(db.RecordBlob(blob->digest, blob->size).ok());
+    return *blob;
+  };
+  const store::BlobInfo full = stored("full patch of P");
+  const store::BlobInfo link_x = stored("patch P -> X");
+  const store::BlobInfo link_y = stored("patch X -> Y");
+  ASSERT_TRUE(db.RecordPatch("", {"", p, full.digest, full.size}).ok());
+  ASSERT_TRUE(db.RecordChainLink({x, p, link_x.digest, link_x.size, 1, 100}, "").ok());
+  ASSERT_TRUE(db.RecordChainLink({y, x, link_y.digest, link_y.size, 2, 200}, "").ok());
+  {
+    Result<store::sql::Database> sql = h.OpenMetadataSql();
+    ASSERT_TRUE(sql.ok()) << sql.status().ToString();
+    ASSERT_TRUE(sql->Exec("UPDATE archive_chains SET depth = 1").ok());
+  }
+  for (const std::string& archive : {p, x, y}) {
+    ASSERT_TRUE(
+        db.DeleteManifest("org/model", MakeDigest(Sha256Hex("manifest of " + archive))).ok());
+  }
+  for (const store::BlobInfo* b : {&full, &link_x, &link_y}) {
+    Backdate(&h, b->digest, std::chrono::hours(2));
+  }
+
+  Result<GcReport> report = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->errors.empty());
+  for (const store::BlobInfo* b : {&full, &link_x, &link_y}) {
+    EXPECT_FALSE(Stored(&h, b->digest)) << b->digest;
+  }
+  Result<std::vector<store::ChainLink>> links = db.ListChainLinks();
+  ASSERT_TRUE(links.ok());
+  EXPECT_TRUE(links->empty());
+  EXPECT_EQ(db.FindPatch("", p).status().code(), Code::kNotFound);
+}
+
 TEST(GarbageCollectorTest, DeletedVersionFreesItsUnsharedBlobsOthersStillPull) {
   RegistryOptions o = Grace(std::chrono::milliseconds(0));
   o.storage.background = false;  // no full patch recorded behind the collection's back
