@@ -91,6 +91,16 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
   if (max_depth == 0) return Status::Ok();
   BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> mine, db_->ListVersionsOfArchive(digest));
   if (mine.empty()) return Status::Ok();  // nobody's version (any more): not worth it
+  if (replacing.empty()) {
+    // Others are stored against it: chaining it would make their chains longer than their
+    // rows say (RecordChainLink refuses it too, in case they appear meanwhile).
+    BLZ_ASSIGN_OR_RETURN(std::vector<store::ChainLink> children, db_->ListChainChildren(digest));
+    if (!children.empty()) {
+      Log("storage: " + digest + ": not chained: " + std::to_string(children.size()) +
+          " versions are stored as chain links from it");
+      return Status::Ok();
+    }
+  }
   BLZ_ASSIGN_OR_RETURN(uint64_t archive_size, SizeOf(archive_path));
   const std::string& hash = mine.front().structural_hash;
   const int64_t created = mine.front().created;

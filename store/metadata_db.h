@@ -432,10 +432,12 @@ class MetadataDb {
   // Records `link` (replacing the archive's former link, if any) and the patch as the
   // `patches` row (parent, archive), in one transaction (lock "chains") that first checks that
   // the parent is still a model version of some repository (or, `replacing` not empty, that
-  // the archive's current link still names `replacing` as its parent: a re-base) and that the
-  // parent's chain does not pass through the archive. Errors: kAlreadyExists (the parent's
-  // chain reaches the archive: a cycle), kNotFound (the parent is no longer a version, or the
-  // link being replaced changed), database errors.
+  // the archive's current link still names `replacing` as its parent: a re-base), that the
+  // parent's chain does not pass through the archive, that it is no deeper than link.depth - 1
+  // now, and (`replacing` empty) that no link names the archive as its parent. Errors:
+  // kAlreadyExists (the parent's chain reaches the archive: a cycle; or other links are stored
+  // against the archive), kNotFound (the parent is no longer a version, its chain grew past
+  // link.depth - 1, or the link being replaced changed), database errors.
   Status RecordChainLink(const ChainLink& link, std::string_view replacing = "");
   // Re-base onto the archive's full patch: drops the chain link of `archive_digest` if its
   // parent is still `parent_digest`, in one transaction (lock "chains") that checks that the

@@ -109,9 +109,24 @@ Status MetadataDb::RecordChainLink(const ChainLink& link, std::string_view repla
         return NotFound("the chain link of " + link.archive_digest + " changed meanwhile");
       }
     }
-    // The parent's chain must not reach the archive (a cycle could never be rebuilt).
+    if (replacing.empty()) {
+      // An archive others are stored against stays as it is: a link would make each of their
+      // chains one longer than its row says (and than the depth bound it was checked against).
+      BLZ_ASSIGN_OR_RETURN(Statement st,
+                           db_.Prepare("SELECT 1 FROM archive_chains WHERE parent_digest = ?1"));
+      BLZ_RETURN_IF_ERROR(st.Bind(1, link.archive_digest));
+      BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (row) {
+        return AlreadyExists("archive " + link.archive_digest +
+                             " is the parent of other chain links: it stays unchained");
+      }
+    }
+    // The parent's chain must not reach the archive (a cycle could never be rebuilt), and the
+    // link's depth is its parent's chain as it is now, plus one: no deeper than the caller
+    // checked (another replica may have chained the parent meanwhile).
     std::unordered_set<std::string> seen;
     std::string at = link.parent_digest;
+    uint64_t depth = 1;
     while (true) {
       if (at == link.archive_digest) {
         return AlreadyExists("archive " + link.parent_digest + " is stored against " +
@@ -120,7 +135,13 @@ Status MetadataDb::RecordChainLink(const ChainLink& link, std::string_view repla
       if (!seen.insert(at).second) break;  // a cycle elsewhere: not ours to report
       BLZ_ASSIGN_OR_RETURN(std::optional<ChainLink> up, LinkOf(db_, at));
       if (!up.has_value()) break;
+      ++depth;
       at = up->parent_digest;
+    }
+    if (depth > link.depth) {
+      return NotFound("the chain of parent " + link.parent_digest + " is now " +
+                      std::to_string(depth - 1) + " links deep, over the " +
+                      std::to_string(link.depth - 1) + " checked");
     }
     const int64_t now = int64_t(std::time(nullptr));
     {

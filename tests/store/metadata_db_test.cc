@@ -194,6 +194,24 @@ TEST_P(MetadataDbTest, ABlobOnlyAChainLinkNamesIsKeptByTheDelete) {
   EXPECT_TRUE(db_->FindChainLink(D("archive-b")).ok());
 }
 
+// Recorded depths stay exact: an archive others are chained on is not chained itself, and a
+// link is refused when its parent's chain is deeper now than the caller checked (another
+// replica chained the parent meanwhile). Before, both were recorded, with understated depths.
+TEST_P(MetadataDbTest, AChainLinkNeverUnderstatesADepth) {
+  for (const char* seed : {"p", "x", "y", "z"}) ASSERT_TRUE(Push("org/model", seed, seed).ok());
+  const std::string p = D("archive-p"), x = D("archive-x"), y = D("archive-y"), z = D("archive-z");
+  ASSERT_TRUE(db_->RecordChainLink({y, x, D("x->y"), 10, 1, 10}, "").ok());
+  Status s = db_->RecordChainLink({x, p, D("p->x"), 10, 1, 10}, "");
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+  EXPECT_EQ(db_->FindChainLink(x).status().code(), Code::kNotFound);
+  // z checked y as a parent stored whole (depth 1), but y is a link now: refused.
+  s = db_->RecordChainLink({z, y, D("y->z"), 10, 1, 10}, "");
+  EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  EXPECT_EQ(db_->FindChainLink(z).status().code(), Code::kNotFound);
+  ASSERT_TRUE(db_->RecordChainLink({z, y, D("y->z"), 10, 2, 20}, "").ok());
+  EXPECT_EQ(db_->FindChainLink(z)->depth, 2u);
+}
+
 TEST_P(MetadataDbTest, ManifestTagAndVersionRoundTrip) {
   ASSERT_TRUE(Push("org/model", "v1", "a").ok());
   auto digest = db_->ResolveTag("org/model", "v1");
