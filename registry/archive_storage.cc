@@ -573,6 +573,11 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
 Status ArchiveStorage::CompressOnce(const std::string& digest,
                                     std::optional<Clock::time_point>* retry_at) {
   retry_at->reset();
+  // Deleted since it was scheduled (no repository has it as a version any more): nothing to
+  // store; its raw blob goes with the next collection. A re-push schedules it again.
+  BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions,
+                       db_->ListVersionsOfArchive(digest));
+  if (versions.empty()) return Status::Ok();
   BLZ_ASSIGN_OR_RETURN(FullPatch full, GetFullPatch(digest));
   // A chain link when a parent qualifies (registry/archive_chains.cc), once across replicas.
   bool chained = false;

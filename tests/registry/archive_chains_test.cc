@@ -177,6 +177,28 @@ TEST(ArchiveChainsTest, CorpusFineTuneStoredAsAChainFromItsBase) {
 }
 
 // --max-chain-depth 0: every version stays whole (its full patch), as before chains.
+// A version deleted before its compression ran is not compressed: no full patch, no link
+// (before, both were computed and became garbage at once; the churn test's collections met
+// them as young blobs). Its raw blob goes with the next collection.
+TEST(ArchiveChainsTest, AVersionDeletedBeforeItsCompressionIsNotCompressed) {
+  Harness h(ChainOptions());
+  std::string bd, fd;
+  PushBaseAndFineTune(&h, Synthetic(0), Synthetic(0.01), &bd, &fd);
+  const uint64_t computed = h.registry().storage().status().full_patches_computed;
+  const std::string gone = PushVersion(&h, "org/gone", "v1", Synthetic(0.02));
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/gone/manifests/" + ManifestDigest(h, "org/gone", "v1"))
+                .status,
+            202);
+  ASSERT_TRUE(h.registry().storage().Compress(gone).ok());
+  EXPECT_EQ(h.registry().storage().status().full_patches_computed, computed);
+  EXPECT_EQ(h.registry().db().FindPatch("", gone).status().code(), Code::kNotFound);
+  EXPECT_EQ(h.registry().db().FindChainLink(gone).status().code(), Code::kNotFound);
+  auto report = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_FALSE(h.registry().blobs().Contains(gone));
+  ExpectPulls(h, "org/ft", Synthetic(0.01));
+}
+
 TEST(ArchiveChainsTest, DepthZeroStoresEveryVersionWhole) {
   Harness h(ChainOptions(0));
   const std::string bd = PushVersion(&h, "org/m", "v1", Synthetic(0));
