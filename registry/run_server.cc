@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/file_lock.h"
+#include "core/time_format.h"
 #include <boost/asio/ssl.hpp>
 
 #include "registry/forwarded.h"
@@ -141,7 +142,8 @@ Status RunServer(const ServerOptions& options) {
   ropts.blob_cache_bytes = options.blob_cache_bytes;
   if (options.redirect) ropts.blob_redirect_expiry = kBlobRedirectExpiry;
   ropts.storage.log = [](const std::string& line) {
-    std::string l = line + "\n";
+    // Timestamped like the access log's lines, which it interleaves with.
+    std::string l = FormatRfc3339Utc(std::chrono::system_clock::now()) + " " + line + "\n";
     std::fwrite(l.data(), 1, l.size(), stderr);  // one call: lines never interleave
   };
   if (options.verify_storage) {

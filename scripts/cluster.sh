@@ -44,17 +44,17 @@ start_replica() {
     setsid "$blz" serve --data "$dir/r$k/data" --listen "127.0.0.1:$port" \
     --metadata "$(cat "$dir/pg.url")" --storage "$(cat "$dir/storage.url")" \
     --trusted-proxy 127.0.0.1 $(cat "$dir/serve_flags") \
-    > "$dir/r$k/serve.out" 2> "$dir/r$k/serve.err" < /dev/null &
+    > "$dir/r$k/serve.out" 2>> "$dir/r$k/serve.err" < /dev/null &
   echo $! > "$dir/r$k/pid"
   local pid=$!
   for _ in $(seq 1 300); do
     grep -q '^listening on ' "$dir/r$k/serve.out" 2>/dev/null && return 0
     if ! kill -0 "$pid" 2>/dev/null; then
-      log "replica $k exited while starting:"; cat "$dir/r$k/serve.err" >&2; return 1
+      log "replica $k exited while starting:"; tail -40 "$dir/r$k/serve.err" >&2; return 1
     fi
     sleep 0.1
   done
-  log "replica $k did not start in 30 s:"; cat "$dir/r$k/serve.err" >&2
+  log "replica $k did not start in 30 s:"; tail -40 "$dir/r$k/serve.err" >&2
   return 1
 }
 
