@@ -30,6 +30,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_set>
 #include <utility>
@@ -176,9 +177,22 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
           " unreadable: " + parent.status().ToString());
       continue;
     }
+    // A patch parent -> archive recorded already (pushed as a patch: Registry::
+    // KeepPushedPatch, or computed for a pull) is reused when it qualifies (the tests below);
+    // else one is computed.
+    std::optional<store::BlobInfo> known;
+    if (Result<store::PatchRecord> rec = db_->FindPatch(p.digest, digest);
+        rec.ok() &&
+        double(rec->patch_size) < options_.chain_max_fraction * double(full_patch_size) &&
+        double(rebuild + rec->patch_size) <= options_.chain_rebuild_factor * double(archive_size)) {
+      if (Result<store::BlobInfo> b = blobs_->LocalFile(rec->patch_digest); b.ok()) known = *b;
+    }
     const std::string temp = blobs_->NewTempPath("chain");
-    Status s = functions_.diff(parent->path, p.digest, archive_path, digest, temp, &stop_);
-    Result<uint64_t> size = s.ok() ? SizeOf(temp) : Result<uint64_t>(s);
+    Status s = known.has_value()
+                   ? Status::Ok()
+                   : functions_.diff(parent->path, p.digest, archive_path, digest, temp, &stop_);
+    const std::string patch_path = known.has_value() ? known->path : temp;
+    Result<uint64_t> size = s.ok() ? SizeOf(patch_path) : Result<uint64_t>(s);
     const std::string why_not = [&]() -> std::string {
       if (!size.ok()) return "the patch failed: " + size.status().ToString();
       if (double(*size) >= options_.chain_max_fraction * double(full_patch_size)) {
@@ -198,11 +212,15 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
       continue;
     }
     // Verify (decode against the parent, every check of ApplyPatch), then publish what was
-    // verified (Publish re-hashes the file against the digest taken before verifying).
-    Result<std::string> hex = Sha256FileHex(temp);
-    s = hex.ok() ? functions_.verify_patch(parent->path, p.digest, temp, digest) : hex.status();
-    Result<store::BlobInfo> blob =
-        s.ok() ? blobs_->Publish(temp, MakeDigest(*hex)) : Result<store::BlobInfo>(s);
+    // verified (Publish re-hashes the file against the digest taken before verifying). A
+    // reused patch is a stored blob already: verified against the parent, not published again.
+    Result<std::string> hex = known.has_value() ? Result<std::string>(std::string())
+                                                : Sha256FileHex(temp);
+    s = hex.ok() ? functions_.verify_patch(parent->path, p.digest, patch_path, digest)
+                 : hex.status();
+    Result<store::BlobInfo> blob = !s.ok()             ? Result<store::BlobInfo>(s)
+                                   : known.has_value() ? Result<store::BlobInfo>(*known)
+                                                       : blobs_->Publish(temp, MakeDigest(*hex));
     RemoveAll(temp);
     if (!blob.ok()) {
       Log("storage: " + digest + ": the patch from " + p.digest + " failed verification: " +
@@ -223,10 +241,12 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     {
       std::lock_guard<std::mutex> g(mu_);
       ++chained_;
+      if (known.has_value()) ++chain_patches_reused_;
     }
     const int percent =
         full_patch_size == 0 ? 0 : int(100.0 * double(blob->size) / double(full_patch_size) + 0.5);
-    Log("storage: " + digest + ": stored as a chain link from " + p.digest + " (" +
+    Log("storage: " + digest + ": stored as a chain link from " + p.digest +
+        (known.has_value() ? " (its recorded patch, " : " (") +
         Mb(blob->size) + ", " + std::to_string(percent) + "% of its full patch, depth " +
         std::to_string(link.depth) + ")");
     *stored = true;

@@ -671,6 +671,7 @@ StorageStatus ArchiveStorage::status() {
   st.chained = chained_;
   st.rebased = rebased_;
   st.chain_rebuilds = chain_rebuilds_;
+  st.chain_patches_reused = chain_patches_reused_;
   return st;
 }
 

@@ -167,6 +167,7 @@ struct StorageStatus {
   uint64_t chained = 0;      // archives stored as a chain link by this process
   uint64_t rebased = 0;      // chain links re-based (new parent or full patch)
   uint64_t chain_rebuilds = 0;  // archives rebuilt from their chain into the cache by File()
+  uint64_t chain_patches_reused = 0;  // links that reused a recorded (pushed) patch
 };
 
 // What ArchiveStorage::VerifyChains found.
@@ -449,7 +450,7 @@ class ArchiveStorage {
   std::condition_variable dropped_cv_;
   std::unordered_map<std::string, uint64_t> sizes_;            // archive sizes from headers
   uint64_t compressed_ = 0, failed_ = 0, computed_ = 0, rebuilds_ = 0, quarantined_ = 0;
-  uint64_t chained_ = 0, rebased_ = 0, chain_rebuilds_ = 0;
+  uint64_t chained_ = 0, rebased_ = 0, chain_rebuilds_ = 0, chain_patches_reused_ = 0;
   // Archives whose chain link this process tried already (a retried compression, e.g. after
   // the grace period, does not compute the same patches again).
   std::unordered_set<std::string> chain_tried_;

@@ -5,6 +5,7 @@
 // applies it to its own copy of the base and publishes the result only when it is exactly that
 // digest. The session itself is an ordinary one (chunks, offsets, replicas: upload_handlers.cc);
 // its base is recorded in its row (migrations/0011_upload_patch_from.sql).
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -117,24 +118,59 @@ Response Registry::PublishPatched(const Route& route, const std::string& base,
         return ErrorResponse(Status(s.code(), message), ErrorContext::kUpload);
     }
   }
-  KeyedMutex::Lock blob_lock(&blob_locks_, digest);  // publish to link: see garbage collection
-  // Touched before the bytes are relied on, as in any upload (registry/garbage_collector.h).
-  if (Status t = db_->TouchBlob(digest); !t.ok()) return ErrorResponse(t, ErrorContext::kUpload);
-  Result<store::BlobInfo> info = blobs_->Publish(out, digest);  // re-hashes what it stores
-  if (!info.ok()) {
-    *discard = info.status().code() == Code::kDigestMismatch;
-    return ErrorResponse(OciErrorFor(info.status(), ErrorContext::kUpload),
-                         ScrubPaths(info.status().message(), {{out, "the rebuilt archive"}}),
-                         detail);
+  uint64_t target_size = 0;
+  {
+    KeyedMutex::Lock blob_lock(&blob_locks_, digest);  // publish to link: see garbage collection
+    // Touched before the bytes are relied on, as in any upload (registry/garbage_collector.h).
+    if (Status t = db_->TouchBlob(digest); !t.ok()) return ErrorResponse(t, ErrorContext::kUpload);
+    Result<store::BlobInfo> info = blobs_->Publish(out, digest);  // re-hashes what it stores
+    if (!info.ok()) {
+      *discard = info.status().code() == Code::kDigestMismatch;
+      return ErrorResponse(OciErrorFor(info.status(), ErrorContext::kUpload),
+                           ScrubPaths(info.status().message(), {{out, "the rebuilt archive"}}),
+                           detail);
+    }
+    Status r = db_->RecordBlob(info->digest, info->size);
+    if (r.ok()) r = db_->LinkBlob(route.name, info->digest);
+    if (!r.ok()) return ErrorResponse(r, ErrorContext::kUpload);
+    target_size = info->size;
   }
-  Status r = db_->RecordBlob(info->digest, info->size);
-  if (r.ok()) r = db_->LinkBlob(route.name, info->digest);
-  if (!r.ok()) return ErrorResponse(r, ErrorContext::kUpload);
+  KeepPushedPatch(route.name, base, digest, patch_file, target_size);
   Response res = internal::Empty(201);
   res.Set("Location", "/v2/" + route.name + "/blobs/" + digest);
   res.Set("Docker-Content-Digest", digest);
   res.Set("Blz-Patch-From", base);
   return res;
+}
+
+void Registry::KeepPushedPatch(const std::string& repository, const std::string& base,
+                               const std::string& digest, const std::string& patch_file,
+                               uint64_t target_size) {
+  auto log = [&](const std::string& line) {
+    if (options_.storage.log) options_.storage.log(line);
+  };
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(patch_file, ec);
+  if (ec || size >= target_size) return;  // a patch no smaller than the archive is no saving
+  Result<std::string> hex = Sha256FileHex(patch_file);
+  if (!hex.ok()) {
+    log("push: the patch " + base + " -> " + digest + " is not kept: " + hex.status().ToString());
+    return;
+  }
+  const std::string patch_digest = MakeDigest(*hex);
+  KeyedMutex::Lock lock(&blob_locks_, patch_digest);  // publish to record: see GC
+  Status s = db_->TouchBlob(patch_digest);
+  Result<store::BlobInfo> blob = s.ok() ? blobs_->Publish(patch_file, patch_digest)
+                                        : Result<store::BlobInfo>(s);
+  if (blob.ok()) s = db_->RecordBlob(blob->digest, blob->size);
+  if (blob.ok() && s.ok()) {
+    s = db_->RecordPatch(repository,
+                         store::PatchRecord{base, digest, blob->digest, blob->size});
+  }
+  if (!blob.ok() || !s.ok()) {
+    log("push: the patch " + base + " -> " + digest + " is not kept: " +
+        (blob.ok() ? s : blob.status()).ToString());
+  }
 }
 
 }  // namespace blz::registry

@@ -316,6 +316,14 @@ class Registry {
   Response PublishPatched(const Route& route, const std::string& base,
                           const std::string& patch_file, const std::string& digest,
                           bool* discard);
+  // After PublishPatched published `digest`: keeps the verified patch at `patch_file` (moved
+  // into the blob store) as the patch base -> digest, so that a pull from the base is served it
+  // without a diff and storage may keep it as the archive's chain link (ArchiveStorage::
+  // TryChain reuses a recorded patch). Best effort: a failure is logged, the push stands.
+  // Skipped when the patch is not smaller than the archive (`target_size` bytes).
+  void KeepPushedPatch(const std::string& repository, const std::string& base,
+                       const std::string& digest, const std::string& patch_file,
+                       uint64_t target_size);
   // POST /v2/<name>/blobs/uploads/?mount=<digest>[&from=<repository>]: links the blob and
   // answers 201 when it may be mounted; nullopt: start an upload session instead.
   std::optional<Response> TryMount(const Route& route);

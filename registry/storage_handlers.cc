@@ -102,7 +102,8 @@ Response Registry::GetStorage(const Route& route) {
             {{"max_depth", storage_->chains_enabled() ? options_.storage.max_chain_depth : 0},
              {"chained", st.chained},
              {"rebased", st.rebased},
-             {"rebuilds", st.chain_rebuilds}}},
+             {"rebuilds", st.chain_rebuilds},
+             {"reused_patches", st.chain_patches_reused}}},
            {"cache",
             {{"bytes", st.cache_bytes}, {"entries", st.cache_entries}, {"limit", st.cache_limit}}}};
   }

@@ -103,6 +103,57 @@ uint64_t AtRest(Harness& h, const std::vector<std::string>& archives) {
   return n;
 }
 
+// A version pushed as a patch (issue 27, "Pushes upload a patch"): the registry keeps the
+// verified patch as the patch base -> version, serves it to pulls from the base, and stores the
+// version as a chain link made of that very patch instead of computing one.
+TEST(ArchiveChainsTest, PushedPatchBecomesTheChainLink) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  RegistryOptions options = ChainOptions();
+  options.apply_patch = PatcherApplyPatchFunction();
+  Harness h(options);
+  const std::string base = PackDir(corpus + "/tiny-gpt2/base");
+  const std::string ft = PackDir(corpus + "/tiny-gpt2/ft-v1");
+  ArchiveStorage& storage = h.registry().storage();
+  const std::string bd = PushVersion(&h, "gpt2/base", "v1", base);
+  ASSERT_TRUE(storage.Compress(bd).ok());
+  // The client's patch, at another zstd level than the registry's: bytes of its own.
+  blz::testing::TempDir tmp;
+  blz::testing::WriteFileBytes(tmp / "a.blz", base);
+  blz::testing::WriteFileBytes(tmp / "b.blz", ft);
+  patcher::DiffOptions level;
+  level.zstd_level = 15;
+  patcher::DiffStats stats;
+  Status made = patcher::CreatePatch(tmp / "a.blz", tmp / "b.blz", tmp / "p", level, &stats);
+  ASSERT_TRUE(made.ok()) << made.ToString();
+  const std::string patch = blz::testing::ReadFileBytes(tmp / "p");
+  const std::string pd = MakeDigest(Sha256Hex(patch));
+  const std::string fd = MakeDigest(Sha256Hex(ft));
+  Response up = h.Call("POST", "/v2/gpt2/ft/blobs/uploads/?blz-patch-from=" + bd +
+                                   "&digest=" + fd,
+                       patch);
+  ASSERT_EQ(up.status, 201) << up.body;
+  auto kept = h.registry().db().FindPatch(bd, fd);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->patch_digest, pd);
+  EXPECT_TRUE(h.registry().blobs().Contains(pd));
+  Response m = h.PutManifest("gpt2/ft", "v1", h.ManifestFor("gpt2/ft", ft));
+  ASSERT_EQ(m.status, 201) << m.body;
+
+  Status s = storage.Compress(fd);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto link = h.registry().db().FindChainLink(fd);
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  EXPECT_EQ(link->parent_digest, bd);
+  EXPECT_EQ(link->patch_digest, pd) << "the link is not the pushed patch";
+  EXPECT_EQ(storage.status().chain_patches_reused, 1u);
+  ExpectPulls(h, "gpt2/ft", ft);
+  // A pull from the base gets the pushed patch; nothing was diffed for it.
+  Response p = h.Call("GET", "/v2/gpt2/ft/blz/patch?from=" + bd + "&to=" + fd);
+  ASSERT_EQ(p.status, 200) << p.body;
+  EXPECT_TRUE(BodyOf(p) == patch);
+  EXPECT_EQ(h.registry().patches_computed(), 0u);
+}
+
 // The corpus fine-tune (tiny-gpt2 ft-v1 of base, in another repository) is stored as a patch
 // from the base, clearly smaller than its full patch; its raw blob and full patch are gone;
 // both pull byte-identical; the patch base -> ft is the stored link, served without rebuilding.
