@@ -22,11 +22,14 @@ Then, with every replica up again:
      failed is retried until it is known to have happened);
   2. every live tag pulls byte-identical to what was pushed (a fresh client cache per pull),
      and no pull met BLOB_UNKNOWN;
-  3. after the grace period a garbage collection, then a dry run: nothing unreferenced is left
-     in the bucket (no leak), and the blobs/ objects listed in the bucket are the collector's
-     count of stored blobs;
-  4. drain: every manifest still in the database is deleted, the grace period passes, a
-     collection runs and the bucket's blobs/ prefix is empty (0 objects, 0 bytes); every
+  3. once every replica's background compression is idle (`pending` 0 in its
+     /v2/_blz/storage: what it writes for versions deleted meanwhile is young garbage, which a
+     collection rightly keeps for the grace period) and the grace period has passed, a garbage
+     collection, then a dry run: nothing unreferenced is left in the bucket (no leak), and the
+     blobs/ objects listed in the bucket are the collector's count of stored blobs;
+  4. drain: every manifest still in the database is deleted, compression is idle, the grace
+     period passes, a collection runs and the bucket's blobs/ prefix is empty (0 objects,
+     0 bytes): one collection takes every dead chain whole; every
      replica restarts once after the upload idle timeout and the uploads/ prefix (parts of
      chunked uploads cut by a kill) is empty too.
 Exit 0 when all hold, 1 otherwise (each failed check printed).
@@ -396,6 +399,22 @@ def collect(cluster, stats, what, dry_run=False):
     return None
 
 
+def wait_idle(cluster, stats, what, seconds=180):
+    """Waits until no replica has compression queued or running (`pending` 0)."""
+    start = time.time()
+    deadline = start + seconds
+    pending = {}
+    while time.time() < deadline:
+        for base in cluster.replicas:
+            st, body = cluster.http("GET", "/v2/_blz/storage", base=base, timeout=30)
+            pending[base] = json.loads(body).get("pending") if st == 200 else f"HTTP {st}"
+        if all(v == 0 for v in pending.values()):
+            log(f"{what}: compression idle on every replica after {time.time() - start:.1f} s")
+            return
+        time.sleep(0.5)
+    stats.fail(f"{what}: background compression still busy after {seconds} s: {pending}")
+
+
 def check(cluster, stats, pushers, args, work):
     models = {(p.i, v): read_tree(p.model_dir(v)) for p in pushers for v in range(args.versions)}
     # 1. tag lists
@@ -424,7 +443,9 @@ def check(cluster, stats, pushers, args, work):
             stats.add("live tags pulled byte-identical")
         shutil.rmtree(out, ignore_errors=True)
     log(f"{len(live)} live tags checked")
-    # 3. no leak: after the grace period, a collection, then a dry run finds nothing to remove
+    # 3. no leak: once compression is idle and the grace period has passed, a collection, then
+    # a dry run finds nothing to remove
+    wait_idle(cluster, stats, "final collection")
     time.sleep(args.grace + 1)
     first = collect(cluster, stats, "final collection")
     dry = collect(cluster, stats, "dry run", dry_run=True)
@@ -447,6 +468,7 @@ def check(cluster, stats, pushers, args, work):
         if st not in (202, 404):
             stats.fail(f"drain: DELETE {repo}@{digest}: {st} {body[:200]!r}")
     log(f"drain: {len(rows)} manifests deleted")
+    wait_idle(cluster, stats, "drain")
     time.sleep(args.grace + 1)
     drained = collect(cluster, stats, "drain collection")
     left = cluster.bucket("registry/blobs/")
@@ -459,6 +481,29 @@ def check(cluster, stats, pushers, args, work):
         for table in ("manifests", "tags", "versions", "manifest_blobs", "repository_blobs",
                       "patches", "blobs", "gc_deletions", "jobs"):
             log(f"  {table}: {cluster.psql(f'SELECT count(*) FROM {table}')[0][0]} rows")
+        now = int(time.time())
+        for sql in ("SELECT from_digest, to_digest, patch_digest FROM patches",
+                    "SELECT parent_digest, archive_digest, patch_digest, depth FROM archive_chains",
+                    f"SELECT digest, {now} - created FROM repository_blobs",
+                    "SELECT digest, touched FROM blobs"):
+            for row in cluster.psql(sql)[:12]:
+                log(f"  {sql.split(' FROM ')[1]}: {' '.join(c.replace('sha256:', '')[:16] for c in row)}")
+        # Who wrote or touched what is left: the replicas' log lines that name it.
+        names = {key.rsplit("/", 1)[-1] for key, _ in left[:3]}
+        for sql in ("SELECT from_digest, to_digest, patch_digest FROM patches",
+                    "SELECT parent_digest, archive_digest, patch_digest FROM archive_chains"):
+            for row in cluster.psql(sql):
+                names.update(c.replace("sha256:", "") for c in row if c)
+        for hexd in sorted(names):
+            for k in range(1, len(cluster.replicas) + 1):
+                try:
+                    with open(os.path.join(cluster.dir, f"r{k}", "serve.err"),
+                              errors="replace") as f:
+                        lines = [line.rstrip() for line in f if hexd in line]
+                except OSError:
+                    lines = []
+                for line in lines[-12:]:
+                    log(f"  {hexd[:12]} replica {k}: {line[:400]}")
     # uploads/: parts of chunked uploads cut by kills go when their session is idle past
     # --upload-idle-timeout and a replica purges (at start, and hourly)
     parts = cluster.bucket("registry/uploads/")
