@@ -1,5 +1,6 @@
-// Per-tensor patches between two .blz archives. Interface: patcher/patch.h; container:
-// patcher/patch_format.h; spec: docs/patch-format.md.
+// Per-tensor patches between two .blz archives: creating them (CreatePatch, CreateFullPatch)
+// and reading their header (ReadPatchInfo); patch_apply.cc applies and verifies them.
+// Interface: patcher/patch.h; container: patcher/patch_format.h; spec: docs/patch-format.md.
 //
 // Both directions cut every piece of the target archive into chunks of kChunkBytes and run
 // them through an ordered pipeline (core/ordered_pipeline.h): workers encode or decode chunks
@@ -8,7 +9,6 @@
 #include "patcher/patch.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include "core/mmap_file.h"
 #include "formats/blz_archive.h"
 #include "patcher/patch_format.h"
+#include "patcher/patch_internal.h"
 #include "patcher/patch_sink.h"
 #include "core/ordered_pipeline.h"
 #include "patcher/tensor_codec.h"
@@ -43,46 +44,19 @@ using Kind = formats::ArchivePiece::Kind;
 
 constexpr std::string_view kPrefixReportName = "(archive header)";
 
-// ---- archive helpers ------------------------------------------------------------------------
-
-// The archive's pieces in data-section order (files in order, pieces in file order).
-std::vector<ArchivePiece> DataOrder(const ArchiveHeader& h) {
-  std::vector<ArchivePiece> out;
-  out.reserve(h.raws.size() + h.tensors.size());
-  for (const auto& f : h.files) out.insert(out.end(), f.pieces.begin(), f.pieces.end());
-  return out;
-}
-
-struct Span {
-  uint64_t offset = 0;  // absolute, in the archive file
-  uint64_t length = 0;
-  uint64_t xxh3 = 0;
-  uint32_t file_index = 0;
-};
-
-Span PieceSpan(const ArchiveHeader& h, Kind kind, uint32_t index) {
-  if (kind == Kind::kRaw) {
-    const auto& r = h.raws[index];
-    return {h.data_start + r.offset, r.length, r.xxh3, r.file_index};
-  }
-  const auto& t = h.tensors[index];
-  return {h.data_start + t.offset, t.length, t.xxh3, t.file_index};
-}
-
-bool PieceIndexValid(const ArchiveHeader& h, Kind kind, uint32_t index) {
-  return kind == Kind::kRaw ? index < h.raws.size() : index < h.tensors.size();
-}
-
-uint32_t ElemSize(const ArchiveHeader& h, Kind kind, uint32_t index) {
-  return kind == Kind::kRaw ? 1 : formats::DTypeSize(h.tensors[index].dtype);
-}
-
-// Can `a` serve as the base of `b`: the same dtype and shape (and, for GGUF tensors, the
-// same ggml type), hence the same length?
-bool SameType(const formats::ArchiveTensor& a, const formats::ArchiveTensor& b) {
-  return a.dtype == b.dtype && a.shape == b.shape && a.ggml_type == b.ggml_type &&
-         a.length == b.length;
-}
+using internal::ChunkCount;
+using internal::ChunkSize;
+using internal::DataOrder;
+using internal::Describe;
+using internal::DigestOf;
+using internal::ElemSize;
+using internal::HashZeros;
+using internal::Job;
+using internal::PageDropper;
+using internal::PathExists;
+using internal::PieceSpan;
+using internal::SameType;
+using internal::Span;
 
 // Tensor names that occur in more than one file of an archive.
 std::unordered_map<std::string, uint32_t> NameCounts(const ArchiveHeader& h) {
@@ -98,48 +72,6 @@ std::string TensorReportName(const ArchiveHeader& h, uint32_t index,
   auto it = counts.find(t.name);
   if (it != counts.end() && it->second > 1) return h.files[t.file_index].path + ":" + t.name;
   return t.name;
-}
-
-// "tensor 'wte'" / "raw piece of file 'config.json'", for error messages.
-std::string Describe(const ArchiveHeader& h, Kind kind, uint32_t index) {
-  if (kind == Kind::kRaw) return "raw piece of file '" + h.files[h.raws[index].file_index].path + "'";
-  const auto& t = h.tensors[index];
-  return "tensor '" + t.name + "' (file '" + h.files[t.file_index].path + "')";
-}
-
-// "sha256:<hex>" of a mapped file, releasing the pages it has read as it goes (so hashing a
-// large archive does not leave it all resident).
-// `drop`: release the pages behind the hash (not when another thread is about to read them).
-std::string DigestOf(const MappedFile& f, bool drop = true) {
-  constexpr uint64_t kBlock = 64u << 20;
-  Sha256 sha;
-  for (uint64_t pos = 0; pos < f.size(); pos += kBlock) {
-    uint64_t n = std::min<uint64_t>(kBlock, f.size() - pos);
-    sha.Update(f.bytes().subspan(pos, n));
-    if (drop) f.DropRange(pos, n);
-  }
-  return MakeDigest(sha.FinishHex());
-}
-
-// Feeds `n` zero bytes to `sha`.
-void HashZeros(Sha256* sha, uint64_t n) {
-  static const uint8_t kZeros[4096] = {};
-  while (n > 0) {
-    uint64_t k = std::min<uint64_t>(n, sizeof(kZeros));
-    sha->Update(ByteSpan(kZeros, k));
-    n -= k;
-  }
-}
-
-bool PathExists(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0;
-}
-
-// The chunk list of a span of `length` bytes: chunk j covers [j*kChunkBytes, ...).
-uint64_t ChunkCount(uint64_t length) { return (length + kChunkBytes - 1) / kChunkBytes; }
-uint64_t ChunkSize(uint64_t length, uint64_t j) {
-  return std::min<uint64_t>(kChunkBytes, length - j * kChunkBytes);
 }
 
 // An anonymous temporary file in the output's directory for the payloads while the header
@@ -186,45 +118,6 @@ class ScratchFile {
 
  private:
   int fd_ = -1;
-};
-
-// One chunk of the target: which piece (-1 = the archive prefix) and where.
-struct Job {
-  int64_t piece = -1;    // index into the patch's pieces, or -1 for the prefix
-  uint64_t chunk = 0;    // index within the piece
-  uint64_t offset = 0;   // absolute offset in the target archive
-  uint64_t size = 0;     // target bytes
-  uint64_t base_offset = 0;  // absolute offset in the base archive (when the piece has a base)
-  bool has_base = false;
-  uint32_t elem_size = 1;
-  std::optional<formats::DType> dtype;  // tensors: a hint for the codecs
-};
-
-// Coalesces "done with these bytes" hints for a mapped file into few madvise calls: ranges
-// that continue the pending one are merged, and the pending range is handed to DropRange when
-// it reaches kSpan bytes, when a range does not continue it, or at destruction.
-class PageDropper {
- public:
-  explicit PageDropper(const MappedFile& file) : file_(file) {}
-  ~PageDropper() { Flush(); }
-  PageDropper(const PageDropper&) = delete;
-  PageDropper& operator=(const PageDropper&) = delete;
-
-  void Drop(uint64_t offset, uint64_t length) {
-    if (length_ > 0 && offset != offset_ + length_) Flush();
-    if (length_ == 0) offset_ = offset;
-    length_ += length;
-    if (length_ >= kSpan) Flush();
-  }
-  void Flush() {
-    if (length_ > 0) file_.DropRange(offset_, length_);
-    length_ = 0;
-  }
-
- private:
-  static constexpr uint64_t kSpan = 64ull << 20;
-  const MappedFile& file_;
-  uint64_t offset_ = 0, length_ = 0;
 };
 
 // ---- diff ---------------------------------------------------------------------------------
@@ -660,355 +553,6 @@ Result<PatchInfo> ReadPatchInfo(const std::string& patch_path) {
   info.target_bytes = ph.target_size;
   info.format_version = ph.version;
   return info;
-}
-
-namespace {
-
-// Checks that the patch's pieces are exactly the target's pieces in data order, with chunk
-// lists covering them, and that their base references fit the base archive.
-Status CheckPieces(const PatchHeader& ph, const ArchiveHeader& target, const ArchiveHeader& base,
-                   const std::string& what) {
-  std::vector<ArchivePiece> order = DataOrder(target);
-  if (ph.pieces.size() != order.size()) {
-    return Corruption(what + ": the patch lists " + std::to_string(ph.pieces.size()) +
-                      " pieces, the target archive has " + std::to_string(order.size()));
-  }
-  for (size_t i = 0; i < order.size(); ++i) {
-    const PatchPiece& p = ph.pieces[i];
-    std::string f = what + ": pieces[" + std::to_string(i) + "]";
-    if (p.kind != order[i].kind || p.index != order[i].index) {
-      return Corruption(f + " is not the target's piece " + std::to_string(i) +
-                        " in data-section order");
-    }
-    Span s = PieceSpan(target, p.kind, p.index);
-    uint64_t total = 0;
-    for (const auto& c : p.chunks) total += c.size;  // each <= kChunkBytes: no overflow
-    if (p.chunks.size() != ChunkCount(s.length) || total != s.length) {
-      return Corruption(f + " (" + Describe(target, p.kind, p.index) + "): chunks cover " +
-                        std::to_string(total) + " bytes, the piece has " + std::to_string(s.length));
-    }
-    if (p.base.has_value()) {
-      if (!PieceIndexValid(base, p.kind, *p.base)) {
-        return Corruption(f + ": base index " + std::to_string(*p.base) +
-                          " is past the base archive's " +
-                          (p.kind == Kind::kRaw ? "raw pieces" : "tensors"));
-      }
-      if (p.kind == Kind::kTensor) {
-        const auto& bt = base.tensors[*p.base];
-        const auto& tt = target.tensors[p.index];
-        if (!SameType(bt, tt)) {
-          return Corruption(f + ": base " + Describe(base, p.kind, *p.base) +
-                            " does not have the dtype and shape of target " +
-                            Describe(target, p.kind, p.index));
-        }
-      } else if (base.raws[*p.base].length != s.length) {
-        return Corruption(f + ": base " + Describe(base, p.kind, *p.base) + " has " +
-                          std::to_string(base.raws[*p.base].length) + " bytes, the target piece " +
-                          std::to_string(s.length));
-      }
-    } else {
-      for (size_t j = 0; j < p.chunks.size(); ++j) {
-        if (CodecNeedsBase(p.chunks[j].codec)) {
-          return Corruption(f + ".chunks[" + std::to_string(j) + "]: codec " +
-                            std::string(CodecName(p.chunks[j].codec)) +
-                            " needs a base, and the piece has none");
-        }
-      }
-    }
-  }
-  return Status::Ok();
-}
-
-struct Decoded {
-  std::unique_ptr<uint8_t[]> owned;  // null when `view` points into the base
-  ByteSpan view;
-};
-
-// Recycles the kChunkBytes output buffers of decoded chunks. A fresh 4 MiB allocation per
-// chunk is an mmap, page faults on first touch and an munmap (with a TLB shootdown on every
-// other core running the process) each time: with two threads that tripled apply's system
-// time. At most (window + threads) buffers are ever in flight (RunOrdered), so the pool is
-// bounded by the same.
-class ChunkBufferPool {
- public:
-  std::unique_ptr<uint8_t[]> Get() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!free_.empty()) {
-        std::unique_ptr<uint8_t[]> b = std::move(free_.back());
-        free_.pop_back();
-        return b;
-      }
-    }
-    return std::make_unique_for_overwrite<uint8_t[]>(kChunkBytes);
-  }
-  void Put(std::unique_ptr<uint8_t[]> b) {
-    if (b == nullptr) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(std::move(b));
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<uint8_t[]>> free_;
-};
-
-
-// What ApplyImpl is asked to do: apply a patch with a base, apply a full patch, or decode
-// either without writing.
-enum class ApplyMode : uint8_t { kWithBase, kFull, kVerify };
-
-Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
-               const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
-               const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
-               TargetSink* sink);
-
-// Applies (or, with an empty `target_out`, only decodes and checks) `patch_path`. `base_archive`
-// is "" for a full patch.
-Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
-                 const std::string& target_out, ApplyMode mode, const ApplyOptions& options,
-                 ApplyStats* stats, TargetSink* sink = nullptr) {
-  if (options.threads < 0) {
-    return InvalidArgument("apply: threads must be >= 0 (0 = one per core), got " +
-                           std::to_string(options.threads));
-  }
-  if (!target_out.empty() && PathExists(target_out)) {
-    return AlreadyExists(target_out + ": already exists");
-  }
-
-  BLZ_ASSIGN_OR_RETURN(MappedFile patch, MappedFile::Open(patch_path));
-  BLZ_ASSIGN_OR_RETURN(PatchHeader ph, internal::ParsePatch(patch.bytes(), patch.size(), patch_path));
-  const ByteSpan payload = patch.bytes().subspan(ph.payload_start);
-
-  const bool want_base = mode == ApplyMode::kWithBase ||
-                         (mode == ApplyMode::kVerify && !base_archive.empty());
-  if (want_base && !ph.has_base) {
-    return InvalidArgument(patch_path + ": a full patch (of " + ph.target_digest +
-                           ") needs no base archive; apply it without one (ApplyFullPatch)");
-  }
-  if (!want_base && ph.has_base) {
-    return InvalidArgument(patch_path + ": the patch needs base archive " + ph.base_digest +
-                           " and none was given (only a full patch applies without a base)");
-  }
-
-  // The base must be the archive the patch was made from, whatever its name. Its SHA-256 is
-  // not computed up front: the rebuilt target is checked chunk by chunk and by its own SHA-256,
-  // so a wrong base cannot produce a wrong output, and one hashing pass over the base (as many
-  // bytes as the target, at SHA-256 speed) is saved. When the rebuild fails, the base's digest
-  // is computed then, so that a wrong base is still reported as such (kDigestMismatch).
-  MappedFile base;
-  ArchiveHeader bh;  // stays empty without a base
-  if (ph.has_base) {
-    Result<MappedFile> base_or = MappedFile::Open(base_archive);
-    if (!base_or.ok()) return base_or.status().WithContext("base archive");
-    base = std::move(*base_or);
-  }
-  auto wrong_base = [&]() -> std::optional<Status> {
-    std::string base_digest = DigestOf(base);
-    if (base_digest == ph.base_digest) return std::nullopt;
-    return DigestMismatch(base_archive + ": base archive has digest " + base_digest +
-                          ", the patch " + patch_path + " needs base " + ph.base_digest);
-  };
-  if (ph.has_base) {
-    if (base.size() != ph.base_size) {
-      if (auto s = wrong_base()) return *s;
-      return Corruption(patch_path + ": base.size " + std::to_string(ph.base_size) +
-                        " but the base with that digest has " + std::to_string(base.size()) +
-                        " bytes");
-    }
-    Result<ArchiveHeader> bh_or = formats::ParseArchivePrefix(base.bytes(), base.size());
-    if (!bh_or.ok()) {
-      if (auto s = wrong_base()) return *s;
-      return bh_or.status().WithContext(base_archive);
-    }
-    bh = std::move(*bh_or);
-  }
-  Status rebuilt =
-      Rebuild(patch, ph, payload, base, bh, patch_path, target_out, options, stats, sink);
-  if (!rebuilt.ok() && ph.has_base && rebuilt.code() != Code::kAlreadyExists &&
-      rebuilt.code() != Code::kIOError) {
-    if (auto s = wrong_base()) return *s;
-  }
-  return rebuilt;
-}
-
-// The rest of ApplyImpl once the base (if any) is open: decodes, checks and writes the target.
-Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
-               const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
-               const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
-               TargetSink* sink) {
-  // The target's prefix (magic, header, padding): decoded first, it says where everything goes.
-  std::string what = patch_path;
-  std::vector<uint8_t> prefix(ph.prefix_length);  // <= kMaxPrefixBytes (ParsePatch)
-  for (size_t j = 0; j < ph.prefix_chunks.size(); ++j) {
-    const PatchChunk& c = ph.prefix_chunks[j];
-    if (CodecNeedsBase(c.codec)) {
-      return Corruption(what + ": prefix.chunks[" + std::to_string(j) + "]: codec " +
-                        std::string(CodecName(c.codec)) + " needs a base, the prefix has none");
-    }
-    MutableByteSpan out(prefix.data() + j * kChunkBytes, c.size);
-    Status s = DecodeChunk(c.codec, ByteSpan(), payload.subspan(c.offset, c.length), 1, out);
-    if (!s.ok()) return s.WithContext(what + ": archive header chunk " + std::to_string(j));
-    if (Xxh3_64(out) != c.xxh3) {
-      return Corruption(what + ": archive header chunk " + std::to_string(j) +
-                        ": xxh3 mismatch (payload at byte offset " +
-                        std::to_string(ph.payload_start + c.offset) + ")");
-    }
-  }
-  Result<ArchiveHeader> th_or = formats::ParseArchivePrefix(prefix, ph.target_size);
-  if (!th_or.ok()) return th_or.status().WithContext(what + ": target archive header");
-  const ArchiveHeader& th = *th_or;
-  if (th.data_start != ph.prefix_length || th.total_size != ph.target_size) {
-    return Corruption(what + ": target archive header puts the data at " +
-                      std::to_string(th.data_start) + " and the end at " +
-                      std::to_string(th.total_size) + ", the patch says " +
-                      std::to_string(ph.prefix_length) + " and " + std::to_string(ph.target_size));
-  }
-  BLZ_RETURN_IF_ERROR(CheckPieces(ph, th, bh, what));
-  for (const PatchPiece& piece : ph.pieces) {
-    Span s = PieceSpan(th, piece.kind, piece.index);
-    if (s.length == 0 && s.xxh3 != Xxh3_64(ByteSpan())) {
-      return Corruption(what + ": target " + Describe(th, piece.kind, piece.index) +
-                        ": empty, but its xxh3 is " + Hex64(s.xxh3));
-    }
-  }
-
-  std::vector<Job> jobs;
-  for (size_t i = 0; i < ph.pieces.size(); ++i) {
-    const PatchPiece& piece = ph.pieces[i];
-    Span s = PieceSpan(th, piece.kind, piece.index);
-    uint64_t base_offset = piece.base ? PieceSpan(bh, piece.kind, *piece.base).offset : 0;
-    uint32_t elem = ElemSize(th, piece.kind, piece.index);
-    for (uint64_t j = 0; j < piece.chunks.size(); ++j) {
-      jobs.push_back({int64_t(i), j, s.offset + j * kChunkBytes, piece.chunks[j].size,
-                      base_offset + j * kChunkBytes, piece.base.has_value(), elem, {}});
-    }
-  }
-
-  // No output file when only verifying.
-  std::optional<AtomicFile> out;
-  if (sink != nullptr) BLZ_RETURN_IF_ERROR(sink->Begin(th));
-  if (!target_out.empty()) {
-    BLZ_ASSIGN_OR_RETURN(out, AtomicFile::Create(target_out));
-    BLZ_RETURN_IF_ERROR(out->Truncate(ph.target_size));  // the gaps between pieces stay zero
-    BLZ_RETURN_IF_ERROR(out->WriteAt(0, ByteSpan(prefix)));
-  }
-  Sha256 sha;
-  sha.Update(ByteSpan(prefix));
-  uint64_t hashed = prefix.size();
-  if (options.progress) options.progress(hashed, ph.target_size);
-  prefix.clear();
-  prefix.shrink_to_fit();
-
-  const ByteSpan base_bytes = base.bytes();
-  ChunkBufferPool buffers;
-  PageDropper drop_base(base), drop_patch(patch);
-  auto where = [&](const Job& job) {
-    const PatchPiece& p = ph.pieces[size_t(job.piece)];
-    return what + ": " + Describe(th, p.kind, p.index) + " chunk " + std::to_string(job.chunk);
-  };
-  std::function<Result<Decoded>(size_t)> produce = [&](size_t i) -> Result<Decoded> {
-    const Job& job = jobs[i];
-    const PatchChunk& c = ph.pieces[size_t(job.piece)].chunks[job.chunk];
-    ByteSpan b = job.has_base ? base_bytes.subspan(job.base_offset, job.size) : ByteSpan();
-    Decoded d;
-    if (c.codec == Codec::kIdentical) {
-      if (b.size() != job.size) return Corruption(where(job) + ": identical chunk without a base");
-      d.view = b;
-    } else {
-      d.owned = buffers.Get();  // job.size <= kChunkBytes (ParsePatch)
-      MutableByteSpan buf(d.owned.get(), job.size);
-      Status s = DecodeChunk(c.codec, b, payload.subspan(c.offset, c.length), job.elem_size, buf);
-      if (!s.ok()) {
-        return s.WithContext(where(job) + " (payload at byte offset " +
-                             std::to_string(ph.payload_start + c.offset) + ")");
-      }
-      d.view = buf;
-    }
-    uint64_t got = Xxh3_64(d.view);
-    if (got != c.xxh3) {
-      return Corruption(where(job) + ": decoded bytes have xxh3 " + Hex64(got) + ", expected " +
-                        Hex64(c.xxh3) + " (payload at byte offset " +
-                        std::to_string(ph.payload_start + c.offset) + ")");
-    }
-    return d;
-  };
-
-  // Each chunk was checked against its xxh3 when decoded, and the whole file is checked
-  // against the target digest below, so the pieces' own xxh3 (in the target header) are not
-  // recomputed: that was a second xxh3 pass over every byte (2.5% of a 1-thread apply).
-  std::function<Status(size_t, Decoded&)> consume = [&](size_t i, Decoded& d) -> Status {
-    const Job& job = jobs[i];
-    const PatchPiece& piece = ph.pieces[size_t(job.piece)];
-    if (job.offset < hashed) return Internal(where(job) + ": pieces out of order");
-    HashZeros(&sha, job.offset - hashed);
-    sha.Update(d.view);
-    hashed = job.offset + job.size;
-    if (out.has_value()) BLZ_RETURN_IF_ERROR(out->WriteAt(job.offset, d.view));
-    if (sink != nullptr) {
-      BLZ_RETURN_IF_ERROR(sink->Data({piece.kind, piece.index},
-                                             job.chunk * kChunkBytes, d.view));
-    }
-    buffers.Put(std::move(d.owned));
-    if (job.has_base) drop_base.Drop(job.base_offset, job.size);
-    const PatchChunk& c = piece.chunks[job.chunk];
-    drop_patch.Drop(ph.payload_start + c.offset, c.length);
-    if (options.progress) options.progress(hashed, ph.target_size);
-    return Status::Ok();
-  };
-  BLZ_RETURN_IF_ERROR(
-      RunOrdered<Decoded>(jobs.size(), ResolveThreads(options.threads),
-                                    produce, consume));
-  HashZeros(&sha, ph.target_size - hashed);
-  if (options.progress) options.progress(ph.target_size, ph.target_size);
-  std::string got = MakeDigest(sha.FinishHex());
-  if (got != ph.target_digest) {
-    return DigestMismatch(what + ": the rebuilt archive has digest " + got +
-                          ", the patch names target " + ph.target_digest);
-  }
-  if (out.has_value()) BLZ_RETURN_IF_ERROR(out->Commit(/*no_replace=*/true));
-  if (stats != nullptr) {
-    stats->target_digest = got;
-    stats->target_bytes = ph.target_size;
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-Status ApplyPatch(const std::string& base_archive, const std::string& patch_path,
-                  const std::string& target_out, ApplyStats* stats,
-                  const ApplyOptions& options) {
-  if (target_out.empty()) return InvalidArgument("apply: no output path given");
-  return ApplyImpl(base_archive, patch_path, target_out, ApplyMode::kWithBase, options, stats);
-}
-
-Status ApplyFullPatch(const std::string& patch_path, const std::string& target_out,
-                      ApplyStats* stats, const ApplyOptions& options) {
-  if (target_out.empty()) return InvalidArgument("apply: no output path given");
-  return ApplyImpl("", patch_path, target_out, ApplyMode::kFull, options, stats);
-}
-
-Status VerifyPatch(const std::string& base_archive, const std::string& patch_path,
-                   ApplyStats* stats, const ApplyOptions& options) {
-  return ApplyImpl(base_archive, patch_path, "", ApplyMode::kVerify, options, stats);
-}
-
-Status ApplyPatchToSink(const std::string& base_archive, const std::string& patch_path,
-                        const std::string& target_out, TargetSink* sink, ApplyStats* stats,
-                        const ApplyOptions& options) {
-  if (sink == nullptr) return InvalidArgument("apply: no sink given");
-  return ApplyImpl(base_archive, patch_path, target_out,
-                   target_out.empty() ? ApplyMode::kVerify : ApplyMode::kWithBase, options, stats,
-                   sink);
-}
-
-Status ApplyFullPatchToSink(const std::string& patch_path, const std::string& target_out,
-                            TargetSink* sink, ApplyStats* stats, const ApplyOptions& options) {
-  if (sink == nullptr) return InvalidArgument("apply: no sink given");
-  return ApplyImpl("", patch_path, target_out,
-                   target_out.empty() ? ApplyMode::kVerify : ApplyMode::kFull, options, stats,
-                   sink);
 }
 
 }  // namespace blz::patcher
