@@ -160,8 +160,10 @@ void Registry::KeepPushedPatch(const std::string& repository, const std::string&
   const std::string patch_digest = MakeDigest(*hex);
   KeyedMutex::Lock lock(&blob_locks_, patch_digest);  // publish to record: see GC
   Status s = db_->TouchBlob(patch_digest);
-  Result<store::BlobInfo> blob = s.ok() ? blobs_->Publish(patch_file, patch_digest)
-                                        : Result<store::BlobInfo>(s);
+  // Hashed just above, `size` bytes: Publish would read it all again.
+  Result<store::BlobInfo> blob =
+      s.ok() ? blobs_->PublishHashed(patch_file, patch_digest, patch_digest, size)
+             : Result<store::BlobInfo>(s);
   if (blob.ok()) s = db_->RecordBlob(blob->digest, blob->size);
   if (blob.ok() && s.ok()) {
     s = db_->RecordPatch(repository,

@@ -213,8 +213,11 @@ Result<BlobInfo> BlobStore::PublishHashed(const std::string& temp_path,
 }
 
 Result<BlobInfo> BlobStore::PublishComputed(const std::string& temp_path) const {
+  // Hashed once: the digest is the name, so there is nothing to check it against again.
   BLZ_ASSIGN_OR_RETURN(std::string actual, Sha256FileHex(temp_path));
-  return Publish(temp_path, MakeDigest(actual));
+  BLZ_ASSIGN_OR_RETURN(uint64_t size, LocalFileSize(temp_path));
+  const std::string digest = MakeDigest(actual);
+  return PublishHashed(temp_path, digest, digest, size);
 }
 
 Result<BlobWriter> BlobStore::NewWriter() const {
