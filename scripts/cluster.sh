@@ -28,9 +28,8 @@ pg_script=$here/tests/store/postgres/postgres_server.sh
 usage() { echo "usage: $0 start DIR N [BLZ] | kill DIR K | restart DIR K | stop DIR" >&2; exit 2; }
 log() { echo "cluster: $*" >&2; }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# A port below the kernel's ephemeral range (scripts/free_port.py says why).
+free_port() { python3 "$here/scripts/free_port.py"; }
 
 # start_replica DIR K: starts replica K on its recorded port and waits until it listens.
 start_replica() {
@@ -96,7 +95,18 @@ cmd_start() {
     free_port > "$dir/r$k/port"
   done
   for k in $(seq 1 "$n"); do
-    start_replica "$dir" "$k" || exit 1
+    # Another listener may take a picked port before the replica binds it: pick again (twice).
+    local attempt
+    for attempt in 1 2 3; do
+      start_replica "$dir" "$k" && break
+      if [ "$attempt" -lt 3 ] && grep -q "Address already in use" "$dir/r$k/serve.err"; then
+        log "replica $k: port $(cat "$dir/r$k/port") was taken; trying another"
+        : > "$dir/r$k/serve.err"
+        free_port > "$dir/r$k/port"
+        continue
+      fi
+      exit 1
+    done
     upstream+="    server 127.0.0.1:$(cat "$dir/r$k/port") max_fails=1 fail_timeout=2s;"$'\n'
     replicas+="http://127.0.0.1:$(cat "$dir/r$k/port") "
   done

@@ -44,9 +44,9 @@ as_server_user() {
   fi
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# A port below the kernel's ephemeral range (scripts/free_port.py says why).
+free_port_py=$(cd "$(dirname "$0")/../../../scripts" && pwd)/free_port.py
+free_port() { python3 "$free_port_py"; }
 
 # Starts the server of "$dir/data" on 127.0.0.1:$1.
 pg_start() {
