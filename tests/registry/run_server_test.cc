@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <csignal>
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -20,9 +23,25 @@
 namespace blz::registry {
 namespace {
 
-// A port that was free a moment ago (bind to 0, read it, close).
+// A port that was free a moment ago, below the kernel's ephemeral range: a port bind(0) hands
+// out may be taken next by another test's outgoing connection before the server binds it
+// (scripts/free_port.py says more).
 uint16_t FreePort() {
+  int ephemeral_low = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) {
+    range >> ephemeral_low;
+  }
+  const int low = ephemeral_low > 21000 ? 20000 : 1024;
+  std::mt19937 rng(std::random_device{}());
   net::io_context ioc;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto port = uint16_t(low + int(rng() % uint32_t(std::max(1, ephemeral_low - low))));
+    tcp::acceptor a(ioc);
+    beast::error_code ec;
+    a.open(tcp::v4(), ec);
+    if (!ec) a.bind(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
+    if (!ec) return port;
+  }
   tcp::acceptor a(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
   return a.local_endpoint().port();
 }
