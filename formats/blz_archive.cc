@@ -1,5 +1,6 @@
 #include "formats/blz_archive.h"
 #include "formats/blz_archive_check.h"
+#include "formats/blz_archive_internal.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -25,6 +26,39 @@
 #include "formats/safetensors.h"
 
 namespace blz::formats {
+namespace archive_internal {
+
+std::string Num(uint64_t v) { return std::to_string(v); }
+
+std::string Quote(std::string_view s) {
+  constexpr size_t kMax = 200;
+  if (s.size() <= kMax) return "'" + std::string(s) + "'";
+  return "'" + std::string(s.substr(0, kMax)) + "...'";
+}
+
+void GgufTensorDTypeShape(const GgufTensorInfo& t, DType* dtype, std::vector<uint64_t>* shape) {
+  if (auto d = GgmlToDType(t.type)) {
+    *dtype = *d;
+    shape->assign(t.dims.rbegin(), t.dims.rend());
+  } else {
+    *dtype = DType::kU8;
+    *shape = {t.n_bytes};
+  }
+}
+
+std::string PieceLabel(const ArchiveHeader& h, size_t fi, const ArchivePiece& p) {
+  if (p.kind == ArchivePiece::Kind::kTensor) {
+    return "tensor " + Quote(h.tensors[p.index].name) + " of file " + Quote(h.files[fi].path);
+  }
+  return "raw piece " + Num(p.index) + " of file " + Quote(h.files[fi].path);
+}
+
+}  // namespace archive_internal
+
+using archive_internal::GgufTensorDTypeShape;
+using archive_internal::Num;
+using archive_internal::Quote;
+
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -36,13 +70,6 @@ constexpr size_t kCopyChunk = 8u << 20;
 constexpr std::string_view kZeroSha256 =
     "0000000000000000000000000000000000000000000000000000000000000000";
 
-std::string Num(uint64_t v) { return std::to_string(v); }
-
-std::string Quote(std::string_view s) {
-  constexpr size_t kMax = 200;
-  if (s.size() <= kMax) return "'" + std::string(s) + "'";
-  return "'" + std::string(s.substr(0, kMax)) + "...'";
-}
 
 const char* PieceKindName(ArchivePiece::Kind k) {
   return k == ArchivePiece::Kind::kRaw ? "raw" : "tensor";
@@ -188,45 +215,8 @@ const GgmlTypeInfo* FindGgmlTypeByName(std::string_view name) {
   return nullptr;
 }
 
-// The archive dtype and shape of a GGUF tensor (docs/blz-format.md section 2.3): plain ggml
-// types keep their element type with the GGUF dims reversed (outermost first); block-quantized
-// types are U8 bytes of shape [n_bytes].
-void GgufTensorDTypeShape(const GgufTensorInfo& t, DType* dtype, std::vector<uint64_t>* shape) {
-  if (auto d = GgmlToDType(t.type)) {
-    *dtype = *d;
-    shape->assign(t.dims.rbegin(), t.dims.rend());
-  } else {
-    *dtype = DType::kU8;
-    *shape = {t.n_bytes};
-  }
-}
 
-// Walks the data section in header order, calling fn(file_index, piece, offset, length) for each
-// piece. Assumes a header that passed ParseArchivePrefix.
-template <typename Fn>
-Status ForEachPiece(const ArchiveHeader& h, Fn&& fn) {
-  for (size_t fi = 0; fi < h.files.size(); ++fi) {
-    for (const ArchivePiece& p : h.files[fi].pieces) {
-      uint64_t off, len;
-      if (p.kind == ArchivePiece::Kind::kRaw) {
-        off = h.raws[p.index].offset;
-        len = h.raws[p.index].length;
-      } else {
-        off = h.tensors[p.index].offset;
-        len = h.tensors[p.index].length;
-      }
-      BLZ_RETURN_IF_ERROR(fn(fi, p, off, len));
-    }
-  }
-  return Status::Ok();
-}
 
-std::string PieceLabel(const ArchiveHeader& h, size_t fi, const ArchivePiece& p) {
-  if (p.kind == ArchivePiece::Kind::kTensor) {
-    return "tensor " + Quote(h.tensors[p.index].name) + " of file " + Quote(h.files[fi].path);
-  }
-  return "raw piece " + Num(p.index) + " of file " + Quote(h.files[fi].path);
-}
 
 std::string ParentOf(const std::string& path) {
   auto pos = path.find_last_of('/');
@@ -599,183 +589,6 @@ ByteSpan BlzArchive::RawData(size_t i) const {
   return file_.bytes().subspan(header_.data_start + r.offset, r.length);
 }
 
-// Rule 16 of docs/blz-format.md: the stored GGUF header describes exactly the file's pieces.
-namespace {
-
-Status CheckGgufPieces(const BlzArchive& archive, const ArchiveFile& f) {
-  const ArchiveHeader& h = archive.header();
-  const ArchiveRaw& raw = h.raws[f.pieces[0].index];
-  const std::string at = " (raw piece at byte offset " + Num(h.data_start + raw.offset) + ")";
-  const ByteSpan head = archive.RawData(f.pieces[0].index);
-  auto parsed = ParseGguf(head, GgufMode::kHeaderOnly, f.path);
-  if (!parsed.ok()) return parsed.status().WithContext(archive.path() + at);
-  const GgufFile& g = *parsed;
-  auto bad = [&](const std::string& what) {
-    return Corruption(archive.path() + ": file " + Quote(f.path) + at + ": " + what);
-  };
-  auto all_zero = [](ByteSpan b) {
-    return std::all_of(b.begin(), b.end(), [](uint8_t c) { return c == 0; });
-  };
-  const std::vector<GgufTensorInfo>& ts = g.header.tensors;
-  const bool head_ok = ts.empty() ? (head.size() == g.header_bytes || head.size() == g.data_start)
-                                  : head.size() == g.data_start;
-  if (!head_ok) {
-    return bad("the GGUF header piece is " + Num(head.size()) + " bytes, but the header ends at " +
-               Num(g.header_bytes) + " and the data section starts at " + Num(g.data_start));
-  }
-  if (!all_zero(head.subspan(g.header_bytes))) {
-    return bad("non-zero padding between the GGUF header and its data section");
-  }
-  size_t k = 1;
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const GgufTensorInfo& t = ts[i];
-    if (k >= f.pieces.size() || f.pieces[k].kind != ArchivePiece::Kind::kTensor) {
-      return bad("GGUF tensor " + Quote(t.name) + " (number " + Num(i) +
-                 ") has no tensor piece at pieces[" + Num(k) + "]");
-    }
-    const ArchiveTensor& a = h.tensors[f.pieces[k].index];
-    DType dtype;
-    std::vector<uint64_t> shape;
-    GgufTensorDTypeShape(t, &dtype, &shape);
-    if (a.name != t.name || a.ggml_type != GgmlTypeName(t.type) || a.dtype != dtype ||
-        a.shape != shape || a.length != t.n_bytes) {
-      return bad("GGUF tensor " + Quote(t.name) + " does not match archive tensor " +
-                 Quote(a.name) + " (name, ggml type, dtype, shape or length)");
-    }
-    ++k;
-    const uint64_t end = t.offset + t.n_bytes;  // the header-only parse checked these sums
-    const uint64_t next = i + 1 < ts.size() ? ts[i + 1].offset : g.data_bytes;
-    const uint64_t pad = next - end;
-    if (pad > 0 && k < f.pieces.size() && f.pieces[k].kind == ArchivePiece::Kind::kRaw) {
-      const ByteSpan p = archive.RawData(f.pieces[k].index);
-      if (p.size() != pad || !all_zero(p)) {
-        return bad("the padding piece after GGUF tensor " + Quote(t.name) + " must be " +
-                   Num(pad) + " zero bytes (alignment " + Num(g.alignment) + ")");
-      }
-      ++k;
-    } else if (pad > 0 && i + 1 < ts.size()) {
-      return bad("the " + Num(pad) + "-byte padding after GGUF tensor " + Quote(t.name) +
-                 " is missing");
-    }
-  }
-  if (k != f.pieces.size()) {
-    return bad("pieces[" + Num(k) + "] and after are not part of the GGUF layout");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-namespace {
-
-Status CheckStoredHeader(const BlzArchive& archive, size_t fi) {
-  const ArchiveHeader& h = archive.header();
-  const std::string& ap = archive.path();
-  const ArchiveFile& f = h.files[fi];
-  if (f.kind == "safetensors") {
-    // The stored safetensors header must describe exactly the stored tensors.
-    const ArchiveRaw& raw = h.raws[f.pieces[0].index];
-    auto sh = ParseSafetensorsHeader(archive.RawData(f.pieces[0].index), f.size, f.path);
-    const std::string at = " (raw piece at byte offset " + Num(h.data_start + raw.offset) + ")";
-    if (!sh.ok()) return sh.status().WithContext(ap + at);
-    if (sh->data_start != raw.length || sh->tensors.size() + 1 != f.pieces.size()) {
-      return Corruption(ap + ": file " + Quote(f.path) + at +
-                        ": its safetensors header does not match the archive's tensor list");
-    }
-    for (size_t k = 0; k < sh->tensors.size(); ++k) {
-      const SafetensorsTensor& st = sh->tensors[k];
-      const ArchiveTensor& at_t = h.tensors[f.pieces[k + 1].index];
-      if (st.name != at_t.name || st.dtype != at_t.dtype || st.shape != at_t.shape ||
-          st.bytes() != at_t.length) {
-        return Corruption(ap + ": file " + Quote(f.path) + at + ": safetensors tensor " +
-                          Quote(st.name) + " does not match archive tensor " +
-                          Quote(at_t.name) + " (name, dtype, shape or length)");
-      }
-    }
-  }
-  if (f.kind == "gguf") BLZ_RETURN_IF_ERROR(CheckGgufPieces(archive, f));
-  return Status::Ok();
-}
-
-}  // namespace
-
-Status CheckStoredHeaders(const BlzArchive& archive) {
-  for (size_t i = 0; i < archive.header().files.size(); ++i) {
-    BLZ_RETURN_IF_ERROR(CheckStoredHeader(archive, i));
-  }
-  return Status::Ok();
-}
-
-Status BlzArchive::Verify(const ProgressCallback& progress) const {
-  const ArchiveHeader& h = header_;
-  const uint64_t data_total = h.total_size - h.data_start;
-  const std::string& ap = file_.path();
-  file_.AdviseSequential();
-  uint64_t prev_end = 0;
-  Sha256 file_sha;
-  Sha256 tensor_sha;
-  size_t current_file = SIZE_MAX;
-
-  auto finish_file = [&](size_t fi) -> Status {
-    const ArchiveFile& f = h.files[fi];
-    const std::string got = file_sha.FinishHex();
-    if (got != f.sha256) {
-      return Corruption(ap + ": file " + Quote(f.path) + " (pieces from byte offset " +
-                        Num(h.data_start + (f.pieces[0].kind == ArchivePiece::Kind::kRaw
-                                                ? h.raws[f.pieces[0].index].offset
-                                                : h.tensors[f.pieces[0].index].offset)) +
-                        "): SHA-256 is " + got + ", header says " + f.sha256);
-    }
-    return CheckStoredHeader(*this, fi);
-  };
-
-  Status walk = ForEachPiece(
-      h, [&](size_t fi, const ArchivePiece& p, uint64_t off, uint64_t len) -> Status {
-        if (fi != current_file) {
-          if (current_file != SIZE_MAX) BLZ_RETURN_IF_ERROR(finish_file(current_file));
-          current_file = fi;
-        }
-        // Padding before the piece must be zero.
-        for (uint64_t i = prev_end; i < off; ++i) {
-          if (file_.data()[h.data_start + i] != 0) {
-            return Corruption(ap + ": non-zero padding at byte offset " + Num(h.data_start + i) +
-                              " before " + PieceLabel(h, fi, p));
-          }
-        }
-        prev_end = off + len;
-        const ByteSpan data = file_.bytes().subspan(h.data_start + off, len);
-        Xxh3Stream xxh;
-        const bool is_tensor = p.kind == ArchivePiece::Kind::kTensor;
-        for (size_t done = 0; done < data.size(); done += kCopyChunk) {
-          const ByteSpan chunk = data.subspan(done, std::min(kCopyChunk, data.size() - done));
-          xxh.Update(chunk);
-          file_sha.Update(chunk);
-          if (is_tensor) tensor_sha.Update(chunk);
-          file_.DropRange(size_t(h.data_start + off + done), chunk.size());  // bound the RSS
-          if (progress) progress(off + done + chunk.size(), data_total);
-        }
-        const uint64_t want_xxh = is_tensor ? h.tensors[p.index].xxh3 : h.raws[p.index].xxh3;
-        const std::string where =
-            ap + ": " + PieceLabel(h, fi, p) + " at byte offset " + Num(h.data_start + off);
-        if (xxh.Digest() != want_xxh) {
-          return Corruption(where + ": xxh3-64 is " + Hex64(xxh.Digest()) + ", header says " +
-                            Hex64(want_xxh));
-        }
-        if (is_tensor) {
-          const std::string got = tensor_sha.FinishHex();
-          if (got != h.tensors[p.index].sha256) {
-            return Corruption(where + ": SHA-256 is " + got + ", header says " +
-                              h.tensors[p.index].sha256);
-          }
-        }
-        return Status::Ok();
-      });
-  if (!walk.ok()) return walk;
-  if (current_file != SIZE_MAX) BLZ_RETURN_IF_ERROR(finish_file(current_file));
-  // Files without pieces cannot exist (every kind has at least one), so every file was checked.
-  if (progress) progress(data_total, data_total);
-  return Status::Ok();
-}
 
 // ---------------------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/bytes.h"
@@ -221,6 +222,16 @@ TEST(BlzArchive, PackRefusesAnInconsistentShardIndex) {
 
 // ---- Verify ----------------------------------------------------------------------------------
 
+// Verify in one pass and in two (two threads), which must agree exactly: same code, same
+// message (the first bad tensor or file in archive order).
+Status VerifyBothWays(const BlzArchive& a) {
+  const Status one = a.Verify(nullptr, /*two_pass_bytes=*/UINT64_MAX);
+  const Status two = a.Verify(nullptr, /*two_pass_bytes=*/0);
+  EXPECT_EQ(one.code(), two.code()) << one.ToString() << " | " << two.ToString();
+  EXPECT_EQ(one.message(), two.message());
+  return one;
+}
+
 class BlzArchiveVerify : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -251,7 +262,7 @@ TEST_F(BlzArchiveVerify, NamesAFlippedTensor) {
   const uint64_t at = header_.data_start + t.offset + 5;
   auto a = Flipped(at, "bad.blz");
   ASSERT_TRUE(a.ok()) << a.status().ToString();  // the layout is still fine
-  Status s = a->Verify();
+  Status s = VerifyBothWays(*a);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), Code::kCorruption);
   EXPECT_NE(s.message().find("tensor '" + t.name + "'"), std::string::npos) << s.ToString();
@@ -265,13 +276,95 @@ TEST_F(BlzArchiveVerify, NamesAFlippedTensor) {
   EXPECT_EQ(DirEntries(work_.path()), (std::vector<std::string>{"bad.blz", "good.blz"}));
 }
 
+// Two defects: a wrong file SHA-256 in the header of the first file and a flipped tensor in the
+// last one. One pass meets the first file's error first; two passes find both at once and
+// must still name that one. And the other way round: a flipped tensor in the first file and
+// a wrong SHA-256 of the last file name the tensor.
+TEST_F(BlzArchiveVerify, TwoDefectsNameTheFirstInArchiveOrderBothWays) {
+  ASSERT_GE(header_.files.size(), 3u);
+  const uint64_t n = LoadLE64(reinterpret_cast<const uint8_t*>(good_.data()) + 16);
+  auto with_wrong_file_sha = [&](std::string bytes, size_t fi) {
+    ojson j = ojson::parse(bytes.substr(24, n));
+    std::string sha = j["files"][fi]["sha256"].get<std::string>();
+    sha[0] = sha[0] == '0' ? '1' : '0';
+    j["files"][fi]["sha256"] = sha;
+    const std::string text = j.dump();
+    EXPECT_EQ(text.size(), n);
+    bytes.replace(24, n, text);
+    return bytes;
+  };
+  auto flip_tensor_in = [&](std::string bytes, size_t fi) {
+    for (const ArchivePiece& p : header_.files[fi].pieces) {
+      if (p.kind != ArchivePiece::Kind::kTensor) continue;
+      const uint64_t at = header_.data_start + header_.tensors[p.index].offset;
+      bytes[at] = char(bytes[at] ^ 0x01);
+      return std::pair{bytes, header_.tensors[p.index].name};
+    }
+    ADD_FAILURE() << "no tensor in file " << fi;
+    return std::pair{bytes, std::string()};
+  };
+  const size_t first = 0, last = header_.files.size() - 1;
+  size_t first_tensor_file = 0;
+  while (header_.files[first_tensor_file].kind != "safetensors") ++first_tensor_file;
+  size_t last_tensor_file = last;
+  while (header_.files[last_tensor_file].kind != "safetensors") --last_tensor_file;
+  ASSERT_LT(first, last_tensor_file);
+  ASSERT_LT(first_tensor_file, last);
+
+  {
+    auto [bytes, tensor] = flip_tensor_in(with_wrong_file_sha(good_, first), last_tensor_file);
+    WriteFileBytes(work_ / "a.blz", bytes);
+    auto a = BlzArchive::Open(work_ / "a.blz");
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    Status s = VerifyBothWays(*a);
+    EXPECT_EQ(s.code(), Code::kCorruption);
+    EXPECT_NE(s.message().find("file " + std::string("'") + header_.files[first].path + "'"),
+              std::string::npos)
+        << s.ToString();
+    EXPECT_EQ(s.message().find(tensor), std::string::npos) << s.ToString();
+  }
+  {
+    auto [bytes, tensor] = flip_tensor_in(with_wrong_file_sha(good_, last), first_tensor_file);
+    WriteFileBytes(work_ / "b.blz", bytes);
+    auto a = BlzArchive::Open(work_ / "b.blz");
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    Status s = VerifyBothWays(*a);
+    EXPECT_EQ(s.code(), Code::kCorruption);
+    EXPECT_NE(s.message().find("tensor '" + tensor + "'"), std::string::npos) << s.ToString();
+  }
+}
+
+// Two passes report progress as one does: monotonic, from the calling thread, ending at the
+// total; and a sound archive passes both ways.
+TEST_F(BlzArchiveVerify, TwoPassesProgressOnTheCallingThread) {
+  auto a = BlzArchive::Open(work_ / "good.blz");
+  ASSERT_TRUE(a.ok());
+  const std::thread::id caller = std::this_thread::get_id();
+  uint64_t last = 0, total = 0;
+  bool monotonic = true, same_thread = true;
+  Status s = a->Verify(
+      [&](uint64_t done, uint64_t t) {
+        monotonic = monotonic && done >= last;
+        same_thread = same_thread && std::this_thread::get_id() == caller;
+        last = done;
+        total = t;
+      },
+      /*two_pass_bytes=*/0);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(monotonic);
+  EXPECT_TRUE(same_thread);
+  EXPECT_GT(total, 0u);
+  EXPECT_EQ(last, total);
+  EXPECT_TRUE(VerifyBothWays(*a).ok());
+}
+
 TEST_F(BlzArchiveVerify, NamesAFlippedRawFile) {
   size_t fi = 0;
   while (header_.files[fi].path != "config.json") ++fi;
   const ArchiveRaw& r = header_.raws[header_.files[fi].pieces[0].index];
   auto a = Flipped(header_.data_start + r.offset + 2, "bad.blz");
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  Status s = a->Verify();
+  Status s = VerifyBothWays(*a);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("file 'config.json'"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("byte offset " + std::to_string(header_.data_start + r.offset)),
@@ -284,7 +377,7 @@ TEST_F(BlzArchiveVerify, CatchesAFlippedSafetensorsHeaderByte) {
   ASSERT_EQ(header_.files[1].kind, "safetensors");
   auto a = Flipped(header_.data_start + r.offset + 20, "bad.blz");
   ASSERT_TRUE(a.ok());
-  Status s = a->Verify();
+  Status s = VerifyBothWays(*a);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find(header_.files[1].path), std::string::npos) << s.ToString();
 }
@@ -299,7 +392,7 @@ TEST_F(BlzArchiveVerify, CatchesNonZeroPadding) {
   ASSERT_NE(gap, 0u);
   auto a = Flipped(gap, "bad.blz");
   ASSERT_TRUE(a.ok());
-  Status s = a->Verify();
+  Status s = VerifyBothWays(*a);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("padding at byte offset " + std::to_string(gap)), std::string::npos)
       << s.ToString();
@@ -337,7 +430,7 @@ TEST_F(BlzArchiveVerify, CatchesASafetensorsHeaderThatDisagreesWithTheTensorList
   WriteFileBytes(work_ / "bad.blz", bad);
   auto a = BlzArchive::Open(work_ / "bad.blz");
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  Status s = a->Verify();
+  Status s = VerifyBothWays(*a);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("does not match archive tensor '" + name + "'"), std::string::npos)
       << s.ToString();
@@ -968,7 +1061,7 @@ class BlzArchiveGgufVerify : public ::testing::Test {
     WriteFileBytes(work_ / "bad.blz", bytes);
     auto a = BlzArchive::Open(work_ / "bad.blz");
     if (!a.ok()) return a.status();
-    return a->Verify();
+    return VerifyBothWays(*a);
   }
   uint64_t RawAt(size_t piece) const {
     return header_.data_start + header_.raws[header_.files[0].pieces[piece].index].offset;
