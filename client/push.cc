@@ -223,14 +223,33 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
     BLZ_ASSIGN_OR_RETURN(staging, store->MakeStagingDir());
   } else if (Result<std::string> cache_dir = LocalStore::ResolveDir(options.cache_dir);
              cache_dir.ok()) {
-    // Only to remember chunked upload sessions: an archive push works without a store.
+    // To remember chunked upload sessions and to keep the version: an archive push works
+    // without a store.
     if (Result<LocalStore> opened = LocalStore::Open(*cache_dir); opened.ok()) {
       store.emplace(std::move(opened).value());
+      if (options.keep) {
+        if (Result<std::string> dir = store->MakeStagingDir(); dir.ok()) staging = *dir;
+      }
     }
   }
   ScopedRemoveAll guard(staging);
   KeptPack kept;  // held until the push ends (client/pack_cache.h)
-  if (!is_archive) {
+  // A .blz given, copied into the store's staging area as it is hashed when the version is to
+  // be kept: what is uploaded, verified and kept is then exactly what was hashed, whatever
+  // happens to the user's file meanwhile, and keeping it is a rename.
+  std::string staged_copy;
+  if (is_archive) {
+    ProgressMeter meter("reading " + input, WorkMeterOptions(options.progress));
+    Result<std::string> hex = [&]() -> Result<std::string> {
+      if (staging.empty()) return Sha256FileHex(input, meter.Callback());
+      staged_copy = staging + "/pushed.blz";
+      return CopyFileHashed(input, staged_copy, meter.Callback());
+    }();
+    if (!hex.ok()) return hex.status().WithContext("push: reading " + input);
+    meter.Finish();
+    result.archive_digest = MakeDigest(*hex);
+    if (!staged_copy.empty()) archive_path = staged_copy;
+  } else {
     BLZ_ASSIGN_OR_RETURN(std::string fingerprint, InputFingerprint(input));
     kept = FindKeptPack(store->dir(), fingerprint);
     if (!kept.path().empty()) {
@@ -255,19 +274,16 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
   }
 
   BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
-  if (!result.packed && !result.reused_pack) {
-    // The archive's SHA-256 on a second thread while the archive is verified (both read the
-    // whole file: together they took 8 s of a 1 GB push, docs/benchmarks.md, issue 28). The
-    // future is joined on every path, an error of Verify's included.
-    std::future<Result<std::string>> hash = std::async(
-        std::launch::async, [&archive_path] { return Sha256FileHex(archive_path, nullptr); });
-    ProgressMeter verify_meter("verifying " + input, options.progress);
-    Status verified = archive.Verify(verify_meter.Callback()).WithContext("push: " + input);
-    Result<std::string> hex = hash.get();
-    BLZ_RETURN_IF_ERROR(verified);
-    verify_meter.Finish();
-    if (!hex.ok()) return hex.status().WithContext("push: hashing " + input);
-    result.archive_digest = MakeDigest(*hex);
+  // A .blz given is verified (BlzArchive::Verify: every tensor's xxh3-64 and SHA-256, every
+  // file's SHA-256) on a second thread while its blobs go out, and the manifest is PUT only
+  // when it passed: the registry verifies the archive again before it accepts the manifest,
+  // so the client's check costs no wall time before the transfer (it took 8 s of a 1 GB
+  // push, docs/benchmarks.md, issue 28). A failure leaves only blobs no manifest refers to,
+  // which the registry's garbage collection removes. Declared after `archive`, so that it is
+  // joined before `archive` is destroyed, on every path.
+  std::future<Status> verified;
+  if (is_archive) {
+    verified = std::async(std::launch::async, [&archive] { return archive.Verify(nullptr); });
   }
   if (!ParseDigest(result.archive_digest).ok()) {
     return Internal("push: invalid archive digest '" + result.archive_digest + "'");
@@ -389,6 +405,12 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
     result.bytes_uploaded += config_json.size();
     ++result.blobs_uploaded;
   }
+  if (verified.valid()) {
+    Status v = verified.get();
+    if (!v.ok()) {
+      return v.WithContext("push: " + input + " (no manifest was put)");
+    }
+  }
   BLZ_ASSIGN_OR_RETURN(result.manifest_digest, retried("manifest", [&] {
                          return client.PutManifest(ref.name, ref.tag, manifest_json);
                        }));
@@ -401,10 +423,15 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
         store.emplace(std::move(opened));
       }
       // A packed archive lives in the store and never changes: linked. A .blz given is the
-      // user's file, which may change later: copied.
-      BLZ_RETURN_IF_ERROR(
-          store->AdoptBlob(archive_path, result.archive_digest, /*may_link=*/!is_archive)
-              .status());
+      // user's file, which may change later: its copy made while hashing it is moved in, or,
+      // without one, the file is copied.
+      if (!staged_copy.empty()) {
+        BLZ_RETURN_IF_ERROR(store->PublishBlob(staged_copy, result.archive_digest).status());
+      } else {
+        BLZ_RETURN_IF_ERROR(
+            store->AdoptBlob(archive_path, result.archive_digest, /*may_link=*/!is_archive)
+                .status());
+      }
       return store->RecordVersion(ref.registry.ToString(), ref.name, result.archive_digest,
                                   result.archive_size, ref.tag, result.manifest_digest);
     }();

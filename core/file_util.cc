@@ -172,6 +172,45 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, int mode)
   return f.Commit();
 }
 
+Result<std::string> CopyFileHashed(const std::string& src, const std::string& dest,
+                                   const ProgressCallback& progress) {
+  const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IOError(Errno("cannot open", src));
+  struct stat st {};
+  const uint64_t size = ::fstat(fd, &st) == 0 ? uint64_t(st.st_size) : 0;
+  Result<AtomicFile> out = AtomicFile::Create(dest);
+  if (!out.ok()) {
+    ::close(fd);
+    return out.status();
+  }
+  Sha256 sha;
+  std::vector<uint8_t> buf(1 << 20);
+  uint64_t copied = 0;
+  Status status;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      status = IOError(Errno("read failed", src));
+      break;
+    }
+    if (n == 0) break;
+    const ByteSpan piece(buf.data(), size_t(n));
+    sha.Update(piece);
+    status = out->Append(piece);
+    if (!status.ok()) break;
+    copied += uint64_t(n);
+    if (progress) progress(copied, std::max(size, copied));
+  }
+  ::close(fd);
+  if (status.ok()) status = out->Commit(/*no_replace=*/true);
+  if (!status.ok()) {
+    out->Abandon();
+    return status;
+  }
+  return sha.FinishHex();
+}
+
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "core/bytes.h"
+#include "core/progress_fn.h"
 #include "core/status.h"
 
 namespace blz {
@@ -62,6 +63,14 @@ class AtomicFile {
 
 // Writes `data` to `path` atomically.
 Status WriteFileAtomic(const std::string& path, std::string_view data, int mode = 0644);
+
+// Copies the file at `src` to `dest` atomically (AtomicFile: fsynced, renamed into place;
+// `dest` must not exist: kAlreadyExists), hashing the bytes as they are written, in 1 MiB
+// reads, and returns their SHA-256 (64 hex). What `dest` holds is exactly what was hashed,
+// whatever happens to `src` meanwhile. `progress` (may be empty) gets (bytes copied, size of
+// `src` at open) after each read. Errors: kIOError (naming the file), kAlreadyExists.
+Result<std::string> CopyFileHashed(const std::string& src, const std::string& dest,
+                                   const ProgressCallback& progress);
 
 // Reads a whole file, refusing files larger than `max_bytes`.
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes);

@@ -1,6 +1,8 @@
 // push and pull against an in-test fake registry (tests/client/push_pull_fixture.h).
 #include "tests/client/push_pull_fixture.h"
 
+#include <sys/stat.h>
+
 namespace blz::client {
 namespace {
 
@@ -199,6 +201,64 @@ TEST_F(PushPullTest, PushArchiveFileAndRejectDigestReference) {
       Push(tmp_ / "v1", "127.0.0.1:1/org/tiny@" + from_dir->manifest_digest, PushOpts());
   EXPECT_EQ(by_digest.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(Push(tmp_ / "missing", Ref("v1"), PushOpts()).status().code(), Code::kNotFound);
+}
+
+// A .blz given is kept as the copy made while it was hashed: a file of its own in the store
+// (not a link to the user's file, which may change later) that holds exactly those bytes.
+TEST_F(PushPullTest, PushedArchiveIsKeptAsACopyOfTheBytesHashed) {
+  formats::PackStats stats;
+  ASSERT_TRUE(formats::Pack(tmp_ / "v1", tmp_ / "v1.blz", &stats).ok());
+  Result<PushResult> r = Push(tmp_ / "v1.blz", Ref("file"), PushOpts());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->kept);
+  EXPECT_EQ(r->archive_digest, stats.digest);
+  Result<LocalStore> store = LocalStore::Open(tmp_ / "push-cache");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const std::string kept = store->BlobPath(r->archive_digest);
+  struct stat kept_st {}, user_st {};
+  ASSERT_EQ(::stat(kept.c_str(), &kept_st), 0) << kept;
+  ASSERT_EQ(::stat((tmp_ / "v1.blz").c_str(), &user_st), 0);
+  EXPECT_NE(kept_st.st_ino, user_st.st_ino);
+  EXPECT_EQ(MakeDigest(*Sha256FileHex(kept)), r->archive_digest);
+  EXPECT_TRUE(fs::is_empty(tmp_ / "push-cache/tmp"));
+}
+
+// A .blz whose data fail verification (a flipped tensor byte) is refused before its manifest
+// is PUT: no tag, no local version, nothing left in the store's staging area, the user's file
+// unchanged; the error names the tensor.
+TEST_F(PushPullTest, PushOfACorruptArchivePutsNoManifestAndKeepsNothing) {
+  formats::PackStats stats;
+  ASSERT_TRUE(formats::Pack(tmp_ / "v1", tmp_ / "v1.blz", &stats).ok());
+  std::string archive = ReadFileBytes(tmp_ / "v1.blz");
+  std::string tensor;
+  {
+    auto opened = formats::BlzArchive::Open(tmp_ / "v1.blz");
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    const auto& h = opened->header();
+    archive[size_t(h.data_start + h.tensors.back().offset + 8)] ^= 0x01;
+    tensor = h.tensors.back().name;
+  }
+  WriteFileBytes(tmp_ / "bad.blz", archive);
+  for (bool keep : {true, false}) {
+    SCOPED_TRACE(keep ? "kept" : "--no-keep");
+    PushOptions o = PushOpts();
+    o.keep = keep;
+    Result<PushResult> r = Push(tmp_ / "bad.blz", Ref("bad"), o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kCorruption) << r.status().ToString();
+    EXPECT_NE(r.status().message().find(tensor), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("no manifest was put"), std::string::npos)
+        << r.status().message();
+    EXPECT_EQ(Pull(Ref("bad"), PullOpts()).status().code(), Code::kNotFound);
+    EXPECT_EQ(ReadFileBytes(tmp_ / "bad.blz"), archive);
+    EXPECT_TRUE(fs::is_empty(tmp_ / "push-cache/tmp"));
+    Result<LocalStore> store = LocalStore::Open(tmp_ / "push-cache");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    EXPECT_FALSE(store->HasBlob(MakeDigest(Sha256Hex(archive))));
+    Result<std::vector<HeldVersion>> held = store->AllVersions();
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    EXPECT_TRUE(held->empty());
+  }
 }
 
 TEST_F(PushPullTest, PullByManifestDigest) {

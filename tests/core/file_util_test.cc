@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "core/digest.h"
 #include "core/mmap_file.h"
 #include "tests/test_util.h"
 
@@ -88,6 +89,37 @@ TEST(AtomicFileTest, AppendFromFdCopiesARangeAndReportsAShortSource) {
   }
   EXPECT_FALSE(fs::exists(dir / "short"));
   ::close(fd);
+}
+
+// CopyFileHashed: the copy holds the source's bytes (over several 1 MiB reads), the returned
+// hash is theirs, progress ends at the size; an existing destination is refused and kept; a
+// missing source is an error naming it, with nothing left behind.
+TEST(FileUtilTest, CopyFileHashedCopiesAndHashesWhatItWrote) {
+  testing::TempDir dir;
+  std::string data((3u << 20) + 12345, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = char((i * 131) ^ (i >> 11));
+  testing::WriteFileBytes(dir / "src", data);
+  uint64_t last_done = 0, last_total = 0;
+  Result<std::string> hex = CopyFileHashed(dir / "src", dir / "dst", [&](uint64_t d, uint64_t t) {
+    last_done = d;
+    last_total = t;
+  });
+  ASSERT_TRUE(hex.ok()) << hex.status().ToString();
+  EXPECT_EQ(*hex, Sha256Hex(data));
+  EXPECT_EQ(testing::ReadFileBytes(dir / "dst"), data);
+  EXPECT_EQ(last_done, data.size());
+  EXPECT_EQ(last_total, data.size());
+
+  testing::WriteFileBytes(dir / "taken", "old");
+  Result<std::string> taken = CopyFileHashed(dir / "src", dir / "taken", nullptr);
+  EXPECT_EQ(taken.status().code(), Code::kAlreadyExists) << taken.status().ToString();
+  EXPECT_EQ(testing::ReadFileBytes(dir / "taken"), "old");
+
+  Result<std::string> missing = CopyFileHashed(dir / "nope", dir / "out", nullptr);
+  EXPECT_EQ(missing.status().code(), Code::kIOError);
+  EXPECT_NE(missing.status().message().find(dir / "nope"), std::string::npos)
+      << missing.status().message();
+  EXPECT_EQ(CountEntries(dir.path()), 3u);  // src, dst, taken: no temporary files
 }
 
 TEST(FileUtilTest, ReadSmallFileCap) {
