@@ -234,16 +234,17 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
   }
   ScopedRemoveAll guard(staging);
   KeptPack kept;  // held until the push ends (client/pack_cache.h)
-  // A .blz given, copied into the store's staging area as it is hashed when the version is to
-  // be kept: what is uploaded, verified and kept is then exactly what was hashed, whatever
-  // happens to the user's file meanwhile, and keeping it is a rename.
+  // A .blz given is copied into the store's staging area as it is hashed, when the version
+  // is to be kept: what is sent, verified and kept is then exactly what was hashed, whatever
+  // happens to the user's file meanwhile, and keeping it is a rename. The copy's write-back
+  // runs during the upload; it is fsynced before it is kept (on a disk, seconds per GB).
   std::string staged_copy;
   if (is_archive) {
     ProgressMeter meter("reading " + input, WorkMeterOptions(options.progress));
     Result<std::string> hex = [&]() -> Result<std::string> {
       if (staging.empty()) return Sha256FileHex(input, meter.Callback());
       staged_copy = staging + "/pushed.blz";
-      return CopyFileHashed(input, staged_copy, meter.Callback());
+      return CopyFileHashed(input, staged_copy, meter.Callback(), /*sync=*/false);
     }();
     if (!hex.ok()) return hex.status().WithContext("push: reading " + input);
     meter.Finish();
@@ -275,12 +276,12 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
 
   BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
   // A .blz given is verified (BlzArchive::Verify: every tensor's xxh3-64 and SHA-256, every
-  // file's SHA-256) on a second thread while its blobs go out, and the manifest is PUT only
-  // when it passed: the registry verifies the archive again before it accepts the manifest,
-  // so the client's check costs no wall time before the transfer (it took 8 s of a 1 GB
-  // push, docs/benchmarks.md, issue 28). A failure leaves only blobs no manifest refers to,
-  // which the registry's garbage collection removes. Declared after `archive`, so that it is
-  // joined before `archive` is destroyed, on every path.
+  // file's SHA-256) on other threads while its blobs go out, and the manifest is PUT only when
+  // it passed: the registry verifies the archive again before it accepts the manifest, so the
+  // client's check costs no wall time before the transfer (it took 8 s of a 1 GB push,
+  // docs/benchmarks.md, issue 28). A failure leaves only blobs no manifest refers to, which
+  // the registry's garbage collection removes. Declared after `archive`, so that it is joined
+  // before `archive` is destroyed, on every path.
   std::future<Status> verified;
   if (is_archive) {
     verified = std::async(std::launch::async, [&archive] { return archive.Verify(nullptr); });
@@ -423,9 +424,10 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
         store.emplace(std::move(opened));
       }
       // A packed archive lives in the store and never changes: linked. A .blz given is the
-      // user's file, which may change later: its copy made while hashing it is moved in, or,
+      // user's file, which may change later: the copy made while hashing it is moved in, or,
       // without one, the file is copied.
       if (!staged_copy.empty()) {
+        BLZ_RETURN_IF_ERROR(SyncFile(staged_copy));
         BLZ_RETURN_IF_ERROR(store->PublishBlob(staged_copy, result.archive_digest).status());
       } else {
         BLZ_RETURN_IF_ERROR(

@@ -1,12 +1,10 @@
 // `blz push DIR|M.blz HOST:PORT/NAME:TAG`: uploads a model version to a registry.
 //
 // A directory (or a single .safetensors file) is first packed to a temporary archive in the
-// local store's staging area (formats::Pack); a .blz archive is pushed as is: hashed (and,
-// when the version is to be kept, copied into the store's staging area in the same pass, so
-// that what is sent and kept is what was hashed), and checked with BlzArchive::Verify() on a
-// second thread while its blobs are sent; the manifest is PUT only when that check passed
-// (kCorruption otherwise; the blobs sent are left to the registry's garbage collection). The
-// config blob and the manifest are built exactly as
+// local store's staging area (formats::Pack); a .blz archive is pushed as is: hashed, then
+// checked with BlzArchive::Verify() on other threads while its blobs are sent; the manifest is
+// PUT only when that check passed (kCorruption otherwise; the blobs sent are left to the
+// registry's garbage collection). The config blob and the manifest are built exactly as
 // docs/registry-api.md specifies. Each blob is HEADed first and uploaded (POST, then PUT
 // ?digest=, streamed from the file) only when the registry lacks it; the manifest is PUT by
 // tag last, so a tag never points at missing blobs.
@@ -40,7 +38,8 @@
 // like a cut full upload, and running the same push again continues the kept patch session.
 //
 // Kept as a local version (as docker keeps what it pushes): once the tag is set, the archive
-// enters the local store (hard-linked from packed/, or the copy of a .blz given moved in) and is
+// enters the local store (hard-linked from packed/; a .blz given was copied into the store's
+// staging area in the pass that hashed it, before anything was sent, and is moved in) and is
 // recorded under the reference and tag pushed, with its manifest digest, as a pull would
 // record it: later pulls patch from it, a pull of the same reference finds it held, and it is
 // available offline. A failure to keep it does not fail the push (a note says why).

@@ -173,42 +173,65 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, int mode)
 }
 
 Result<std::string> CopyFileHashed(const std::string& src, const std::string& dest,
-                                   const ProgressCallback& progress) {
-  const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IOError(Errno("cannot open", src));
+                                   const ProgressCallback& progress, bool sync) {
+  const int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return IOError(Errno("cannot open", src));
   struct stat st {};
-  const uint64_t size = ::fstat(fd, &st) == 0 ? uint64_t(st.st_size) : 0;
-  Result<AtomicFile> out = AtomicFile::Create(dest);
-  if (!out.ok()) {
-    ::close(fd);
-    return out.status();
+  const uint64_t size = ::fstat(in, &st) == 0 ? uint64_t(st.st_size) : 0;
+  const int out = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (out < 0) {
+    const int e = errno;
+    ::close(in);
+    if (e == EEXIST) return AlreadyExists(dest + ": already exists");
+    errno = e;
+    return IOError(Errno("cannot create", dest));
   }
   Sha256 sha;
   std::vector<uint8_t> buf(1 << 20);
   uint64_t copied = 0;
   Status status;
   for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    const ssize_t n = ::read(in, buf.data(), buf.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       status = IOError(Errno("read failed", src));
       break;
     }
     if (n == 0) break;
-    const ByteSpan piece(buf.data(), size_t(n));
-    sha.Update(piece);
-    status = out->Append(piece);
+    sha.Update(ByteSpan(buf.data(), size_t(n)));
+    for (ssize_t done = 0; done < n && status.ok();) {
+      const ssize_t w = ::write(out, buf.data() + done, size_t(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) status = IOError(Errno("write failed", dest));
+      done += w < 0 ? 0 : w;
+    }
     if (!status.ok()) break;
     copied += uint64_t(n);
     if (progress) progress(copied, std::max(size, copied));
   }
-  ::close(fd);
-  if (status.ok()) status = out->Commit(/*no_replace=*/true);
+  ::close(in);
+  if (status.ok()) {
+    if (sync) {
+      if (::fsync(out) != 0) status = IOError(Errno("fsync failed", dest));
+    } else {
+      (void)::sync_file_range(out, 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: start write-back
+    }
+  }
+  if (::close(out) != 0 && status.ok()) status = IOError(Errno("close failed", dest));
   if (!status.ok()) {
-    out->Abandon();
+    ::unlink(dest.c_str());
     return status;
   }
   return sha.FinishHex();
+}
+
+Status SyncFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IOError(Errno("cannot open", path));
+  Status status;
+  if (::fsync(fd) != 0) status = IOError(Errno("fsync failed", path));
+  ::close(fd);
+  return status;
 }
 
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {

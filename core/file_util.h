@@ -64,13 +64,19 @@ class AtomicFile {
 // Writes `data` to `path` atomically.
 Status WriteFileAtomic(const std::string& path, std::string_view data, int mode = 0644);
 
-// Copies the file at `src` to `dest` atomically (AtomicFile: fsynced, renamed into place;
-// `dest` must not exist: kAlreadyExists), hashing the bytes as they are written, in 1 MiB
-// reads, and returns their SHA-256 (64 hex). What `dest` holds is exactly what was hashed,
-// whatever happens to `src` meanwhile. `progress` (may be empty) gets (bytes copied, size of
-// `src` at open) after each read. Errors: kIOError (naming the file), kAlreadyExists.
+// Copies the file at `src` to `dest`, which must not exist (kAlreadyExists), hashing the bytes
+// as they are written, in 1 MiB reads, and returns their SHA-256 (64 hex): what `dest` holds is
+// exactly what was hashed, whatever happens to `src` meanwhile. `dest` is written in place
+// (give a staging path and rename it into place); on an error it is removed. With `sync` the
+// copy is fsynced before this returns; without, its write-back is only started
+// (sync_file_range), so that it proceeds while the caller works on, and the caller must
+// SyncFile(dest) before it relies on the copy surviving a crash. `progress` (may be empty) gets
+// (bytes copied, size of `src` at open) after each read. Errors: kIOError (naming the file).
 Result<std::string> CopyFileHashed(const std::string& src, const std::string& dest,
-                                   const ProgressCallback& progress);
+                                   const ProgressCallback& progress, bool sync = true);
+
+// fsyncs the file at `path`. Errors: kIOError.
+Status SyncFile(const std::string& path);
 
 // Reads a whole file, refusing files larger than `max_bytes`.
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes);

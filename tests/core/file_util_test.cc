@@ -93,7 +93,7 @@ TEST(AtomicFileTest, AppendFromFdCopiesARangeAndReportsAShortSource) {
 
 // CopyFileHashed: the copy holds the source's bytes (over several 1 MiB reads), the returned
 // hash is theirs, progress ends at the size; an existing destination is refused and kept; a
-// missing source is an error naming it, with nothing left behind.
+// missing source is an error naming it, with nothing left behind; unsynced, then SyncFile.
 TEST(FileUtilTest, CopyFileHashedCopiesAndHashesWhatItWrote) {
   testing::TempDir dir;
   std::string data((3u << 20) + 12345, '\0');
@@ -119,7 +119,15 @@ TEST(FileUtilTest, CopyFileHashedCopiesAndHashesWhatItWrote) {
   EXPECT_EQ(missing.status().code(), Code::kIOError);
   EXPECT_NE(missing.status().message().find(dir / "nope"), std::string::npos)
       << missing.status().message();
-  EXPECT_EQ(CountEntries(dir.path()), 3u);  // src, dst, taken: no temporary files
+  EXPECT_EQ(CountEntries(dir.path()), 3u);  // src, dst, taken: nothing half-written
+
+  // Without sync: the same bytes; SyncFile makes them durable later.
+  Result<std::string> unsynced = CopyFileHashed(dir / "src", dir / "later", nullptr, false);
+  ASSERT_TRUE(unsynced.ok()) << unsynced.status().ToString();
+  EXPECT_EQ(*unsynced, *hex);
+  EXPECT_EQ(testing::ReadFileBytes(dir / "later"), data);
+  EXPECT_TRUE(SyncFile(dir / "later").ok());
+  EXPECT_EQ(SyncFile(dir / "nope").code(), Code::kIOError);
 }
 
 TEST(FileUtilTest, ReadSmallFileCap) {
