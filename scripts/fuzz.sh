@@ -46,7 +46,7 @@ cxx=${BLZ_FUZZ_CXX:-clang++-14}
 bash scripts/setup.sh
 start_build=$(date +%s)
 # -O1 with line tables only: what libFuzzer's docs use, and a third quicker to build than -O2 -g
-# (the fuzz build is a second full build in CI).
+# (a second full build, which is why CI replays seeds in the test build instead).
 # ccache when the machine has it (as scripts/test.sh).
 launcher=()
 if command -v ccache > /dev/null 2>&1; then
@@ -58,16 +58,8 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_CO
 cmake --build "$build" -j"$(nproc)" --target blz_fuzzers
 echo "fuzz: build took $(( $(date +%s) - start_build )) s"
 
-# Real files from the shared corpus for target $1 (printed one per line).
-corpus_files() {
-  [ -d "$corpus_src" ] || return 0
-  case "$1" in
-    safetensors)
-      find "$corpus_src" -name '*.safetensors' -type f | sort ;;
-    gguf)
-      find "$corpus_src" -name '*.gguf' -type f | sort ;;
-  esac
-}
+# fuzz_write_seeds: the crafted seeds plus the corpus files.
+source scripts/fuzz_seeds.sh
 
 # The per-target maximum input length.
 max_len() {
@@ -87,15 +79,8 @@ run_target() {
   local corpus="$build/fuzz-corpus/$t"
   local artifacts="$build/fuzz-artifacts/$t"
   local log="$build/fuzz-logs/$t.log"
-  rm -rf "$seeds"
-  mkdir -p "$seeds" "$corpus" "$artifacts" "$(dirname "$log")" "$build/fuzz-rows"
-  BLZ_FUZZ_WRITE_SEEDS="$seeds" "$bin" >/dev/null 2>&1
-  local f name
-  while IFS= read -r f; do
-    [ -n "$f" ] || continue
-    name=corpus_$(echo "${f#"$corpus_src"/}" | tr '/' '_')
-    head -c 65536 "$f" > "$seeds/$name"
-  done < <(corpus_files "$t")
+  mkdir -p "$corpus" "$artifacts" "$(dirname "$log")" "$build/fuzz-rows"
+  fuzz_write_seeds "$bin" "$t" "$seeds" "$corpus_src"
   local dict=()
   [ -f "fuzz/$t.dict" ] && dict=("-dict=fuzz/$t.dict")
   local runs=()
