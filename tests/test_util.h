@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -62,6 +64,28 @@ inline std::map<std::string, std::string> ReadTree(const std::string& dir) {
     }
   }
   return out;
+}
+
+// A safetensors file with one F32 tensor "w" of `floats` noise values; `version` > 0 changes
+// every 16th value slightly (a fine-tune of version 0: a patch between them is a fraction of
+// the archive).
+inline std::string FineTuneSafetensors(size_t floats, int version) {
+  std::string header = "{\"w\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(floats) +
+                       "],\"data_offsets\":[0," + std::to_string(floats * 4) + "]}}";
+  while (header.size() % 8 != 0) header += " ";
+  std::string out(8, '\0');
+  uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  out += header;
+  std::string data(floats * 4, '\0');
+  uint32_t x = 12345;
+  for (size_t i = 0; i < floats; ++i) {
+    x = x * 1664525u + 1013904223u;
+    float f = float(int32_t(x >> 8) - (1 << 23)) / float(1 << 23);
+    if (version > 0 && i % 16 == 0) f *= 1.0f + 0.001f * float(version);
+    std::memcpy(&data[i * 4], &f, 4);
+  }
+  return out + data;
 }
 
 }  // namespace blz::testing

@@ -4,9 +4,10 @@
 //     (server -> client), or `cut_up_after` bytes upstream (client -> server), for the first
 //     `cut_connections` connections or all of them (and with `refuse_after_cut`, close every
 //     later connection at once: the network is gone);
-//   - stall: once `stall_after_total` bytes went downstream in total, forward nothing more
-//     (connections stay open) until Release() or `stall_for` has passed; the stall happens
-//     once. ReleaseByCutting() ends it by closing the stalled connection instead, dropping
+//   - stall: once `stall_after_total` bytes went downstream in total (or, with
+//     `stall_up_after_total`, upstream: the client's request bodies), forward nothing more
+//     that way (connections stay open) until Release() or `stall_for` has passed; the stall
+//     happens once. ReleaseByCutting() ends it by closing the stalled connection instead, dropping
 //     whatever the server had sent meanwhile (what a crashed server's peer sees; deterministic,
 //     where a Release() after the server died forwards an amount that depends on how much the
 //     kernel had buffered).
@@ -41,6 +42,7 @@ class FaultProxy {
     int cut_connections = -1;      // connections to cut (in accept order); -1 = all
     bool refuse_after_cut = false; // after the first cut, close new connections at once
     uint64_t stall_after_total = 0;  // 0 = never stall
+    uint64_t stall_up_after_total = 0;  // 0 = never stall upstream
     std::chrono::milliseconds stall_for{0};  // 0 = until Release()
   };
 
@@ -185,9 +187,23 @@ class FaultProxy {
           len = size_t(options_.cut_up_after - conn_up);
           cut = true;
         }
-        upstream_sent_ += len;
-        conn_up += len;
-        if (!SendAll(server, buf.data(), len)) break;
+        size_t off = 0;
+        if (options_.stall_up_after_total > 0 && !released_ &&
+            upstream_sent_.load() + len >= options_.stall_up_after_total) {
+          // Forward up to the stall point, wait, then the rest.
+          size_t before = size_t(std::max<int64_t>(
+              0, int64_t(options_.stall_up_after_total) - int64_t(upstream_sent_.load())));
+          before = std::min(before, len);
+          if (!SendAll(server, buf.data(), before)) break;
+          upstream_sent_ += before;
+          conn_up += before;
+          off = before;
+          stalled_ = true;
+          if (!WaitStall(client)) break;
+        }
+        upstream_sent_ += len - off;
+        conn_up += len - off;
+        if (!SendAll(server, buf.data() + off, len - off)) break;
         if (cut) {
           ++cuts_;
           break;

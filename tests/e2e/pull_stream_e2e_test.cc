@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -28,27 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// A safetensors file with one F32 tensor of `floats` noise values; `version` > 0 changes every
-// 16th value slightly (a fine-tune: the patch is a fraction of the archive).
-std::string Model(size_t floats, int version) {
-  std::string header = "{\"w\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(floats) +
-                       "],\"data_offsets\":[0," + std::to_string(floats * 4) + "]}}";
-  while (header.size() % 8 != 0) header += " ";
-  std::string out(8, '\0');
-  uint64_t n = header.size();
-  std::memcpy(out.data(), &n, 8);
-  out += header;
-  std::string data(floats * 4, '\0');
-  uint32_t x = 12345;
-  for (size_t i = 0; i < floats; ++i) {
-    x = x * 1664525u + 1013904223u;
-    float f = float(int32_t(x >> 8) - (1 << 23)) / float(1 << 23);
-    if (version > 0 && i % 16 == 0) f *= 1.0f + 0.001f * float(version);
-    std::memcpy(&data[i * 4], &f, 4);
-  }
-  return out + data;
-}
-
 class PullStreamE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -57,7 +35,7 @@ class PullStreamE2ETest : public ::testing::Test {
     for (int v : {0, 1}) {
       const std::string dir = work_ / (v == 0 ? "base" : "ft");
       fs::create_directories(dir);
-      WriteFileBytes(dir + "/model.safetensors", Model(4 << 20, v));  // 16 MiB
+      WriteFileBytes(dir + "/model.safetensors", FineTuneSafetensors(4 << 20, v));  // 16 MiB
       WriteFileBytes(dir + "/config.json", "{\"model_type\":\"test\",\"v\":" +
                                                std::to_string(v) + "}\n");
       ProcessResult r = Blz({"push", "--cache", work_ / "push-cache", dir,
