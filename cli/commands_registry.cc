@@ -260,10 +260,11 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
       "Token: $BLZ_TOKEN, else the one stored by `blz login HOST:PORT`.");
   commands->push_back({sub, [args, exit_code]() -> Status {
     BLZ_ASSIGN_OR_RETURN(client::Reference ref, ResolveReference(args->reference, args->conn));
-    {  // NaN/Inf check: streams every tensor from the memory-mapped input.
+    {  // NaN/Inf check: streams every tensor from the memory-mapped input, as raw bits.
       ProgressCounters counters;
       formats::StatsOptions stats_options;
       stats_options.counters = &counters;
+      stats_options.non_finite_only = true;
       client::ProgressMeter meter(
           "checking values of " + args->input,
           client::WorkMeterOptions(ProgressModeOf(args->progress)));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -241,6 +242,15 @@ void StatsAccumulator::Add(std::span<const double> values) {
   Merge(c);
 }
 
+void StatsAccumulator::AddCountsOnly(uint64_t count, uint64_t nan, uint64_t pos_inf,
+                                     uint64_t neg_inf) {
+  count_ += count;
+  nan_ += nan;
+  pos_inf_ += pos_inf;
+  neg_inf_ += neg_inf;
+  finite_ += count - nan - pos_inf - neg_inf;
+}
+
 void StatsAccumulator::Merge(const StatsAccumulator& o) {
   count_ += o.count_;
   nan_ += o.nan_;
@@ -295,6 +305,87 @@ Status AccumulateRange(ValueType t, ByteSpan data, uint64_t elements, uint64_t b
                        });
 }
 
+// NaN / +Inf / -Inf among `n` little-endian IEEE 754 values of type U at `p`: an exponent of
+// all ones (`exp_mask`) with a non-zero mantissa (`man_mask`) is a NaN, with a zero one an
+// infinity of the sign bit's sign. A branch-free count of all-ones exponents first (the loop
+// vectorizes; a model without NaN/Inf is the common case), the classification only if any.
+template <typename U>
+void CountNonFiniteBits(const uint8_t* p, uint64_t n, U exp_mask, U man_mask, U sign_bit,
+                        uint64_t* nan, uint64_t* pos_inf, uint64_t* neg_inf) {
+  auto load = [p](uint64_t i) {
+    U u = 0;
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(&u, p + i * sizeof(U), sizeof(U));
+    } else {
+      for (size_t b = 0; b < sizeof(U); ++b) u |= U(p[i * sizeof(U) + b]) << (8 * b);
+    }
+    return u;
+  };
+  uint64_t special = 0;
+  for (uint64_t i = 0; i < n; ++i) special += (load(i) & exp_mask) == exp_mask ? 1 : 0;
+  if (special == 0) return;
+  for (uint64_t i = 0; i < n; ++i) {
+    const U u = load(i);
+    if ((u & exp_mask) != exp_mask) continue;
+    if ((u & man_mask) != 0) {
+      ++*nan;
+    } else if ((u & sign_bit) != 0) {
+      ++*neg_inf;
+    } else {
+      ++*pos_inf;
+    }
+  }
+}
+
+// StatsOptions::non_finite_only for elements [begin, end): the raw-bit scan for the IEEE types,
+// counts alone for the integer ones (after the byte-length check an empty visit does), false
+// for the types that must be decoded.
+Result<bool> CountNonFiniteOnly(ValueType t, ByteSpan data, uint64_t elements, uint64_t begin,
+                                uint64_t end, StatsAccumulator* acc) {
+  switch (t) {
+    case ValueType::kF8_E4M3:
+    case ValueType::kF8_E5M2:
+    case ValueType::kQ8_0:
+    case ValueType::kQ4_0:
+      return false;
+    default:
+      break;
+  }
+  // Validates the range and the tensor's byte length, decoding nothing.
+  auto nothing = [](uint64_t, std::span<const double>) { return Status::Ok(); };
+  BLZ_RETURN_IF_ERROR(VisitAsDouble(t, data, elements, begin, begin, nothing));
+  if (end < begin || end > elements) {
+    return InvalidArgument("element range [" + std::to_string(begin) + ", " +
+                           std::to_string(end) + ") is not inside a tensor of " +
+                           std::to_string(elements) + " elements");
+  }
+  uint64_t nan = 0, pos_inf = 0, neg_inf = 0;
+  const uint64_t n = end - begin;
+  switch (t) {
+    case ValueType::kF32:
+      CountNonFiniteBits<uint32_t>(data.data() + begin * 4, n, 0x7F800000u, 0x007FFFFFu,
+                                   0x80000000u, &nan, &pos_inf, &neg_inf);
+      break;
+    case ValueType::kF16:
+      CountNonFiniteBits<uint16_t>(data.data() + begin * 2, n, 0x7C00, 0x03FF, 0x8000, &nan,
+                                   &pos_inf, &neg_inf);
+      break;
+    case ValueType::kBF16:
+      CountNonFiniteBits<uint16_t>(data.data() + begin * 2, n, 0x7F80, 0x007F, 0x8000, &nan,
+                                   &pos_inf, &neg_inf);
+      break;
+    case ValueType::kF64:
+      CountNonFiniteBits<uint64_t>(data.data() + begin * 8, n, 0x7FF0000000000000ull,
+                                   0x000FFFFFFFFFFFFFull, 0x8000000000000000ull, &nan, &pos_inf,
+                                   &neg_inf);
+      break;
+    default:
+      break;  // integers and bool: never NaN
+  }
+  acc->AddCountsOnly(n, nan, pos_inf, neg_inf);
+  return true;
+}
+
 std::string TensorContext(const ValueTensor& t) {
   return "tensor '" + t.name + "' (" + t.file + ")";
 }
@@ -341,7 +432,18 @@ Result<ModelStats> ComputeModelStats(const ModelTensors& model, const StatsOptio
   ParallelFor(items.size(), options.threads, [&](size_t k) {
     Item& it = items[k];
     const ValueTensor& t = tensors[it.tensor];
-    it.status = AccumulateRange(*t.type, t.data, t.elements, it.begin, it.end, &it.acc);
+    bool counted = false;
+    if (options.non_finite_only) {
+      Result<bool> r = CountNonFiniteOnly(*t.type, t.data, t.elements, it.begin, it.end, &it.acc);
+      if (!r.ok()) {
+        it.status = r.status();
+      } else {
+        counted = *r;
+      }
+    }
+    if (it.status.ok() && !counted) {
+      it.status = AccumulateRange(*t.type, t.data, t.elements, it.begin, it.end, &it.acc);
+    }
     if (options.counters != nullptr) {
       options.counters->done.fetch_add(it.end - it.begin, std::memory_order_relaxed);
     }

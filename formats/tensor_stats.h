@@ -105,6 +105,10 @@ struct TensorStats {
 class StatsAccumulator {
  public:
   void Add(std::span<const double> values);
+  // Adds `count` values of which `nan`, `pos_inf` and `neg_inf` are not finite and the rest
+  // were not read (StatsOptions::non_finite_only): they count as finite, without zeros, min,
+  // max or moments.
+  void AddCountsOnly(uint64_t count, uint64_t nan, uint64_t pos_inf, uint64_t neg_inf);
   // Folds `other` (the statistics of values after this one's) into this.
   void Merge(const StatsAccumulator& other);
   TensorStats Finish() const;
@@ -125,6 +129,12 @@ struct StatsOptions {
   unsigned threads = 0;  // 0 = hardware_concurrency
   // Optional (core/progress_fn.h): elements of supported tensors read so far, of all of them.
   ProgressCounters* counters = nullptr;
+  // Only NaN and infinite values are wanted (`blz push`'s check): F32, F16, BF16 and F64
+  // tensors are then scanned as raw IEEE 754 bits (an exponent of all ones) instead of being
+  // decoded, and their zeros, min, max, mean and stddev are left 0. Integer and bool tensors,
+  // which hold no NaN, are only checked for their byte length. F8 and Q8_0 / Q4_0 tensors are
+  // decoded as usual (all their statistics are filled in).
+  bool non_finite_only = false;
 };
 
 struct TensorStatsEntry {

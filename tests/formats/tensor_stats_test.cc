@@ -242,6 +242,83 @@ TEST(ModelStats, HandMadeSafetensors) {
   EXPECT_THAT(j["warnings"][0].get<std::string>(), HasSubstr("is all NaN/Inf"));
 }
 
+// StatsOptions::non_finite_only: the raw-bit scan counts exactly what decoding counts, for every
+// bit pattern of the IEEE types (random 16-bit words cover all NaN payloads, both infinities,
+// subnormals and -0), across segment boundaries, and leaves the moments 0; integer tensors are
+// counted, F8 tensors decoded as usual.
+TEST(ModelStats, NonFiniteOnlyCountsWhatTheFullPassCounts) {
+  std::mt19937_64 rng(7);
+  auto random_words = [&rng](size_t bytes) {
+    std::string out(bytes, '\0');
+    for (char& c : out) c = char(rng());
+    return out;
+  };
+  const uint64_t big = kStatsSegmentElements * 2 + 5;  // three segments
+  std::vector<float> f32(big, 0.25f);
+  for (uint64_t i = 3; i < big; i += 9973) {
+    f32[i] = i % 3 == 0 ? NAN : (i % 3 == 1 ? INFINITY : -INFINITY);
+  }
+  std::vector<double> f64 = {1.0, kNaN, -kInf, kInf, -0.0, 5e-324};
+  uint32_t snan_bits = 0x7F800001u;  // a signalling NaN
+  float snan;
+  std::memcpy(&snan, &snan_bits, 4);
+  TempDir dir;
+  const std::string path = dir / "m.safetensors";
+  WriteModel(path, {
+                       {"f32", DType::kF32, {big}, Bytes(f32)},
+                       {"snan", DType::kF32, {3}, Bytes(std::vector<float>{snan, -0.0f, 1e-45f})},
+                       {"f16", DType::kF16, {40000}, random_words(80000)},
+                       {"bf16", DType::kBF16, {40000}, random_words(80000)},
+                       {"f64", DType::kF64, {6}, Bytes(f64)},
+                       {"f8", DType::kF8_E5M2, {256}, random_words(256)},
+                       {"i", DType::kI32, {2}, Bytes(std::vector<int32_t>{-7, 9})},
+                       {"allnan", DType::kBF16, {2}, BF16Bytes({NAN, -INFINITY})},
+                   });
+  auto full = ComputeModelStats(path, {2});
+  ProgressCounters counters;
+  StatsOptions options{2};
+  options.non_finite_only = true;
+  options.counters = &counters;
+  auto fast = ComputeModelStats(path, options);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  EXPECT_EQ(counters.done.load(), counters.total.load());
+  ASSERT_EQ(fast->tensors.size(), full->tensors.size());
+  for (size_t i = 0; i < full->tensors.size(); ++i) {
+    const TensorStats& a = full->tensors[i].stats;
+    const TensorStats& b = fast->tensors[i].stats;
+    SCOPED_TRACE(full->tensors[i].name);
+    EXPECT_EQ(b.count, a.count);
+    EXPECT_EQ(b.finite, a.finite);
+    EXPECT_EQ(b.nan, a.nan);
+    EXPECT_EQ(b.pos_inf, a.pos_inf);
+    EXPECT_EQ(b.neg_inf, a.neg_inf);
+    EXPECT_EQ(b.all_non_finite, a.all_non_finite);
+    if (full->tensors[i].dtype == "F8_E5M2") {
+      EXPECT_EQ(b.min, a.min);  // decoded: every statistic
+      EXPECT_EQ(b.zeros, a.zeros);
+    } else {
+      EXPECT_EQ(b.min, 0.0);  // not read
+      EXPECT_EQ(b.max, 0.0);
+      EXPECT_EQ(b.zeros, 0u);
+    }
+  }
+  // The random words do hold NaN and both infinities, so the comparison above means something.
+  const TensorStats& f16 = Find(*full, "f16")->stats;
+  EXPECT_GT(f16.nan, 0u);
+  EXPECT_GT(f16.pos_inf + f16.neg_inf, 0u);
+  EXPECT_EQ(Find(*full, "snan")->stats.nan, 1u);
+  EXPECT_EQ(Find(*full, "f32")->stats.nan + Find(*full, "f32")->stats.pos_inf +
+                Find(*full, "f32")->stats.neg_inf,
+            (big - 3 + 9972) / 9973);
+  EXPECT_EQ(fast->nan, full->nan);
+  EXPECT_EQ(fast->pos_inf, full->pos_inf);
+  EXPECT_EQ(fast->neg_inf, full->neg_inf);
+  EXPECT_EQ(fast->all_non_finite, full->all_non_finite);
+  EXPECT_EQ(fast->some_non_finite, full->some_non_finite);
+  EXPECT_EQ(fast->elements, full->elements);
+}
+
 TEST(ModelStats, CleanModelHasNoWarnings) {
   TempDir dir;
   WriteModel(dir / "m.safetensors",
