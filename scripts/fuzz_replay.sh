@@ -11,7 +11,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 corpus_src=${3:-${BLZ_CORPUS_DIR:-$root/../shared/corpus}}
 source "$root/scripts/fuzz_seeds.sh"
 seeds=$(mktemp -d "${TMPDIR:-/tmp}/blz-fuzz-replay-XXXXXX")
-trap 'rm -rf "$seeds"' EXIT
+trap 'rm -rf "$seeds" "$seeds.log"' EXIT
 fuzz_write_seeds "$bin" "$target" "$seeds" "$corpus_src"
 count=$(find "$seeds" -type f | wc -l)
 if [ "$count" -eq 0 ]; then
@@ -19,10 +19,10 @@ if [ "$count" -eq 0 ]; then
   exit 1
 fi
 [ -d "$corpus_src" ] || echo "fuzz_replay: $corpus_src is missing: crafted seeds only"
-UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} "$bin" "$seeds" 2> "$seeds.log" || {
-  status=$?
+status=0
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+  "$bin" "$seeds" 2> "$seeds.log" || status=$?
+if [ "$status" -ne 0 ]; then
   tail -40 "$seeds.log" >&2
-  rm -f "$seeds.log"
   exit "$status"
-}
-rm -f "$seeds.log"
+fi

@@ -7,10 +7,10 @@
 //   - stall: once `stall_after_total` bytes went downstream in total (or, with
 //     `stall_up_after_total`, upstream: the client's request bodies), forward nothing more
 //     that way (connections stay open) until Release() or `stall_for` has passed; the stall
-//     happens once. ReleaseByCutting() ends it by closing the stalled connection instead, dropping
-//     whatever the server had sent meanwhile (what a crashed server's peer sees; deterministic,
-//     where a Release() after the server died forwards an amount that depends on how much the
-//     kernel had buffered).
+//     happens once. ReleaseByCutting() ends it by closing the stalled connection instead,
+//     dropping whatever the server had sent meanwhile (what a crashed server's peer sees;
+//     deterministic, where a Release() after the server died forwards an amount that depends
+//     on how much the kernel had buffered).
 // Counts the bytes read from the upstream (what the server sent), forwarded downstream and
 // forwarded upstream, and the connections. One thread per connection, poll() with short
 // timeouts; the destructor stops and joins everything.
