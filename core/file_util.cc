@@ -267,6 +267,16 @@ Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
   return out;
 }
 
+Result<uint64_t> FileSizeOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return IOError(path + ": cannot stat: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) return IOError(path + ": not a regular file");
+  return uint64_t(st.st_size);
+}
+
 Result<std::chrono::system_clock::time_point> FileModifiedTime(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {

@@ -81,6 +81,10 @@ Status SyncFile(const std::string& path);
 // Reads a whole file, refusing files larger than `max_bytes`.
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes);
 
+// The size of the regular file at `path`, in bytes. Errors: kNotFound (no such file), kIOError
+// (cannot stat; not a regular file).
+Result<uint64_t> FileSizeOf(const std::string& path);
+
 // When the file at `path` was last written (its mtime). Errors: kNotFound, kIOError.
 Result<std::chrono::system_clock::time_point> FileModifiedTime(const std::string& path);
 

@@ -32,7 +32,6 @@ namespace {
 using json = nlohmann::json;
 using Kind = Registry::Route::Kind;
 using internal::ArchiveStructuralHash;
-using internal::FileSizeOf;
 using internal::IsAsync;
 using internal::IsUuid;
 using internal::ParsePagination;

@@ -1,8 +1,5 @@
 #include "registry/registry_internal.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -43,15 +40,6 @@ bool IsUuid(std::string_view s) {
     if (!dash_pos && !IsLowerHex(s.substr(i, 1), 1)) return false;
   }
   return true;
-}
-
-Result<uint64_t> FileSizeOf(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return NotFound(path + ": no such file");
-    return IOError(path + ": cannot stat: " + std::strerror(errno));
-  }
-  return uint64_t(st.st_size);
 }
 
 std::string UploadRange(uint64_t size) { return "0-" + std::to_string(size == 0 ? 0 : size - 1); }

@@ -93,9 +93,6 @@ std::vector<std::string> PullableNames(const Registry::Route& route,
 // Is `s` an upload session id as NewUuid makes them (8-4-4-4-12 lower-case hex digits)?
 bool IsUuid(std::string_view s);
 
-// The size of the file at `path`. Errors: kNotFound (no such file), kIOError.
-Result<uint64_t> FileSizeOf(const std::string& path);
-
 // Upload progress as the OCI spec's Range header: "0-<last byte>" ("0-0" when empty).
 std::string UploadRange(uint64_t size);
 

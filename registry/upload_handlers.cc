@@ -23,7 +23,6 @@ namespace {
 
 using json = nlohmann::json;
 using internal::Empty;
-using internal::FileSizeOf;
 using internal::IsUuid;
 using internal::UploadRange;
 

@@ -17,19 +17,6 @@
 #include "core/text.h"
 
 namespace blz::store {
-namespace {
-
-Result<uint64_t> LocalFileSize(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return NotFound(path + ": no such file");
-    return IOError(path + ": cannot stat: " + std::strerror(errno));
-  }
-  if (!S_ISREG(st.st_mode)) return IOError(path + ": not a regular file");
-  return uint64_t(st.st_size);
-}
-
-}  // namespace
 
 Status CheckUploadPartId(std::string_view what, std::string_view id) {
   bool ok = !id.empty() && id.size() <= 128;
@@ -180,7 +167,7 @@ Result<BlobInfo> BlobStore::Publish(const std::string& temp_path,
   if (temp_path.rfind(uploads_dir_ + "/", 0) != 0) {
     return Internal("blob store: " + temp_path + " is not under " + uploads_dir_);
   }
-  BLZ_ASSIGN_OR_RETURN(uint64_t size, LocalFileSize(temp_path));
+  BLZ_ASSIGN_OR_RETURN(uint64_t size, FileSizeOf(temp_path));
   BLZ_ASSIGN_OR_RETURN(std::string actual, FileDigestLike(temp_path, expected_digest));
   if (actual != expected_digest) {
     return DigestMismatch("blob digest mismatch: expected " + std::string(expected_digest) +
@@ -204,7 +191,7 @@ Result<BlobInfo> BlobStore::PublishHashed(const std::string& temp_path,
                           ", the " + std::to_string(hashed_bytes) + " bytes received hash to " +
                           std::string(computed_digest));
   }
-  BLZ_ASSIGN_OR_RETURN(uint64_t size, LocalFileSize(temp_path));
+  BLZ_ASSIGN_OR_RETURN(uint64_t size, FileSizeOf(temp_path));
   if (size != hashed_bytes) {
     return IOError(temp_path + ": holds " + std::to_string(size) + " bytes but " +
                    std::to_string(hashed_bytes) + " were received and hashed");
@@ -215,7 +202,7 @@ Result<BlobInfo> BlobStore::PublishHashed(const std::string& temp_path,
 Result<BlobInfo> BlobStore::PublishComputed(const std::string& temp_path) const {
   // Hashed once: the digest is the name, so there is nothing to check it against again.
   BLZ_ASSIGN_OR_RETURN(std::string actual, Sha256FileHex(temp_path));
-  BLZ_ASSIGN_OR_RETURN(uint64_t size, LocalFileSize(temp_path));
+  BLZ_ASSIGN_OR_RETURN(uint64_t size, FileSizeOf(temp_path));
   const std::string digest = MakeDigest(actual);
   return PublishHashed(temp_path, digest, digest, size);
 }

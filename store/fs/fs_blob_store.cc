@@ -28,16 +28,6 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
-Result<uint64_t> FileSize(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return NotFound(path + ": no such file");
-    return IOError(Errno("cannot stat", path));
-  }
-  if (!S_ISREG(st.st_mode)) return IOError(path + ": not a regular file");
-  return uint64_t(st.st_size);
-}
-
 Status FsyncFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IOError(Errno("cannot open", path));
@@ -75,7 +65,7 @@ Result<std::string> FsBlobStore::PathFor(std::string_view digest) const {
 
 Result<BlobInfo> FsBlobStore::Stat(std::string_view digest) const {
   BLZ_ASSIGN_OR_RETURN(std::string path, PathFor(digest));
-  Result<uint64_t> size = FileSize(path);
+  Result<uint64_t> size = FileSizeOf(path);
   if (!size.ok()) {
     if (size.status().code() == Code::kNotFound) {
       return NotFound("blob " + std::string(digest) + " is not in the store");
@@ -184,7 +174,7 @@ Result<uint64_t> FsBlobStore::RemoveIfOlder(std::string_view digest,
     return IOError(Errno("cannot move blob aside", path));
   }
   BLZ_ASSIGN_OR_RETURN(std::chrono::system_clock::time_point mtime, FileModifiedTime(aside));
-  BLZ_ASSIGN_OR_RETURN(uint64_t size, FileSize(aside));
+  BLZ_ASSIGN_OR_RETURN(uint64_t size, FileSizeOf(aside));
   if (mtime >= cutoff) {
     // Identical bytes by construction: replacing a copy published meanwhile is harmless.
     if (::rename(aside.c_str(), path.c_str()) != 0) {
