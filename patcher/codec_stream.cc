@@ -39,7 +39,7 @@ Status AppendStream(ByteSpan s, int level, std::string* out) {
   size_t head = out->size();
   out->push_back(char(StreamMode::kZstd));
   AppendLE32(out, 0);
-  BLZ_RETURN_IF_ERROR(ZstdCompressAppend(s, level, out));
+  BLZ_RETURN_IF_ERROR(ZstdCompressPlaneAppend(s, level, out));
   uint64_t c = out->size() - head - 5;
   // Keep the frame only if it saves at least 1/32 of the bytes: decoding a near-incompressible
   // Huffman stream runs at ~1 GB/s, copying raw bytes many times faster (bench/codec_lab.cc:

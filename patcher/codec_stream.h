@@ -15,7 +15,8 @@ namespace blz::patcher::internal {
 enum class StreamMode : uint8_t { kZero = 0, kRaw = 1, kZstd = 2 };
 
 // Appends `s` as a stream: mode kZero if every byte is 0, else kZstd (u32 frame length + one
-// zstd frame at `level`) if that saves at least 1/32 of the bytes, else kRaw.
+// zstd frame of ZstdCompressPlaneAppend at `level`) if that saves at least 1/32 of the bytes,
+// else kRaw.
 Status AppendStream(ByteSpan s, int level, std::string* out);
 
 // Reads a payload front to back. Every read is checked against the bytes left; errors are

@@ -47,7 +47,8 @@ bool CodecNeedsBase(Codec codec);
 struct CodecOptions {
   // zstd level of kZstd (the whole target chunk as one frame).
   int zstd_level = 9;
-  // zstd level of each plane stream of kXorPlanes, kSubPlanes, kSparse and kPlanes. Byte
+  // zstd level of each plane stream of kXorPlanes, kSubPlanes, kSparse and kPlanes, coded with
+  // the settings for byte planes of patcher/codec_zstd.h (ZstdCompressPlaneAppend). Byte
   // planes are mostly literals: higher levels gain < 2% and cost many times the time
   // (bench/codec_lab.cc).
   int plane_zstd_level = 1;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "patcher/codec_internal.h"
+#include "patcher/codec_zstd.h"
 
 namespace blz::patcher {
 namespace {
@@ -463,6 +464,41 @@ TEST(TensorCodecTest, ZstdFrameSizeMismatchIsCorruption) {
   Bytes garbage(64, 0x28);
   Bytes out3(64);
   EXPECT_EQ(DecodeChunk(Codec::kZstd, {}, garbage, 1, out3).code(), Code::kCorruption);
+}
+
+// The zstd settings for byte planes (patcher/codec_zstd.h): ordinary single frames, appended
+// after what `out` holds, decoded by the plain decoder, and never larger than plain level 1 on
+// either kind of plane: the exponents of BF16 weights (a skewed alphabet, no runs: coded as
+// literals, smaller) and XOR planes of versions that mostly agree (zero runs broken every 4 KiB
+// or every 20-120 bytes: where skipping ahead would turn zeros into literals).
+TEST(TensorCodecTest, PlaneFramesAreOrdinaryAndNeverLargerThanLevelOne) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> weight(0.0f, 0.02f);
+  Bytes exponents(1 << 20), sparse(1 << 20, 0), dense(1 << 20, 0);
+  for (uint8_t& b : exponents) {
+    float v = weight(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    b = uint8_t(bits >> 24);  // sign and the high exponent bits: BF16's high byte
+  }
+  for (size_t i = 0; i < sparse.size(); i += 4096 + rng() % 512) sparse[i] = uint8_t(1 + rng() % 255);
+  for (size_t i = 0; i < dense.size(); i += 20 + rng() % 100) dense[i] = uint8_t(1 + rng() % 255);
+  for (const Bytes* plane : {&exponents, &sparse, &dense}) {
+    SCOPED_TRACE(plane == &exponents ? "exponents" : plane == &sparse ? "sparse" : "dense");
+    std::string plain, tuned = "head";
+    ASSERT_TRUE(internal::ZstdCompressAppend(*plane, 1, &plain).ok());
+    ASSERT_TRUE(internal::ZstdCompressPlaneAppend(*plane, 1, &tuned).ok());
+    ASSERT_EQ(tuned.substr(0, 4), "head");
+    const ByteSpan frame = AsBytes(tuned).subspan(4);
+    Bytes back(plane->size());
+    Status s = internal::ZstdDecompressExact(frame, back);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(back == *plane);
+    EXPECT_LE(frame.size(), plain.size());
+    if (plane == &exponents) {
+      EXPECT_LT(frame.size(), plain.size() * 95 / 100);
+    }
+  }
 }
 
 TEST(TensorCodecTest, FlippedBytesNeverCrash) {
