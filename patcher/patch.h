@@ -126,6 +126,17 @@ Status ApplyFullPatch(const std::string& patch_path, const std::string& target_o
 Status VerifyPatch(const std::string& base_archive, const std::string& patch_path,
                    ApplyStats* stats, const ApplyOptions& options = {});
 
+// VerifyPatch for a caller that holds the target too: the archive at `target_archive`, whose
+// SHA-256 the caller verified to be `target_digest` (a registry's stored blob). The patch must
+// name that target (kDigestMismatch otherwise); it is decoded with every check of VerifyPatch
+// except the SHA-256 of the result, which is compared byte for byte with `target_archive`
+// instead (gaps between pieces included): kDigestMismatch naming the first chunk that differs,
+// or a different size. OK proves what VerifyPatch proves, for a memcmp instead of a SHA-256 pass
+// over the target (about 0.7 CPU s per GB). Errors otherwise as VerifyPatch.
+Status VerifyPatchAgainst(const std::string& base_archive, const std::string& patch_path,
+                          const std::string& target_archive, const std::string& target_digest,
+                          ApplyStats* stats, const ApplyOptions& options = {});
+
 }  // namespace blz::patcher
 
 #endif  // BLZ_PATCHER_PATCH_H_

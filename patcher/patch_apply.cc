@@ -144,13 +144,15 @@ enum class ApplyMode : uint8_t { kWithBase, kFull, kVerify };
 Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
                const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
                const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
-               TargetSink* sink);
+               TargetSink* sink, const MappedFile* expected);
 
 // Applies (or, with an empty `target_out`, only decodes and checks) `patch_path`. `base_archive`
-// is "" for a full patch.
+// is "" for a full patch. `expected` (kVerify only; may be null): a verified copy of the target
+// the result is compared with byte for byte instead of hashed (VerifyPatchAgainst).
 Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
                  const std::string& target_out, ApplyMode mode, const ApplyOptions& options,
-                 ApplyStats* stats, TargetSink* sink = nullptr) {
+                 ApplyStats* stats, TargetSink* sink = nullptr,
+                 const MappedFile* expected = nullptr) {
   if (options.threads < 0) {
     return InvalidArgument("apply: threads must be >= 0 (0 = one per core), got " +
                            std::to_string(options.threads));
@@ -206,8 +208,8 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
     }
     bh = std::move(*bh_or);
   }
-  Status rebuilt =
-      Rebuild(patch, ph, payload, base, bh, patch_path, target_out, options, stats, sink);
+  Status rebuilt = Rebuild(patch, ph, payload, base, bh, patch_path, target_out, options, stats,
+                           sink, expected);
   if (!rebuilt.ok() && ph.has_base && rebuilt.code() != Code::kAlreadyExists &&
       rebuilt.code() != Code::kIOError) {
     if (auto s = wrong_base()) return *s;
@@ -219,7 +221,12 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
 Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
                const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
                const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
-               TargetSink* sink) {
+               TargetSink* sink, const MappedFile* expected) {
+  if (expected != nullptr && expected->size() != ph.target_size) {
+    return DigestMismatch(patch_path + ": rebuilds an archive of " +
+                          std::to_string(ph.target_size) + " bytes, the expected one has " +
+                          std::to_string(expected->size()));
+  }
   // The target's prefix (magic, header, padding): decoded first, it says where everything goes.
   std::string what = patch_path;
   std::vector<uint8_t> prefix(ph.prefix_length);  // <= kMaxPrefixBytes (ParsePatch)
@@ -276,8 +283,31 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
     BLZ_RETURN_IF_ERROR(out->Truncate(ph.target_size));  // the gaps between pieces stay zero
     BLZ_RETURN_IF_ERROR(out->WriteAt(0, ByteSpan(prefix)));
   }
+  // The result is checked either by its SHA-256 or, given a verified copy of the target
+  // (`expected`), byte for byte against it: every decoded byte, and the gaps between pieces
+  // (zeros in the rebuilt archive).
+  const ByteSpan want = expected != nullptr ? expected->bytes() : ByteSpan();
+  std::optional<PageDropper> drop_expected;
+  if (expected != nullptr) drop_expected.emplace(*expected);
+  auto differs = [&](uint64_t at, ByteSpan got) {
+    return std::memcmp(want.data() + at, got.data(), got.size()) != 0;
+  };
+  auto not_zero = [&](uint64_t from, uint64_t to) {
+    for (uint64_t i = from; i < to; ++i) {
+      if (want[i] != 0) return true;
+    }
+    return false;
+  };
+  auto mismatch = [&](const std::string& where_) {
+    return DigestMismatch(where_ + ": the rebuilt bytes differ from the expected archive " +
+                          ph.target_digest);
+  };
   Sha256 sha;
-  sha.Update(ByteSpan(prefix));
+  if (expected == nullptr) {
+    sha.Update(ByteSpan(prefix));
+  } else if (differs(0, ByteSpan(prefix))) {
+    return mismatch(what + ": archive header");
+  }
   uint64_t hashed = prefix.size();
   if (options.progress) options.progress(hashed, ph.target_size);
   prefix.clear();
@@ -324,8 +354,13 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
     const Job& job = jobs[i];
     const PatchPiece& piece = ph.pieces[size_t(job.piece)];
     if (job.offset < hashed) return Internal(where(job) + ": pieces out of order");
-    HashZeros(&sha, job.offset - hashed);
-    sha.Update(d.view);
+    if (expected == nullptr) {
+      HashZeros(&sha, job.offset - hashed);
+      sha.Update(d.view);
+    } else {
+      if (not_zero(hashed, job.offset) || differs(job.offset, d.view)) return mismatch(where(job));
+      drop_expected->Drop(hashed, job.offset + job.size - hashed);
+    }
     hashed = job.offset + job.size;
     if (out.has_value()) BLZ_RETURN_IF_ERROR(out->WriteAt(job.offset, d.view));
     if (sink != nullptr) {
@@ -342,9 +377,15 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
   BLZ_RETURN_IF_ERROR(
       RunOrdered<Decoded>(jobs.size(), ResolveThreads(options.threads),
                                     produce, consume));
-  HashZeros(&sha, ph.target_size - hashed);
+  std::string got;
+  if (expected == nullptr) {
+    HashZeros(&sha, ph.target_size - hashed);
+    got = MakeDigest(sha.FinishHex());
+  } else {
+    if (not_zero(hashed, ph.target_size)) return mismatch(what + ": the archive's end");
+    got = ph.target_digest;  // equal, byte for byte, to the verified archive of that digest
+  }
   if (options.progress) options.progress(ph.target_size, ph.target_size);
-  std::string got = MakeDigest(sha.FinishHex());
   if (got != ph.target_digest) {
     return DigestMismatch(what + ": the rebuilt archive has digest " + got +
                           ", the patch names target " + ph.target_digest);
@@ -375,6 +416,20 @@ Status ApplyFullPatch(const std::string& patch_path, const std::string& target_o
 Status VerifyPatch(const std::string& base_archive, const std::string& patch_path,
                    ApplyStats* stats, const ApplyOptions& options) {
   return ApplyImpl(base_archive, patch_path, "", ApplyMode::kVerify, options, stats);
+}
+
+Status VerifyPatchAgainst(const std::string& base_archive, const std::string& patch_path,
+                          const std::string& target_archive, const std::string& target_digest,
+                          ApplyStats* stats, const ApplyOptions& options) {
+  BLZ_ASSIGN_OR_RETURN(PatchInfo info, ReadPatchInfo(patch_path));
+  if (info.target_digest != target_digest) {
+    return DigestMismatch(patch_path + ": rebuilds " + info.target_digest + ", not " +
+                          target_digest);
+  }
+  Result<MappedFile> expected = MappedFile::Open(target_archive);
+  if (!expected.ok()) return expected.status().WithContext("expected target archive");
+  return ApplyImpl(base_archive, patch_path, "", ApplyMode::kVerify, options, stats, nullptr,
+                   &*expected);
 }
 
 Status ApplyPatchToSink(const std::string& base_archive, const std::string& patch_path,

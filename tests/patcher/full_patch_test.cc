@@ -92,6 +92,12 @@ std::pair<uint64_t, uint64_t> FullRoundTrip(const std::string& input) {
   s = VerifyPatch("", dir / "m.blzpatch", &vs);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(vs.target_digest, digest);
+  // As the registry verifies it: against the archive itself, compared instead of hashed.
+  ApplyStats va;
+  s = VerifyPatchAgainst("", dir / "m.blzpatch", dir / "m.blz", digest, &va);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(va.target_digest, digest);
+  EXPECT_EQ(va.target_bytes, archive.size());
 
   ApplyStats as;
   ApplyOptions options;

@@ -480,6 +480,65 @@ TEST_F(PatchTest, WrongTargetDigestIsRefusedAtTheEnd) {
   EXPECT_THAT(s.message(), HasSubstr(std::string(64, 'a')));
 }
 
+// issue 28: the registry verifies the patches it makes against the stored target instead of
+// hashing the result. Every byte of the target counts: tensor data, the archive header, the
+// zero padding between pieces; and only the target the patch names.
+TEST_F(PatchTest, VerifyAgainstTheTargetAcceptsItAndNoOtherByte) {
+  const std::string target = testing::ReadFileBytes(B());
+  const std::string digest = MakeDigest(Sha256Hex(target));
+  ApplyStats st;
+  Status ok = VerifyPatchAgainst(A(), P(), B(), digest, &st);
+  ASSERT_TRUE(ok.ok()) << ok.ToString();
+  EXPECT_EQ(st.target_digest, digest);
+  EXPECT_EQ(st.target_bytes, target.size());
+  ApplyOptions one;
+  one.threads = 1;
+  EXPECT_TRUE(VerifyPatchAgainst(A(), P(), B(), digest, &st, one).ok());
+
+  // Where to flip a byte: inside extra.big's second chunk, inside the header JSON, in the
+  // padding after a piece whose length is not a multiple of 64.
+  auto b = formats::BlzArchive::Open(B());
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const formats::ArchiveHeader& h = b->header();
+  uint64_t big = 0, gap = 0;
+  for (const formats::ArchiveTensor& t : h.tensors) {
+    if (t.name == "extra.big") big = h.data_start + t.offset + kChunkBytes + 12345;
+    if (gap == 0 && t.length % 64 != 0) gap = h.data_start + t.offset + t.length;
+  }
+  ASSERT_NE(big, 0u);
+  ASSERT_NE(gap, 0u);
+  struct Flip {
+    uint64_t at;
+    const char* where;
+  };
+  for (const Flip& f : {Flip{big, "extra.big"}, Flip{40, "archive header"}, Flip{gap, ""}}) {
+    std::string bad = target;
+    bad[f.at] ^= 0x20;
+    const std::string path = tmp_ / "expected.blz";
+    testing::WriteFileBytes(path, bad);
+    Status s = VerifyPatchAgainst(A(), P(), path, digest, &st);
+    EXPECT_EQ(s.code(), Code::kDigestMismatch) << "byte " << f.at << ": " << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr(f.where));
+    EXPECT_THAT(s.message(), HasSubstr("differ from the expected archive"));
+  }
+  // A target of another size; a digest the patch does not name; no such target file.
+  const std::string short_path = tmp_ / "short.blz";
+  testing::WriteFileBytes(short_path, target.substr(0, target.size() - 1));
+  Status s = VerifyPatchAgainst(A(), P(), short_path, digest, &st);
+  EXPECT_EQ(s.code(), Code::kDigestMismatch) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr(std::to_string(target.size() - 1)));
+  s = VerifyPatchAgainst(A(), P(), B(), MakeDigest(std::string(64, 'b')), &st);
+  EXPECT_EQ(s.code(), Code::kDigestMismatch) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr(std::string(64, 'b')));
+  EXPECT_EQ(VerifyPatchAgainst(A(), P(), tmp_ / "missing.blz", digest, &st).code(),
+            Code::kNotFound);
+  // The wrong base is still reported as such.
+  s = VerifyPatchAgainst(B(), P(), B(), digest, &st);
+  EXPECT_EQ(s.code(), Code::kDigestMismatch) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("needs base"));
+  EXPECT_EQ(ListDir(tmp_.path()), (std::vector<std::string>{"expected.blz", "short.blz"}));
+}
+
 TEST_F(PatchTest, TruncatedPatchIsRefused) {
   std::string bytes = testing::ReadFileBytes(P());
   for (size_t keep : {bytes.size() - 1, size_t(200), size_t(30), size_t(10), size_t(0)}) {
