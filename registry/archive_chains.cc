@@ -22,10 +22,7 @@
 //   referenced but whose parent is not get a new parent (never a deeper chain than before) or
 //   their full patch; the link switches in one transaction, only after the new form verified.
 //   Until then garbage collection keeps the parent (registry/garbage_collector.cc).
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -56,14 +53,6 @@ std::string Mb(uint64_t n) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f MB", double(n) / 1e6);
   return buf;
-}
-
-Result<uint64_t> SizeOf(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return IOError(path + ": cannot stat: " + std::strerror(errno));
-  }
-  return uint64_t(st.st_size);
 }
 
 struct Parent {
@@ -102,7 +91,7 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
       return Status::Ok();
     }
   }
-  BLZ_ASSIGN_OR_RETURN(uint64_t archive_size, SizeOf(archive_path));
+  BLZ_ASSIGN_OR_RETURN(uint64_t archive_size, FileSizeOf(archive_path));
   const std::string& hash = mine.front().structural_hash;
   const int64_t created = mine.front().created;
   std::set<std::string> my_repos;
@@ -192,7 +181,7 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
                    ? Status::Ok()
                    : functions_.diff(parent->path, p.digest, archive_path, digest, temp, &stop_);
     const std::string patch_path = known.has_value() ? known->path : temp;
-    Result<uint64_t> size = s.ok() ? SizeOf(patch_path) : Result<uint64_t>(s);
+    Result<uint64_t> size = s.ok() ? FileSizeOf(patch_path) : Result<uint64_t>(s);
     const std::string why_not = [&]() -> std::string {
       if (!size.ok()) return "the patch failed: " + size.status().ToString();
       if (double(*size) >= options_.chain_max_fraction * double(full_patch_size)) {
@@ -211,16 +200,20 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
       Log("storage: " + digest + ": not chained on " + p.digest + ": " + why_not);
       continue;
     }
-    // Verify (decode against the parent, every check of ApplyPatch), then publish what was
-    // verified (Publish re-hashes the file against the digest taken before verifying). A
-    // reused patch is a stored blob already: verified against the parent, not published again.
+    // Hash, verify (decode against the parent, every check of ApplyPatch, the result compared
+    // with the stored archive), then publish what was hashed and verified: this job's own
+    // temporary file, not written since (as GetFullPatch). A reused patch is a stored blob
+    // already: verified against the parent, not published again.
     Result<std::string> hex = known.has_value() ? Result<std::string>(std::string())
                                                 : Sha256FileHex(temp);
-    s = hex.ok() ? functions_.verify_patch(parent->path, p.digest, patch_path, digest)
+    s = hex.ok() ? functions_.verify_patch(parent->path, p.digest, patch_path, digest,
+                                           archive_path)
                  : hex.status();
-    Result<store::BlobInfo> blob = !s.ok()             ? Result<store::BlobInfo>(s)
-                                   : known.has_value() ? Result<store::BlobInfo>(*known)
-                                                       : blobs_->Publish(temp, MakeDigest(*hex));
+    Result<store::BlobInfo> blob =
+        !s.ok()             ? Result<store::BlobInfo>(s)
+        : known.has_value() ? Result<store::BlobInfo>(*known)
+                            : blobs_->PublishHashed(temp, MakeDigest(*hex), MakeDigest(*hex),
+                                                    *size);
     RemoveAll(temp);
     if (!blob.ok()) {
       Log("storage: " + digest + ": the patch from " + p.digest + " failed verification: " +
@@ -491,7 +484,7 @@ Result<ChainScrubReport> ArchiveStorage::VerifyChains(
       BLZ_ASSIGN_OR_RETURN(store::BlobInfo parent, File(link.parent_digest));
       BLZ_ASSIGN_OR_RETURN(store::BlobInfo patch, blobs_->LocalFile(link.patch_digest));
       Status v = functions_.verify_patch(parent.path, link.parent_digest, patch.path,
-                                         link.archive_digest);
+                                         link.archive_digest, /*target_path=*/"");
       if (!v.ok() && blobs_->Verify(patch.digest).code() == Code::kDigestMismatch) {
         return QuarantineDamaged(patch, "chain link " + patch.digest + " of archive " +
                                             link.archive_digest);

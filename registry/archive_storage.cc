@@ -51,14 +51,6 @@ std::string ParentDir(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-Result<uint64_t> FileSize(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return IOError(path + ": cannot stat: " + std::strerror(errno));
-  }
-  return uint64_t(st.st_size);
-}
-
 // Bound on the remembered "found intact" file versions (a cleared map only costs re-hashing).
 constexpr size_t kMaxIntactEntries = 100000;
 
@@ -271,7 +263,7 @@ Result<store::BlobInfo> ArchiveStorage::File(std::string_view digest) {
     return ScrubPaths(s, {{patch->path, "full patch " + patch->digest}, {path, "cached " + d}})
         .WithContext("rebuilding archive " + d + " from its full patch");
   }
-  Result<uint64_t> size = FileSize(path);
+  Result<uint64_t> size = FileSizeOf(path);
   if (!size.ok()) return ScrubPaths(size.status(), {{path, "cached " + d}});
   std::lock_guard<std::mutex> g(mu_);
   sizes_[d] = *size;
@@ -450,21 +442,27 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
       if (!damaged.ok()) return damaged;
       return NotFound("archive " + digest + " is not stored (neither raw nor as a full patch)");
     }
-    // Create, verify, then publish what was verified (Publish re-hashes the file against the
-    // digest taken before verifying), then record: a recorded full patch is a verified one.
+    // Create, hash, verify (compared with the stored archive), then publish what was hashed and
+    // verified, then record: a recorded full patch is a verified one. The temporary file is
+    // this job's own (the replica's private uploads/ directory) and nothing writes it after
+    // `create`, so it is published under the digest taken before verifying without a second
+    // read (PublishHashed still checks its size). DropRaw trusts this verification for a
+    // minute (verified_here_); later, or after a restart, it hashes the stored copy first.
     const std::string temp = blobs_->NewTempPath("fullpatch");
     const std::vector<std::pair<std::string, std::string>> names = {
         {raw->path, "archive " + digest}, {temp, "full patch of " + digest}};
     Status s = functions_.create(raw->path, digest, temp, &stop_);
     Result<std::string> hex = s.ok() ? Sha256FileHex(temp) : Result<std::string>(s);
-    if (hex.ok()) {
-      s = functions_.verify(temp, digest);
+    Result<uint64_t> hashed_size = hex.ok() ? FileSizeOf(temp) : Result<uint64_t>(hex.status());
+    if (hashed_size.ok()) {
+      s = functions_.verify(temp, raw->path, digest);
       if (!s.ok()) s = s.WithContext("the full patch of " + digest + " failed verification");
     } else {
-      s = hex.status();
+      s = hashed_size.status();
     }
-    Result<store::BlobInfo> blob = s.ok() ? blobs_->Publish(temp, MakeDigest(*hex))
-                                          : Result<store::BlobInfo>(s);
+    Result<store::BlobInfo> blob =
+        s.ok() ? blobs_->PublishHashed(temp, MakeDigest(*hex), MakeDigest(*hex), *hashed_size)
+               : Result<store::BlobInfo>(s);
     RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
     if (!blob.ok()) return ScrubPaths(blob.status(), names);
     BLZ_RETURN_IF_ERROR(db_->RecordBlob(blob->digest, blob->size));
@@ -474,6 +472,8 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
       std::lock_guard<std::mutex> g(mu_);
       ++computed_;
       sizes_[digest] = raw->size;
+      if (verified_here_.size() > 10000) verified_here_.clear();  // only costs a re-hash
+      verified_here_[digest] = Verified{blob->digest, Clock::now()};
     }
     result = FullPatch{std::move(*blob), /*hit=*/false};
     return Status::Ok();
@@ -488,7 +488,8 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
                                std::optional<Clock::time_point>* retry_at) {
   retry_at->reset();
   KeyedMutex::Lock lock(&locks_, "full:" + digest);
-  // The recorded full patch must still be intact: re-hash it (cheap next to decoding).
+  // The recorded full patch must still be intact: re-hash it (cheap next to decoding), unless
+  // this process made and verified it (a second hash of the same bytes).
   Result<store::BlobInfo> recorded = FindFullPatch(digest);
   if (!recorded.ok() && recorded.status().code() == Code::kNotFound) {
     // Stored as a chain link, whose full patch a collection may already have forgotten: the
@@ -499,7 +500,17 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
     return Internal("full patch of " + digest + " changed while compressing");
   }
   if (!recorded.ok()) return recorded.status().WithContext("full patch of " + digest);
-  Status intact = blobs_->Verify(recorded->digest);
+  bool verified_here = false;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = verified_here_.find(digest);
+    const Clock::duration trust = std::max<Clock::duration>(std::chrono::minutes(1),
+                                                            2 * options_.grace);
+    verified_here = it != verified_here_.end() &&
+                    it->second.full_patch_digest == recorded->digest &&
+                    Clock::now() < it->second.at + trust;
+  }
+  Status intact = verified_here ? Status::Ok() : blobs_->Verify(recorded->digest);
   if (intact.code() == Code::kDigestMismatch) {
     return QuarantineDamaged(*recorded, "full patch " + recorded->digest + " of archive " + digest)
         .WithContext("keeping the raw archive " + digest);
@@ -554,6 +565,7 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
     if (removed.ok()) {
       sizes_[digest] = raw->size;
       ++compressed_;
+      verified_here_.erase(digest);
     }
   }
   if (!removed.ok()) {
@@ -773,7 +785,7 @@ Result<StorageScrubReport> ScrubStorage(const std::string& data_dir,
   for (const std::string& hex : names) {
     const std::string path = cache_dir + "/" + hex;
     Result<std::string> actual = Sha256FileHex(path);
-    Result<uint64_t> size = FileSize(path);
+    Result<uint64_t> size = FileSizeOf(path);
     if (!actual.ok() || !size.ok()) {
       const Status& e = actual.ok() ? size.status() : actual.status();
       report.blobs.errors.push_back(e.ToString());

@@ -84,8 +84,11 @@ struct FullPatchFunctions {
                        const std::string& out_path, const std::atomic<bool>* cancel)>
       create;
   // Decodes the full patch at `patch_path` completely, writing nothing; OK only if it rebuilds
-  // exactly the archive named `archive_digest` ("sha256:<hex>").
-  std::function<Status(const std::string& patch_path, const std::string& archive_digest)> verify;
+  // exactly the archive at `archive_path`, whose verified digest is `archive_digest`
+  // ("sha256:<hex>"; the patch must name it).
+  std::function<Status(const std::string& patch_path, const std::string& archive_path,
+                       const std::string& archive_digest)>
+      verify;
   // Rebuilds the archive from the full patch at `patch_path` into `out_path` (must not exist),
   // atomically, checking before it appears that its SHA-256 is `archive_digest`.
   std::function<Status(const std::string& patch_path, const std::string& archive_digest,
@@ -103,9 +106,11 @@ struct FullPatchFunctions {
                        const std::string& out_path, const std::atomic<bool>* cancel)>
       diff;
   // Decodes the patch at `patch_path` against the base completely, writing nothing; OK only if
-  // it is a patch from `base_digest` that rebuilds exactly `target_digest`.
+  // it is a patch from `base_digest` that rebuilds exactly `target_digest`: compared byte for
+  // byte with the verified archive at `target_path` when one is given, else hashed.
   std::function<Status(const std::string& base_path, const std::string& base_digest,
-                       const std::string& patch_path, const std::string& target_digest)>
+                       const std::string& patch_path, const std::string& target_digest,
+                       const std::string& target_path)>
       verify_patch;
 
   bool complete() const { return create && verify && rebuild && archive_size; }
@@ -367,7 +372,9 @@ class ArchiveStorage {
   // in progress here (dropping_) or on another replica. Errors: the DB's; kUnavailable.
   Status HoldRaw(const std::string& d);
   // Deletes the raw blob unless it was served within `grace` (here, or on any replica: the
-  // metadata DB's record); then *retry_at is set and nothing is done.
+  // metadata DB's record); then *retry_at is set and nothing is done. The recorded full patch
+  // (or chain link) is hashed again first, unless it is the one this process created and
+  // verified (verified_here_).
   Status DropRaw(const std::string& digest, const store::BlobInfo& full_patch,
                  std::optional<Clock::time_point>* retry_at);
   // Compresses once (GetFullPatch + DropRaw); *retry_at as DropRaw.
@@ -454,6 +461,15 @@ class ArchiveStorage {
   // Archives whose chain link this process tried already (a retried compression, e.g. after
   // the grace period, does not compute the same patches again).
   std::unordered_set<std::string> chain_tried_;
+  // Full patches this process created, verified and published (archive digest -> full patch
+  // digest and when), until DropRaw drops the raw archive: a drop within a minute (or two grace
+  // periods) of that, e.g. retried after the grace period, does not hash the same bytes again.
+  // Memory only: after a restart, or later, DropRaw hashes them (the safe side).
+  struct Verified {
+    std::string full_patch_digest;
+    Clock::time_point at;
+  };
+  std::unordered_map<std::string, Verified> verified_here_;
   struct FileStamp {
     uint64_t size = 0, inode = 0;
     int64_t mtime_ns = 0;

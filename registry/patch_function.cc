@@ -31,18 +31,15 @@ FullPatchFunctions PatcherFullPatchFunctions() {
     options.known_target_digest = archive_digest;
     return patcher::CreateFullPatch(archive_path, out_path, options, nullptr);
   };
-  f.verify = [](const std::string& patch_path, const std::string& archive_digest) -> Status {
+  f.verify = [](const std::string& patch_path, const std::string& archive_path,
+                const std::string& archive_digest) -> Status {
     BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
     if (!info.full || info.target_digest != archive_digest) {
       return Corruption(patch_path + ": not the full patch of " + archive_digest);
     }
+    // The archive is the stored blob, verified when it was written: compared, not hashed.
     patcher::ApplyStats stats;
-    BLZ_RETURN_IF_ERROR(patcher::VerifyPatch("", patch_path, &stats));
-    if (stats.target_digest != archive_digest) {
-      return DigestMismatch(patch_path + ": rebuilds " + stats.target_digest + ", not " +
-                            archive_digest);
-    }
-    return Status::Ok();
+    return patcher::VerifyPatchAgainst("", patch_path, archive_path, archive_digest, &stats);
   };
   f.rebuild = [](const std::string& patch_path, const std::string& archive_digest,
                  const std::string& out_path) -> Status {
@@ -82,10 +79,14 @@ FullPatchFunctions PatcherFullPatchFunctions() {
     return Status::Ok();
   };
   f.verify_patch = [names](const std::string& base_path, const std::string& base_digest,
-                           const std::string& patch_path,
-                           const std::string& target_digest) -> Status {
+                           const std::string& patch_path, const std::string& target_digest,
+                           const std::string& target_path) -> Status {
     BLZ_RETURN_IF_ERROR(names(patch_path, base_digest, target_digest));
     patcher::ApplyStats stats;
+    if (!target_path.empty()) {
+      return patcher::VerifyPatchAgainst(base_path, patch_path, target_path, target_digest,
+                                         &stats);
+    }
     BLZ_RETURN_IF_ERROR(patcher::VerifyPatch(base_path, patch_path, &stats));
     if (stats.target_digest != target_digest) {
       return DigestMismatch(patch_path + ": rebuilds " + stats.target_digest + ", not " +

@@ -243,7 +243,7 @@ TEST(ArchiveStorageTest, PatchesBetweenCompressedVersionsAndRepushes) {
 
 TEST(ArchiveStorageTest, VerificationFailureKeepsTheRawArchive) {
   RegistryOptions o = StorageOptions();
-  o.full_patch.verify = [](const std::string&, const std::string&) {
+  o.full_patch.verify = [](const std::string&, const std::string&, const std::string&) {
     return Corruption("stand-in: the full patch does not rebuild the archive");
   };
   Harness h(o);
