@@ -61,9 +61,6 @@ Result<size_t> CompressPlaneInto(ByteSpan src, int level, uint8_t* dst, size_t c
   return n;
 }
 
-// Compresses into the calling thread's buffer, then appends the frame: growing `out` by the
-// compression bound instead would zero-fill (and, for fresh memory, page-fault in) more bytes
-// than the frame has, on every call.
 // Does `src` have runs? Every 61st byte is compared with the one before it (a deterministic
 // sample of 1/61 of the plane); more than half equal: yes.
 bool HasRuns(ByteSpan src) {
@@ -73,6 +70,9 @@ bool HasRuns(ByteSpan src) {
   return same * 2 > n;
 }
 
+// Compresses into the calling thread's buffer, then appends the frame: growing `out` by the
+// compression bound instead would zero-fill (and, for fresh memory, page-fault in) more bytes
+// than the frame has, on every call.
 template <typename Compress>
 Status AppendWith(ByteSpan src, int level, std::string* out, Compress compress) {
   thread_local std::vector<uint8_t> frame;

@@ -298,8 +298,8 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
     }
     return false;
   };
-  auto mismatch = [&](const std::string& where_) {
-    return DigestMismatch(where_ + ": the rebuilt bytes differ from the expected archive " +
+  auto mismatch = [&](const std::string& at) {
+    return DigestMismatch(at + ": the rebuilt bytes differ from the expected archive " +
                           ph.target_digest);
   };
   Sha256 sha;
