@@ -446,8 +446,8 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
     // verified, then record: a recorded full patch is a verified one. The temporary file is
     // this job's own (the replica's private uploads/ directory) and nothing writes it after
     // `create`, so it is published under the digest taken before verifying without a second
-    // read (PublishHashed still checks its size). DropRaw trusts this verification for a
-    // minute (verified_here_); later, or after a restart, it hashes the stored copy first.
+    // read (PublishHashed still checks its size). DropRaw hashes the stored copy again before
+    // the raw archive goes.
     const std::string temp = blobs_->NewTempPath("fullpatch");
     const std::vector<std::pair<std::string, std::string>> names = {
         {raw->path, "archive " + digest}, {temp, "full patch of " + digest}};
@@ -472,8 +472,6 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
       std::lock_guard<std::mutex> g(mu_);
       ++computed_;
       sizes_[digest] = raw->size;
-      if (verified_here_.size() > 10000) verified_here_.clear();  // only costs a re-hash
-      verified_here_[digest] = Verified{blob->digest, Clock::now()};
     }
     result = FullPatch{std::move(*blob), /*hit=*/false};
     return Status::Ok();
@@ -488,8 +486,7 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
                                std::optional<Clock::time_point>* retry_at) {
   retry_at->reset();
   KeyedMutex::Lock lock(&locks_, "full:" + digest);
-  // The recorded full patch must still be intact: re-hash it (cheap next to decoding), unless
-  // this process made and verified it (a second hash of the same bytes).
+  // The recorded full patch must still be intact: re-hash it (cheap next to decoding).
   Result<store::BlobInfo> recorded = FindFullPatch(digest);
   if (!recorded.ok() && recorded.status().code() == Code::kNotFound) {
     // Stored as a chain link, whose full patch a collection may already have forgotten: the
@@ -500,17 +497,7 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
     return Internal("full patch of " + digest + " changed while compressing");
   }
   if (!recorded.ok()) return recorded.status().WithContext("full patch of " + digest);
-  bool verified_here = false;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = verified_here_.find(digest);
-    const Clock::duration trust = std::max<Clock::duration>(std::chrono::minutes(1),
-                                                            2 * options_.grace);
-    verified_here = it != verified_here_.end() &&
-                    it->second.full_patch_digest == recorded->digest &&
-                    Clock::now() < it->second.at + trust;
-  }
-  Status intact = verified_here ? Status::Ok() : blobs_->Verify(recorded->digest);
+  Status intact = blobs_->Verify(recorded->digest);
   if (intact.code() == Code::kDigestMismatch) {
     return QuarantineDamaged(*recorded, "full patch " + recorded->digest + " of archive " + digest)
         .WithContext("keeping the raw archive " + digest);
@@ -565,7 +552,6 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
     if (removed.ok()) {
       sizes_[digest] = raw->size;
       ++compressed_;
-      verified_here_.erase(digest);
     }
   }
   if (!removed.ok()) {

@@ -373,8 +373,8 @@ class ArchiveStorage {
   Status HoldRaw(const std::string& d);
   // Deletes the raw blob unless it was served within `grace` (here, or on any replica: the
   // metadata DB's record); then *retry_at is set and nothing is done. The recorded full patch
-  // (or chain link) is hashed again first, unless it is the one this process created and
-  // verified (verified_here_).
+  // (or chain link) is hashed again first, always: the disk may have damaged it since it was
+  // verified, and the raw archive is not deleted on the strength of a damaged copy.
   Status DropRaw(const std::string& digest, const store::BlobInfo& full_patch,
                  std::optional<Clock::time_point>* retry_at);
   // Compresses once (GetFullPatch + DropRaw); *retry_at as DropRaw.
@@ -461,15 +461,6 @@ class ArchiveStorage {
   // Archives whose chain link this process tried already (a retried compression, e.g. after
   // the grace period, does not compute the same patches again).
   std::unordered_set<std::string> chain_tried_;
-  // Full patches this process created, verified and published (archive digest -> full patch
-  // digest and when), until DropRaw drops the raw archive: a drop within a minute (or two grace
-  // periods) of that, e.g. retried after the grace period, does not hash the same bytes again.
-  // Memory only: after a restart, or later, DropRaw hashes them (the safe side).
-  struct Verified {
-    std::string full_patch_digest;
-    Clock::time_point at;
-  };
-  std::unordered_map<std::string, Verified> verified_here_;
   struct FileStamp {
     uint64_t size = 0, inode = 0;
     int64_t mtime_ns = 0;
