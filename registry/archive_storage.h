@@ -117,7 +117,8 @@ struct FullPatchFunctions {
   bool chains() const { return complete() && diff && verify_patch; }
 };
 
-// blz::patcher's implementation (CreateFullPatch, VerifyPatch, ApplyFullPatch, ReadPatchInfo);
+// blz::patcher's implementation (CreateFullPatch, VerifyPatchAgainst, ApplyFullPatch,
+// ReadPatchInfo; CreatePatch and VerifyPatch(Against) for chains);
 // defined in registry/patch_function.cc.
 FullPatchFunctions PatcherFullPatchFunctions();
 
