@@ -481,7 +481,9 @@ TEST(TensorCodecTest, PlaneFramesAreOrdinaryAndNeverLargerThanLevelOne) {
     std::memcpy(&bits, &v, 4);
     b = uint8_t(bits >> 24);  // sign and the high exponent bits: BF16's high byte
   }
-  for (size_t i = 0; i < sparse.size(); i += 4096 + rng() % 512) sparse[i] = uint8_t(1 + rng() % 255);
+  for (size_t i = 0; i < sparse.size(); i += 4096 + rng() % 512) {
+    sparse[i] = uint8_t(1 + rng() % 255);
+  }
   for (size_t i = 0; i < dense.size(); i += 20 + rng() % 100) dense[i] = uint8_t(1 + rng() % 255);
   for (const Bytes* plane : {&exponents, &sparse, &dense}) {
     SCOPED_TRACE(plane == &exponents ? "exponents" : plane == &sparse ? "sparse" : "dense");
