@@ -14,27 +14,21 @@
 // CLOCK_PROCESS_CPUTIME_ID (all threads). WORK_DIR must exist; the patch is written there and
 // removed. --create-only 1 runs only the first step (for a profile of it). Exit codes: 0 ok,
 // 1 failure, 2 usage.
-#include <time.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/cpu_time.h"
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "patcher/patch.h"
 
 namespace {
 
-double CpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
+using blz::bench::CpuSeconds;
 
 struct Timed {
   double wall = 0, cpu = 0;
@@ -57,13 +51,9 @@ Timed Time(F&& f) {
 }
 
 uint64_t SizeOrDie(const std::string& path) {
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) {
-    std::fprintf(stderr, "%s: %s\n", path.c_str(), ec.message().c_str());
-    std::exit(1);
-  }
-  return size;
+  blz::Result<uint64_t> size = blz::FileSizeOf(path);
+  if (!size.ok()) Fail(size.status());
+  return *size;
 }
 
 }  // namespace

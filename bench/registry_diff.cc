@@ -8,25 +8,16 @@
 // printed: "<wall s> <CPU s of the process during CreatePatch> <patch bytes>". CPU time is
 // CLOCK_PROCESS_CPUTIME_ID (all threads). OUT must not exist. Exit codes: 0 ok, 1 failure,
 // 2 usage.
-#include <time.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "bench/cpu_time.h"
 #include "core/digest.h"
 #include "patcher/patch.h"
 
-namespace {
-
-double CpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-}  // namespace
+using blz::bench::CpuSeconds;
 
 int main(int argc, char** argv) {
   if (argc != 4 && !(argc == 6 && std::string(argv[4]) == "--threads")) {

@@ -2,25 +2,15 @@
 // (formats::ComputeModelStats with StatsOptions::non_finite_only), next to the full statistics
 // of `blz inspect --stats` on the same model; wall and CPU seconds per run and per GB of tensor
 // data, the page cache warm (one untimed pass first). Figures in docs/benchmarks.md.
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "bench/cpu_time.h"
 #include "formats/tensor_stats.h"
 
-namespace {
-
-double CpuSeconds() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-}  // namespace
+using blz::bench::CpuSeconds;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
