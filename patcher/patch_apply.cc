@@ -141,10 +141,16 @@ class ChunkBufferPool {
 // either without writing.
 enum class ApplyMode : uint8_t { kWithBase, kFull, kVerify };
 
+// VerifyPatchAgainst's target: a verified copy, and the digest the patch must name.
+struct ExpectedTarget {
+  MappedFile file;
+  std::string digest;
+};
+
 Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
                const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
                const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
-               TargetSink* sink, const MappedFile* expected);
+               TargetSink* sink, const ExpectedTarget* expected);
 
 // Applies (or, with an empty `target_out`, only decodes and checks) `patch_path`. `base_archive`
 // is "" for a full patch. `expected` (kVerify only; may be null): a verified copy of the target
@@ -152,7 +158,7 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
 Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
                  const std::string& target_out, ApplyMode mode, const ApplyOptions& options,
                  ApplyStats* stats, TargetSink* sink = nullptr,
-                 const MappedFile* expected = nullptr) {
+                 const ExpectedTarget* expected = nullptr) {
   if (options.threads < 0) {
     return InvalidArgument("apply: threads must be >= 0 (0 = one per core), got " +
                            std::to_string(options.threads));
@@ -221,11 +227,15 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
 Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
                const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
                const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
-               TargetSink* sink, const MappedFile* expected) {
-  if (expected != nullptr && expected->size() != ph.target_size) {
+               TargetSink* sink, const ExpectedTarget* expected) {
+  if (expected != nullptr && ph.target_digest != expected->digest) {
+    return DigestMismatch(patch_path + ": rebuilds " + ph.target_digest + ", not " +
+                          expected->digest);
+  }
+  if (expected != nullptr && expected->file.size() != ph.target_size) {
     return DigestMismatch(patch_path + ": rebuilds an archive of " +
                           std::to_string(ph.target_size) + " bytes, the expected one has " +
-                          std::to_string(expected->size()));
+                          std::to_string(expected->file.size()));
   }
   // The target's prefix (magic, header, padding): decoded first, it says where everything goes.
   std::string what = patch_path;
@@ -286,9 +296,9 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
   // The result is checked either by its SHA-256 or, given a verified copy of the target
   // (`expected`), byte for byte against it: every decoded byte, and the gaps between pieces
   // (zeros in the rebuilt archive).
-  const ByteSpan want = expected != nullptr ? expected->bytes() : ByteSpan();
+  const ByteSpan want = expected != nullptr ? expected->file.bytes() : ByteSpan();
   std::optional<PageDropper> drop_expected;
-  if (expected != nullptr) drop_expected.emplace(*expected);
+  if (expected != nullptr) drop_expected.emplace(expected->file);
   auto differs = [&](uint64_t at, ByteSpan got) {
     return std::memcmp(want.data() + at, got.data(), got.size()) != 0;
   };
@@ -421,15 +431,11 @@ Status VerifyPatch(const std::string& base_archive, const std::string& patch_pat
 Status VerifyPatchAgainst(const std::string& base_archive, const std::string& patch_path,
                           const std::string& target_archive, const std::string& target_digest,
                           ApplyStats* stats, const ApplyOptions& options) {
-  BLZ_ASSIGN_OR_RETURN(PatchInfo info, ReadPatchInfo(patch_path));
-  if (info.target_digest != target_digest) {
-    return DigestMismatch(patch_path + ": rebuilds " + info.target_digest + ", not " +
-                          target_digest);
-  }
-  Result<MappedFile> expected = MappedFile::Open(target_archive);
-  if (!expected.ok()) return expected.status().WithContext("expected target archive");
+  Result<MappedFile> file = MappedFile::Open(target_archive);
+  if (!file.ok()) return file.status().WithContext("expected target archive");
+  const ExpectedTarget expected{std::move(*file), target_digest};
   return ApplyImpl(base_archive, patch_path, "", ApplyMode::kVerify, options, stats, nullptr,
-                   &*expected);
+                   &expected);
 }
 
 Status ApplyPatchToSink(const std::string& base_archive, const std::string& patch_path,
