@@ -155,6 +155,13 @@ Plan MakePlan(const formats::BlzArchive* base_archive, const formats::BlzArchive
     a_raws_by_path[ha.files[ha.raws[i].file_index].path].push_back(i);
   }
   std::vector<bool> a_named(ha.tensors.size(), false);
+  // A's tensors by content (the header's SHA-256 of their bytes): a tensor of B identical to
+  // one of A under another name (renamed, or in a model of another structure that shares it)
+  // is coded against it, so it costs only `identical` chunks.
+  std::unordered_map<std::string, std::vector<uint32_t>> a_by_content;
+  for (uint32_t i = 0; i < ha.tensors.size(); ++i) {
+    if (ha.tensors[i].length > 0) a_by_content[ha.tensors[i].sha256].push_back(i);
+  }
 
   for (const ArchivePiece& p : plan.order) {
     std::optional<uint32_t> base;
@@ -176,6 +183,19 @@ Plan MakePlan(const formats::BlzArchive* base_archive, const formats::BlzArchive
           a_named[*cand] = true;
           const auto& at = ha.tensors[*cand];
           if (SameType(at, t)) base = cand;
+        }
+      }
+      // The same-named tensor is not the same bytes: an identical one of A wins (the first in
+      // A's order; its chunks all code as `identical`).
+      if (!base.has_value() || ha.tensors[*base].sha256 != t.sha256) {
+        auto same = a_by_content.find(t.sha256);
+        if (same != a_by_content.end()) {
+          for (uint32_t ai : same->second) {
+            if (SameType(ha.tensors[ai], t)) {
+              base = ai;
+              break;
+            }
+          }
         }
       }
     } else {

@@ -655,6 +655,42 @@ TEST(PatchNamesTest, SameTensorNameInTwoFilesIsMatchedByFilePath) {
   EXPECT_TRUE(testing::ReadFileBytes(dir / "out.blz") == testing::ReadFileBytes(dir / "b.blz"));
 }
 
+// Identical tensors are found by content, not only by name (issue 27, "identical tensors are
+// stored once"): a tensor renamed and moved to another file, and one whose same-named tensor in
+// A differs while another of A holds its very bytes, both cost only `identical` chunks. A
+// twin of another dtype or shape is not a base.
+TEST(PatchNamesTest, IdenticalTensorsAreMatchedByContentWhateverTheirName) {
+  testing::TempDir dir;
+  const std::string enc = F32Bytes(50000, 21), x = F32Bytes(30000, 22), y = F32Bytes(30000, 23);
+  const std::string head = F32Bytes(4096, 24);
+  WriteTensors(dir / "a/model.safetensors", {{"encoder.w", DType::kF32, {50000}, enc},
+                                             {"x", DType::kF32, {30000}, x},
+                                             {"y", DType::kF32, {30000}, y}});
+  WriteTensors(dir / "b/vision/model.safetensors",
+               {{"vision.encoder.w", DType::kF32, {50000}, enc},  // renamed, moved
+                {"x", DType::kF32, {30000}, y},                   // A's y under A's name x
+                {"y2", DType::kF32, {100, 300}, y},               // y's bytes, another shape
+                {"head", DType::kF32, {4096}, head}});            // new
+  PackDir(dir / "a", dir / "a.blz");
+  PackDir(dir / "b", dir / "b.blz");
+  DiffStats st;
+  Status s = CreatePatch(dir / "a.blz", dir / "b.blz", dir / "p", DiffOptions{}, &st);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  for (const char* name : {"vision.encoder.w", "x"}) {
+    const PieceReport* r = FindReport(st, name);
+    ASSERT_NE(r, nullptr) << name;
+    EXPECT_EQ(r->codec, "identical") << name;
+  }
+  ASSERT_NE(FindReport(st, "y2"), nullptr);
+  EXPECT_NE(FindReport(st, "y2")->codec, "identical");
+  EXPECT_EQ(st.identical, 2u);
+  // What is left to code is y2 and head (the new tensors), not the 320 KB found in A.
+  EXPECT_LT(std::filesystem::file_size(dir / "p"), (30000 + 4096) * 4 + 4096);
+  s = ApplyPatch(dir / "a.blz", dir / "p", dir / "out.blz", nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(testing::ReadFileBytes(dir / "out.blz") == testing::ReadFileBytes(dir / "b.blz"));
+}
+
 // Real base -> fine-tune pairs from the shared corpus. `config` is the pair's config file,
 // `config_unchanged` whether its bytes are the same in both (corpus/PROVENANCE.md).
 void CorpusRoundTrip(const std::string& base_dir, const std::string& target_dir,
