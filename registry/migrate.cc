@@ -23,7 +23,7 @@ const std::vector<std::string> kCopiedTables = {
     "repositories",   "blobs",          "manifests",     "tags",
     "versions",       "patches",        "tokens",        "value_diffs",
     "repository_blobs", "manifest_blobs", "version_stats", "lossy_deltas",
-    "settings",       "version_files",  "archive_chains"};
+    "settings",       "version_files",  "archive_chains", "archive_tensors"};
 const std::vector<std::string> kSkippedTables = {"uploads", "jobs", "gc_deletions",
                                                  "raw_archive_reads", "schema_migrations"};
 

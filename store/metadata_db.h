@@ -263,6 +263,20 @@ struct VersionFileRecord {
   bool lfs = false;
 };
 
+// One tensor of an archive by content (table archive_tensors,
+// migrations/0014_archive_tensors.sql): what chain storage matches identical tensors by.
+struct ArchiveTensorRecord {
+  uint64_t position = 0;  // index in the archive header's tensors
+  std::string sha256;     // 64 lower-case hex: SHA-256 of the tensor's bytes
+  uint64_t length = 0;    // bytes
+};
+
+// An archive holding tensors identical to another's (MetadataDb::ListArchivesSharingTensors).
+struct SharedTensors {
+  std::string archive_digest;
+  uint64_t bytes = 0;  // the other archive's tensor bytes this one also holds
+};
+
 // -- replicas (store/metadata_db_replicas.cc) --
 
 // A lease row of the jobs table (migrations/0008_replicas.sql).
@@ -411,6 +425,23 @@ class MetadataDb {
   // earlier recording of the same archive wins (the rows depend only on the archive's bytes).
   Status RecordVersionFiles(std::string_view archive_digest,
                             const std::vector<VersionFileRecord>& files);
+
+  // Records the listed tensors of `archive_digest` in one transaction (rows already recorded
+  // stay: they depend only on the archive's bytes).
+  Status RecordArchiveTensors(std::string_view archive_digest,
+                              const std::vector<ArchiveTensorRecord>& tensors);
+  // True when tensors of `archive_digest` were recorded.
+  Result<bool> HasArchiveTensors(std::string_view archive_digest);
+  // The model versions' archives (rows of `versions`, any repository) holding tensors with the
+  // same SHA-256 and length as tensors recorded for `archive_digest`, at most `limit`, most
+  // shared bytes first (ties: by digest). A tensor of `archive_digest` counts once per other
+  // archive, however many twins it has there. Empty when nothing is shared or nothing was
+  // recorded.
+  Result<std::vector<SharedTensors>> ListArchivesSharingTensors(std::string_view archive_digest,
+                                                                uint64_t limit);
+  // Forgets the tensors of archives that are no model version of any repository (garbage
+  // collection calls it; an archive pushed again is recorded again when it is compressed).
+  Status ForgetUnversionedArchiveTensors();
 
   // -- patches --
   // kNotFound when no patch from -> to was recorded.

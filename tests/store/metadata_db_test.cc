@@ -212,6 +212,45 @@ TEST_P(MetadataDbTest, AChainLinkNeverUnderstatesADepth) {
   EXPECT_EQ(db_->FindChainLink(z)->depth, 2u);
 }
 
+// Tensors by content (table archive_tensors): archives sharing tensors with one are listed
+// most shared bytes first; a tensor with two twins in one archive counts once; an archive
+// that is no model version (any more) is not listed, and its rows go with a collection;
+// recording twice keeps the first rows.
+TEST_P(MetadataDbTest, ArchivesSharingTensorsAreListedMostSharedFirst) {
+  for (const char* seed : {"a", "b", "c"}) ASSERT_TRUE(Push("org/model", seed, seed).ok());
+  ASSERT_TRUE(Push("other/model", "v1", "d").ok());
+  const std::string a = D("archive-a"), b = D("archive-b"), c = D("archive-c"),
+                    d = D("archive-d"), gone = D("archive-gone");
+  const std::string t1(64, '1'), t2(64, '2'), t3(64, '3'), zero(64, '0');
+  EXPECT_FALSE(*db_->HasArchiveTensors(a));
+  ASSERT_TRUE(db_->RecordArchiveTensors(a, {{0, t1, 1000}, {1, t2, 500}, {2, zero, 70}}).ok());
+  EXPECT_TRUE(*db_->HasArchiveTensors(a));
+  ASSERT_TRUE(db_->RecordArchiveTensors(b, {{0, t2, 500}, {3, t3, 9000}}).ok());
+  ASSERT_TRUE(db_->RecordArchiveTensors(c, {{0, zero, 70}, {1, zero, 70}, {2, t1, 1000}}).ok());
+  ASSERT_TRUE(db_->RecordArchiveTensors(d, {{5, t1, 1000}, {6, t2, 500}}).ok());
+  ASSERT_TRUE(db_->RecordArchiveTensors(gone, {{0, t1, 1000}, {1, t2, 500}, {2, zero, 70}}).ok());
+  // Recorded again with other values: the first rows stay.
+  ASSERT_TRUE(db_->RecordArchiveTensors(a, {{0, t3, 9000}}).ok());
+  Result<std::vector<SharedTensors>> got = db_->ListArchivesSharingTensors(a, 10);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  std::vector<std::pair<std::string, uint64_t>> rows;
+  for (const SharedTensors& st : *got) rows.emplace_back(st.archive_digest, st.bytes);
+  const std::vector<std::pair<std::string, uint64_t>> want = {{d, 1500}, {c, 1070}, {b, 500}};
+  EXPECT_EQ(rows, want);
+  got = db_->ListArchivesSharingTensors(a, 1);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(got->front().archive_digest, d);
+  got = db_->ListArchivesSharingTensors(D("archive-none"), 10);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+  // A collection forgets the rows of archives that are nobody's version.
+  ASSERT_TRUE(db_->ForgetUnversionedArchiveTensors().ok());
+  EXPECT_FALSE(*db_->HasArchiveTensors(gone));
+  EXPECT_TRUE(*db_->HasArchiveTensors(a));
+  EXPECT_TRUE(*db_->HasArchiveTensors(d));
+}
+
 TEST_P(MetadataDbTest, ManifestTagAndVersionRoundTrip) {
   ASSERT_TRUE(Push("org/model", "v1", "a").ok());
   auto digest = db_->ResolveTag("org/model", "v1");
