@@ -1,17 +1,20 @@
 // Archives stored as chains: a verified patch from a parent archive instead of a full patch.
 // Part of ArchiveStorage (registry/archive_storage.h); documented in docs/storage.md
 // ("Chains"). In short:
-// - Compressing an archive (CompressOnce) computes its full patch as before, then tries parents
-//   among the model versions the registry holds (any repository), ranked like pull bases
-//   (registry/base_handlers.cc): the same structure first, then the same repository, then the
-//   nearest push time. For each of the first options.chain_candidates parents whose chain is
-//   short enough (depth + 1 <= max_chain_depth) and does not pass through the archive: the
-//   patch parent -> archive is computed, kept only when smaller than chain_max_fraction of the
-//   full patch and when the rebuild cost stays bounded (root form + links <=
-//   chain_rebuild_factor x archive size), then verified (decoded against the parent: it must
-//   rebuild exactly the archive's SHA-256), published and recorded (table archive_chains and
-//   the `patches` row parent -> archive, one transaction). Only then is the raw blob dropped,
-//   and after that the full patch forgotten (garbage collection removes it).
+// - Compressing an archive (CompressOnce) computes its full patch as before, records its large
+//   tensors by content (table archive_tensors), then tries parents among the model versions
+//   the registry holds (any repository; those holding identical tensors whatever their
+//   structure), ranked by the link size expected from the bytes they hold identically and
+//   their structure, then like pull bases (registry/base_handlers.cc): the same repository,
+//   then the nearest push time. For each of the first options.chain_candidates parents whose
+//   chain is short enough (depth + 1 <= max_chain_depth) and does not pass through the
+//   archive: the patch parent -> archive is computed, kept only when smaller than
+//   chain_max_fraction of the full patch and when the rebuild cost stays bounded (root form +
+//   links <= chain_rebuild_factor x archive size), then verified (decoded against the
+//   parent: it must rebuild exactly the archive's SHA-256), published and recorded (table
+//   archive_chains and the `patches` row parent -> archive, one transaction). Only then is
+//   the raw blob dropped, and after that the full patch forgotten (garbage collection
+//   removes it).
 // - Reads: ReadForms names the link, its parent's form and so on down to the root, and
 //   OpenReader opens them as one reader (patcher/patch_reader.h) that decodes any range chunk
 //   by chunk, link by link. Reads of the whole archive (File: diffs, verification) write it
@@ -36,6 +39,7 @@
 #include "core/digest.h"
 #include "core/failpoint.h"
 #include "core/file_util.h"
+#include "formats/blz_archive.h"
 #include "patcher/archive_reader.h"
 #include "patcher/patch_reader.h"
 #include "registry/archive_storage.h"
@@ -55,15 +59,25 @@ std::string Mb(uint64_t n) {
   return buf;
 }
 
+// Tensors at least this large are recorded by content (table archive_tensors) and steer the
+// choice of parent; smaller ones save too little to matter.
+constexpr uint64_t kMinSharedTensorBytes = 64 << 10;
+// Archives holding identical tensors considered as parents, beyond the usual candidates.
+constexpr uint64_t kMaxSharingCandidates = 16;
+
 struct Parent {
   std::string digest;
   bool same_structure = false;
   bool same_repository = false;
   uint64_t time_distance = 0;
+  uint64_t shared_bytes = 0;  // bytes of the archive's tensors the parent holds identically
+  // Rough size of the link, in quarters of a byte: what is not shared, at 3/4 when coded
+  // against the same structure (XOR with the same-named tensor) and 4/4 otherwise.
+  uint64_t estimate = 0;
 };
 
 bool Better(const Parent& a, const Parent& b) {
-  if (a.same_structure != b.same_structure) return a.same_structure;
+  if (a.estimate != b.estimate) return a.estimate < b.estimate;
   if (a.same_repository != b.same_repository) return a.same_repository;
   if (a.time_distance != b.time_distance) return a.time_distance < b.time_distance;
   return a.digest < b.digest;
@@ -79,6 +93,10 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
                                 bool* stored) {
   *stored = false;
   if (max_depth == 0) return Status::Ok();
+  // Its large tensors by content, for later archives to find it as the parent that holds
+  // their identical tensors (and for this one to find such parents below).
+  BLZ_ASSIGN_OR_RETURN(bool listed, db_->HasArchiveTensors(digest));
+  if (!listed) BLZ_RETURN_IF_ERROR(RecordTensors(digest, archive_path));
   BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> mine, db_->ListVersionsOfArchive(digest));
   if (mine.empty()) return Status::Ok();  // nobody's version (any more): not worth it
   if (replacing.empty()) {
@@ -97,6 +115,12 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
   std::set<std::string> my_repos;
   for (const store::VersionRecord& v : mine) my_repos.insert(v.repository);
 
+  // Archives of any repository and structure holding tensors identical to this one's.
+  BLZ_ASSIGN_OR_RETURN(std::vector<store::SharedTensors> sharing,
+                       db_->ListArchivesSharingTensors(digest, kMaxSharingCandidates));
+  std::map<std::string, uint64_t> shared_bytes;
+  for (const store::SharedTensors& st : sharing) shared_bytes[st.archive_digest] = st.bytes;
+
   std::map<std::string, Parent> found;
   auto consider = [&](const store::VersionRecord& v) {
     if (v.archive_digest == digest || v.archive_digest == exclude) return;
@@ -105,6 +129,9 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     p.same_structure = !hash.empty() && v.structural_hash == hash;
     p.same_repository = my_repos.count(v.repository) > 0;
     p.time_distance = Distance(v.created, created);
+    auto shared = shared_bytes.find(p.digest);
+    p.shared_bytes = shared == shared_bytes.end() ? 0 : std::min(shared->second, archive_size);
+    p.estimate = (archive_size - p.shared_bytes) * (p.same_structure ? 3 : 4);
     auto [it, added] = found.emplace(p.digest, p);
     if (!added && Better(p, it->second)) it->second = p;
   };
@@ -120,6 +147,12 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
       Result<store::VersionRecord> v = db_->FindVersion(sv.repository, sv.archive_digest);
       if (v.ok()) consider(*v);
     }
+  }
+  for (const store::SharedTensors& st : sharing) {
+    if (found.count(st.archive_digest) > 0) continue;
+    BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions,
+                         db_->ListVersionsOfArchive(st.archive_digest));
+    for (const store::VersionRecord& v : versions) consider(v);
   }
   std::vector<Parent> ranked;
   for (auto& [d, p] : found) ranked.push_back(std::move(p));
@@ -246,6 +279,18 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     return Status::Ok();
   }
   return Status::Ok();
+}
+
+Status ArchiveStorage::RecordTensors(const std::string& digest, const std::string& archive_path) {
+  BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
+  std::vector<store::ArchiveTensorRecord> rows;
+  const std::vector<formats::ArchiveTensor>& tensors = archive.header().tensors;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].length < kMinSharedTensorBytes) continue;
+    rows.push_back(store::ArchiveTensorRecord{i, tensors[i].sha256, tensors[i].length});
+  }
+  // An archive without large tensors records none and is looked at again next time: cheap.
+  return rows.empty() ? Status::Ok() : db_->RecordArchiveTensors(digest, rows);
 }
 
 void ArchiveStorage::ForgetFullPatchOfChained(const std::string& digest) {

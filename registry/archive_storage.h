@@ -395,12 +395,18 @@ class ArchiveStorage {
   void IndexCachedLocked(const std::string& digest, uint64_t size, Clock::time_point now);
   void Run();  // the background thread
   // Chains (registry/archive_chains.cc). Tries to store `digest` (its file `archive_path`) as a
-  // chain link: candidates ranked like pull bases, at most `max_depth` links and no parent
-  // `exclude`; `replacing` as MetadataDb::RecordChainLink. *stored: whether a link was
-  // recorded. Errors: the metadata DB's (a candidate that fails is skipped and logged).
+  // chain link: candidates ranked by the link size expected from the tensors they hold
+  // identically (table archive_tensors) and their structure, then like pull bases; at most
+  // `max_depth` links and no parent `exclude`; `replacing` as MetadataDb::RecordChainLink.
+  // *stored: whether a link was recorded. Errors: the metadata DB's (a candidate that fails
+  // is skipped and logged).
   Status TryChain(const std::string& digest, const std::string& archive_path,
                   uint64_t full_patch_size, uint64_t max_depth, const std::string& exclude,
                   const std::string& replacing, bool* stored);
+  // Records the tensors of at least 64 KiB of archive `digest` (its file
+  // `archive_path`, whose header is read) in the metadata DB's archive_tensors. Errors: the
+  // archive's header does not parse; the metadata DB's.
+  Status RecordTensors(const std::string& digest, const std::string& archive_path);
   // After the raw blob of a chained archive was dropped: forgets its full patch (no longer its
   // stored form; garbage collection then removes it).
   void ForgetFullPatchOfChained(const std::string& digest);

@@ -119,6 +119,12 @@ Result<GcReport> CollectGarbage(const store::BlobStore& blobs, store::MetadataDb
   keep_derived("value_diffs", roots.value_diffs);
   keep_derived("version_stats", roots.version_stats);
   keep_derived("lossy_deltas", roots.lossy_deltas);
+  // Tensors by content of archives that are nobody's version (chain storage's parent lookup).
+  if (!options.dry_run) {
+    if (Status s = db->ForgetUnversionedArchiveTensors(); !s.ok()) {
+      report.errors.push_back(s.ToString());
+    }
+  }
   if (options.after_mark) options.after_mark();
   if (!options.dry_run) FailPoint("gc-after-forget");
   BLZ_ASSIGN_OR_RETURN(std::vector<std::string> stored, blobs.ListDigests());

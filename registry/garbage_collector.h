@@ -11,7 +11,9 @@
 // patch and its parent, transitively (the parent's raw blob or stored form stays); links of
 // unmarked archives are forgotten (deepest first); the full patch of a chained archive is a
 // cache and is forgotten. Re-basing links whose parent is no longer referenced happens before
-// the collection (ArchiveStorage::RebaseOrphans, from Registry::CollectGarbage).
+// the collection (ArchiveStorage::RebaseOrphans, from Registry::CollectGarbage). The rows of
+// archive_tensors (large tensors by content, for choosing chain parents) of archives that are
+// nobody's version are forgotten.
 // Sweep: every published blob that is not marked is deleted by
 // MetadataDb::DeleteBlobUnlessTouched, under its lock: the deletion is recorded
 // (gc_deletions, 'deleting'), then one transaction flips the blob out of `blobs` unless a push

@@ -7,16 +7,20 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <random>
+#include <tuple>
 #include <string>
 #include <vector>
 
 #include "core/digest.h"
 #include "formats/blz_archive.h"
+#include "formats/safetensors.h"
 #include "patcher/patch.h"
 #include "registry/archive_storage.h"
 #include "registry/garbage_collector.h"
@@ -225,6 +229,70 @@ TEST(ArchiveChainsTest, CorpusFineTuneStoredAsAChainFromItsBase) {
   EXPECT_EQ(p.Get("Blz-Patch-Cache"), "hit");
   EXPECT_EQ(p.Get("Docker-Content-Digest"), link->patch_digest);
   EXPECT_EQ(h.registry().storage().status().rebuilds, before);
+}
+
+// A model directory holding one safetensors file of F32 tensors (name, element count, seed:
+// values drawn from a normal distribution, as trained weights look to a compressor); packed.
+std::string PackTensors(const std::vector<std::tuple<std::string, uint64_t, uint32_t>>& specs) {
+  std::vector<std::string> data;
+  std::vector<formats::SafetensorsTensorView> views;
+  for (const auto& [name, n, seed] : specs) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::string bytes(n * 4, '\0');
+    for (uint64_t i = 0; i < n; ++i) {
+      const float f = normal(rng);
+      std::memcpy(bytes.data() + 4 * i, &f, 4);
+    }
+    data.push_back(std::move(bytes));
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    views.push_back({std::get<0>(specs[i]), formats::DType::kF32, {std::get<1>(specs[i])},
+                     AsBytes(data[i])});
+  }
+  blz::testing::TempDir tmp;
+  fs::create_directories(tmp / "model");
+  Status s = formats::WriteSafetensors(tmp / "model/model.safetensors", views);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return PackDir(tmp / "model");
+}
+
+// Identical tensors across repositories and structures are stored once (issue 27): a
+// classifier built on an encoder (another repository, another structure, the encoder's
+// weights under other names) is stored as a link from the encoder, found by the tensors they
+// share; an earlier, unrelated version of the classifier's own structure and repository (the
+// parent the ranking preferred before) is passed over. The link holds only the new head.
+TEST(ArchiveChainsTest, AVersionSharingTensorsWithAnotherStructureIsChainedOnIt) {
+  Harness h(ChainOptions());
+  ArchiveStorage& storage = h.registry().storage();
+  const std::string encoder =
+      PackTensors({{"encoder.layer0", 120000, 1}, {"encoder.layer1", 120000, 2}});
+  const std::string unrelated = PackTensors(
+      {{"backbone.encoder.layer0", 120000, 11}, {"backbone.encoder.layer1", 120000, 12},
+       {"head.weight", 30000, 13}});
+  const std::string classifier = PackTensors(
+      {{"backbone.encoder.layer0", 120000, 1}, {"backbone.encoder.layer1", 120000, 2},
+       {"head.weight", 30000, 3}});
+  const std::string ed = PushVersion(&h, "org/encoder", "v1", encoder);
+  ASSERT_TRUE(storage.Compress(ed).ok());
+  const std::string ud = PushVersion(&h, "org/classifier", "v0", unrelated);
+  ASSERT_TRUE(storage.Compress(ud).ok());
+  const std::string cd = PushVersion(&h, "org/classifier", "v1", classifier);
+  Status s = storage.Compress(cd);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+
+  auto link = h.registry().db().FindChainLink(cd);
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  EXPECT_EQ(link->parent_digest, ed);
+  const uint64_t full = FullPatchSize(classifier);
+  // The head (120 KB of F32) and the header; the encoder's 960 KB are references.
+  EXPECT_LT(link->patch_size, full / 4) << "link " << link->patch_size << ", full " << full;
+  std::cout << "classifier on a shared encoder: archive " << classifier.size()
+            << " bytes; full patch " << full << " bytes; link from the encoder "
+            << link->patch_size << " bytes" << std::endl;
+  ExpectPulls(h, "org/classifier", classifier);
+  ExpectPulls(h, "org/classifier", unrelated);
+  ExpectPulls(h, "org/encoder", encoder);
 }
 
 // --max-chain-depth 0: every version stays whole (its full patch), as before chains.
