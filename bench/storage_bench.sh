@@ -8,7 +8,14 @@
 #   (b) bf16-steps: a generated BF16 model (8 tensors of 256 x 1024, 4 MiB) and nine small
 #       training-like steps: F32 master weights (N(0, 0.02)) updated by N(0, 2e-5) per value and
 #       step, cast to BF16 (round to nearest even) for each version;
-#   (c) tiny-gpt2: the corpus base and its fine-tune ft-v1.
+#   (c) tiny-gpt2: the corpus base and its fine-tune ft-v1;
+#   (d) shared tensors across repositories and structures: the corpus llama-tiny-random pushed
+#       to bench/llama, then two models built from it, each pushed to a repository of its own
+#       from a client store of its own: "llava" (a LLaVA-style model: every llama tensor
+#       renamed under "language_model.", plus a new vision tower and projector, 0.33 MB of
+#       F32 N(0, 0.02)) and "llama-cls" (a sequence classifier: lm_head dropped, a new
+#       score.weight [2, 16]). Their tensors identical to llama's are found by content
+#       (docs/storage.md, "Identical tensors are stored once").
 # Each series is pushed, in order, into its own repository from its own client store (the
 # earlier versions stay there as bases, as for a training job pushing checkpoints). "uploaded"
 # is the sum of what `blz push` reports it sent (`bytes_uploaded` of --json: the archive or the
@@ -22,6 +29,8 @@
 #   CORPUS  the shared corpus                        [../shared/corpus]
 #   WORK    scratch directory (removed at exit)      [mktemp -d]
 #   KEEP=1  keep WORK (the server's log, the push results)
+#   SERIES  the series to run, by repository name  [all: roberta-lora bf16-steps tiny-gpt2
+#           llama llava llama-cls]
 # Needs /usr/bin/python3 with numpy (series a and b). Not part of CI.
 # Output: a markdown table on stdout; progress on stderr; WORK/results.jsonl has the raw
 # figures (one line per push, one per series).
@@ -46,7 +55,8 @@ cleanup() {
 }
 trap cleanup EXIT
 log() { echo "storage_bench: $*" >&2; }
-[ -d "$CORPUS/roberta-lora" ] && [ -d "$CORPUS/tiny-gpt2" ] ||
+[ -d "$CORPUS/roberta-lora" ] && [ -d "$CORPUS/tiny-gpt2" ] &&
+  [ -d "$CORPUS/llama-tiny-random" ] ||
   { log "no corpus at $CORPUS (set CORPUS)"; exit 77; }
 "$PY" -c 'import numpy' 2>/dev/null || { log "$PY has no numpy"; exit 77; }
 
@@ -89,6 +99,45 @@ for name in sorted(os.listdir(b)):
 EOF
 }
 
+# derived SRC LLAVA CLS: the two models of series (d), from the llama directory SRC.
+derived() {
+  "$PY" - "$@" <<'EOF'
+import json, os, struct, sys
+import numpy as np
+src, llava, cls = sys.argv[1:4]
+raw = open(os.path.join(src, "model.safetensors"), "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+tensors = {k: (t["dtype"], t["shape"], data[t["data_offsets"][0]:t["data_offsets"][1]])
+           for k, t in header.items() if k != "__metadata__"}
+rng = np.random.default_rng(7)
+def new(shape):
+    return ("F32", list(shape), rng.normal(0, 0.02, shape).astype("<f4").tobytes())
+def write(out, items, arch):
+    os.makedirs(out, exist_ok=True)
+    h, off, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    for k, (dt, shape, b) in sorted(items.items()):
+        h[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    hj = json.dumps(h, separators=(",", ":")).encode()
+    hj += b" " * (-len(hj) % 8)
+    with open(os.path.join(out, "model.safetensors"), "wb") as w:
+        w.write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+    config = json.load(open(os.path.join(src, "config.json")))
+    config["architectures"] = [arch]
+    json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
+items = {"language_model." + k: v for k, v in tensors.items()}
+items["vision_tower.patch_embed.weight"] = new((64, 588))
+items["vision_tower.blocks.0.mlp.weight"] = new((256, 256))
+items["multi_modal_projector.linear_1.weight"] = new((16, 256))
+write(llava, items, "LlavaForConditionalGeneration")
+items = {k: v for k, v in tensors.items() if k != "lm_head.weight"}
+items["score.weight"] = new((2, 16))
+write(cls, items, "LlamaForSequenceClassification")
+EOF
+}
+
 # bf16_series OUT STEPS: OUT/step-00 .. step-(STEPS-1) (bench/bf16_series.py).
 bf16_series() { "$PY" bench/bf16_series.py "$@"; }
 
@@ -100,6 +149,8 @@ extrapolate "$WORK/in/roberta-2800" "$CORPUS/roberta-lora/checkpoint-2000" \
 bf16_series "$WORK/in/bf16" 10
 ln -s "$CORPUS/tiny-gpt2/base" "$WORK/in/gpt2-base"
 ln -s "$CORPUS/tiny-gpt2/ft-v1" "$WORK/in/gpt2-ft-v1"
+ln -s "$CORPUS/llama-tiny-random" "$WORK/in/llama"
+derived "$CORPUS/llama-tiny-random" "$WORK/in/llava" "$WORK/in/llama-cls"
 
 # ---- the server ----
 blz_serve_start "$BLZ" "$WORK/serve.out" "$WORK/serve.err" --data "$WORK/data" \
@@ -126,6 +177,7 @@ wait_idle() {  # background compression finished
 series() {
   local name=$1 i=0 dir out
   shift
+  if [ -n "${SERIES:-}" ] && [[ " $SERIES " != *" $name "* ]]; then return 0; fi
   for dir in "$@"; do
     i=$((i + 1))
     out=$(BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/client-$name BLZ_CONFIG_DIR=$WORK/config \
@@ -141,6 +193,9 @@ series() {
 series roberta-lora "$WORK/in/roberta-"{500,1000,2000,2400,2800}
 series bf16-steps "$WORK/in/bf16"/step-*
 series tiny-gpt2 "$WORK/in/gpt2-base" "$WORK/in/gpt2-ft-v1"
+series llama "$WORK/in/llama"
+series llava "$WORK/in/llava"
+series llama-cls "$WORK/in/llama-cls"
 
 # ---- the table ----
 "$PY" - "$results" <<'EOF'
