@@ -118,8 +118,8 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
   // Archives of any repository and structure holding tensors identical to this one's.
   BLZ_ASSIGN_OR_RETURN(std::vector<store::SharedTensors> sharing,
                        db_->ListArchivesSharingTensors(digest, kMaxSharingCandidates));
-  std::map<std::string, uint64_t> shared_bytes;
-  for (const store::SharedTensors& st : sharing) shared_bytes[st.archive_digest] = st.bytes;
+  std::map<std::string, uint64_t> held_identically;
+  for (const store::SharedTensors& st : sharing) held_identically[st.archive_digest] = st.bytes;
 
   std::map<std::string, Parent> found;
   auto consider = [&](const store::VersionRecord& v) {
@@ -129,8 +129,8 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     p.same_structure = !hash.empty() && v.structural_hash == hash;
     p.same_repository = my_repos.count(v.repository) > 0;
     p.time_distance = Distance(v.created, created);
-    auto shared = shared_bytes.find(p.digest);
-    p.shared_bytes = shared == shared_bytes.end() ? 0 : std::min(shared->second, archive_size);
+    auto shared = held_identically.find(p.digest);
+    p.shared_bytes = shared == held_identically.end() ? 0 : std::min(shared->second, archive_size);
     p.estimate = (archive_size - p.shared_bytes) * (p.same_structure ? 3 : 4);
     auto [it, added] = found.emplace(p.digest, p);
     if (!added && Better(p, it->second)) it->second = p;

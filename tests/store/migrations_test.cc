@@ -47,7 +47,8 @@ TEST(MigrationsTest, AppliesAllAndSetsUserVersion) {
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(ApplyMigrations(&*db, EmbeddedMigrations()).ok());
   EXPECT_EQ(*db->PragmaInt("user_version"), LatestSchemaVersion());
-  std::vector<std::string> want = {"archive_chains", "blobs",        "gc_deletions",   "jobs",
+  std::vector<std::string> want = {"archive_chains", "archive_tensors", "blobs",
+                                   "gc_deletions",   "jobs",
                                    "lossy_deltas", "manifest_blobs", "manifests",
                                    "patches",      "raw_archive_reads", "repositories",
                                    "repository_blobs",
