@@ -11,7 +11,7 @@
 #   (c) tiny-gpt2: the corpus base and its fine-tune ft-v1;
 #   (d) shared tensors across repositories and structures: the corpus llama-tiny-random pushed
 #       to bench/llama, then two models built from it, each pushed to a repository of its own
-#       from a client store of its own: "llava" (a LLaVA-style model: every llama tensor
+#       from the client store that pushed llama: "llava" (a LLaVA-style model: every llama tensor
 #       renamed under "language_model.", plus a new vision tower and projector, 0.33 MB of
 #       F32 N(0, 0.02)) and "llama-cls" (a sequence classifier: lm_head dropped, a new
 #       score.weight [2, 16]). Their tensors identical to llama's are found by content
@@ -173,14 +173,15 @@ wait_idle() {  # background compression finished
   log "the registry did not become idle"; return 1
 }
 
-# series NAME DIR...: pushes each DIR as NAME:vN from the client store WORK/client-NAME.
+# series NAME DIR...: pushes each DIR as NAME:vN from the client store WORK/client-NAME
+# (WORK/client-$STORE when STORE is set: the store of an earlier series).
 series() {
-  local name=$1 i=0 dir out
+  local name=$1 i=0 dir out store=${STORE:-$1}
   shift
   if [ -n "${SERIES:-}" ] && [[ " $SERIES " != *" $name "* ]]; then return 0; fi
   for dir in "$@"; do
     i=$((i + 1))
-    out=$(BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/client-$name BLZ_CONFIG_DIR=$WORK/config \
+    out=$(BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/client-$store BLZ_CONFIG_DIR=$WORK/config \
       "$BLZ" push --json -q "$dir" "${url#http://}/bench/$name:v$i" |
       "$PY" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))')
     echo "{\"series\": \"$name\", \"push\": $out}" >> "$results"
@@ -194,8 +195,8 @@ series roberta-lora "$WORK/in/roberta-"{500,1000,2000,2400,2800}
 series bf16-steps "$WORK/in/bf16"/step-*
 series tiny-gpt2 "$WORK/in/gpt2-base" "$WORK/in/gpt2-ft-v1"
 series llama "$WORK/in/llama"
-series llava "$WORK/in/llava"
-series llama-cls "$WORK/in/llama-cls"
+STORE=llama series llava "$WORK/in/llava"
+STORE=llama series llama-cls "$WORK/in/llama-cls"
 
 # ---- the table ----
 "$PY" - "$results" <<'EOF'
