@@ -27,12 +27,17 @@
 #include "formats/blz_archive.h"
 #include "formats/identify.h"
 #include "formats/structural_hash.h"
+#include "formats/tensor_share.h"
 #include "patcher/patch.h"
 
 namespace blz::client {
 namespace {
 
 constexpr char kArchiveMagic[8] = {'B', 'L', 'Z', 'A', 'R', 'C', 'H', '\n'};
+// A held version of another structure and repository is offered as related (a base for
+// the registry to consider) when it holds at least this share of the pushed archive's tensor
+// bytes, as the registry's own test for pull bases (registry/base_handlers.cc).
+constexpr double kMinRelatedFraction = 0.5;
 
 // Does `path` start with the .blz archive magic?
 Result<bool> HasArchiveMagic(const std::string& path) {
@@ -134,8 +139,20 @@ Status TryPatchUpload(RegistryClient* client, const LocalStore& store, const Ref
       in.ok()) {
     structure = formats::StructuralHash(*in);
   }
+  // Held versions of another structure or repository that hold most of this archive's
+  // tensors (the same name and type, or identical bytes under any name: a model built on
+  // another, such as a classifier or a LLaVA-style model on a language model): headers only.
+  std::vector<std::string> related;
+  for (const std::string& d : candidates) {
+    Result<formats::BlzArchive> held_archive = formats::BlzArchive::Open(store.BlobPath(d));
+    if (held_archive.ok() &&
+        formats::ShareOf(archive.header(), held_archive->header()).fraction() >=
+            kMinRelatedFraction) {
+      related.push_back(d);
+    }
+  }
   Result<std::vector<RemoteVersion>> ranked =
-      client->GetPushBases(ref.name, candidates, structure, manifest.archive_digest);
+      client->GetPushBases(ref.name, candidates, structure, manifest.archive_digest, related);
   if (!ranked.ok()) {
     if (ranked.status().code() == Code::kUnsupported) return Status::Ok();  // an older registry
     return ranked.status().WithContext("asking the registry for bases");

@@ -688,7 +688,7 @@ Result<BaseAdvice> RegistryClient::GetBases(std::string_view name, std::string_v
 
 Result<std::vector<RemoteVersion>> RegistryClient::GetPushBases(
     std::string_view name, const std::vector<std::string>& have, std::string_view structure,
-    std::string_view to_push) {
+    std::string_view to_push, const std::vector<std::string>& related) {
   if (have.size() > kMaxHaveDigests) {
     return InvalidArgument("bases: at most " + std::to_string(kMaxHaveDigests) + " candidates");
   }
@@ -696,6 +696,9 @@ Result<std::vector<RemoteVersion>> RegistryClient::GetPushBases(
   for (size_t i = 0; i < have.size(); ++i) target += (i > 0 ? "," : "") + have[i];
   if (!structure.empty()) target += "&structure=" + std::string(structure);
   if (!to_push.empty()) target += "&to-push=" + std::string(to_push);
+  for (size_t i = 0; i < related.size(); ++i) {
+    target += (i == 0 ? "&related=" : ",") + related[i];
+  }
   const std::string what = "bases for a push to " + std::string(name);
   BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("GET", target)));
   bytes_received_ += r.body.size();

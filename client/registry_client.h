@@ -182,13 +182,16 @@ class RegistryClient {
   // (docs/registry-api.md, "Choosing a base for a push"): of the archives in `have` (at most
   // 64), those the registry holds as versions the caller may read and would apply a patch
   // upload against, best first. `structure` (64 hex, or "") is the pushed archive's structural
-  // hash; `to_push` its digest (never proposed). kUnsupported when the registry has no such
-  // mode (an older blz answers 400, another registry 404/405); kCorruption for a malformed
-  // answer or a base not offered.
+  // hash; `to_push` its digest (never proposed); `related` (&related=, a subset of `have`)
+  // the archives the client found to hold most of the pushed archive's tensors, whatever their
+  // structure and repository (formats/tensor_share.h). kUnsupported when the registry has no
+  // such mode (an older blz answers 400, another registry 404/405); kCorruption for a
+  // malformed answer or a base not offered.
   Result<std::vector<RemoteVersion>> GetPushBases(std::string_view name,
                                                   const std::vector<std::string>& have,
                                                   std::string_view structure,
-                                                  std::string_view to_push);
+                                                  std::string_view to_push,
+                                                  const std::vector<std::string>& related = {});
 
   // GET `target` (origin-form, with ?async=1 for a computation that may take long, e.g.
   // /v2/<name>/blz/delta-report) answering a JSON object; a 202 answer (the computation still

@@ -7,8 +7,9 @@
 // patched from tiny-gpt2), and ranks them by what it knows about the patch each would give.
 // A candidate is of the same lineage when it has the target's structure, or is a version of
 // the same repository, or shares most of the target's tensors (at least kMinSharedFraction of
-// the target's tensor bytes are in tensors of the same name, dtype and shape in the candidate;
-// read from the archive headers, for at most kMaxHeaderReads such candidates). Anything else
+// the target's tensor bytes are in tensors of the same name, dtype and shape in the candidate,
+// or identical to one of its tensors whatever its name: formats/tensor_share.h; read from the
+// archive headers, for at most kMaxHeaderReads such candidates). Anything else
 // is left out: with no related base the client downloads the version's full patch instead.
 // The order:
 //   1. same structure as the target (a patch between equal structures is per-tensor XOR; a
@@ -33,6 +34,7 @@
 
 #include "core/digest.h"
 #include "formats/blz_archive.h"
+#include "formats/tensor_share.h"
 #include "registry/errors.h"
 #include "registry/registry.h"
 #include "registry/registry_internal.h"
@@ -45,7 +47,7 @@ using json = nlohmann::ordered_json;
 // At most this many ?have= digests per request (about 4.6 KB of query string).
 constexpr size_t kMaxHaveDigests = 64;
 // A base of another repository and structure is related when it shares at least this share of
-// the target's tensor bytes (same name, dtype and shape).
+// the target's tensor bytes (formats/tensor_share.h).
 constexpr double kMinSharedFraction = 0.5;
 // Archive headers read per request to measure that share (each may need a rebuild of a
 // version stored as a full patch); candidates past it are left out.
@@ -75,8 +77,10 @@ bool Better(const Candidate& a, const Candidate& b) {
   return a.version.archive_digest < b.version.archive_digest;
 }
 
-// "d1,d2,..." -> digests. Errors: kInvalidArgument naming the bad entry.
-Result<std::vector<std::string>> ParseHave(const std::string& text) {
+// "d1,d2,..." (the query parameter `param`) -> digests. Errors: kInvalidArgument naming the
+// bad entry.
+Result<std::vector<std::string>> ParseHave(const std::string& text,
+                                           const std::string& param = "have") {
   std::vector<std::string> out;
   size_t start = 0;
   while (start <= text.size() && !text.empty()) {
@@ -85,45 +89,18 @@ Result<std::vector<std::string>> ParseHave(const std::string& text) {
     std::string d = text.substr(start, comma - start);
     if (!d.empty()) {
       if (!ParseDigest(d).ok()) {
-        return InvalidArgument("have: '" + d + "' is not an archive digest (sha256:<64 hex>)");
+        return InvalidArgument(param + ": '" + d +
+                               "' is not an archive digest (sha256:<64 hex>)");
       }
       if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(std::move(d));
       if (out.size() > kMaxHaveDigests) {
-        return InvalidArgument("have: more than " + std::to_string(kMaxHaveDigests) +
+        return InvalidArgument(param + ": more than " + std::to_string(kMaxHaveDigests) +
                                " digests; send the most promising ones");
       }
     }
     start = comma + 1;
   }
   return out;
-}
-
-// The tensors of an archive: name -> (dtype, shape), and their total bytes.
-struct TensorShapes {
-  std::map<std::string, std::pair<formats::DType, std::vector<uint64_t>>> by_name;
-  std::map<std::string, uint64_t> bytes;
-  uint64_t total = 0;
-};
-
-TensorShapes ShapesOf(const formats::ArchiveHeader& h) {
-  TensorShapes out;
-  for (const formats::ArchiveTensor& t : h.tensors) {
-    out.by_name[t.name] = {t.dtype, t.shape};
-    out.bytes[t.name] += t.length;
-    out.total += t.length;
-  }
-  return out;
-}
-
-// The share of `target`'s tensor bytes held in `base` under the same name, dtype and shape.
-double SharedFraction(const TensorShapes& target, const TensorShapes& base) {
-  if (target.total == 0) return 0;
-  uint64_t shared = 0;
-  for (const auto& [name, ds] : target.by_name) {
-    auto it = base.by_name.find(name);
-    if (it != base.by_name.end() && it->second == ds) shared += target.bytes.at(name);
-  }
-  return double(shared) / double(target.total);
 }
 
 }  // namespace
@@ -195,16 +172,16 @@ Response Registry::GetBases(const Route& route, const RequestHead& /*head*/) {
     }
     return VersionDisplayName(v.repository, v.archive_digest, names);
   };
-  // The target's tensors, read once when a candidate needs them.
-  std::optional<TensorShapes> target_shapes;
+  // The target's header, read once when a candidate needs it.
+  std::optional<formats::ArchiveHeader> target_header;
   size_t header_reads = 0;
-  auto shapes_of = [&](const std::string& digest) -> std::optional<TensorShapes> {
+  auto header_of = [&](const std::string& digest) -> std::optional<formats::ArchiveHeader> {
     std::string path;
     Response ignored;
     if (!ArchiveFile(digest, &path, &ignored)) return std::nullopt;
     Result<formats::BlzArchive> a = formats::BlzArchive::Open(path);
     if (!a.ok()) return std::nullopt;
-    return ShapesOf(a->header());
+    return a->header();
   };
 
   std::vector<Candidate> candidates;
@@ -227,10 +204,10 @@ Response Registry::GetBases(const Route& route, const RequestHead& /*head*/) {
       // versions (another architecture) are never offered as bases.
       if (header_reads >= kMaxHeaderReads && !c.same_repository) continue;
       ++header_reads;
-      if (!target_shapes.has_value()) target_shapes = shapes_of(*to);
-      std::optional<TensorShapes> mine = shapes_of(digest);
-      if (target_shapes.has_value() && mine.has_value()) {
-        c.shared = SharedFraction(*target_shapes, *mine);
+      if (!target_header.has_value()) target_header = header_of(*to);
+      std::optional<formats::ArchiveHeader> mine = header_of(digest);
+      if (target_header.has_value() && mine.has_value()) {
+        c.shared = formats::ShareOf(*target_header, *mine).fraction();
       }
       if (!c.same_repository && c.shared < kMinSharedFraction) continue;
     }
@@ -269,12 +246,17 @@ Response Registry::GetBases(const Route& route, const RequestHead& /*head*/) {
 
 // Push mode (docs/registry-api.md, "Choosing a base for a push"): the version is not pushed
 // yet, so there is no target to read. Of the `have` archives that are versions the caller may
-// read, those of the same structure (?structure=, the pushed archive's structural hash) or of
-// this repository are bases, ranked: same structure, a version of this repository, the most
-// recent push (a new version is nearest to the latest ones), the digest.
+// read, those of the same structure (?structure=, the pushed archive's structural hash), of
+// this repository, or that the client found to hold most of the pushed archive's tensors
+// (?related=, a subset of `have`: formats/tensor_share.h on its own copies) are bases,
+// ranked: same structure, a version of this repository, related, the most recent push (a new
+// version is nearest to the latest ones), the client's order, the digest.
 Response Registry::GetPushBases(const Route& route) {
   Result<std::vector<std::string>> have = ParseHave(route.Query("have").value_or(""));
   if (!have.ok()) return ErrorResponse(OciError::kBadRequest, have.status().message());
+  Result<std::vector<std::string>> related =
+      ParseHave(route.Query("related").value_or(""), "related");
+  if (!related.ok()) return ErrorResponse(OciError::kBadRequest, related.status().message());
   const std::string structure = route.Query("structure").value_or("");
   if (!structure.empty() && !IsLowerHex(structure, 64)) {
     return ErrorResponse(OciError::kBadRequest,
@@ -294,8 +276,10 @@ Response Registry::GetPushBases(const Route& route) {
     c.version = std::move(*v);
     c.same_structure = !structure.empty() && c.version.structural_hash == structure;
     c.same_repository = c.version.repository == route.name;
-    if (!c.same_structure && !c.same_repository) continue;  // another model's version
-    c.shared = c.same_structure ? 1 : 0;
+    const bool is_related =
+        std::find(related->begin(), related->end(), digest) != related->end();
+    if (!c.same_structure && !c.same_repository && !is_related) continue;  // another model's
+    c.shared = c.same_structure ? 1 : is_related ? kMinSharedFraction : 0;
     // Most recent first: the distance from the newest possible push time.
     c.time_distance = uint64_t(INT64_MAX - c.version.created);
     c.offered = i;

@@ -198,6 +198,64 @@ TEST_F(PatchPushE2ETest, PushSaysItUploadedAPatchAndFromWhichVersion) {
   StopServe(&server);
 }
 
+// A model built on another and pushed to a repository of its own (issue 27, identical tensors):
+// a LLaVA-style model holding the corpus llama's tensors renamed under "language_model." plus a
+// new vision tensor. Its structure and repository differ from the llama's, yet `blz push` from
+// the store that pushed the llama finds that it holds most of the tensors (&related=) and
+// uploads a patch from it, a small part of the archive; the model pulls back identical.
+TEST_F(PatchPushE2ETest, AModelBuiltOnAnotherIsPushedAsAPatchFromIt) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string llama = corpus + "/llama-tiny-random";
+  if (!fs::exists(llama + "/model.safetensors")) GTEST_SKIP() << "llama-tiny-random missing";
+  const std::string llava = work_ / "llava";
+  fs::create_directories(llava);
+  fs::copy_file(llama + "/config.json", llava + "/config.json");
+  const std::string bytes = ReadFileBytes(llama + "/model.safetensors");
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  json header = json::parse(bytes.substr(8, n));
+  json renamed = json::object();
+  for (auto& [name, t] : header.items()) {
+    renamed[name == "__metadata__" ? name : "language_model." + name] = t;
+  }
+  std::string data = bytes.substr(8 + n);
+  std::string vision(64 * 256 * 4, '\0');
+  for (size_t i = 0; i < vision.size(); ++i) vision[i] = char((i * 2654435761u) >> 13);
+  renamed["vision_tower.weight"] = {{"dtype", "F32"},
+                                    {"shape", {64, 256}},
+                                    {"data_offsets", {data.size(), data.size() + vision.size()}}};
+  data += vision;
+  std::string text = renamed.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  const uint64_t len = text.size();
+  std::memcpy(out.data(), &len, 8);
+  WriteFileBytes(llava + "/model.safetensors", out + text + data);
+
+  ServeProcess server = StartServe(BLZ_BINARY, work_ / "data", {}, work_ / "serve");
+  ASSERT_FALSE(server.addr.empty()) << ReadFileBytes(work_ / "serve.err");
+  const std::string cache = work_ / "cache";
+  ProcessResult first = Blz({"push", llama, server.addr + "/org/llama:v1"}, server.token, cache);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  ProcessResult second =
+      Blz({"push", llava, server.addr + "/org/llava:v1", "--json"}, server.token, cache);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  const json r = json::parse(second.out, nullptr, false);
+  EXPECT_TRUE(r.value("uploaded_as_patch", false)) << second.out << second.err;
+  EXPECT_EQ(r.value("patch_from_name", ""), "org/llama:v1") << second.out;
+  EXPECT_LT(r.value("bytes_uploaded", uint64_t(0)) * 4, r.value("archive_size", uint64_t(0)))
+      << second.out;
+  std::printf("LLaVA-style model on the corpus llama: uploaded %llu of %llu bytes\n",
+              (unsigned long long)r.value("bytes_uploaded", uint64_t(0)),
+              (unsigned long long)r.value("archive_size", uint64_t(0)));
+  const std::string pulled = work_ / "pulled";
+  ProcessResult pull =
+      Blz({"pull", server.addr + "/org/llava:v1", "-o", pulled}, server.token, work_ / "fresh");
+  ASSERT_EQ(pull.exit_code, 0) << pull.out << pull.err;
+  EXPECT_TRUE(TreeOf(pulled) == TreeOf(llava)) << "the pulled model differs";
+  StopServe(&server);
+}
+
 // Any failure of the patch route falls back to the full upload and says so: here the local
 // copy of the base is damaged, so the patch (if one is made at all) does not rebuild the
 // archive on the registry's side.

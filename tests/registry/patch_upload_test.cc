@@ -242,7 +242,8 @@ TEST_F(PatchUploadTest, BaseStoredAsAFullPatchIsRebuiltToApplyTheUpload) {
 }
 
 // The bases of a push (GET /v2/<name>/blz/bases?push=1): versions the caller may read, of the
-// pushed archive's structure or of this repository, the same structure and repository first.
+// pushed archive's structure, of this repository or named related by the client, the same
+// structure and repository first.
 TEST_F(PatchUploadTest, PushBasesOfferVersionsOfTheSameStructureOrRepository) {
   Harness h(WithPatchUploads());
   ASSERT_EQ(PushVersion(&h, "org/m", "v1", base_), base_digest_);
@@ -270,6 +271,18 @@ TEST_F(PatchUploadTest, PushBasesOfferVersionsOfTheSameStructureOrRepository) {
   ASSERT_EQ(no_structure.status, 200) << no_structure.body;
   EXPECT_EQ(digests(no_structure), (std::vector<std::string>{base_digest_}));
   EXPECT_EQ(h.Call("GET", "/v2/org/m/blz/bases?push=1" + have + "&structure=xyz").status, 400);
+  // An archive the client found to hold most of the pushed tensors (&related=) is a base
+  // whatever its structure and repository, after those of the same structure and repository;
+  // an unknown one stays out, and a malformed list is refused naming the parameter.
+  Response related = h.Call("GET", "/v2/org/m/blz/bases?push=1" + have + "&structure=" +
+                                       v1->structural_hash + "&related=" + other_structure +
+                                       "," + unknown);
+  ASSERT_EQ(related.status, 200) << related.body;
+  EXPECT_EQ(digests(related),
+            (std::vector<std::string>{base_digest_, same_structure, other_structure}));
+  Response bad = h.Call("GET", "/v2/org/m/blz/bases?push=1" + have + "&related=sha256:xyz");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("related"), std::string::npos) << bad.body;
 }
 
 // Versions of one repository pushed within the same second (`created` has one-second
