@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <future>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +39,7 @@ constexpr char kArchiveMagic[8] = {'B', 'L', 'Z', 'A', 'R', 'C', 'H', '\n'};
 // the registry to consider) when it holds at least this share of the pushed archive's tensor
 // bytes, as the registry's own test for pull bases (registry/base_handlers.cc).
 constexpr double kMinRelatedFraction = 0.5;
+constexpr size_t kMaxRelated = 16;
 
 // Does `path` start with the .blz archive magic?
 Result<bool> HasArchiveMagic(const std::string& path) {
@@ -142,15 +144,19 @@ Status TryPatchUpload(RegistryClient* client, const LocalStore& store, const Ref
   // Held versions of another structure or repository that hold most of this archive's
   // tensors (the same name and type, or identical bytes under any name: a model built on
   // another, such as a classifier or a LLaVA-style model on a language model): headers only.
-  std::vector<std::string> related;
+  // The best kMaxRelated by share, so that the query stays short (proxies cap a request line
+  // at 8 KiB; `have` takes up to 4.6 KB).
+  std::vector<std::pair<double, std::string>> shares;
   for (const std::string& d : candidates) {
     Result<formats::BlzArchive> held_archive = formats::BlzArchive::Open(store.BlobPath(d));
-    if (held_archive.ok() &&
-        formats::ShareOf(archive.header(), held_archive->header()).fraction() >=
-            kMinRelatedFraction) {
-      related.push_back(d);
-    }
+    if (!held_archive.ok()) continue;
+    const double f = formats::ShareOf(archive.header(), held_archive->header()).fraction();
+    if (f >= kMinRelatedFraction) shares.emplace_back(-f, d);
   }
+  std::stable_sort(shares.begin(), shares.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> related;
+  for (size_t i = 0; i < shares.size() && i < kMaxRelated; ++i) related.push_back(shares[i].second);
   Result<std::vector<RemoteVersion>> ranked =
       client->GetPushBases(ref.name, candidates, structure, manifest.archive_digest, related);
   if (!ranked.ok()) {
