@@ -2,40 +2,36 @@
 
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace blz::formats {
-namespace {
 
-// dtype, shape and ggml type: what a patch base must have in common with the tensor.
-std::string TypeKey(const ArchiveTensor& t) {
-  std::string key = std::to_string(int(t.dtype)) + "/" + t.ggml_type;
-  for (uint64_t d : t.shape) key += "/" + std::to_string(d);
-  return key;
+bool SameTensorType(const ArchiveTensor& a, const ArchiveTensor& b) {
+  return a.dtype == b.dtype && a.shape == b.shape && a.ggml_type == b.ggml_type &&
+         a.length == b.length;
 }
 
-}  // namespace
-
 TensorShare ShareOf(const ArchiveHeader& target, const ArchiveHeader& base) {
-  std::unordered_map<std::string, std::unordered_set<std::string>> types_by_name;
-  std::unordered_set<std::string> contents;  // SHA-256 + type
+  std::unordered_map<std::string, std::vector<const ArchiveTensor*>> by_name, by_content;
   for (const ArchiveTensor& t : base.tensors) {
-    const std::string type = TypeKey(t);
-    types_by_name[t.name].insert(type);
-    contents.insert(t.sha256 + "|" + type);
+    by_name[t.name].push_back(&t);
+    by_content[t.sha256].push_back(&t);
   }
+  auto holds = [](const auto& index, const std::string& key, const ArchiveTensor& t) {
+    auto it = index.find(key);
+    if (it == index.end()) return false;
+    for (const ArchiveTensor* b : it->second) {
+      if (SameTensorType(*b, t)) return true;
+    }
+    return false;
+  };
   TensorShare share;
   for (const ArchiveTensor& t : target.tensors) {
     share.target_bytes += t.length;
-    const std::string type = TypeKey(t);
-    if (contents.count(t.sha256 + "|" + type) > 0) {
+    if (holds(by_content, t.sha256, t)) {
       share.shared_bytes += t.length;
       share.identical_bytes += t.length;
-      continue;
-    }
-    auto named = types_by_name.find(t.name);
-    if (named != types_by_name.end() && named->second.count(type) > 0) {
+    } else if (holds(by_name, t.name, t)) {
       share.shared_bytes += t.length;
     }
   }

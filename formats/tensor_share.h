@@ -23,6 +23,11 @@ struct TensorShare {
   }
 };
 
+// Can `a` serve as the patch base of `b`: the same dtype and shape (and, for GGUF tensors, the
+// same ggml type), hence the same length? The one rule for the patcher (matching by name or by
+// content; checked again when a patch is applied) and for ShareOf.
+bool SameTensorType(const ArchiveTensor& a, const ArchiveTensor& b);
+
 // Headers only (the SHA-256 of each tensor is the header's); no tensor byte is read.
 TensorShare ShareOf(const ArchiveHeader& target, const ArchiveHeader& base);
 

@@ -26,6 +26,7 @@
 #include "core/file_util.h"
 #include "core/mmap_file.h"
 #include "formats/blz_archive.h"
+#include "formats/tensor_share.h"
 #include "patcher/patch_format.h"
 #include "patcher/patch_internal.h"
 #include "patcher/patch_sink.h"
@@ -55,7 +56,7 @@ using internal::Job;
 using internal::PageDropper;
 using internal::PathExists;
 using internal::PieceSpan;
-using internal::SameType;
+using formats::SameTensorType;
 using internal::Span;
 
 // Tensor names that occur in more than one file of an archive.
@@ -182,7 +183,7 @@ Plan MakePlan(const formats::BlzArchive* base_archive, const formats::BlzArchive
         if (cand.has_value()) {
           a_named[*cand] = true;
           const auto& at = ha.tensors[*cand];
-          if (SameType(at, t)) base = cand;
+          if (SameTensorType(at, t)) base = cand;
         }
       }
       // The same-named tensor is not the same bytes: an identical one of A wins (the first in
@@ -191,7 +192,7 @@ Plan MakePlan(const formats::BlzArchive* base_archive, const formats::BlzArchive
         auto same = a_by_content.find(t.sha256);
         if (same != a_by_content.end()) {
           for (uint32_t ai : same->second) {
-            if (SameType(ha.tensors[ai], t)) {
+            if (SameTensorType(ha.tensors[ai], t)) {
               base = ai;
               break;
             }

@@ -18,6 +18,7 @@
 #include "core/file_util.h"
 #include "core/mmap_file.h"
 #include "formats/blz_archive.h"
+#include "formats/tensor_share.h"
 #include "patcher/patch_format.h"
 #include "patcher/patch_internal.h"
 #include "patcher/patch_sink.h"
@@ -44,7 +45,7 @@ using internal::PageDropper;
 using internal::PathExists;
 using internal::PieceIndexValid;
 using internal::PieceSpan;
-using internal::SameType;
+using formats::SameTensorType;
 using internal::Span;
 
 // Checks that the patch's pieces are exactly the target's pieces in data order, with chunk
@@ -79,7 +80,7 @@ Status CheckPieces(const PatchHeader& ph, const ArchiveHeader& target, const Arc
       if (p.kind == Kind::kTensor) {
         const auto& bt = base.tensors[*p.base];
         const auto& tt = target.tensors[p.index];
-        if (!SameType(bt, tt)) {
+        if (!SameTensorType(bt, tt)) {
           return Corruption(f + ": base " + Describe(base, p.kind, *p.base) +
                             " does not have the dtype and shape of target " +
                             Describe(target, p.kind, p.index));

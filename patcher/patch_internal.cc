@@ -35,13 +35,6 @@ uint32_t ElemSize(const ArchiveHeader& h, Kind kind, uint32_t index) {
   return kind == Kind::kRaw ? 1 : formats::DTypeSize(h.tensors[index].dtype);
 }
 
-// Can `a` serve as the base of `b`: the same dtype and shape (and, for GGUF tensors, the
-// same ggml type), hence the same length?
-bool SameType(const formats::ArchiveTensor& a, const formats::ArchiveTensor& b) {
-  return a.dtype == b.dtype && a.shape == b.shape && a.ggml_type == b.ggml_type &&
-         a.length == b.length;
-}
-
 // "tensor 'wte'" / "raw piece of file 'config.json'", for error messages.
 std::string Describe(const ArchiveHeader& h, Kind kind, uint32_t index) {
   if (kind == Kind::kRaw) return "raw piece of file '" + h.files[h.raws[index].file_index].path + "'";

@@ -34,9 +34,6 @@ bool PieceIndexValid(const formats::ArchiveHeader& h, formats::ArchivePiece::Kin
 // Bytes per element: 1 for raw pieces, the dtype's size for tensors.
 uint32_t ElemSize(const formats::ArchiveHeader& h, formats::ArchivePiece::Kind kind,
                   uint32_t index);
-// Can `a` serve as the base of `b`: the same dtype and shape (and, for GGUF tensors, the
-// same ggml type), hence the same length?
-bool SameType(const formats::ArchiveTensor& a, const formats::ArchiveTensor& b);
 // "tensor 'wte'" / "raw piece of file 'config.json'", for error messages.
 std::string Describe(const formats::ArchiveHeader& h, formats::ArchivePiece::Kind kind,
                      uint32_t index);
