@@ -180,6 +180,8 @@ class ArchiveFileReader final : public ArchiveReader {
   const formats::ArchiveHeader& header() const override { return header_; }
   const std::string& archive_digest() const override { return digest_; }
   Result<std::unique_ptr<Cursor>> NewCursor(std::vector<ArchiveRange> ranges) const override;
+  // The mapping itself, for a reader of the whole archive at once (CreatePatchFromReaders).
+  const MappedFile& file() const { return file_; }
 
  private:
   class FileCursor;

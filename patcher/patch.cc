@@ -27,6 +27,7 @@
 #include "core/mmap_file.h"
 #include "formats/blz_archive.h"
 #include "formats/tensor_share.h"
+#include "patcher/archive_reader.h"
 #include "patcher/patch_format.h"
 #include "patcher/patch_internal.h"
 #include "patcher/patch_sink.h"
@@ -127,6 +128,72 @@ struct Encoded {
   Codec codec = Codec::kZstd;
   std::string payload;
   uint64_t xxh3 = 0;
+  // The target chunk's bytes when they were decoded (not a span of a mapping): the calling
+  // thread hashes them in order.
+  std::vector<uint8_t> target;
+};
+
+// One archive as the diff reads it: a memory-mapped file, whose spans are handed out as they
+// are, or an archive stored as a patch (patcher/patch_reader.h), whose ranges are decoded into
+// the caller's buffer through a pool of cursors (one per thread at a time).
+class ArchiveSource {
+ public:
+  explicit ArchiveSource(const formats::BlzArchive& archive)
+      : header_(archive.header()), file_(&archive.file()), name_(archive.path()) {}
+  explicit ArchiveSource(std::shared_ptr<const ArchiveReader> reader)
+      : header_(reader->header()), name_(reader->archive_digest()), reader_(std::move(reader)) {
+    if (auto* f = dynamic_cast<const ArchiveFileReader*>(reader_.get())) {
+      file_ = &f->file();
+      name_ = f->file().path();
+    }
+  }
+  ArchiveSource(const ArchiveSource&) = delete;
+  ArchiveSource& operator=(const ArchiveSource&) = delete;
+
+  const ArchiveHeader& header() const { return header_; }
+  uint64_t size() const { return header_.total_size; }
+  const std::string& name() const { return name_; }  // the file's path, or the digest
+  const MappedFile* file() const { return file_; }   // null when decoded
+  // Bytes [offset, offset + length) (inside the archive): a span of the mapping, or decoded
+  // into *buf. Errors: the reader's (kCorruption naming the patch, piece and chunk).
+  Result<ByteSpan> Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* buf) const {
+    if (file_ != nullptr) return file_->bytes().subspan(offset, length);
+    buf->clear();
+    std::unique_ptr<ArchiveReader::Cursor> cursor;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        cursor = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    if (cursor == nullptr) {
+      BLZ_ASSIGN_OR_RETURN(cursor, reader_->NewCursor({{offset, length}}));
+    } else {
+      BLZ_RETURN_IF_ERROR(cursor->Reset({{offset, length}}));
+    }
+    buf->reserve(length);
+    for (;;) {
+      BLZ_ASSIGN_OR_RETURN(ByteSpan part, cursor->Next());  // an error drops the cursor
+      if (part.empty()) break;
+      buf->insert(buf->end(), part.begin(), part.end());
+    }
+    if (buf->size() != length) {
+      return Internal(name_ + ": read " + std::to_string(buf->size()) + " bytes at offset " +
+                      std::to_string(offset) + ", not " + std::to_string(length));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(cursor));
+    return ByteSpan(*buf);
+  }
+
+ private:
+  const ArchiveHeader& header_;
+  const MappedFile* file_ = nullptr;
+  std::string name_;
+  std::shared_ptr<const ArchiveReader> reader_;
+  mutable std::mutex mu_;  // guards idle_
+  mutable std::vector<std::unique_ptr<ArchiveReader::Cursor>> idle_;
 };
 
 // Finds, for every piece of `b` in data order, the piece of `a` it is coded against.
@@ -137,7 +204,7 @@ struct Plan {
 };
 
 // With no base (`base_archive` null: a full patch) every piece is coded without one.
-Plan MakePlan(const formats::BlzArchive* base_archive, const formats::BlzArchive& b) {
+Result<Plan> MakePlan(const ArchiveSource* base_archive, const ArchiveSource& b) {
   const ArchiveHeader& hb = b.header();
   Plan plan;
   plan.order = DataOrder(hb);
@@ -145,7 +212,7 @@ Plan MakePlan(const formats::BlzArchive* base_archive, const formats::BlzArchive
     plan.base.assign(plan.order.size(), std::nullopt);
     return plan;
   }
-  const formats::BlzArchive& a = *base_archive;
+  const ArchiveSource& a = *base_archive;
   const ArchiveHeader& ha = a.header();
 
   std::unordered_map<std::string, std::vector<uint32_t>> a_by_name;
@@ -203,12 +270,21 @@ Plan MakePlan(const formats::BlzArchive* base_archive, const formats::BlzArchive
       const auto& r = hb.raws[p.index];
       auto it = a_raws_by_path.find(hb.files[r.file_index].path);
       if (it != a_raws_by_path.end()) {
-        ByteSpan bytes = b.RawData(p.index);
+        // The same path and the same bytes (the hashes in the headers first: nothing is read
+        // of a file that changed).
+        const Span bs = PieceSpan(hb, Kind::kRaw, p.index);
+        std::vector<uint8_t> b_buf, a_buf;
+        std::optional<ByteSpan> bytes;
         for (uint32_t ai : it->second) {
-          ByteSpan other = a.RawData(ai);
-          bool same = other.size() == bytes.size() &&
-                      (bytes.empty() || std::memcmp(other.data(), bytes.data(), bytes.size()) == 0);
-          a.file().DropRange(size_t(other.data() - a.bytes().data()), other.size());
+          const Span as = PieceSpan(ha, Kind::kRaw, ai);
+          if (as.length != bs.length || as.xxh3 != bs.xxh3) continue;
+          if (!bytes.has_value()) {
+            BLZ_ASSIGN_OR_RETURN(bytes, b.Read(bs.offset, bs.length, &b_buf));
+          }
+          BLZ_ASSIGN_OR_RETURN(ByteSpan other, a.Read(as.offset, as.length, &a_buf));
+          bool same = bytes->empty() ||
+                      std::memcmp(other.data(), bytes->data(), bytes->size()) == 0;
+          if (a.file() != nullptr) a.file()->DropRange(as.offset, as.length);
           if (same) {
             base = ai;
             break;
@@ -226,16 +302,20 @@ Plan MakePlan(const formats::BlzArchive* base_archive, const formats::BlzArchive
 }
 
 // The bytes between the target's pieces must be zero: ApplyPatch writes zeros there.
-Status CheckGapsZero(const formats::BlzArchive& b, const std::vector<ArchivePiece>& order) {
+Status CheckGapsZero(const ArchiveSource& b, const std::vector<ArchivePiece>& order) {
   const ArchiveHeader& h = b.header();
   uint64_t pos = h.data_start;
+  std::vector<uint8_t> buf;
   auto check = [&](uint64_t from, uint64_t to) -> Status {
-    if (to < from || to > b.bytes().size()) {
-      return Internal(b.path() + ": pieces out of order at byte offset " + std::to_string(from));
+    if (to < from || to > b.size()) {
+      return Internal(b.name() + ": pieces out of order at byte offset " + std::to_string(from));
     }
-    for (uint64_t k = from; k < to; ++k) {
-      if (b.bytes()[k] != 0) {
-        return Corruption(b.path() + ": non-zero padding byte at byte offset " + std::to_string(k));
+    if (to == from) return Status::Ok();
+    BLZ_ASSIGN_OR_RETURN(ByteSpan gap, b.Read(from, to - from, &buf));
+    for (uint64_t k = 0; k < gap.size(); ++k) {
+      if (gap[k] != 0) {
+        return Corruption(b.name() + ": non-zero padding byte at byte offset " +
+                          std::to_string(from + k));
       }
     }
     return Status::Ok();
@@ -245,7 +325,7 @@ Status CheckGapsZero(const formats::BlzArchive& b, const std::vector<ArchivePiec
     BLZ_RETURN_IF_ERROR(check(pos, s.offset));
     pos = s.offset + s.length;
   }
-  return check(pos, b.bytes().size());
+  return check(pos, b.size());
 }
 
 std::string CodecLabel(const std::vector<PatchChunk>& chunks, bool has_base) {
@@ -287,10 +367,10 @@ bool Cancelled(const DiffOptions& options) {
 }
 
 // The patch from `base` (null: a full patch) to `b`, written to `patch_path`.
-Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
-                  const std::string& target_archive, const std::string& patch_path,
-                  const DiffOptions& options, DiffStats* stats) {
+Status CreateImpl(const ArchiveSource* base, const ArchiveSource& b,
+                  const std::string& patch_path, const DiffOptions& options, DiffStats* stats) {
   const ArchiveHeader& hb = b.header();
+  const std::string& target_archive = b.name();
   if (hb.data_start > internal::kMaxPrefixBytes || hb.data_start == 0) {
     return Internal(target_archive + ": data_start " + std::to_string(hb.data_start) +
                     " outside the patch format's range");
@@ -301,6 +381,10 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   // (unless the caller knows the digests).
   std::string a_digest = options.known_base_digest, b_digest = options.known_target_digest;
   const bool hash_target = b_digest.empty();
+  if ((base != nullptr && base->file() == nullptr && a_digest.empty()) ||
+      (b.file() == nullptr && hash_target)) {
+    return Internal(patch_path + ": an archive read from a patch needs its digest given");
+  }
   std::thread helper;
   // With one thread (--threads 1) everything runs on the calling thread, the base's hash
   // after the encoding; otherwise it gets a helper thread of its own.
@@ -309,7 +393,7 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
     try {
       // The encoder reads the base behind the helper and releases what it used; the helper
       // releasing pages ahead of it made every base page fault in twice.
-      helper = std::thread([&] { a_digest = DigestOf(base->file(), /*drop=*/false); });
+      helper = std::thread([&] { a_digest = DigestOf(*base->file(), /*drop=*/false); });
     } catch (const std::system_error&) {
       // No thread: hashed on this one after the encoding (below).
     }
@@ -323,14 +407,14 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   Sha256 b_sha;
   uint64_t b_hashed = 0;
 
-  Plan plan = MakePlan(base, b);
+  BLZ_ASSIGN_OR_RETURN(Plan plan, MakePlan(base, b));
   BLZ_RETURN_IF_ERROR(CheckGapsZero(b, plan.order));
 
   // Jobs: the prefix's chunks, then every piece's chunks in data order.
   PatchHeader ph;
   ph.has_base = base != nullptr;
-  ph.base_size = base != nullptr ? base->bytes().size() : 0;
-  ph.target_size = b.bytes().size();
+  ph.base_size = base != nullptr ? base->size() : 0;
+  ph.target_size = b.size();
   ph.prefix_length = hb.data_start;
   ph.removed = plan.removed;
   std::vector<Job> jobs;
@@ -359,8 +443,6 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   BLZ_RETURN_IF_ERROR(scratch.Create(patch_path));
   CodecOptions copts;
   copts.zstd_level = options.zstd_level;
-  const ByteSpan a_bytes = base != nullptr ? base->bytes() : ByteSpan();
-  const ByteSpan b_bytes = b.bytes();
 
   struct PieceChoice {
     uint64_t chunks = 0;
@@ -376,13 +458,19 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
   std::function<Result<Encoded>(size_t)> produce = [&](size_t i) -> Result<Encoded> {
     const Job& job = jobs[i];
     if (Cancelled(options)) return Unavailable(patch_path + ": cancelled");
-    ByteSpan target = b_bytes.subspan(job.offset, job.size);
-    ByteSpan base_chunk = job.has_base ? a_bytes.subspan(job.base_offset, job.size) : ByteSpan();
+    std::vector<uint8_t> target_buf;  // handed to consume (Encoded::target) when decoded
+    thread_local std::vector<uint8_t> base_buf;
+    BLZ_ASSIGN_OR_RETURN(ByteSpan target, b.Read(job.offset, job.size, &target_buf));
+    ByteSpan base_chunk;
+    if (job.has_base) {
+      BLZ_ASSIGN_OR_RETURN(base_chunk, base->Read(job.base_offset, job.size, &base_buf));
+    }
     CodecOptions o = copts;
     o.dtype = job.dtype;
     // A tensor of several chunks has its codec chosen once, from a sample of the whole tensor,
     // by whichever of its chunks comes first (the choice depends only on the bytes, so the
-    // patch does not depend on thread timing); a chunk alone chooses for itself.
+    // patch does not depend on thread timing, nor on how the archives are stored); a chunk
+    // alone chooses for itself.
     auto encode = [&]() -> Result<EncodedChunk> {
       if (job.piece < 0 || choices[size_t(job.piece)].chunks <= 1) {
         return EncodeChunk(base_chunk, target, job.elem_size, o);
@@ -391,12 +479,26 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
       std::call_once(pc.once, [&] {
         const ArchivePiece& p = plan.order[size_t(job.piece)];
         Span s = PieceSpan(hb, p.kind, p.index);
-        ByteSpan whole_base = job.has_base
-                                  ? a_bytes.subspan(job.base_offset - job.chunk * kChunkBytes,
-                                                    s.length)
-                                  : ByteSpan();
+        // The sample's slices (tensor_codec.h SampleSlices), read from either archive.
+        std::vector<uint8_t> sample_b, sample_t, buf;
+        const uint64_t base_start = job.base_offset - job.chunk * kChunkBytes;
+        for (const SampleSlice& slice : SampleSlices(s.length, job.elem_size)) {
+          Result<ByteSpan> t = b.Read(s.offset + slice.offset, slice.length, &buf);
+          if (!t.ok()) {
+            pc.status = t.status();
+            return;
+          }
+          sample_t.insert(sample_t.end(), t->begin(), t->end());
+          if (!job.has_base) continue;
+          Result<ByteSpan> a = base->Read(base_start + slice.offset, slice.length, &buf);
+          if (!a.ok()) {
+            pc.status = a.status();
+            return;
+          }
+          sample_b.insert(sample_b.end(), a->begin(), a->end());
+        }
         Result<CodecChoice> c =
-            ChooseCodec(whole_base, b_bytes.subspan(s.offset, s.length), job.elem_size, o);
+            ChooseCodecOnSample(sample_b, sample_t, s.length, job.elem_size, o);
         if (c.ok()) {
           pc.choice = *c;
         } else {
@@ -417,20 +519,23 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
     out.codec = e->codec;
     out.payload = std::move(e->payload);
     out.xxh3 = Xxh3_64(target);
+    out.target = std::move(target_buf);
     return out;
   };
 
   uint64_t payload_pos = 0;
-  PageDropper drop_target(b.file());
-  std::optional<PageDropper> drop_base;
-  if (base != nullptr) drop_base.emplace(base->file());
+  std::optional<PageDropper> drop_target, drop_base;
+  if (b.file() != nullptr) drop_target.emplace(*b.file());
+  if (base != nullptr && base->file() != nullptr) drop_base.emplace(*base->file());
   std::unique_ptr<Xxh3Stream> piece_hash;
   std::function<Status(size_t, Encoded&)> consume = [&](size_t i, Encoded& e) -> Status {
     const Job& job = jobs[i];
     if (job.offset < b_hashed) return Internal(target_archive + ": chunks out of data order");
+    const ByteSpan target =
+        b.file() != nullptr ? b.file()->bytes().subspan(job.offset, job.size) : ByteSpan(e.target);
     if (hash_target) {
       HashZeros(&b_sha, job.offset - b_hashed);  // the gaps are zero (CheckGapsZero)
-      b_sha.Update(b_bytes.subspan(job.offset, job.size));
+      b_sha.Update(target);
     }
     b_hashed = job.offset + job.size;
     if (options.counters != nullptr) {
@@ -448,10 +553,10 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
     // Check the target's own tensor hashes as we go: a patch to a damaged archive would be
     // useless (ApplyPatch checks them).
     if (job.chunk == 0) piece_hash = std::make_unique<Xxh3Stream>();
-    piece_hash->Update(b_bytes.subspan(job.offset, job.size));
+    piece_hash->Update(target);
     // Done with these bytes: let the kernel reclaim the pages (memory stays bounded).
-    drop_target.Drop(job.offset, job.size);
-    if (job.has_base) drop_base->Drop(job.base_offset, job.size);
+    if (drop_target.has_value()) drop_target->Drop(job.offset, job.size);
+    if (job.has_base && drop_base.has_value()) drop_base->Drop(job.base_offset, job.size);
     Span s = PieceSpan(hb, piece.kind, piece.index);
     if (job.chunk + 1 == ChunkCount(s.length) && piece_hash->Digest() != s.xxh3) {
       return Corruption(target_archive + ": " + Describe(hb, piece.kind, piece.index) +
@@ -478,11 +583,11 @@ Status CreateImpl(const formats::BlzArchive* base, const formats::BlzArchive& b,
       jobs.size(), ResolveThreads(options.threads), produce, consume));
   if (Cancelled(options)) return Unavailable(patch_path + ": cancelled");
   if (hash_target) {
-    HashZeros(&b_sha, b.bytes().size() - b_hashed);
+    HashZeros(&b_sha, b.size() - b_hashed);
     b_digest = MakeDigest(b_sha.FinishHex());
   }
   if (helper.joinable()) helper.join();
-  if (base != nullptr && a_digest.empty()) a_digest = DigestOf(base->file());
+  if (base != nullptr && a_digest.empty()) a_digest = DigestOf(*base->file());
   ph.base_digest = a_digest;
   ph.target_digest = b_digest;
 
@@ -552,7 +657,27 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
   if (!a_or.ok()) return a_or.status().WithContext("base archive");
   Result<formats::BlzArchive> b_or = formats::BlzArchive::Open(target_archive);
   if (!b_or.ok()) return b_or.status().WithContext("target archive");
-  return CreateImpl(&*a_or, *b_or, target_archive, patch_path, options, stats);
+  const ArchiveSource a(*a_or), b(*b_or);
+  return CreateImpl(&a, b, patch_path, options, stats);
+}
+
+Status CreatePatchFromReaders(std::shared_ptr<const ArchiveReader> base,
+                              std::shared_ptr<const ArchiveReader> target,
+                              const std::string& patch_path, DiffOptions options,
+                              DiffStats* stats) {
+  if (base == nullptr || target == nullptr) {
+    return InvalidArgument("CreatePatchFromReaders: a reader is missing");
+  }
+  if (options.known_base_digest.empty()) options.known_base_digest = base->archive_digest();
+  if (options.known_target_digest.empty()) options.known_target_digest = target->archive_digest();
+  if (options.known_base_digest != base->archive_digest() ||
+      options.known_target_digest != target->archive_digest()) {
+    return InvalidArgument("CreatePatchFromReaders: the known digests are not the readers'");
+  }
+  BLZ_RETURN_IF_ERROR(CheckDiffOptions(options));
+  if (PathExists(patch_path)) return AlreadyExists(patch_path + ": already exists");
+  const ArchiveSource a(std::move(base)), b(std::move(target));
+  return CreateImpl(&a, b, patch_path, options, stats);
 }
 
 Status CreateFullPatch(const std::string& target_archive, const std::string& patch_path,
@@ -561,7 +686,8 @@ Status CreateFullPatch(const std::string& target_archive, const std::string& pat
   if (PathExists(patch_path)) return AlreadyExists(patch_path + ": already exists");
   Result<formats::BlzArchive> b_or = formats::BlzArchive::Open(target_archive);
   if (!b_or.ok()) return b_or.status().WithContext("target archive");
-  return CreateImpl(nullptr, *b_or, target_archive, patch_path, options, stats);
+  const ArchiveSource b(*b_or);
+  return CreateImpl(nullptr, b, patch_path, options, stats);
 }
 
 Result<PatchInfo> ReadPatchInfo(const std::string& patch_path) {

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,24 @@ struct DiffStats {
 // kInvalidArgument (options), kUnavailable (cancelled), kIOError.
 Status CreatePatch(const std::string& base_archive, const std::string& target_archive,
                    const std::string& patch_path, const DiffOptions& options, DiffStats* stats);
+
+// CreatePatch for archives that may be stored as patches themselves (patcher/archive_reader.h:
+// a full patch, or a chain link over its parent's reader; or a plain file), so that nothing
+// is rebuilt on disk: a registry serving the patch between two versions it stores compressed
+// or chained (registry/blz_handlers.cc). The patch is byte for byte the one CreatePatch makes
+// of the same two archives. A plain file (ArchiveFileReader) is read through its mapping as
+// CreatePatch does; a patch's chunks are decoded as the diff reaches them (each chunk of a
+// tensor once, plus up to 8 chunks per tensor of more than one chunk for the codec's sample),
+// and every decoded chunk is checked against its xxh3-64 by the reader. The digests are the
+// readers' (options' known digests, when given, must be the same: kInvalidArgument), so
+// neither archive is hashed. Memory: as CreatePatch, plus one decoded chunk per worker thread
+// and per chunk waiting to be written. Errors: CreatePatch's, and the readers' (kCorruption
+// naming the patch, the piece and the chunk that does not decode).
+class ArchiveReader;
+Status CreatePatchFromReaders(std::shared_ptr<const ArchiveReader> base,
+                              std::shared_ptr<const ArchiveReader> target,
+                              const std::string& patch_path, DiffOptions options,
+                              DiffStats* stats);
 
 // Writes the full patch of `target_archive` (no base) to `patch_path` (atomically). Every
 // piece is coded by EncodeChunk with no base; the stats count every tensor as `added` and

@@ -634,14 +634,12 @@ std::vector<GroupKey> KeysToTry(uint32_t e, const CodecOptions& o) {
   }
 }
 
-// Copies kSampleSlices evenly spaced slices (whole elements) of `s` into `out`.
+// Copies the slices SampleSlices names of `s` into `out`.
 void TakeSample(ByteSpan s, uint32_t e, std::vector<uint8_t>* out) {
-  uint64_t slice = kSampleSliceBytes / e * e;
-  uint64_t stride = (s.size() / kSampleSlices) / e * e;
   out->clear();
-  for (uint64_t k = 0; k < kSampleSlices; ++k) {
-    const uint8_t* p = s.data() + k * stride;
-    out->insert(out->end(), p, p + slice);
+  for (const SampleSlice& slice : SampleSlices(s.size(), e)) {
+    const uint8_t* p = s.data() + slice.offset;
+    out->insert(out->end(), p, p + slice.length);
   }
 }
 
@@ -855,6 +853,34 @@ Result<CodecChoice> ChooseCodec(ByteSpan base, ByteSpan target, uint32_t elem_si
   BLZ_RETURN_IF_ERROR(CheckEncodeArgs(base, target, elem_size, "ChooseCodec"));
   std::string unused;
   return EstimateOnSample(base, target, elem_size, options, &unused);
+}
+
+std::vector<SampleSlice> SampleSlices(uint64_t size, uint32_t elem_size) {
+  if (size <= kSampleSlices * kSampleSliceBytes) return {SampleSlice{0, size}};
+  const uint32_t e = ValidElemSize(elem_size) ? elem_size : 1;
+  const uint64_t slice = kSampleSliceBytes / e * e;
+  const uint64_t stride = (size / kSampleSlices) / e * e;  // >= slice: size > 8 slices
+  std::vector<SampleSlice> slices;
+  for (uint64_t k = 0; k < kSampleSlices; ++k) slices.push_back({k * stride, slice});
+  return slices;
+}
+
+Result<CodecChoice> ChooseCodecOnSample(ByteSpan base_sample, ByteSpan target_sample,
+                                        uint64_t size, uint32_t elem_size,
+                                        const CodecOptions& options) {
+  BLZ_RETURN_IF_ERROR(
+      CheckEncodeArgs(base_sample, target_sample, elem_size, "ChooseCodecOnSample"));
+  uint64_t sampled = 0;
+  for (const SampleSlice& slice : SampleSlices(size, elem_size)) sampled += slice.length;
+  if (target_sample.size() != sampled) {
+    return InvalidArgument("ChooseCodecOnSample: a sample of " +
+                           std::to_string(target_sample.size()) + " bytes, not the " +
+                           std::to_string(sampled) + " SampleSlices names for " +
+                           std::to_string(size) + " bytes");
+  }
+  std::string unused;
+  return Estimate(base_sample, target_sample, elem_size,
+                  /*exact=*/size <= kSampleSlices * kSampleSliceBytes, options, &unused);
 }
 
 Result<EncodedChunk> EncodeChunkAs(const CodecChoice& choice, ByteSpan base, ByteSpan target,

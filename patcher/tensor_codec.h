@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/bytes.h"
 #include "core/status.h"
@@ -92,6 +93,26 @@ struct CodecChoice {
 // same bytes give the same choice. kInvalidArgument as EncodeChunk.
 Result<CodecChoice> ChooseCodec(ByteSpan base, ByteSpan target, uint32_t elem_size,
                                 const CodecOptions& options);
+
+// A part of a tensor ChooseCodec samples: its bytes [offset, offset + length).
+struct SampleSlice {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+// The slices ChooseCodec samples of a tensor of `size` bytes with elements of `elem_size`
+// bytes: the whole tensor up to 128 KiB, else 8 evenly spaced slices of 16 KiB (whole
+// elements), in order, not overlapping.
+std::vector<SampleSlice> SampleSlices(uint64_t size, uint32_t elem_size);
+
+// ChooseCodec for a caller that does not hold the whole tensors in memory (CreatePatch reading
+// an archive stored as a patch): `target_sample` is the target tensor's slices that
+// SampleSlices(size, elem_size) names, concatenated in order; `base_sample` the same of the
+// base tensor, or empty. Makes exactly ChooseCodec's choice for those tensors.
+// kInvalidArgument as ChooseCodec, or when the sample is not as long as those slices.
+Result<CodecChoice> ChooseCodecOnSample(ByteSpan base_sample, ByteSpan target_sample,
+                                        uint64_t size, uint32_t elem_size,
+                                        const CodecOptions& options);
 
 // Codes one chunk of a tensor with `choice`: kIdentical when base == target (and for an empty
 // chunk), else choice.codec, with EncodeChunk's fallbacks (sub-planes when sparse finds no
