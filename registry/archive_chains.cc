@@ -351,6 +351,15 @@ Result<std::shared_ptr<const patcher::ArchiveReader>> ArchiveStorage::OpenReader
   return OpenForms(forms);
 }
 
+Status ArchiveStorage::NameForms(const Status& s, const std::string& digest) {
+  if (s.ok()) return s;
+  Result<std::vector<ReadForm>> forms = ReadForms(digest);
+  if (!forms.ok()) return s;
+  std::vector<std::pair<std::string, std::string>> names;
+  for (const ReadForm& form : *forms) names.push_back({form.blob.path, FormName(form)});
+  return ScrubPaths(s, names);
+}
+
 Result<std::shared_ptr<const patcher::ArchiveReader>> ArchiveStorage::OpenForms(
     const std::vector<ReadForm>& forms) {
   // From the chain's root up to the archive, each link over its parent's reader.

@@ -299,6 +299,10 @@ class ArchiveStorage {
   // patcher::PatchReader::Open's (naming blobs, never server paths), kCorruption (a form that
   // rebuilds another archive than the metadata DB says).
   Result<std::shared_ptr<const patcher::ArchiveReader>> OpenReader(const std::string& digest);
+  // `s` (an error of a read through OpenReader(digest)) with the server paths of the archive's
+  // stored forms replaced by their names ("chain link sha256:... of archive sha256:..."), for a
+  // message a client may see. `s` as it is when the forms cannot be listed.
+  Status NameForms(const Status& s, const std::string& digest);
 
   // Records that `digest` is being read straight from the blob store (`blz serve --redirect`,
   // a streamed blob GET): its raw blob is not dropped for options.grace, by any replica, as

@@ -35,12 +35,14 @@ Response Registry::GetPatch(const Route& route, const RequestHead& head) {
     return GetFullPatch(route, head, *to);
   }
   std::string paths[2];
-  // A cached patch (a chain link among them) is served without rebuilding either archive.
+  // A cached patch (a chain link among them) is served without rebuilding either archive;
+  // one to compute reads them as stored when it can (CachedPatch).
   const bool cached = from.has_value() && to.has_value() && db_->FindPatch(*from, *to).ok();
+  const bool lazy = cached || static_cast<bool>(options_.create_patch_from_readers);
   if (Response error; !ResolveFromTo(route, head, from, to,
                                      "patch needs ?to=<archive digest> and, for a patch from a "
                                      "base, ?from=<archive digest>",
-                                     paths, &error, /*lazy=*/cached)) {
+                                     paths, &error, lazy)) {
     return error;
   }
 
@@ -100,6 +102,12 @@ Result<Registry::CachedBlob> Registry::CachedPatch(const Route& route, const std
         [&](const std::string& out) -> Status {
           if (!options_.create_patch) return Unsupported("this server cannot compute patches");
           std::string files[2] = {paths[0], paths[1]};
+          if (files[0].empty() && files[1].empty() && options_.create_patch_from_readers) {
+            // Read as stored: an archive kept only as a full patch or a chain link is decoded
+            // chunk by chunk as the diff reaches it, never rebuilt into the cache.
+            Status in_place = PatchInPlace(from, to, out);
+            if (in_place.code() != Code::kUnsupported) return in_place;
+          }
           for (int i = 0; i < 2; ++i) {  // resolved lazily (GetPatch): rebuilt only now
             if (!files[i].empty()) continue;
             BLZ_ASSIGN_OR_RETURN(store::BlobInfo blob, storage_->File(i == 0 ? from : to));
@@ -118,6 +126,26 @@ Result<Registry::CachedBlob> Registry::CachedPatch(const Route& route, const std
     metrics_.RecordComputed(Metrics::Computed::kPatch, computed->hit);
   }
   return computed;
+}
+
+Status Registry::PatchInPlace(const std::string& from, const std::string& to,
+                              const std::string& out) {
+  std::shared_ptr<const patcher::ArchiveReader> readers[2];
+  const std::string* digests[2] = {&from, &to};
+  for (int i = 0; i < 2; ++i) {
+    // kUnsupported: this server stores no patches (the caller rebuilds files instead).
+    BLZ_ASSIGN_OR_RETURN(readers[i], storage_->OpenReader(*digests[i]));
+  }
+  Status s = options_.create_patch_from_readers(readers[0], readers[1], out);
+  for (const std::string* d : digests) s = storage_->NameForms(s, *d);  // no server paths
+  if (s.code() == Code::kCorruption) {
+    // A damaged stored patch is quarantined, as a rebuild would (the next request is answered
+    // from what remains, or 404).
+    for (const std::string* d : digests) {
+      if (Status q = storage_->QuarantineDamagedForms(*d); !q.ok()) return q;
+    }
+  }
+  return s;
 }
 
 // ---- blz structures and value diffs (docs/registry-api.md) ----

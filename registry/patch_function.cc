@@ -22,6 +22,18 @@ PatchFunction PatcherPatchFunction() {
   };
 }
 
+PatchFromReadersFunction PatcherPatchFromReadersFunction() {
+  return [](std::shared_ptr<const patcher::ArchiveReader> base,
+            std::shared_ptr<const patcher::ArchiveReader> target,
+            const std::string& out_path) -> Status {
+    patcher::DiffOptions options;
+    options.counters = CurrentJobCounters();  // as PatcherPatchFunction
+    patcher::DiffStats stats;
+    return patcher::CreatePatchFromReaders(std::move(base), std::move(target), out_path,
+                                           options, &stats);
+  };
+}
+
 FullPatchFunctions PatcherFullPatchFunctions() {
   FullPatchFunctions f;
   f.create = [](const std::string& archive_path, const std::string& archive_digest,

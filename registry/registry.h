@@ -63,6 +63,17 @@ using PatchFunction = std::function<Status(
 // binaries that never call it need not link the patcher's implementation).
 PatchFunction PatcherPatchFunction();
 
+// Writes the patch between two archives read as they are stored (patcher/archive_reader.h: an
+// archive file, a full patch, or a chain link over its parent's reader) to `out_path`, so
+// neither is rebuilt into the cache: GET /v2/<name>/blz/patch between versions stored
+// compressed or chained (docs/storage.md, "Chains"). The readers' digests are the archives'.
+using PatchFromReadersFunction = std::function<Status(
+    std::shared_ptr<const patcher::ArchiveReader> base,
+    std::shared_ptr<const patcher::ArchiveReader> target, const std::string& out_path)>;
+
+// blz::patcher::CreatePatchFromReaders with default DiffOptions (registry/patch_function.cc).
+PatchFromReadersFunction PatcherPatchFromReadersFunction();
+
 // Rebuilds a target archive from the registry's copy of a base archive and an uploaded patch
 // (POST /v2/<name>/blobs/uploads/?blz-patch-from=<base>, docs/registry-api.md "Patch
 // uploads"): `patch_path` must be a patch (not a full patch) from `base_digest` to
@@ -123,6 +134,9 @@ struct RegistryOptions {
   // Computes patches for GET /v2/<name>/blz/patch; empty = that endpoint answers
   // 405 UNSUPPORTED.
   PatchFunction create_patch;
+  // When set, patches between archives not stored as files (full patches, chain links) are
+  // computed from their stored forms through this instead of create_patch on rebuilt copies.
+  PatchFromReadersFunction create_patch_from_readers;
   // Full patches (GET /v2/<name>/blz/patch?to= without from) and archives stored as verified
   // full patches (registry/archive_storage.h); incomplete (the default) = neither: the
   // endpoint answers 405 UNSUPPORTED and archives stay raw.
@@ -404,6 +418,10 @@ class Registry {
   Result<CachedBlob> CachedPatch(const Route& route, const std::string& from,
                                  const std::string& to, const std::string paths[2],
                                  bool* compute_failed);
+  // Writes the patch from -> to to `out` through options_.create_patch_from_readers, reading
+  // both archives as stored (ArchiveStorage::OpenReader). A damaged stored patch is quarantined
+  // (kCorruption). kUnsupported: this server stores no patches (rebuild files instead).
+  Status PatchInPlace(const std::string& from, const std::string& to, const std::string& out);
   // compute() (a ComputeCached call); when it served a cached blob that is damaged on disk
   // (CheckStoredBlob quarantines it: verify on read), compute() once more.
   Result<CachedBlob> RecomputeIfDamaged(const std::function<Result<CachedBlob>()>& compute);

@@ -125,6 +125,8 @@ Status RunServer(const ServerOptions& options) {
   ropts.gc_grace = std::chrono::seconds(options.gc_grace);
   ropts.public_url = options.public_url;
   ropts.create_patch = PatcherPatchFunction();
+  // Patches between archives stored compressed or chained read them as stored (no rebuild).
+  ropts.create_patch_from_readers = PatcherPatchFromReadersFunction();
   // Archives are stored as verified full patches, compressed in the background after a push.
   ropts.full_patch = PatcherFullPatchFunctions();
   ropts.apply_patch = PatcherApplyPatchFunction();  // patch uploads (?blz-patch-from=)

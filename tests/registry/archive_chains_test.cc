@@ -431,6 +431,64 @@ TEST(ArchiveChainsTest, AChainedVersionIsStreamedAndCachedByItsFirstWholeGet) {
   EXPECT_EQ(bad.status, 416) << bad.body;
 }
 
+// The patch between two siblings (fine-tunes stored as links from one base) is computed from
+// their links as stored: neither is rebuilt into the cache, and the patch is the one the two
+// archive files give. Without the in-place reader (create_patch_from_readers unset), both
+// would be rebuilt into the cache first.
+TEST(ArchiveChainsTest, APatchBetweenTwoChainedSiblingsRebuildsNeither) {
+  const std::string base = Synthetic(0);
+  const std::string ft1 = Synthetic(0.002);
+  const std::string ft2 = Synthetic(0.004);
+  // The patch the archive files give.
+  blz::testing::TempDir tmp;
+  blz::testing::WriteFileBytes(tmp / "ft1.blz", ft1);
+  blz::testing::WriteFileBytes(tmp / "ft2.blz", ft2);
+  patcher::DiffStats want_stats;
+  ASSERT_TRUE(patcher::CreatePatch(tmp / "ft1.blz", tmp / "ft2.blz", tmp / "want.patch", {},
+                                   &want_stats)
+                  .ok());
+  const std::string want = blz::testing::ReadFileBytes(tmp / "want.patch");
+
+  for (bool in_place : {true, false}) {
+    SCOPED_TRACE(in_place ? "read as stored" : "rebuilt files");
+    RegistryOptions options = ChainOptions(/*max_depth=*/1);  // both chain on the base
+    if (in_place) options.create_patch_from_readers = PatcherPatchFromReadersFunction();
+    Harness h(options);
+    const std::string bd = PushVersion(&h, "org/base", "v1", base);
+    ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+    const std::string d1 = PushVersion(&h, "org/ft1", "v1", ft1);
+    ASSERT_TRUE(h.registry().storage().Compress(d1).ok());
+    const std::string d2 = PushVersion(&h, "org/ft2", "v1", ft2);
+    ASSERT_TRUE(h.registry().storage().Compress(d2).ok());
+    for (const std::string& d : {d1, d2}) {
+      auto link = h.registry().db().FindChainLink(d);
+      ASSERT_TRUE(link.ok()) << d << ": " << link.status().ToString();
+      ASSERT_EQ(link->parent_digest, bd);
+    }
+    fs::remove_all(h.data() + "/cache/sha256");  // a restart with an empty cache
+    h.Reopen(options);
+    ArchiveStorage& storage = h.registry().storage();
+    ASSERT_EQ(storage.status().cache_entries, 0u);
+
+    Response p = h.Call("GET", "/v2/org/ft2/blz/patch?from=" + d1 + "&to=" + d2);
+    ASSERT_EQ(p.status, 200) << p.body;
+    EXPECT_EQ(p.Get("Blz-Patch-Cache"), "miss");
+    EXPECT_TRUE(BodyOf(p) == want) << "not the patch of the two archive files";
+    const StorageStatus st = storage.status();
+    std::cout << (in_place ? "read as stored" : "rebuilt files") << ": patch of "
+              << want.size() << " bytes between siblings of " << ft1.size() << " and "
+              << ft2.size() << " bytes; cache entries " << st.cache_entries << " ("
+              << st.cache_bytes << " bytes), chain rebuilds " << st.chain_rebuilds << std::endl;
+    if (in_place) {
+      EXPECT_EQ(st.cache_entries, 0u);
+      EXPECT_EQ(st.chain_rebuilds, 0u);
+    } else {
+      EXPECT_EQ(st.cache_entries, 2u);  // what reading them as stored saves
+    }
+    ExpectPulls(h, "org/ft2", ft2);
+  }
+}
+
 // Deleting the base: a garbage collection alone (no re-base) keeps the parent the chain needs;
 // the registry's collection re-bases the fine-tune first (here onto its full patch: no other
 // parent), then the base's bytes go, and the fine-tune still pulls byte-identical.

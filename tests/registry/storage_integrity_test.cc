@@ -248,6 +248,40 @@ TEST(StorageIntegrityTest, RebuildFromADamagedFullPatchQuarantinesIt) {
   EXPECT_EQ(h.Call("GET", "/v2/org/m/blobs/" + d).status, 404);
 }
 
+// A patch computed from two archives read as they are stored (create_patch_from_readers, what
+// `blz serve` does): a damaged chunk of the target's full patch fails the request with a
+// message that names the stored blob, not a server path; the full patch is quarantined and
+// no patch is recorded.
+TEST(StorageIntegrityTest, APatchReadFromADamagedFullPatchQuarantinesIt) {
+  RegistryOptions o = StorageOptions();
+  o.storage.verify_on_read_bytes = 0;
+  o.create_patch_from_readers = PatcherPatchFromReadersFunction();
+  Harness h(o);
+  const std::string a = TinyArchive(7), b = TinyArchive(8);
+  ASSERT_EQ(h.PutManifest("org/m", "v1", h.ManifestFor("org/m", a)).status, 201);
+  ASSERT_EQ(h.PutManifest("org/m", "v2", h.ManifestFor("org/m", b)).status, 201);
+  const std::string da = MakeDigest(Sha256Hex(a)), db = MakeDigest(Sha256Hex(b));
+  ASSERT_TRUE(h.registry().storage().Compress(da).ok());
+  ASSERT_TRUE(h.registry().storage().Compress(db).ok());
+  auto rec = h.registry().db().FindPatch("", db);
+  ASSERT_TRUE(rec.ok());
+  ASSERT_FALSE(h.registry().blobs().Contains(db)) << "the raw archive was kept";
+  const std::string patch_path =
+      *dynamic_cast<store::FsBlobStore&>(h.registry().blobs().unwrapped())
+           .PathFor(rec->patch_digest);
+  FlipByte(patch_path, 10);
+  const uint64_t cached = h.registry().storage().status().cache_entries;
+
+  Response r = h.Call("GET", "/v2/org/m/blz/patch?from=" + da + "&to=" + db);
+  EXPECT_EQ(r.status, 500) << r.body;
+  EXPECT_NE(ErrorMessageOf(r).find(rec->patch_digest), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find(h.data()), std::string::npos) << "leaks the data directory: " << r.body;
+  EXPECT_FALSE(fs::exists(patch_path));
+  EXPECT_EQ(FileCount(h.data() + "/quarantine"), 1u);
+  EXPECT_FALSE(h.registry().db().FindPatch(da, db).ok());
+  EXPECT_EQ(h.registry().storage().status().cache_entries, cached) << "an archive was rebuilt";
+}
+
 TEST(StorageIntegrityTest, DamagedCachedArchiveIsRebuilt) {
   Harness h(StorageOptions());
   const std::string archive = TinyArchive(8);
