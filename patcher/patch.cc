@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -135,9 +136,21 @@ struct Encoded {
 
 // One archive as the diff reads it: a memory-mapped file, whose spans are handed out as they
 // are, or an archive stored as a patch (patcher/patch_reader.h), whose ranges are decoded into
-// the caller's buffer through a pool of cursors (one per thread at a time).
+// the caller's buffer through a pool of cursors (one per thread at a time). For the latter, the
+// chunks a codec choice samples are decoded whole and kept until the job that codes that
+// chunk takes them (Use), so sampling a tensor does not decode its chunks twice.
 class ArchiveSource {
  public:
+  // How a read's decoded chunks are kept (a reader's only; a mapping keeps everything).
+  enum class Use {
+    kOnce,    // decoded for this read only
+    kSample,  // part of a codec choice's sample: the chunks it touches are decoded whole and
+              // kept for the kChunk read of the same chunk
+    kChunk,   // a job's chunk: taken from what a sample kept, else decoded for this read
+  };
+  // Kept chunks at most (the oldest, in data order, go first): a sample keeps up to 8.
+  static constexpr size_t kMaxKept = 24;
+
   explicit ArchiveSource(const formats::BlzArchive& archive)
       : header_(archive.header()), file_(&archive.file()), name_(archive.path()) {}
   explicit ArchiveSource(std::shared_ptr<const ArchiveReader> reader)
@@ -145,6 +158,8 @@ class ArchiveSource {
     if (auto* f = dynamic_cast<const ArchiveFileReader*>(reader_.get())) {
       file_ = &f->file();
       name_ = f->file().path();
+    } else {
+      ranges_ = reader_->IndependentRanges();
     }
   }
   ArchiveSource(const ArchiveSource&) = delete;
@@ -156,8 +171,84 @@ class ArchiveSource {
   const MappedFile* file() const { return file_; }   // null when decoded
   // Bytes [offset, offset + length) (inside the archive): a span of the mapping, or decoded
   // into *buf. Errors: the reader's (kCorruption naming the patch, piece and chunk).
-  Result<ByteSpan> Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* buf) const {
+  Result<ByteSpan> Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* buf,
+                        Use use = Use::kOnce) const {
     if (file_ != nullptr) return file_->bytes().subspan(offset, length);
+    if (use == Use::kChunk) {
+      std::shared_ptr<const std::vector<uint8_t>> kept;
+      uint64_t start = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = kept_.upper_bound(offset);
+        if (it != kept_.begin()) {
+          --it;
+          if (offset - it->first + length <= it->second->size()) {
+            start = it->first;
+            kept = std::move(it->second);
+            kept_.erase(it);
+          }
+        }
+      }
+      if (kept != nullptr) {
+        const auto from = kept->begin() + ptrdiff_t(offset - start);
+        buf->assign(from, from + ptrdiff_t(length));
+        return ByteSpan(*buf);
+      }
+    }
+    if (use != Use::kSample) {
+      BLZ_RETURN_IF_ERROR(Decode(offset, length, buf));
+      return ByteSpan(*buf);
+    }
+    buf->clear();
+    auto it = std::upper_bound(
+        ranges_.begin(), ranges_.end(), offset,
+        [](uint64_t o, const ArchiveRange& r) { return o < r.offset; });
+    if (it != ranges_.begin()) --it;
+    for (; it != ranges_.end() && it->offset < offset + length; ++it) {
+      BLZ_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<uint8_t>> range, Kept(*it));
+      const uint64_t from = std::max(offset, it->offset);
+      const uint64_t to = std::min(offset + length, it->offset + it->length);
+      if (from >= to) continue;
+      buf->insert(buf->end(), range->begin() + ptrdiff_t(from - it->offset),
+                  range->begin() + ptrdiff_t(to - it->offset));
+    }
+    if (buf->size() != length) {
+      return Internal(name_ + ": sampled " + std::to_string(buf->size()) + " bytes at offset " +
+                      std::to_string(offset) + ", not " + std::to_string(length));
+    }
+    return ByteSpan(*buf);
+  }
+
+  // Decodes and keeps, on up to `threads` threads, every chunk the slices of a piece starting
+  // at `start` touch (a reader's only): the sample's chunks are decoded side by side, not one
+  // after the other by the one job that makes the choice while the others wait for it.
+  Status KeepForSample(uint64_t start, const std::vector<SampleSlice>& slices,
+                       unsigned threads) const {
+    if (file_ != nullptr) return Status::Ok();
+    std::vector<ArchiveRange> wanted;
+    for (const SampleSlice& slice : slices) {
+      const uint64_t offset = start + slice.offset, end = offset + slice.length;
+      auto it = std::upper_bound(
+          ranges_.begin(), ranges_.end(), offset,
+          [](uint64_t o, const ArchiveRange& r) { return o < r.offset; });
+      if (it != ranges_.begin()) --it;
+      for (; it != ranges_.end() && it->offset < end; ++it) {
+        if (wanted.empty() || wanted.back().offset != it->offset) wanted.push_back(*it);
+      }
+    }
+    if (wanted.size() < 2 || threads < 2) return Status::Ok();  // Read decodes them
+    return RunOrdered<bool>(
+        wanted.size(), std::min<unsigned>(threads, unsigned(wanted.size())),
+        [&](size_t i) -> Result<bool> {
+          BLZ_RETURN_IF_ERROR(Kept(wanted[i]).status());
+          return true;
+        },
+        [](size_t, bool&) { return Status::Ok(); });
+  }
+
+ private:
+  // Decodes [offset, offset + length) into *buf through a pooled cursor.
+  Status Decode(uint64_t offset, uint64_t length, std::vector<uint8_t>* buf) const {
     buf->clear();
     std::unique_ptr<ArchiveReader::Cursor> cursor;
     {
@@ -184,16 +275,31 @@ class ArchiveSource {
     }
     std::lock_guard<std::mutex> lock(mu_);
     idle_.push_back(std::move(cursor));
-    return ByteSpan(*buf);
+    return Status::Ok();
+  }
+  // The independent range `r` decoded whole: kept already, or decoded now and kept.
+  Result<std::shared_ptr<const std::vector<uint8_t>>> Kept(const ArchiveRange& r) const {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = kept_.find(r.offset);
+      if (it != kept_.end()) return it->second;
+    }
+    auto range = std::make_shared<std::vector<uint8_t>>();
+    BLZ_RETURN_IF_ERROR(Decode(r.offset, r.length, range.get()));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (kept_.size() >= kMaxKept) kept_.erase(kept_.begin());
+    kept_[r.offset] = range;
+    return std::shared_ptr<const std::vector<uint8_t>>(range);
   }
 
- private:
   const ArchiveHeader& header_;
   const MappedFile* file_ = nullptr;
   std::string name_;
   std::shared_ptr<const ArchiveReader> reader_;
-  mutable std::mutex mu_;  // guards idle_
+  std::vector<ArchiveRange> ranges_;  // a reader's IndependentRanges
+  mutable std::mutex mu_;             // guards idle_ and kept_
   mutable std::vector<std::unique_ptr<ArchiveReader::Cursor>> idle_;
+  mutable std::map<uint64_t, std::shared_ptr<const std::vector<uint8_t>>> kept_;  // by offset
 };
 
 // Finds, for every piece of `b` in data order, the piece of `a` it is coded against.
@@ -455,26 +561,25 @@ Status CreateImpl(const ArchiveSource* base, const ArchiveSource& b,
     choices[i].chunks = ChunkCount(PieceSpan(hb, plan.order[i].kind, plan.order[i].index).length);
   }
 
+  using Use = ArchiveSource::Use;
   std::function<Result<Encoded>(size_t)> produce = [&](size_t i) -> Result<Encoded> {
     const Job& job = jobs[i];
     if (Cancelled(options)) return Unavailable(patch_path + ": cancelled");
-    std::vector<uint8_t> target_buf;  // handed to consume (Encoded::target) when decoded
-    thread_local std::vector<uint8_t> base_buf;
-    BLZ_ASSIGN_OR_RETURN(ByteSpan target, b.Read(job.offset, job.size, &target_buf));
-    ByteSpan base_chunk;
-    if (job.has_base) {
-      BLZ_ASSIGN_OR_RETURN(base_chunk, base->Read(job.base_offset, job.size, &base_buf));
-    }
     CodecOptions o = copts;
     o.dtype = job.dtype;
+    auto where = [&] {
+      return (job.piece < 0 ? std::string("archive header")
+                            : Describe(hb, plan.order[job.piece].kind,
+                                       plan.order[job.piece].index)) +
+             " chunk " + std::to_string(job.chunk);
+    };
     // A tensor of several chunks has its codec chosen once, from a sample of the whole tensor,
     // by whichever of its chunks comes first (the choice depends only on the bytes, so the
     // patch does not depend on thread timing, nor on how the archives are stored); a chunk
-    // alone chooses for itself.
-    auto encode = [&]() -> Result<EncodedChunk> {
-      if (job.piece < 0 || choices[size_t(job.piece)].chunks <= 1) {
-        return EncodeChunk(base_chunk, target, job.elem_size, o);
-      }
+    // alone chooses for itself. The choice comes before the chunk is read: a decoded
+    // archive's chunks that the sample decoded are then taken, not decoded again.
+    const bool whole_piece_choice = job.piece >= 0 && choices[size_t(job.piece)].chunks > 1;
+    if (whole_piece_choice) {
       PieceChoice& pc = choices[size_t(job.piece)];
       std::call_once(pc.once, [&] {
         const ArchivePiece& p = plan.order[size_t(job.piece)];
@@ -482,15 +587,24 @@ Status CreateImpl(const ArchiveSource* base, const ArchiveSource& b,
         // The sample's slices (tensor_codec.h SampleSlices), read from either archive.
         std::vector<uint8_t> sample_b, sample_t, buf;
         const uint64_t base_start = job.base_offset - job.chunk * kChunkBytes;
-        for (const SampleSlice& slice : SampleSlices(s.length, job.elem_size)) {
-          Result<ByteSpan> t = b.Read(s.offset + slice.offset, slice.length, &buf);
+        const std::vector<SampleSlice> slices = SampleSlices(s.length, job.elem_size);
+        const unsigned threads = ResolveThreads(options.threads);
+        Status kept = b.KeepForSample(s.offset, slices, threads);
+        if (kept.ok() && job.has_base) kept = base->KeepForSample(base_start, slices, threads);
+        if (!kept.ok()) {
+          pc.status = kept;
+          return;
+        }
+        for (const SampleSlice& slice : slices) {
+          Result<ByteSpan> t = b.Read(s.offset + slice.offset, slice.length, &buf, Use::kSample);
           if (!t.ok()) {
             pc.status = t.status();
             return;
           }
           sample_t.insert(sample_t.end(), t->begin(), t->end());
           if (!job.has_base) continue;
-          Result<ByteSpan> a = base->Read(base_start + slice.offset, slice.length, &buf);
+          Result<ByteSpan> a =
+              base->Read(base_start + slice.offset, slice.length, &buf, Use::kSample);
           if (!a.ok()) {
             pc.status = a.status();
             return;
@@ -505,16 +619,23 @@ Status CreateImpl(const ArchiveSource* base, const ArchiveSource& b,
           pc.status = c.status();
         }
       });
-      if (!pc.status.ok()) return pc.status;
-      return EncodeChunkAs(pc.choice, base_chunk, target, job.elem_size, o);
-    };
-    Result<EncodedChunk> e = encode();
-    if (!e.ok()) {
-      std::string where = job.piece < 0 ? std::string("archive header")
-                                        : Describe(hb, plan.order[job.piece].kind,
-                                                   plan.order[job.piece].index);
-      return e.status().WithContext(where + " chunk " + std::to_string(job.chunk));
+      if (!pc.status.ok()) return pc.status.WithContext(where());
     }
+    std::vector<uint8_t> target_buf;  // handed to consume (Encoded::target) when decoded
+    thread_local std::vector<uint8_t> base_buf;
+    BLZ_ASSIGN_OR_RETURN(ByteSpan target,
+                         b.Read(job.offset, job.size, &target_buf, Use::kChunk));
+    ByteSpan base_chunk;
+    if (job.has_base) {
+      BLZ_ASSIGN_OR_RETURN(base_chunk,
+                           base->Read(job.base_offset, job.size, &base_buf, Use::kChunk));
+    }
+    Result<EncodedChunk> e =
+        whole_piece_choice
+            ? EncodeChunkAs(choices[size_t(job.piece)].choice, base_chunk, target,
+                            job.elem_size, o)
+            : EncodeChunk(base_chunk, target, job.elem_size, o);
+    if (!e.ok()) return e.status().WithContext(where());
     Encoded out;
     out.codec = e->codec;
     out.payload = std::move(e->payload);

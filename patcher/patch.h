@@ -76,13 +76,15 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
 // is rebuilt on disk: a registry serving the patch between two versions it stores compressed
 // or chained (registry/blz_handlers.cc). The patch is byte for byte the one CreatePatch makes
 // of the same two archives. A plain file (ArchiveFileReader) is read through its mapping as
-// CreatePatch does; a patch's chunks are decoded as the diff reaches them (each chunk of a
-// tensor once, plus up to 8 chunks per tensor of more than one chunk for the codec's sample),
-// and every decoded chunk is checked against its xxh3-64 by the reader. The digests are the
-// readers' (options' known digests, when given, must be the same: kInvalidArgument), so
-// neither archive is hashed. Memory: as CreatePatch, plus one decoded chunk per worker thread
-// and per chunk waiting to be written. Errors: CreatePatch's, and the readers' (kCorruption
-// naming the patch, the piece and the chunk that does not decode).
+// CreatePatch does; a patch's chunks are decoded as the diff reaches them, each once (the
+// chunks a tensor's codec choice samples are decoded ahead, side by side on the worker
+// threads, and kept until the job that codes them takes them), and every decoded chunk is
+// checked against its xxh3-64 by the reader. The digests are the readers' (options' known
+// digests, when given, must be the same: kInvalidArgument), so neither archive is hashed.
+// Memory: as CreatePatch, plus one decoded chunk per worker thread and per chunk waiting to be
+// written, and at most 24 kept chunks (4 MiB each) per archive read through a patch.
+// Errors: CreatePatch's, and the readers' (kCorruption naming the patch, the piece and the
+// chunk that does not decode).
 class ArchiveReader;
 Status CreatePatchFromReaders(std::shared_ptr<const ArchiveReader> base,
                               std::shared_ptr<const ArchiveReader> target,
