@@ -96,7 +96,10 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
   // Its large tensors by content, for later archives to find it as the parent that holds
   // their identical tensors (and for this one to find such parents below).
   BLZ_ASSIGN_OR_RETURN(bool listed, db_->HasArchiveTensors(digest));
-  if (!listed) BLZ_RETURN_IF_ERROR(RecordTensors(digest, archive_path));
+  if (!listed) {
+    BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
+    BLZ_RETURN_IF_ERROR(RecordTensors(digest, archive.header()));
+  }
   BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> mine, db_->ListVersionsOfArchive(digest));
   if (mine.empty()) return Status::Ok();  // nobody's version (any more): not worth it
   if (replacing.empty()) {
@@ -281,16 +284,23 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
   return Status::Ok();
 }
 
-Status ArchiveStorage::RecordTensors(const std::string& digest, const std::string& archive_path) {
-  BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(archive_path));
+Status ArchiveStorage::RecordTensors(const std::string& digest,
+                                     const formats::ArchiveHeader& header) {
   std::vector<store::ArchiveTensorRecord> rows;
-  const std::vector<formats::ArchiveTensor>& tensors = archive.header().tensors;
+  const std::vector<formats::ArchiveTensor>& tensors = header.tensors;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].length < kMinSharedTensorBytes) continue;
     rows.push_back(store::ArchiveTensorRecord{i, tensors[i].sha256, tensors[i].length});
   }
   // An archive without large tensors records none and is looked at again next time: cheap.
   return rows.empty() ? Status::Ok() : db_->RecordArchiveTensors(digest, rows);
+}
+
+Status ArchiveStorage::RecordStoredTensors(const std::string& digest) {
+  BLZ_ASSIGN_OR_RETURN(bool listed, db_->HasArchiveTensors(digest));
+  if (listed) return Status::Ok();
+  BLZ_ASSIGN_OR_RETURN(std::shared_ptr<const patcher::ArchiveReader> reader, OpenReader(digest));
+  return RecordTensors(digest, reader->header());
 }
 
 void ArchiveStorage::ForgetFullPatchOfChained(const std::string& digest) {

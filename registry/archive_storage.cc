@@ -640,23 +640,35 @@ Status ArchiveStorage::ScheduleAll() {
   for (const std::string& repo : repos.items) {
     BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions, db_->ListVersions(repo));
     for (const store::VersionRecord& v : versions) {
-      if (!blobs_->Contains(v.archive_digest)) continue;  // dropped already (or lost)
+      if (!blobs_->Contains(v.archive_digest)) {  // dropped already (or lost)
+        if (options_.max_chain_depth == 0) continue;
+        BLZ_ASSIGN_OR_RETURN(bool listed, db_->HasArchiveTensors(v.archive_digest));
+        if (listed) continue;
+        std::lock_guard<std::mutex> lock(mu_);
+        if (std::find(unlisted_.begin(), unlisted_.end(), v.archive_digest) == unlisted_.end()) {
+          unlisted_.push_back(v.archive_digest);
+        }
+        continue;
+      }
       if (!options_.drop_raw_archives && FindFullPatch(v.archive_digest).ok()) continue;
       Schedule(v.archive_digest);
     }
   }
+  cv_.notify_all();
   return Status::Ok();
 }
 
 void ArchiveStorage::WaitIdle() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return stop_ || (queue_.empty() && current_.empty()); });
+  cv_.wait(lock, [&] {
+    return stop_ || (queue_.empty() && current_.empty() && unlisted_.empty());
+  });
 }
 
 StorageStatus ArchiveStorage::status() {
   std::lock_guard<std::mutex> lock(mu_);
   StorageStatus st;
-  st.pending = queue_.size() + (current_.empty() ? 0 : 1);
+  st.pending = queue_.size() + unlisted_.size() + (current_.empty() ? 0 : 1);
   st.compressing = current_;
   st.compressed = compressed_;
   st.failed = failed_;
@@ -809,6 +821,24 @@ void ArchiveStorage::Run() {
   while (!stop_) {
     const Clock::time_point now = Clock::now();
     EvictLocked(now);
+    if (queue_.empty() && !unlisted_.empty()) {
+      // No compression waits: list the tensors of an archive stored before they were listed.
+      const std::string digest = unlisted_.back();
+      unlisted_.pop_back();
+      current_ = digest;
+      lock.unlock();
+      Status s;
+      try {
+        s = RecordStoredTensors(digest);
+      } catch (const std::exception& e) {
+        s = Internal(std::string("unexpected exception: ") + e.what());
+      }
+      if (!s.ok()) Log("storage: " + digest + ": its tensors are not listed: " + s.ToString());
+      lock.lock();
+      current_.clear();
+      cv_.notify_all();
+      continue;
+    }
     if (queue_.empty()) {
       // Idle: wake up now and then to evict cache entries whose grace has passed.
       cv_.wait_for(lock, std::max(options_.grace, std::chrono::milliseconds(100)));

@@ -338,8 +338,15 @@ class ArchiveStorage {
 
   // Queues `archive_digest` for background compression (no-op without the background thread).
   void Schedule(const std::string& archive_digest);
-  // Queues the archives of every version whose raw blob is still stored (at start).
+  // Queues the archives of every version whose raw blob is still stored (at start), and,
+  // when chains are on, those stored as patches whose large tensors are not listed in the
+  // metadata DB (archives compressed before migration 0014: RecordStoredTensors, after the
+  // compressions, so chain storage finds them as parents by identical tensors).
   Status ScheduleAll();
+  // Lists the tensors of at least 64 KiB of the archive `digest` in the metadata DB
+  // (archive_tensors), read from the header of its stored form (OpenReader: nothing else is
+  // decoded). No-op when they are listed already. Errors: OpenReader's, the metadata DB's.
+  Status RecordStoredTensors(const std::string& digest);
   // Compresses now: GetFullPatch, then (options.drop_raw_archives) deletes the raw blob after
   // re-checking the full patch blob's SHA-256. If the raw blob was handed out within `grace`,
   // waits until the grace has passed. OK when there is nothing to do.
@@ -407,10 +414,9 @@ class ArchiveStorage {
   Status TryChain(const std::string& digest, const std::string& archive_path,
                   uint64_t full_patch_size, uint64_t max_depth, const std::string& exclude,
                   const std::string& replacing, bool* stored);
-  // Records the tensors of at least 64 KiB of archive `digest` (its file
-  // `archive_path`, whose header is read) in the metadata DB's archive_tensors. Errors: the
-  // archive's header does not parse; the metadata DB's.
-  Status RecordTensors(const std::string& digest, const std::string& archive_path);
+  // Records the tensors of at least 64 KiB of archive `digest` (whose parsed header is
+  // `header`) in the metadata DB's archive_tensors. Errors: the metadata DB's.
+  Status RecordTensors(const std::string& digest, const formats::ArchiveHeader& header);
   // After the raw blob of a chained archive was dropped: forgets its full patch (no longer its
   // stored form; garbage collection then removes it).
   void ForgetFullPatchOfChained(const std::string& digest);
@@ -456,7 +462,8 @@ class ArchiveStorage {
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::map<std::string, Clock::time_point> queue_;  // digest -> not before
-  std::string current_;                             // being compressed by the thread
+  std::string current_;  // being compressed (or its tensors listed) by the thread
+  std::vector<std::string> unlisted_;  // archives for RecordStoredTensors, when queue_ is empty
   std::unordered_map<std::string, CacheEntry> cache_;
   uint64_t cache_total_ = 0;
   std::unordered_set<std::string> copying_;  // archives a CacheCopy is being written for

@@ -295,6 +295,40 @@ TEST(ArchiveChainsTest, AVersionSharingTensorsWithAnotherStructureIsChainedOnIt)
   ExpectPulls(h, "org/encoder", encoder);
 }
 
+// An archive compressed before its tensors were listed (a registry upgraded past migration
+// 0014; here, one that ran with chains off, which lists nothing) is listed from its stored
+// form's header by the storage thread at the next start, so a later model of another
+// structure that holds its tensors is stored as a link from it.
+TEST(ArchiveChainsTest, ArchivesStoredBeforeTensorsWereListedAreListedAtStart) {
+  Harness h(ChainOptions(/*max_depth=*/0));
+  const std::string encoder =
+      PackTensors({{"encoder.layer0", 120000, 1}, {"encoder.layer1", 120000, 2}});
+  const std::string classifier = PackTensors(
+      {{"backbone.encoder.layer0", 120000, 1}, {"backbone.encoder.layer1", 120000, 2},
+       {"head.weight", 30000, 3}});
+  const std::string ed = PushVersion(&h, "org/encoder", "v1", encoder);
+  ASSERT_TRUE(h.registry().storage().Compress(ed).ok());
+  ASSERT_FALSE(h.registry().blobs().Contains(ed)) << "the raw archive was kept";
+  ASSERT_FALSE(*h.registry().db().HasArchiveTensors(ed));
+
+  RegistryOptions chains = ChainOptions();
+  chains.storage.background = true;  // the start's ScheduleAll and the storage thread
+  h.Reopen(chains);
+  h.registry().storage().WaitIdle();
+  Result<bool> listed = h.registry().db().HasArchiveTensors(ed);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_TRUE(*listed) << "the encoder's tensors were not listed at start";
+  EXPECT_EQ(h.registry().storage().status().pending, 0u);
+
+  const std::string cd = PushVersion(&h, "org/classifier", "v1", classifier);
+  h.registry().storage().WaitIdle();
+  auto link = h.registry().db().FindChainLink(cd);
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  EXPECT_EQ(link->parent_digest, ed);
+  ExpectPulls(h, "org/classifier", classifier);
+  ExpectPulls(h, "org/encoder", encoder);
+}
+
 // --max-chain-depth 0: every version stays whole (its full patch), as before chains.
 // A version deleted before its compression ran is not compressed: no full patch, no link
 // (before, both were computed and became garbage at once; the churn test's collections met
