@@ -15,7 +15,9 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -525,10 +527,13 @@ Response Registry::GetPatchReport(const Route& route, const RequestHead& head) {
   const std::optional<std::string> from = route.Query("from");
   const std::optional<std::string> to = route.Query("to");
   std::string paths[2];
+  // As for GET /blz/patch: with archives stored as patches, neither is rebuilt (the patch is
+  // computed from them as stored, and the report needs only the target's header).
+  const bool in_place = options_.create_patch_from_readers && storage_->enabled();
   if (Response error; !ResolveFromTo(route, head, from, to,
                                      "patch-report needs ?from=<archive digest>&to=<archive "
                                      "digest>",
-                                     paths, &error)) {
+                                     paths, &error, /*lazy=*/in_place)) {
     return error;
   }
   if (std::optional<Response> throttled =
@@ -539,21 +544,29 @@ Response Registry::GetPatchReport(const Route& route, const RequestHead& head) {
   Result<CachedBlob> computed = CachedPatch(route, *from, *to, paths, &compute_failed);
   if (!computed.ok()) return CachedPatchError(computed.status(), compute_failed);
   auto fail = [&](const Status& s) {
-    return ErrorResponse(
-        OciError::kUnknown,
-        "reading the patch failed: " +
-            ReplaceAll(ReplaceAll(s.ToString(), computed->blob.path, computed->blob.digest),
-                       paths[1], *to),
-        json{{"from", *from}, {"to", *to}});
+    std::string m = ReplaceAll(s.ToString(), computed->blob.path, computed->blob.digest);
+    if (!paths[1].empty()) m = ReplaceAll(m, paths[1], *to);
+    return ErrorResponse(OciError::kUnknown, "reading the patch failed: " + m,
+                         json{{"from", *from}, {"to", *to}});
   };
   Result<MappedFile> patch = MappedFile::Open(computed->blob.path);
   if (!patch.ok()) return fail(patch.status());
   Result<patcher::internal::PatchHeader> ph =
       patcher::internal::ParsePatch(patch->bytes(), patch->bytes().size(), computed->blob.digest);
   if (!ph.ok()) return fail(ph.status());
-  Result<formats::BlzArchive> target = formats::BlzArchive::Open(paths[1]);
-  if (!target.ok()) return fail(target.status());
-  const formats::ArchiveHeader& h = target->header();
+  // The target's header: from its stored form (OpenReader parses headers only), or its file.
+  std::shared_ptr<const patcher::ArchiveReader> stored;
+  std::optional<formats::BlzArchive> target;
+  if (paths[1].empty()) {
+    Result<std::shared_ptr<const patcher::ArchiveReader>> r = storage_->OpenReader(*to);
+    if (!r.ok()) return fail(r.status());
+    stored = std::move(*r);
+  } else {
+    Result<formats::BlzArchive> t = formats::BlzArchive::Open(paths[1]);
+    if (!t.ok()) return fail(t.status());
+    target.emplace(std::move(*t));
+  }
+  const formats::ArchiveHeader& h = stored != nullptr ? stored->header() : target->header();
 
   // Tensor names qualified by their file's path when not unique (as `blz diff -o` reports).
   std::map<std::string, uint32_t> name_counts;

@@ -519,6 +519,14 @@ TEST(ArchiveChainsTest, APatchBetweenTwoChainedSiblingsRebuildsNeither) {
     } else {
       EXPECT_EQ(st.cache_entries, 2u);  // what reading them as stored saves
     }
+    // The web view's report of that patch needs only ft2's header.
+    fs::remove_all(h.data() + "/cache/sha256");
+    h.Reopen(options);
+    Response report = h.Call("GET", "/v2/org/ft2/blz/patch-report?from=" + d1 + "&to=" + d2);
+    ASSERT_EQ(report.status, 200) << report.body;
+    const nlohmann::json r = nlohmann::json::parse(report.body);
+    EXPECT_EQ(r["patch_bytes"], want.size()) << report.body.substr(0, 400);
+    EXPECT_EQ(h.registry().storage().status().cache_entries, in_place ? 0u : 2u);
     ExpectPulls(h, "org/ft2", ft2);
   }
 }
