@@ -12,7 +12,9 @@
 # never cached yet) and a fresh process: the patch ft1 -> ft2 is downloaded with curl. Reported
 # (medians): the GET's wall time, the server's CPU time for it (utime + stime from /proc), the
 # bytes it wrote into its archive cache, and the patch's size; both builds must serve the same
-# patch (SHA-256 compared).
+# patch (SHA-256 compared). Also, once per build (the pushes are made by each build into its
+# own data directory), the server's CPU time for ft2's push and background compression (which
+# diffs ft2 against the base and verifies the link) and the bytes left in its cache.
 #
 #   BEFORE=/path/to/old/blz bash bench/sibling_patch_bench.sh        (from the repo root)
 #
@@ -20,6 +22,8 @@
 #   BLZ      the blz binary measured as "after" [build-release/cli/blz, else build-test/cli/blz]
 #   BEFORE   the blz binary measured as "before" (required)
 #   TENSORS, COLS, REPEAT        [16, 8192, 3]  (16 x 1024 x 8192 BF16 = 268 MB per version)
+#   CACHE    `blz serve --cache-size` (e.g. 200MB: a base over a quarter of the cache is read
+#            as stored by the link's diff and verification)          [the server's default]
 #   WORK     scratch directory (removed at exit) [mktemp -d]
 # Needs /usr/bin/python3 with numpy. Not part of CI. Output: a markdown table on stdout.
 set -euo pipefail
@@ -49,7 +53,7 @@ hz=$(getconf CLK_TCK)
 
 start() {  # BIN DATA
   blz_serve_start "$1" "$WORK/serve.out" "$WORK/serve.err" --data "$2" \
-    --listen 127.0.0.1:0 --max-chain-depth 1 || exit 1
+    --listen 127.0.0.1:0 --max-chain-depth 1 ${CACHE:+--cache-size "$CACHE"} || exit 1
   server_pid=$blz_pid url=$blz_url
   [ -n "$blz_token" ] && token=$blz_token
   return 0
@@ -60,20 +64,36 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
 log "generating 3 versions of $TENSORS x 1024 x $COLS BF16 in $WORK/in"
 "$PY" bench/bf16_series.py "$WORK/in" 3 "$TENSORS" 1024 "$COLS"
 
-start "$BLZ" "$WORK/data"
-: > "$WORK/digests"
-for pair in "step-00 bench/base" "step-01 bench/ft1" "step-02 bench/ft2"; do
-  set -- $pair
-  # A fresh client store per push: every version goes up whole and is stored by the registry.
-  BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/pusher-$1 "$BLZ" push -q --json "$WORK/in/$1" \
-    "${url#http://}/$2:v1" |
-    "$PY" -c 'import json,sys; print(sys.argv[1], json.load(sys.stdin)["digest"])' "$2" \
-    >> "$WORK/digests"
-  blz_wait_idle "$url" "$token" 4800  # each compressed before the next arrives
-done
-curl -sf -H "Authorization: Bearer $token" "$url/v2/_blz/storage" > "$WORK/storage.json"
-stop
-rm -rf "$WORK/data/cache"
+# setup BUILD BIN: the three pushes into a fresh $WORK/data-BUILD, each compressed before the
+# next arrives; records the server's CPU time from ft2's push to the end of its compression
+# (ingest, full patch, the link's diff and verification against the base) and the bytes its
+# cache holds then.
+setup() {
+  local build=$1 bin=$2 c0 c1
+  rm -rf "$WORK/data-$build"
+  start "$bin" "$WORK/data-$build"
+  : > "$WORK/digests"
+  for pair in "step-00 bench/base" "step-01 bench/ft1" "step-02 bench/ft2"; do
+    set -- $pair
+    c0=$(cpu_ticks)
+    # A fresh client store per push: every version goes up whole and is stored by the registry.
+    BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/pusher-$build-$1 "$bin" push -q --json "$WORK/in/$1" \
+      "${url#http://}/$2:v1" |
+      "$PY" -c 'import json,sys; print(sys.argv[1], json.load(sys.stdin)["digest"])' "$2" \
+      >> "$WORK/digests"
+    blz_wait_idle "$url" "$token" 4800
+    c1=$(cpu_ticks)
+  done
+  echo "$build $(( c1 - c0 )) $(du -sb "$WORK/data-$build/cache" 2>/dev/null | cut -f1)" \
+    >> "$WORK/setup"
+  curl -sf -H "Authorization: Bearer $token" "$url/v2/_blz/storage" > "$WORK/storage.json"
+  stop
+}
+: > "$WORK/setup"
+setup before "$BEFORE"
+setup after "$BLZ"
+mv "$WORK/data-after" "$WORK/data"
+rm -rf "$WORK/data/cache" "$WORK/data-before"
 d1=$(awk '$1 == "bench/ft1" {print $2}' "$WORK/digests")
 d2=$(awk '$1 == "bench/ft2" {print $2}' "$WORK/digests")
 "$PY" - "$WORK/storage.json" "$d1" "$d2" <<'EOF'
@@ -107,7 +127,7 @@ for r in $(seq 1 "$REPEAT"); do
   log "round $r done"
 done
 
-"$PY" - "$WORK/times" "$hz" "$TENSORS" "$COLS" <<'EOF'
+"$PY" - "$WORK/times" "$hz" "$TENSORS" "$COLS" "$WORK/setup" <<'EOF'
 import statistics, sys
 hz = int(sys.argv[2])
 size = int(sys.argv[3]) * 1024 * int(sys.argv[4]) * 2
@@ -128,4 +148,10 @@ for build in ("before", "after"):
     cpu = statistics.median(r[1] for r in rs)
     cache = statistics.median(r[2] for r in rs)
     print(f"| {build} | {wall:.2f} s | {cpu:.2f} s | {cache / 1e6:.0f} MB | {rs[0][3] / 1e6:.1f} MB |")
+print()
+print("| build | server CPU, ft2's push and compression (one run) | cache bytes after it |")
+print("|---|---|---|")
+for line in open(sys.argv[5]):
+    build, ticks, *cache = line.split()
+    print(f"| {build} | {int(ticks) / hz:.2f} s | {int(cache[0]) / 1e6 if cache else 0:.0f} MB |")
 EOF

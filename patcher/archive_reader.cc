@@ -207,6 +207,55 @@ Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, in
   return out.Commit(/*no_replace=*/true);
 }
 
+Status VerifyReader(const ArchiveReader& reader, const std::string& archive_path, int threads,
+                    ArchiveReadStats* stats) {
+  MappedFile file;
+  if (!archive_path.empty()) {
+    BLZ_ASSIGN_OR_RETURN(file, MappedFile::Open(archive_path));
+    if (file.size() != reader.archive_size()) {
+      return DigestMismatch("archive " + reader.archive_digest() + ": its stored form has " +
+                            std::to_string(reader.archive_size()) + " bytes, " + archive_path +
+                            " " + std::to_string(file.size()));
+    }
+    file.AdviseSequential();
+  }
+  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveStream> stream,
+                       ArchiveStream::Start(reader.shared_from_this(), 0, reader.archive_size(),
+                                            threads));
+  Sha256 sha;
+  uint64_t at = 0;
+  Status s;
+  while (true) {
+    Result<ByteSpan> bytes = stream->Next();
+    if (!bytes.ok()) {
+      s = bytes.status();
+      break;
+    }
+    if (bytes->empty()) break;
+    if (archive_path.empty()) {
+      sha.Update(*bytes);
+    } else if (std::memcmp(bytes->data(), file.data() + at, bytes->size()) != 0) {
+      uint64_t k = 0;
+      while ((*bytes)[k] == file.data()[at + k]) ++k;
+      s = DigestMismatch("archive " + reader.archive_digest() + ": its stored form differs from " +
+                         archive_path + " at byte offset " + std::to_string(at + k));
+      break;
+    }
+    if (!archive_path.empty()) file.DropRange(at, bytes->size());
+    at += bytes->size();
+  }
+  if (stats != nullptr) *stats = stream->stats();
+  BLZ_RETURN_IF_ERROR(s);
+  if (archive_path.empty()) {
+    const std::string got = MakeDigest(sha.FinishHex());
+    if (got != reader.archive_digest()) {
+      return DigestMismatch("archive " + reader.archive_digest() +
+                            ": its stored form rebuilds bytes with digest " + got);
+    }
+  }
+  return Status::Ok();
+}
+
 // ---- ArchiveStream -----------------------------------------------------------------------------
 
 Result<std::unique_ptr<ArchiveStream>> ArchiveStream::Start(

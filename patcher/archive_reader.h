@@ -118,6 +118,18 @@ class ArchiveReader : public std::enable_shared_from_this<ArchiveReader> {
 Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, int threads = 0,
                     ArchiveReadStats* stats = nullptr);
 
+// Decodes the whole archive `reader` reads, as WriteArchive does (on `threads` workers), and
+// writes nothing: OK only if the bytes are exactly those of the archive file at `archive_path`
+// (compared byte for byte: a copy the caller verified to be reader.archive_digest(), such as a
+// registry's raw blob), or, when `archive_path` is "", if their SHA-256 is
+// reader.archive_digest(). How a registry checks a chain link before relying on it without
+// writing its parent, or the archive the link rebuilds, anywhere. Errors: the cursors'
+// (kCorruption naming the patch, the piece, the chunk), kDigestMismatch (naming the first byte
+// offset that differs, a size that differs, or the digest the bytes have), kNotFound /
+// kIOError (archive_path). `stats` (may be null) receives what was decoded.
+Status VerifyReader(const ArchiveReader& reader, const std::string& archive_path, int threads = 0,
+                    ArchiveReadStats* stats = nullptr);
+
 class RangeDecoder;  // archive_reader.cc
 
 // The bytes [offset, offset + length) of an archive, decoded ahead of the consumer on worker

@@ -87,6 +87,19 @@ uint64_t Distance(int64_t a, int64_t b) { return uint64_t(a > b ? a - b : b - a)
 
 }  // namespace
 
+Result<std::shared_ptr<const patcher::ArchiveReader>> ArchiveStorage::OpenParent(
+    const std::string& digest) {
+  Result<store::BlobInfo> stat = Stat(digest);
+  if (stat.ok() && stat->size <= options_.cache_bytes / 4) {
+    BLZ_ASSIGN_OR_RETURN(store::BlobInfo file, File(digest));
+    Result<std::shared_ptr<const patcher::ArchiveFileReader>> reader =
+        patcher::ArchiveFileReader::Open(file.path, digest);
+    if (!reader.ok()) return reader.status();
+    return std::shared_ptr<const patcher::ArchiveReader>(std::move(*reader));
+  }
+  return OpenReader(digest);
+}
+
 Status ArchiveStorage::TryChain(const std::string& digest, const std::string& archive_path,
                                 uint64_t full_patch_size, uint64_t max_depth,
                                 const std::string& exclude, const std::string& replacing,
@@ -196,7 +209,7 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
       }
     }
     ++tried;
-    Result<store::BlobInfo> parent = File(p.digest);
+    Result<std::shared_ptr<const patcher::ArchiveReader>> parent = OpenParent(p.digest);
     if (!parent.ok()) {
       Log("storage: " + digest + ": parent candidate " + p.digest +
           " unreadable: " + parent.status().ToString());
@@ -215,7 +228,7 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     const std::string temp = blobs_->NewTempPath("chain");
     Status s = known.has_value()
                    ? Status::Ok()
-                   : functions_.diff(parent->path, p.digest, archive_path, digest, temp, &stop_);
+                   : functions_.diff(*parent, archive_path, digest, temp, &stop_);
     const std::string patch_path = known.has_value() ? known->path : temp;
     Result<uint64_t> size = s.ok() ? FileSizeOf(patch_path) : Result<uint64_t>(s);
     const std::string why_not = [&]() -> std::string {
@@ -242,8 +255,7 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     // already: verified against the parent, not published again.
     Result<std::string> hex = known.has_value() ? Result<std::string>(std::string())
                                                 : Sha256FileHex(temp);
-    s = hex.ok() ? functions_.verify_patch(parent->path, p.digest, patch_path, digest,
-                                           archive_path)
+    s = hex.ok() ? functions_.verify_patch(*parent, patch_path, digest, archive_path)
                  : hex.status();
     Result<store::BlobInfo> blob =
         !s.ok()             ? Result<store::BlobInfo>(s)
@@ -545,10 +557,11 @@ Result<ChainScrubReport> ArchiveStorage::VerifyChains(
     ++report.links;
     Status s = [&]() -> Status {
       if (!functions_.chains()) return Unsupported("this server cannot apply patches");
-      BLZ_ASSIGN_OR_RETURN(store::BlobInfo parent, File(link.parent_digest));
+      BLZ_ASSIGN_OR_RETURN(std::shared_ptr<const patcher::ArchiveReader> parent,
+                           OpenReader(link.parent_digest));
       BLZ_ASSIGN_OR_RETURN(store::BlobInfo patch, blobs_->LocalFile(link.patch_digest));
-      Status v = functions_.verify_patch(parent.path, link.parent_digest, patch.path,
-                                         link.archive_digest, /*target_path=*/"");
+      Status v = functions_.verify_patch(parent, patch.path, link.archive_digest,
+                                         /*target_path=*/"");
       if (!v.ok() && blobs_->Verify(patch.digest).code() == Code::kDigestMismatch) {
         return QuarantineDamaged(patch, "chain link " + patch.digest + " of archive " +
                                             link.archive_digest);

@@ -98,17 +98,18 @@ struct FullPatchFunctions {
   std::function<Result<uint64_t>(const std::string& patch_path)> archive_size;
 
   // Chains (docs/storage.md, "Chains"); both empty = no chains. (A chain is read through
-  // patcher::PatchReader, ArchiveStorage::OpenReader.)
-  // Writes the patch from the archive at `base_path` (digest `base_digest`) to the archive at
-  // `target_path` (`target_digest`) to `out_path` (must not exist); stops early once *cancel.
-  std::function<Status(const std::string& base_path, const std::string& base_digest,
+  // patcher::PatchReader, ArchiveStorage::OpenReader.) The parent is read as stored (`base`,
+  // OpenReader: a file, a full patch or a link over its own parent), never rebuilt.
+  // Writes the patch from the archive `base` reads to the archive at `target_path` (digest
+  // `target_digest`) to `out_path` (must not exist); stops early once *cancel.
+  std::function<Status(std::shared_ptr<const patcher::ArchiveReader> base,
                        const std::string& target_path, const std::string& target_digest,
                        const std::string& out_path, const std::atomic<bool>* cancel)>
       diff;
-  // Decodes the patch at `patch_path` against the base completely, writing nothing; OK only if
-  // it is a patch from `base_digest` that rebuilds exactly `target_digest`: compared byte for
-  // byte with the verified archive at `target_path` when one is given, else hashed.
-  std::function<Status(const std::string& base_path, const std::string& base_digest,
+  // Decodes the patch at `patch_path` against `base` completely, writing nothing; OK only if
+  // it is a patch from base->archive_digest() that rebuilds exactly `target_digest`: compared
+  // byte for byte with the verified archive at `target_path` when one is given, else hashed.
+  std::function<Status(std::shared_ptr<const patcher::ArchiveReader> base,
                        const std::string& patch_path, const std::string& target_digest,
                        const std::string& target_path)>
       verify_patch;
@@ -118,7 +119,7 @@ struct FullPatchFunctions {
 };
 
 // blz::patcher's implementation (CreateFullPatch, VerifyPatchAgainst, ApplyFullPatch,
-// ReadPatchInfo; CreatePatch and VerifyPatch(Against) for chains);
+// ReadPatchInfo; CreatePatchFromReaders and PatchReader + VerifyReader for chains);
 // defined in registry/patch_function.cc.
 FullPatchFunctions PatcherFullPatchFunctions();
 
@@ -414,6 +415,12 @@ class ArchiveStorage {
   Status TryChain(const std::string& digest, const std::string& archive_path,
                   uint64_t full_patch_size, uint64_t max_depth, const std::string& exclude,
                   const std::string& replacing, bool* stored);
+  // A chain parent candidate for TryChain's diff and verification. One that fits in a quarter
+  // of the cache is rebuilt into it once (File), so the next versions of a series are diffed
+  // against that file without decoding it again; a larger one would push the others out of
+  // the cache (or not fit) and is read as stored (OpenReader: decoded twice, diff and
+  // verification, but nothing written). Errors: File's / OpenReader's.
+  Result<std::shared_ptr<const patcher::ArchiveReader>> OpenParent(const std::string& digest);
   // Records the tensors of at least 64 KiB of archive `digest` (whose parsed header is
   // `header`) in the metadata DB's archive_tensors. Errors: the metadata DB's.
   Status RecordTensors(const std::string& digest, const formats::ArchiveHeader& header);

@@ -1,7 +1,9 @@
 // The only registry translation unit that calls into the patcher's implementation: binaries that
 // never compute patches (most registry tests) do not need to link it.
 #include "core/file_util.h"
+#include "patcher/archive_reader.h"
 #include "patcher/patch.h"
+#include "patcher/patch_reader.h"
 #include "registry/archive_storage.h"
 #include "registry/background_jobs.h"
 #include "registry/registry.h"
@@ -68,43 +70,36 @@ FullPatchFunctions PatcherFullPatchFunctions() {
     BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
     return info.target_bytes;
   };
-  // Chains (registry/archive_chains.cc).
-  f.diff = [](const std::string& base_path, const std::string& base_digest,
-              const std::string& target_path, const std::string& target_digest,
-              const std::string& out_path, const std::atomic<bool>* cancel) -> Status {
+  // Chains (registry/archive_chains.cc): the parent read as stored, never rebuilt.
+  f.diff = [](std::shared_ptr<const patcher::ArchiveReader> base, const std::string& target_path,
+              const std::string& target_digest, const std::string& out_path,
+              const std::atomic<bool>* cancel) -> Status {
+    Result<std::shared_ptr<const patcher::ArchiveFileReader>> target =
+        patcher::ArchiveFileReader::Open(target_path, target_digest);
+    if (!target.ok()) return target.status();
     patcher::DiffOptions options;
     options.cancel = cancel;
-    options.known_base_digest = base_digest;
-    options.known_target_digest = target_digest;
     patcher::DiffStats stats;
-    return patcher::CreatePatch(base_path, target_path, out_path, options, &stats);
+    return patcher::CreatePatchFromReaders(std::move(base), std::move(*target), out_path,
+                                           options, &stats);
   };
   // The patch must name exactly this base and target (a link read back from the store is
   // checked against the DB's row, not only against itself).
-  auto names = [](const std::string& patch_path, const std::string& base_digest,
-                  const std::string& target_digest) -> Status {
+  f.verify_patch = [](std::shared_ptr<const patcher::ArchiveReader> base,
+                      const std::string& patch_path, const std::string& target_digest,
+                      const std::string& target_path) -> Status {
     BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
-    if (info.full || info.base_digest != base_digest || info.target_digest != target_digest) {
-      return Corruption(patch_path + ": not the patch from " + base_digest + " to " +
+    if (info.full || info.base_digest != base->archive_digest() ||
+        info.target_digest != target_digest) {
+      return Corruption(patch_path + ": not the patch from " + base->archive_digest() + " to " +
                         target_digest);
     }
-    return Status::Ok();
-  };
-  f.verify_patch = [names](const std::string& base_path, const std::string& base_digest,
-                           const std::string& patch_path, const std::string& target_digest,
-                           const std::string& target_path) -> Status {
-    BLZ_RETURN_IF_ERROR(names(patch_path, base_digest, target_digest));
-    patcher::ApplyStats stats;
-    if (!target_path.empty()) {
-      return patcher::VerifyPatchAgainst(base_path, patch_path, target_path, target_digest,
-                                         &stats);
-    }
-    BLZ_RETURN_IF_ERROR(patcher::VerifyPatch(base_path, patch_path, &stats));
-    if (stats.target_digest != target_digest) {
-      return DigestMismatch(patch_path + ": rebuilds " + stats.target_digest + ", not " +
-                            target_digest);
-    }
-    return Status::Ok();
+    // Every chunk decoded against the parent's and checked against its xxh3 (PatchReader),
+    // the whole compared with the verified archive, or hashed.
+    Result<std::shared_ptr<const patcher::PatchReader>> link =
+        patcher::PatchReader::Open(patch_path, std::move(base));
+    if (!link.ok()) return link.status();
+    return patcher::VerifyReader(**link, target_path);
   };
   return f;
 }

@@ -2,7 +2,8 @@
 // through ArchiveReaders (plain files, full patches, chain links of two siblings over one
 // parent) is byte for byte the patch CreatePatch makes of the two files, and it applies to the
 // target; a damaged chunk of either side is refused naming the patch, and nothing is written.
-// Also: the codec choice made from a tensor's sample slices (ChooseCodecOnSample) is the one
+// VerifyReader compares or hashes a whole archive read through a chain. Also: the codec
+// choice made from a tensor's sample slices (ChooseCodecOnSample) is the one
 // ChooseCodec makes from the whole tensor.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -207,6 +208,39 @@ TEST(PatchFromReadersTest, ADamagedChunkOrWrongArgumentsWriteNothing) {
                               nullptr);
   EXPECT_EQ(st.code(), Code::kAlreadyExists) << st.ToString();
   EXPECT_EQ(testing::ReadFileBytes(dir / "out5"), "keep");
+}
+
+// VerifyReader: sibling b read through its link over the parent's full patch is exactly b's
+// file (compared) and hashes to b's digest; compared with a's file (same size) it names the
+// first byte that differs; with a file of another size it says so; a reader whose bytes are
+// not its digest fails the hash.
+TEST(PatchFromReadersTest, VerifyReaderComparesOrHashesTheWholeArchive) {
+  testing::TempDir dir;
+  const Siblings s = MakeSiblings(dir);
+  auto parent_full = Patch(s.parent_full);
+  auto b = Patch(s.b_link, parent_full);
+  ASSERT_NE(b, nullptr);
+  for (int threads : {1, 2}) {
+    EXPECT_TRUE(VerifyReader(*b, s.b, threads).ok());
+    EXPECT_TRUE(VerifyReader(*b, "", threads).ok());
+  }
+  const std::string b_bytes = testing::ReadFileBytes(s.b);
+  const std::string a_bytes = testing::ReadFileBytes(s.a);
+  ASSERT_EQ(a_bytes.size(), b_bytes.size());
+  size_t first = 0;
+  while (a_bytes[first] == b_bytes[first]) ++first;
+  Status st = VerifyReader(*b, s.a);
+  EXPECT_EQ(st.code(), Code::kDigestMismatch) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("at byte offset " + std::to_string(first)));
+  testing::WriteFileBytes(dir / "short.blz", b_bytes.substr(0, b_bytes.size() - 1));
+  st = VerifyReader(*b, dir / "short.blz");
+  EXPECT_EQ(st.code(), Code::kDigestMismatch) << st.ToString();
+  // A reader that names another digest than its bytes have (hashing mode).
+  auto misnamed = ArchiveFileReader::Open(s.a, s.b_digest);
+  ASSERT_TRUE(misnamed.ok());
+  st = VerifyReader(**misnamed, "");
+  EXPECT_EQ(st.code(), Code::kDigestMismatch) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr(s.a_digest));
 }
 
 // ChooseCodecOnSample on the slices SampleSlices names makes ChooseCodec's choice on the
