@@ -171,16 +171,15 @@ class RangeDecoder {
   ArchiveReadStats decoded_;  // of cursors dropped after an error
 };
 
-Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, int threads,
-                    ArchiveReadStats* stats) {
-  struct stat st {};
-  if (::lstat(out_path.c_str(), &st) == 0) return AlreadyExists(out_path + ": already exists");
-  // The same decoding pipeline as a streamed download, drained into the file.
+namespace {
+
+// The whole archive `reader` reads, decoded through an ArchiveStream on `threads` workers,
+// handed to `sink` in order; stops at the first error (the stream's or the sink's).
+Status DrainArchive(const ArchiveReader& reader, int threads, ArchiveReadStats* stats,
+                    const std::function<Status(ByteSpan)>& sink) {
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveStream> stream,
                        ArchiveStream::Start(reader.shared_from_this(), 0, reader.archive_size(),
                                             threads));
-  BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path));
-  Sha256 sha;
   Status s;
   while (true) {
     Result<ByteSpan> bytes = stream->Next();
@@ -189,11 +188,30 @@ Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, in
       break;
     }
     if (bytes->empty()) break;
-    sha.Update(*bytes);
-    s = out.Append(*bytes);
+    s = sink(*bytes);
     if (!s.ok()) break;
   }
   if (stats != nullptr) *stats = stream->stats();
+  return s;
+}
+
+}  // namespace
+
+Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, int threads,
+                    ArchiveReadStats* stats) {
+  struct stat st {};
+  if (::lstat(out_path.c_str(), &st) == 0) return AlreadyExists(out_path + ": already exists");
+  if (threads < 0) {
+    return InvalidArgument("archive stream: threads must be >= 0 (0 = one per core), got " +
+                           std::to_string(threads));
+  }
+  // The same decoding pipeline as a streamed download, drained into the file.
+  BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path));
+  Sha256 sha;
+  Status s = DrainArchive(reader, threads, stats, [&](ByteSpan bytes) {
+    sha.Update(bytes);
+    return out.Append(bytes);
+  });
   if (!s.ok()) {
     out.Abandon();
     return s;
@@ -219,33 +237,24 @@ Status VerifyReader(const ArchiveReader& reader, const std::string& archive_path
     }
     file.AdviseSequential();
   }
-  BLZ_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveStream> stream,
-                       ArchiveStream::Start(reader.shared_from_this(), 0, reader.archive_size(),
-                                            threads));
   Sha256 sha;
   uint64_t at = 0;
-  Status s;
-  while (true) {
-    Result<ByteSpan> bytes = stream->Next();
-    if (!bytes.ok()) {
-      s = bytes.status();
-      break;
-    }
-    if (bytes->empty()) break;
+  BLZ_RETURN_IF_ERROR(DrainArchive(reader, threads, stats, [&](ByteSpan bytes) -> Status {
     if (archive_path.empty()) {
-      sha.Update(*bytes);
-    } else if (std::memcmp(bytes->data(), file.data() + at, bytes->size()) != 0) {
-      uint64_t k = 0;
-      while ((*bytes)[k] == file.data()[at + k]) ++k;
-      s = DigestMismatch("archive " + reader.archive_digest() + ": its stored form differs from " +
-                         archive_path + " at byte offset " + std::to_string(at + k));
-      break;
+      sha.Update(bytes);
+    } else {
+      if (std::memcmp(bytes.data(), file.data() + at, bytes.size()) != 0) {
+        uint64_t k = 0;
+        while (bytes[k] == file.data()[at + k]) ++k;
+        return DigestMismatch("archive " + reader.archive_digest() +
+                              ": its stored form differs from " + archive_path +
+                              " at byte offset " + std::to_string(at + k));
+      }
+      file.DropRange(at, bytes.size());
     }
-    if (!archive_path.empty()) file.DropRange(at, bytes->size());
-    at += bytes->size();
-  }
-  if (stats != nullptr) *stats = stream->stats();
-  BLZ_RETURN_IF_ERROR(s);
+    at += bytes.size();
+    return Status::Ok();
+  }));
   if (archive_path.empty()) {
     const std::string got = MakeDigest(sha.FinishHex());
     if (got != reader.archive_digest()) {

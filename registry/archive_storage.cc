@@ -645,9 +645,7 @@ Status ArchiveStorage::ScheduleAll() {
         BLZ_ASSIGN_OR_RETURN(bool listed, db_->HasArchiveTensors(v.archive_digest));
         if (listed) continue;
         std::lock_guard<std::mutex> lock(mu_);
-        if (std::find(unlisted_.begin(), unlisted_.end(), v.archive_digest) == unlisted_.end()) {
-          unlisted_.push_back(v.archive_digest);
-        }
+        unlisted_.insert(v.archive_digest);
         continue;
       }
       if (!options_.drop_raw_archives && FindFullPatch(v.archive_digest).ok()) continue;
@@ -823,8 +821,8 @@ void ArchiveStorage::Run() {
     EvictLocked(now);
     if (queue_.empty() && !unlisted_.empty()) {
       // No compression waits: list the tensors of an archive stored before they were listed.
-      const std::string digest = unlisted_.back();
-      unlisted_.pop_back();
+      const std::string digest = *unlisted_.begin();
+      unlisted_.erase(unlisted_.begin());
       current_ = digest;
       lock.unlock();
       Status s;

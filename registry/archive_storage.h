@@ -57,6 +57,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -98,8 +99,8 @@ struct FullPatchFunctions {
   std::function<Result<uint64_t>(const std::string& patch_path)> archive_size;
 
   // Chains (docs/storage.md, "Chains"); both empty = no chains. (A chain is read through
-  // patcher::PatchReader, ArchiveStorage::OpenReader.) The parent is read as stored (`base`,
-  // OpenReader: a file, a full patch or a link over its own parent), never rebuilt.
+  // patcher::PatchReader, ArchiveStorage::OpenReader.) The parent comes as a reader
+  // (ArchiveStorage::OpenParent: its file in the cache, or its stored form read in place).
   // Writes the patch from the archive `base` reads to the archive at `target_path` (digest
   // `target_digest`) to `out_path` (must not exist); stops early once *cancel.
   std::function<Status(std::shared_ptr<const patcher::ArchiveReader> base,
@@ -470,7 +471,7 @@ class ArchiveStorage {
   std::condition_variable cv_;
   std::map<std::string, Clock::time_point> queue_;  // digest -> not before
   std::string current_;  // being compressed (or its tensors listed) by the thread
-  std::vector<std::string> unlisted_;  // archives for RecordStoredTensors, when queue_ is empty
+  std::set<std::string> unlisted_;  // archives for RecordStoredTensors, when queue_ is empty
   std::unordered_map<std::string, CacheEntry> cache_;
   uint64_t cache_total_ = 0;
   std::unordered_set<std::string> copying_;  // archives a CacheCopy is being written for

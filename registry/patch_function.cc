@@ -70,7 +70,7 @@ FullPatchFunctions PatcherFullPatchFunctions() {
     BLZ_ASSIGN_OR_RETURN(patcher::PatchInfo info, patcher::ReadPatchInfo(patch_path));
     return info.target_bytes;
   };
-  // Chains (registry/archive_chains.cc): the parent read as stored, never rebuilt.
+  // Chains (registry/archive_chains.cc): the parent as a reader (ArchiveStorage::OpenParent).
   f.diff = [](std::shared_ptr<const patcher::ArchiveReader> base, const std::string& target_path,
               const std::string& target_digest, const std::string& out_path,
               const std::atomic<bool>* cancel) -> Status {
