@@ -1,11 +1,13 @@
-// Per-tensor patches between two .blz archives: creating them (CreatePatch, CreateFullPatch)
-// and reading their header (ReadPatchInfo); patch_apply.cc applies and verifies them.
+// Per-tensor patches between two .blz archives: creating them (CreatePatch, CreateFullPatch,
+// CreatePatchFromReaders) and reading their header (ReadPatchInfo); patch_apply.cc applies and
+// verifies them.
 // Interface: patcher/patch.h; container: patcher/patch_format.h; spec: docs/patch-format.md.
 //
 // Both directions cut every piece of the target archive into chunks of kChunkBytes and run
 // them through an ordered pipeline (core/ordered_pipeline.h): workers encode or decode chunks
-// in parallel, the calling thread writes them in order. Archives are memory-mapped; no whole
-// tensor is ever held in memory.
+// in parallel, the calling thread writes them in order. Archive files are memory-mapped;
+// archives stored as patches are decoded chunk by chunk (ArchiveSource); no whole tensor is
+// ever held in memory.
 #include "patcher/patch.h"
 
 #include <fcntl.h>
