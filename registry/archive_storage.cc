@@ -636,14 +636,19 @@ void ArchiveStorage::Schedule(const std::string& archive_digest) {
 
 Status ArchiveStorage::ScheduleAll() {
   if (!options_.background || !enabled()) return Status::Ok();
+  // Archives whose tensors are not listed (one query, not one per version).
+  std::set<std::string> unlisted;
+  if (options_.max_chain_depth > 0) {
+    BLZ_ASSIGN_OR_RETURN(std::vector<std::string> digests,
+                         db_->ListVersionArchivesWithoutTensors());
+    unlisted.insert(digests.begin(), digests.end());
+  }
   BLZ_ASSIGN_OR_RETURN(store::Page repos, db_->ListRepositories(std::nullopt, ""));
   for (const std::string& repo : repos.items) {
     BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions, db_->ListVersions(repo));
     for (const store::VersionRecord& v : versions) {
       if (!blobs_->Contains(v.archive_digest)) {  // dropped already (or lost)
-        if (options_.max_chain_depth == 0) continue;
-        BLZ_ASSIGN_OR_RETURN(bool listed, db_->HasArchiveTensors(v.archive_digest));
-        if (listed) continue;
+        if (unlisted.count(v.archive_digest) == 0) continue;
         std::lock_guard<std::mutex> lock(mu_);
         unlisted_.insert(v.archive_digest);
         continue;

@@ -432,6 +432,9 @@ class MetadataDb {
                               const std::vector<ArchiveTensorRecord>& tensors);
   // True when tensors of `archive_digest` were recorded.
   Result<bool> HasArchiveTensors(std::string_view archive_digest);
+  // The archives of model versions (any repository) with no tensors recorded, each once, in
+  // digest order: one query for what a start lists (ArchiveStorage::ScheduleAll).
+  Result<std::vector<std::string>> ListVersionArchivesWithoutTensors();
   // The model versions' archives (rows of `versions`, any repository) holding tensors with the
   // same SHA-256 and length as tensors recorded for `archive_digest`, at most `limit`, most
   // shared bytes first (ties: by digest). A tensor of `archive_digest` counts once per other

@@ -79,6 +79,22 @@ Result<bool> MetadataDb::HasArchiveTensors(std::string_view archive_digest) {
   return st.Step();
 }
 
+Result<std::vector<std::string>> MetadataDb::ListVersionArchivesWithoutTensors() {
+  BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
+  BLZ_ASSIGN_OR_RETURN(
+      Statement st,
+      db_.Prepare("SELECT DISTINCT v.archive_digest FROM versions v WHERE NOT EXISTS "
+                  "(SELECT 1 FROM archive_tensors t WHERE t.archive_digest = v.archive_digest) "
+                  "ORDER BY v.archive_digest"));
+  std::vector<std::string> out;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
 Result<std::vector<SharedTensors>> MetadataDb::ListArchivesSharingTensors(
     std::string_view archive_digest, uint64_t limit) {
   BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());

@@ -223,12 +223,21 @@ TEST_P(MetadataDbTest, ArchivesSharingTensorsAreListedMostSharedFirst) {
                     d = D("archive-d"), gone = D("archive-gone");
   const std::string t1(64, '1'), t2(64, '2'), t3(64, '3'), zero(64, '0');
   EXPECT_FALSE(*db_->HasArchiveTensors(a));
+  auto unlisted = db_->ListVersionArchivesWithoutTensors();
+  ASSERT_TRUE(unlisted.ok()) << unlisted.status().ToString();
+  std::vector<std::string> versions = {a, b, c, d};
+  std::sort(versions.begin(), versions.end());
+  EXPECT_EQ(*unlisted, versions);
   ASSERT_TRUE(db_->RecordArchiveTensors(a, {{0, t1, 1000}, {1, t2, 500}, {2, zero, 70}}).ok());
   EXPECT_TRUE(*db_->HasArchiveTensors(a));
   ASSERT_TRUE(db_->RecordArchiveTensors(b, {{0, t2, 500}, {3, t3, 9000}}).ok());
   ASSERT_TRUE(db_->RecordArchiveTensors(c, {{0, zero, 70}, {1, zero, 70}, {2, t1, 1000}}).ok());
   ASSERT_TRUE(db_->RecordArchiveTensors(d, {{5, t1, 1000}, {6, t2, 500}}).ok());
   ASSERT_TRUE(db_->RecordArchiveTensors(gone, {{0, t1, 1000}, {1, t2, 500}, {2, zero, 70}}).ok());
+  // `gone` is nobody's version: not listed, listed or not.
+  unlisted = db_->ListVersionArchivesWithoutTensors();
+  ASSERT_TRUE(unlisted.ok());
+  EXPECT_TRUE(unlisted->empty());
   // Recorded again with other values: the first rows stay.
   ASSERT_TRUE(db_->RecordArchiveTensors(a, {{0, t3, 9000}}).ok());
   Result<std::vector<SharedTensors>> got = db_->ListArchivesSharingTensors(a, 10);
