@@ -9,8 +9,9 @@
 //   then the nearest push time. For each of the first options.chain_candidates parents whose
 //   chain is short enough (depth + 1 <= max_chain_depth) and does not pass through the
 //   archive: the patch parent -> archive is computed, kept only when smaller than
-//   chain_max_fraction of the full patch and when the rebuild cost stays bounded (root form +
-//   links <= chain_rebuild_factor x archive size), then verified (decoded against the
+//   chain_max_fraction of the full patch and when the rebuild cost stays bounded (per level
+//   of the chain, its stored form or, read in place, the archive's size, whichever is less;
+//   in all <= chain_rebuild_factor x archive size), then verified (decoded against the
 //   parent: it must rebuild exactly the archive's SHA-256), published and recorded (table
 //   archive_chains and the `patches` row parent -> archive, one transaction). Only then is
 //   the raw blob dropped, and after that the full patch forgotten (garbage collection
@@ -25,6 +26,9 @@
 //   referenced but whose parent is not get a new parent (never a deeper chain than before) or
 //   their full patch; the link switches in one transaction, only after the new form verified.
 //   Until then garbage collection keeps the parent (registry/garbage_collector.cc).
+// - Sharers (ChainSharersOnto, after an archive was stored): archives stored whole that hold
+//   most of their tensors identically in the new archive are tried as links from it, so a
+//   model assembled from two others stores neither's tensors twice.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -101,10 +105,12 @@ Result<std::shared_ptr<const patcher::ArchiveReader>> ArchiveStorage::OpenParent
 }
 
 Status ArchiveStorage::TryChain(const std::string& digest, const std::string& archive_path,
-                                uint64_t full_patch_size, uint64_t max_depth,
-                                const std::string& exclude, const std::string& replacing,
+                                uint64_t full_patch_size, const ChainRequest& request,
                                 bool* stored) {
   *stored = false;
+  const uint64_t max_depth = request.max_depth;
+  const std::string& exclude = request.exclude;
+  const std::string& replacing = request.replacing;
   if (max_depth == 0) return Status::Ok();
   // Its large tensors by content, for later archives to find it as the parent that holds
   // their identical tensors (and for this one to find such parents below).
@@ -140,6 +146,7 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
   std::map<std::string, Parent> found;
   auto consider = [&](const store::VersionRecord& v) {
     if (v.archive_digest == digest || v.archive_digest == exclude) return;
+    if (!request.only.empty() && v.archive_digest != request.only) return;
     Parent p;
     p.digest = v.archive_digest;
     p.same_structure = !hash.empty() && v.structural_hash == hash;
@@ -151,11 +158,17 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     auto [it, added] = found.emplace(p.digest, p);
     if (!added && Better(p, it->second)) it->second = p;
   };
+  if (!request.only.empty()) {
+    BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions,
+                         db_->ListVersionsOfArchive(request.only));
+    for (const store::VersionRecord& v : versions) consider(v);
+  }
   for (const std::string& repo : my_repos) {
+    if (!request.only.empty()) break;
     BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions, db_->ListVersions(repo));
     for (const store::VersionRecord& v : versions) consider(v);
   }
-  if (!hash.empty()) {
+  if (!hash.empty() && request.only.empty()) {
     BLZ_ASSIGN_OR_RETURN(store::StructurePage page,
                          db_->ListStructureVersions(hash, kMaxStructureCandidates, {}));
     for (const store::StructureVersion& sv : page.items) {
@@ -165,7 +178,7 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     }
   }
   for (const store::SharedTensors& st : sharing) {
-    if (found.count(st.archive_digest) > 0) continue;
+    if (found.count(st.archive_digest) > 0 || !request.only.empty()) continue;
     BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions,
                          db_->ListVersionsOfArchive(st.archive_digest));
     for (const store::VersionRecord& v : versions) consider(v);
@@ -177,36 +190,37 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
   size_t tried = 0;
   for (const Parent& p : ranked) {
     if (tried >= options_.chain_candidates || stop_) break;
-    // The parent's own depth and rebuild cost; its chain must not pass through the archive
-    // (or the parent being re-based away).
+    // The parent's depth, and the stored bytes a read of the archive through it takes: a
+    // read decodes, per chunk of the archive, one chunk-sized range per level of the parent's
+    // chain (patcher/patch_reader.h), so each level costs its stored form at most and, read
+    // in place, about the archive's own size at most; where the store downloads whole blobs
+    // to read them (s3's local cache), each level's whole form. The chain must not pass
+    // through the archive (or the parent being re-based away).
+    const bool whole_levels = blobs_->streams_reads();
+    auto level_cost = [&](uint64_t form_size) {
+      return whole_levels ? form_size : std::min(form_size, archive_size);
+    };
     uint64_t depth = 0, rebuild = 0;
     bool usable = true;
-    {
-      std::string at = p.digest;
-      for (int i = 0; i < kMaxRebuildDepth; ++i) {
-        Result<store::ChainLink> up = db_->FindChainLink(at);
-        if (!up.ok()) {
-          if (up.status().code() != Code::kNotFound) return up.status();
-          break;
-        }
-        if (i == 0) {
-          depth = up->depth;
-          rebuild = up->rebuild_bytes;
-        }
-        if (up->parent_digest == digest || up->parent_digest == exclude) usable = false;
-        at = up->parent_digest;
+    std::string root = p.digest;
+    for (int i = 0; i < kMaxRebuildDepth; ++i) {
+      Result<store::ChainLink> up = db_->FindChainLink(root);
+      if (!up.ok()) {
+        if (up.status().code() != Code::kNotFound) return up.status();
+        break;
       }
+      if (i == 0) depth = up->depth;
+      rebuild += level_cost(up->patch_size);
+      if (up->parent_digest == digest || up->parent_digest == exclude) usable = false;
+      root = up->parent_digest;
     }
     if (!usable || depth + 1 > max_depth) continue;
-    if (depth == 0) {
-      Result<store::PatchRecord> full = db_->FindPatch("", p.digest);
-      if (full.ok()) {
-        rebuild = full->patch_size;
-      } else {
-        Result<store::BlobInfo> raw = blobs_->Stat(p.digest);
-        if (!raw.ok()) continue;  // not stored in a form we can read
-        rebuild = raw->size;
-      }
+    if (Result<store::PatchRecord> full = db_->FindPatch("", root); full.ok()) {
+      rebuild += level_cost(full->patch_size);
+    } else if (Result<store::BlobInfo> raw = blobs_->Stat(root); raw.ok()) {
+      rebuild += level_cost(raw->size);
+    } else {
+      continue;  // its chain's root is not stored in a form we can read
     }
     ++tried;
     Result<std::shared_ptr<const patcher::ArchiveReader>> parent = OpenParent(p.digest);
@@ -294,6 +308,58 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     return Status::Ok();
   }
   return Status::Ok();
+}
+
+void ArchiveStorage::ChainSharersOnto(const std::string& parent) {
+  Result<std::vector<store::SharedTensors>> sharing =
+      db_->ListArchivesSharingTensors(parent, kMaxSharingCandidates);
+  if (!sharing.ok()) {
+    Log("storage: " + parent + ": archives sharing its tensors not listed: " +
+        sharing.status().ToString());
+    return;
+  }
+  for (const store::SharedTensors& st : *sharing) {
+    if (stop_) return;
+    const std::string& d = st.archive_digest;
+    Status s = [&]() -> Status {
+      // Stored whole: not raw (then its own compression ranks `parent`, or raw blobs are
+      // kept), no link, a full patch, nobody stored against it (chaining it would deepen
+      // their chains).
+      if (blobs_->Contains(d)) return Status::Ok();
+      Result<store::ChainLink> link = db_->FindChainLink(d);
+      if (link.ok()) return Status::Ok();
+      if (link.status().code() != Code::kNotFound) return link.status();
+      Result<store::PatchRecord> full = db_->FindPatch("", d);
+      if (!full.ok()) return full.status().code() == Code::kNotFound ? Status::Ok() : full.status();
+      BLZ_ASSIGN_OR_RETURN(std::vector<store::ChainLink> children, db_->ListChainChildren(d));
+      if (!children.empty()) return Status::Ok();
+      // Worth a diff only when the link can be under chain_max_fraction of the full patch: at
+      // least the rest of its bytes must be references into `parent`.
+      BLZ_ASSIGN_OR_RETURN(store::BlobInfo stat, Stat(d));
+      if (double(st.bytes) < (1.0 - options_.chain_max_fraction) * double(stat.size)) {
+        return Status::Ok();
+      }
+      auto check = [&]() -> Result<bool> {
+        Result<store::ChainLink> now = db_->FindChainLink(d);
+        if (now.ok()) return true;
+        if (now.status().code() != Code::kNotFound) return now.status();
+        return false;
+      };
+      auto work = [&]() -> Status {
+        BLZ_ASSIGN_OR_RETURN(store::BlobInfo file, File(d));
+        ChainRequest request;
+        request.max_depth = options_.max_chain_depth;
+        request.only = parent;
+        bool stored = false;
+        BLZ_RETURN_IF_ERROR(TryChain(d, file.path, full->patch_size, request, &stored));
+        if (stored) ForgetFullPatchOfChained(d);
+        return Status::Ok();
+      };
+      bool ran = false;
+      return shared_jobs_->Run("chain:" + d, check, work, &ran);
+    }();
+    if (!s.ok()) Log("storage: " + d + ": not chained on " + parent + ": " + s.ToString());
+  }
 }
 
 Status ArchiveStorage::RecordTensors(const std::string& digest,
@@ -498,8 +564,11 @@ Status ArchiveStorage::Rebase(const store::ChainLink& link) {
     FailPoint("rebase-after-full-patch");
     bool stored = false;
     if (chains_enabled()) {
-      BLZ_RETURN_IF_ERROR(TryChain(d, file.path, full.blob.size, link.depth, link.parent_digest,
-                                   link.parent_digest, &stored));
+      ChainRequest request;
+      request.max_depth = link.depth;
+      request.exclude = link.parent_digest;
+      request.replacing = link.parent_digest;
+      BLZ_RETURN_IF_ERROR(TryChain(d, file.path, full.blob.size, request, &stored));
     }
     if (stored) {
       ForgetFullPatchOfChained(d);

@@ -589,6 +589,7 @@ Status ArchiveStorage::CompressOnce(const std::string& digest,
     Result<store::BlobInfo> raw =
         tried ? Result<store::BlobInfo>(NotFound("tried")) : blobs_->LocalFile(digest);
     if (raw.ok()) {
+      // (Its parent first, then archives stored whole that hold its tensors onto it.)
       auto check = [&]() -> Result<bool> {
         Result<store::ChainLink> link = db_->FindChainLink(digest);
         if (link.ok()) return true;
@@ -597,12 +598,14 @@ Status ArchiveStorage::CompressOnce(const std::string& digest,
       };
       auto work = [&]() -> Status {
         bool stored = false;
-        return TryChain(digest, raw->path, full.blob.size, options_.max_chain_depth, "", "",
-                        &stored);
+        ChainRequest request;
+        request.max_depth = options_.max_chain_depth;
+        return TryChain(digest, raw->path, full.blob.size, request, &stored);
       };
       bool ran = false;
       Status s = shared_jobs_->Run("chain:" + digest, check, work, &ran);
       if (!s.ok()) Log("storage: " + digest + ": not chained: " + s.ToString());
+      ChainSharersOnto(digest);
     }
     chained = db_->FindChainLink(digest).ok();
   }

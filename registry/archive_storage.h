@@ -407,15 +407,27 @@ class ArchiveStorage {
   // call for the same copy changes nothing) and evicts past the bound. REQUIRES: mu_ held.
   void IndexCachedLocked(const std::string& digest, uint64_t size, Clock::time_point now);
   void Run();  // the background thread
-  // Chains (registry/archive_chains.cc). Tries to store `digest` (its file `archive_path`) as a
-  // chain link: candidates ranked by the link size expected from the tensors they hold
-  // identically (table archive_tensors) and their structure, then like pull bases; at most
-  // `max_depth` links and no parent `exclude`; `replacing` as MetadataDb::RecordChainLink.
-  // *stored: whether a link was recorded. Errors: the metadata DB's (a candidate that fails
-  // is skipped and logged).
+  // Chains (registry/archive_chains.cc). What TryChain may do.
+  struct ChainRequest {
+    uint64_t max_depth = 0;  // links in the new chain at most
+    std::string exclude;     // never this parent ("" = none)
+    std::string replacing;   // as MetadataDb::RecordChainLink ("" = the archive has no link)
+    std::string only;        // only this parent ("" = rank every candidate)
+  };
+  // Tries to store `digest` (its file `archive_path`) as a chain link: candidates ranked by
+  // the link size expected from the tensors they hold identically (table archive_tensors) and
+  // their structure, then like pull bases, within `request`. *stored: whether a link was
+  // recorded. Errors: the metadata DB's (a candidate that fails is skipped and logged).
   Status TryChain(const std::string& digest, const std::string& archive_path,
-                  uint64_t full_patch_size, uint64_t max_depth, const std::string& exclude,
-                  const std::string& replacing, bool* stored);
+                  uint64_t full_patch_size, const ChainRequest& request, bool* stored);
+  // After the archive `parent` was stored (CompressOnce): the archives stored whole (a full
+  // patch: no raw blob, no link, nobody stored against them) that hold at least
+  // 1 - chain_max_fraction of their tensor bytes identically in it are tried as links from it
+  // (TryChain with request.only = parent), so that a model built from two others (a vision
+  // tower and a language model pushed apart) leaves neither's tensors stored twice. Failures
+  // are logged; nothing is lost (a link is recorded only verified, the full patch forgotten
+  // only after).
+  void ChainSharersOnto(const std::string& parent);
   // A chain parent candidate for TryChain's diff and verification. One that fits in a quarter
   // of the cache is rebuilt into it once (File), so the next versions of a series are diffed
   // against that file without decoding it again; a larger one would push the others out of

@@ -295,6 +295,83 @@ TEST(ArchiveChainsTest, AVersionSharingTensorsWithAnotherStructureIsChainedOnIt)
   ExpectPulls(h, "org/encoder", encoder);
 }
 
+// A model assembled from two others (a vision tower and a language model pushed apart, as
+// LLaVA is built) holds tensors of both; one parent per version stores it against the language
+// model, which holds more of it, so the tower's tensors would be stored twice: in the tower's
+// own full patch and in the assembled model's link. The tower, stored whole, is then stored as
+// a link from the assembled model instead (ChainSharersOnto): each tensor once. The language
+// model, the assembled model's parent, stays whole. The tower is a quarter of the assembled
+// model: read through its chain it decodes only its own chunks of each level, so the rebuild
+// bound counts each level at most at the tower's size (counting every level whole, as the
+// bound did before, refuses the link: 4.11 MB read for a 0.96 MB tower, over 4 x). Deleting the
+// assembled model re-bases the tower; everything pulls byte-identical throughout.
+TEST(ArchiveChainsTest, AModelBuiltFromTwoOthersStoresTheTensorsOfBothOnce) {
+  Harness h(ChainOptions());
+  ArchiveStorage& storage = h.registry().storage();
+  std::vector<std::tuple<std::string, uint64_t, uint32_t>> tower_specs, lm_specs, combined;
+  for (uint32_t i = 0; i < 2; ++i) {
+    tower_specs.push_back({"vision.layer" + std::to_string(i), 120000, 100 + i});
+    combined.push_back({"vision_tower.layer" + std::to_string(i), 120000, 100 + i});
+  }
+  for (uint32_t i = 0; i < 8; ++i) {
+    lm_specs.push_back({"model.layer" + std::to_string(i), 120000, 200 + i});
+    combined.push_back({"language_model.layer" + std::to_string(i), 120000, 200 + i});
+  }
+  combined.push_back({"projector.weight", 30000, 300});
+  const std::string tower = PackTensors(tower_specs);
+  const std::string lm = PackTensors(lm_specs);
+  const std::string llava = PackTensors(combined);
+  const std::string td = PushVersion(&h, "org/tower", "v1", tower);
+  ASSERT_TRUE(storage.Compress(td).ok());
+  const std::string ld = PushVersion(&h, "org/lm", "v1", lm);
+  ASSERT_TRUE(storage.Compress(ld).ok());
+  const uint64_t whole = AtRest(h, {td, ld});
+  const std::string md = PushVersion(&h, "org/llava", "v1", llava);
+  Status s = storage.Compress(md);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+
+  auto m_link = h.registry().db().FindChainLink(md);
+  ASSERT_TRUE(m_link.ok()) << m_link.status().ToString();
+  EXPECT_EQ(m_link->parent_digest, ld);
+  EXPECT_FALSE(h.registry().db().FindChainLink(ld).ok()) << "the parent was chained";
+  auto t_link = h.registry().db().FindChainLink(td);
+  ASSERT_TRUE(t_link.ok()) << "the tower stays whole: " << t_link.status().ToString();
+  EXPECT_EQ(t_link->parent_digest, md);
+  EXPECT_EQ(t_link->depth, 2u);
+  const uint64_t tower_full = FullPatchSize(tower);
+  EXPECT_LT(t_link->patch_size, tower_full / 20)
+      << "link " << t_link->patch_size << ", full " << tower_full;
+  // The tower's full patch is forgotten; garbage collection takes its bytes.
+  EXPECT_FALSE(h.registry().db().FindPatch("", td).ok());
+  const uint64_t after = AtRest(h, {td, ld, md});
+  // At rest: the two models whole, plus the projector and the headers (the projector's 120 KB
+  // of F32 compress to about 110 KB).
+  EXPECT_LT(after, whole + 200000) << "whole " << whole << ", with the assembled model " << after;
+  std::cout << "tower + language model stored whole: " << whole
+            << " bytes; with the assembled model, tower chained on it: " << after
+            << " bytes (tower link " << t_link->patch_size << " of full patch " << tower_full
+            << ")" << std::endl;
+  auto gc = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  h.Reopen(ChainOptions());  // cold cache: the tower is read through the assembled model
+  ExpectPulls(h, "org/tower", tower);
+  ExpectPulls(h, "org/lm", lm);
+  ExpectPulls(h, "org/llava", llava);
+
+  // The assembled model goes: the tower is re-based (its full patch again) before its parent
+  // is collected.
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/llava/manifests/" + ManifestDigest(h, "org/llava", "v1"))
+                .status,
+            202);
+  gc = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(gc.ok()) << gc.status().ToString();
+  EXPECT_FALSE(h.registry().db().FindChainLink(td).ok());
+  EXPECT_EQ(h.registry().storage().status().rebased, 1u);
+  h.Reopen(ChainOptions());
+  ExpectPulls(h, "org/tower", tower);
+  ExpectPulls(h, "org/lm", lm);
+}
+
 // An archive compressed before its tensors were listed (a registry upgraded past migration
 // 0014; here, one that ran with chains off, which lists nothing) is listed from its stored
 // form's header by the storage thread at the next start, so a later model of another
