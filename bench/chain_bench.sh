@@ -17,27 +17,13 @@
 # Environment (defaults in brackets):
 #   BLZ      the blz binary             [build-release/cli/blz, else build-test/cli/blz]
 #   TENSORS, COLS, STEPS, REPEAT        [8, 2048, 5, 3]
-#   WORK     scratch directory (removed at exit) [mktemp -d]
+#   WORK     scratch directory (removed at exit unless KEEP=1) [mktemp -d]
 # Needs /usr/bin/python3 with numpy. Not part of CI. Output: a markdown table on stdout.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-if [ -z "${BLZ:-}" ]; then
-  BLZ=build-release/cli/blz
-  [ -x "$BLZ" ] || BLZ=build-test/cli/blz
-fi
-BLZ=$(realpath "$BLZ")
+blz_bench_init chain_bench
 TENSORS=${TENSORS:-8} COLS=${COLS:-2048} STEPS=${STEPS:-5} REPEAT=${REPEAT:-3}
-WORK=${WORK:-$(mktemp -d)}
-PY=/usr/bin/python3
-mkdir -p "$WORK"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-log() { echo "chain_bench: $*" >&2; }
 "$PY" -c 'import numpy' 2>/dev/null || { log "$PY has no numpy"; exit 77; }
 export BLZ_CONFIG_DIR=$WORK/config
 

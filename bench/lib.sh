@@ -37,3 +37,29 @@ blz_wait_idle() {
   echo "the registry at $1 did not become idle" >&2
   return 1
 }
+
+# blz_bench_init NAME: the common start of a script that runs one `blz serve` at a time (call
+# it after `cd` to the repo root). Sets BLZ (default build-release/cli/blz, else
+# build-test/cli/blz) to an absolute path, WORK (default: a new temporary directory; created),
+# PY=/usr/bin/python3 and server_pid="" (set it to the server's pid: it is killed at exit);
+# defines log (a line on stderr prefixed "NAME: "); at exit WORK is removed unless KEEP=1.
+blz_bench_init() {
+  blz_bench_name=$1
+  if [ -z "${BLZ:-}" ]; then
+    BLZ=build-release/cli/blz
+    [ -x "$BLZ" ] || BLZ=build-test/cli/blz
+  fi
+  BLZ=$(realpath "$BLZ")
+  WORK=${WORK:-$(mktemp -d)}
+  PY=/usr/bin/python3
+  mkdir -p "$WORK"
+  server_pid=""
+  trap blz_bench_cleanup EXIT
+}
+blz_bench_cleanup() {
+  if [ -n "${server_pid:-}" ] && kill "$server_pid" 2>/dev/null; then
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+log() { echo "${blz_bench_name:-bench}: $*" >&2; }

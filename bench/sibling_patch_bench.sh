@@ -24,29 +24,15 @@
 #   TENSORS, COLS, REPEAT        [16, 8192, 3]  (16 x 1024 x 8192 BF16 = 268 MB per version)
 #   CACHE    `blz serve --cache-size` (e.g. 200MB: a base over a quarter of the cache is read
 #            as stored by the link's diff and verification)          [the server's default]
-#   WORK     scratch directory (removed at exit) [mktemp -d]
+#   WORK     scratch directory (removed at exit unless KEEP=1) [mktemp -d]
 # Needs /usr/bin/python3 with numpy. Not part of CI. Output: a markdown table on stdout.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-if [ -z "${BLZ:-}" ]; then
-  BLZ=build-release/cli/blz
-  [ -x "$BLZ" ] || BLZ=build-test/cli/blz
-fi
-BLZ=$(realpath "$BLZ")
-[ -n "${BEFORE:-}" ] || { echo "sibling_patch_bench: set BEFORE=<the older blz binary>" >&2; exit 2; }
+blz_bench_init sibling_patch_bench
+[ -n "${BEFORE:-}" ] || { log "set BEFORE=<the older blz binary>"; exit 2; }
 BEFORE=$(realpath "$BEFORE")
 TENSORS=${TENSORS:-16} COLS=${COLS:-8192} REPEAT=${REPEAT:-3}
-WORK=${WORK:-$(mktemp -d)}
-PY=/usr/bin/python3
-mkdir -p "$WORK"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-log() { echo "sibling_patch_bench: $*" >&2; }
 "$PY" -c 'import numpy' 2>/dev/null || { log "$PY has no numpy"; exit 77; }
 export BLZ_CONFIG_DIR=$WORK/config
 hz=$(getconf CLK_TCK)

@@ -15,7 +15,8 @@
 #       renamed under "language_model.", plus a new vision tower and projector, 0.33 MB of
 #       F32 N(0, 0.02)) and "llama-cls" (a sequence classifier: lm_head dropped, a new
 #       score.weight [2, 16]). Their tensors identical to llama's are found by content
-#       (docs/storage.md, "Identical tensors are stored once").
+#       (docs/storage.md, "Identical tensors are stored once"). The vision tower is pushed
+#       first, alone, to bench/vision: llava holds the tensors of two models pushed apart.
 # Each series is pushed, in order, into its own repository from its own client store (the
 # earlier versions stay there as bases, as for a training job pushing checkpoints). "uploaded"
 # is the sum of what `blz push` reports it sent (`bytes_uploaded` of --json: the archive or the
@@ -30,31 +31,18 @@
 #   WORK    scratch directory (removed at exit)      [mktemp -d]
 #   KEEP=1  keep WORK (the server's log, the push results)
 #   SERIES  the series to run, by repository name  [all: roberta-lora bf16-steps tiny-gpt2
-#           llama llava llama-cls]
+#           llama vision llava llama-cls]
 # Needs /usr/bin/python3 with numpy (series a and b). Not part of CI.
-# Output: a markdown table on stdout; progress on stderr; WORK/results.jsonl has the raw
-# figures (one line per push, one per series).
+# Output: a markdown table on stdout ("at rest": once the series was pushed; "at the end":
+# once every series was); progress on stderr; WORK/results.jsonl has the raw figures (one line
+# per push, two per series).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
-if [ -z "${BLZ:-}" ]; then
-  BLZ=build-release/cli/blz
-  [ -x "$BLZ" ] || BLZ=build-test/cli/blz
-fi
-BLZ=$(realpath "$BLZ")
+blz_bench_init storage_bench
 CORPUS=$(realpath "${CORPUS:-../shared/corpus}")
-WORK=${WORK:-$(mktemp -d)}
-PY=/usr/bin/python3
-mkdir -p "$WORK"
 results=$WORK/results.jsonl
 : > "$results"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-log() { echo "storage_bench: $*" >&2; }
 [ -d "$CORPUS/roberta-lora" ] && [ -d "$CORPUS/tiny-gpt2" ] &&
   [ -d "$CORPUS/llama-tiny-random" ] ||
   { log "no corpus at $CORPUS (set CORPUS)"; exit 77; }
@@ -99,12 +87,12 @@ for name in sorted(os.listdir(b)):
 EOF
 }
 
-# derived SRC LLAVA CLS: the two models of series (d), from the llama directory SRC.
+# derived SRC LLAVA CLS VISION: the models of series (d), from the llama directory SRC.
 derived() {
   "$PY" - "$@" <<'EOF'
 import json, os, struct, sys
 import numpy as np
-src, llava, cls = sys.argv[1:4]
+src, llava, cls, vision = sys.argv[1:5]
 raw = open(os.path.join(src, "model.safetensors"), "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
 header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
@@ -127,11 +115,12 @@ def write(out, items, arch):
     config = json.load(open(os.path.join(src, "config.json")))
     config["architectures"] = [arch]
     json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
+tower = {"patch_embed.weight": new((64, 588)), "blocks.0.mlp.weight": new((256, 256))}
 items = {"language_model." + k: v for k, v in tensors.items()}
-items["vision_tower.patch_embed.weight"] = new((64, 588))
-items["vision_tower.blocks.0.mlp.weight"] = new((256, 256))
+items.update({"vision_tower." + k: v for k, v in tower.items()})
 items["multi_modal_projector.linear_1.weight"] = new((16, 256))
 write(llava, items, "LlavaForConditionalGeneration")
+write(vision, {"vision_model." + k: v for k, v in tower.items()}, "VisionTower")
 items = {k: v for k, v in tensors.items() if k != "lm_head.weight"}
 items["score.weight"] = new((2, 16))
 write(cls, items, "LlamaForSequenceClassification")
@@ -150,7 +139,7 @@ bf16_series "$WORK/in/bf16" 10
 ln -s "$CORPUS/tiny-gpt2/base" "$WORK/in/gpt2-base"
 ln -s "$CORPUS/tiny-gpt2/ft-v1" "$WORK/in/gpt2-ft-v1"
 ln -s "$CORPUS/llama-tiny-random" "$WORK/in/llama"
-derived "$CORPUS/llama-tiny-random" "$WORK/in/llava" "$WORK/in/llama-cls"
+derived "$CORPUS/llama-tiny-random" "$WORK/in/llava" "$WORK/in/llama-cls" "$WORK/in/vision"
 
 # ---- the server ----
 blz_serve_start "$BLZ" "$WORK/serve.out" "$WORK/serve.err" --data "$WORK/data" \
@@ -195,23 +184,34 @@ series roberta-lora "$WORK/in/roberta-"{500,1000,2000,2400,2800}
 series bf16-steps "$WORK/in/bf16"/step-*
 series tiny-gpt2 "$WORK/in/gpt2-base" "$WORK/in/gpt2-ft-v1"
 series llama "$WORK/in/llama"
+series vision "$WORK/in/vision"
 STORE=llama series llava "$WORK/in/llava"
 STORE=llama series llama-cls "$WORK/in/llama-cls"
+# At the end: a later version may have changed how an earlier repository's versions are stored
+# (vision, chained on llava once llava is stored).
+wait_idle
+for name in roberta-lora bf16-steps tiny-gpt2 llama vision llava llama-cls; do
+  if [ -n "${SERIES:-}" ] && [[ " $SERIES " != *" $name "* ]]; then continue; fi
+  echo "{\"series\": \"$name\", \"final\": $(storage "?repository=bench/$name")}" >> "$results"
+done
 
 # ---- the table ----
 "$PY" - "$results" <<'EOF'
 import json, sys
-pushes, repos = {}, {}
+pushes, repos, final = {}, {}, {}
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if "push" in r:
         pushes.setdefault(r["series"], []).append(r["push"])
+    elif "final" in r:
+        final[r["series"]] = r["final"]["repositories"][0]
     else:
         repos[r["series"]] = r["storage"]["repositories"][0]
 def mb(n):
     return f"{n / 1e6:.2f} MB"
-print("| series | versions | models' size (full copies) | uploaded | at rest | stored forms |")
-print("|---|---|---|---|---|---|")
+print("| series | versions | models' size (full copies) | uploaded | at rest | stored forms |"
+      " at rest at the end |")
+print("|---|---|---|---|---|---|---|")
 for name, rows in pushes.items():
     repo = repos[name]
     model = repo["model_bytes"]
@@ -219,6 +219,9 @@ for name, rows in pushes.items():
     patches = sum(1 for p in rows if p.get("uploaded_as_patch"))
     rest = repo["at_rest_bytes"]
     forms = ", ".join(f"{k} {v}" for k, v in sorted(repo["forms"].items()))
+    end = final.get(name, repo)
+    end_forms = ", ".join(f"{k} {v}" for k, v in sorted(end["forms"].items()))
     print(f"| {name} | {len(rows)} | {mb(model)} (1.00) | {mb(up)} ({up / model:.2f}; "
-          f"{patches} as patches) | {mb(rest)} ({rest / model:.2f}) | {forms} |")
+          f"{patches} as patches) | {mb(rest)} ({rest / model:.2f}) | {forms} | "
+          f"{mb(end['at_rest_bytes'])} ({end['at_rest_bytes'] / model:.2f}; {end_forms}) |")
 EOF
