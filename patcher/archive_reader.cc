@@ -83,67 +83,88 @@ std::vector<ArchiveRange> JobsFor(const ArchiveReader& reader, uint64_t offset, 
 
 }  // namespace
 
-// Decodes ranges on any thread: cursors (with their buffers and what they decoded last) and
-// output buffers are reused across ranges, so at most one cursor per thread and one buffer
-// per range in flight exist at a time.
+CursorPool::CursorPool(std::shared_ptr<const ArchiveReader> reader)
+    : reader_(std::move(reader)) {}
+
+CursorPool::~CursorPool() = default;
+
+Status CursorPool::DecodeInto(const ArchiveRange& r, uint8_t* out) const {
+  std::unique_ptr<ArchiveReader::Cursor> cursor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      cursor = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  if (cursor != nullptr) {
+    BLZ_RETURN_IF_ERROR(cursor->Reset({r}));
+  } else {
+    BLZ_ASSIGN_OR_RETURN(cursor, reader_->NewCursor({r}));
+  }
+  uint64_t size = 0;
+  Status status;
+  while (true) {
+    Result<ByteSpan> piece = cursor->Next();
+    if (!piece.ok()) {
+      status = piece.status();
+      break;
+    }
+    if (piece->empty()) break;
+    if (piece->size() > r.length - size) {
+      status = Internal("archive " + reader_->archive_digest() +
+                        ": a cursor produced more than its range");
+      break;
+    }
+    std::memcpy(out + size, piece->data(), piece->size());
+    size += piece->size();
+  }
+  if (status.ok() && size != r.length) {
+    status = Internal("archive " + reader_->archive_digest() + ": a cursor produced " +
+                      std::to_string(size) + " of " + std::to_string(r.length) + " bytes");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!status.ok()) {
+    dropped_ += cursor->stats();  // a cursor is not used after an error
+    return status;
+  }
+  idle_.push_back(std::move(cursor));
+  return Status::Ok();
+}
+
+ArchiveReadStats CursorPool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ArchiveReadStats all = dropped_;
+  for (const std::unique_ptr<ArchiveReader::Cursor>& c : idle_) all += c->stats();
+  return all;
+}
+
+// Decodes ranges of at most 2 x kChunkBytes on any thread (a CursorPool) into buffers reused
+// across ranges, so at most one cursor per thread and one buffer per range in flight exist.
 class RangeDecoder {
  public:
-  explicit RangeDecoder(std::shared_ptr<const ArchiveReader> reader)
-      : reader_(std::move(reader)) {}
+  explicit RangeDecoder(std::shared_ptr<const ArchiveReader> reader) : pool_(std::move(reader)) {}
 
   Result<DecodedRange> Decode(const ArchiveRange& r) {
     if (r.length > 2 * kChunkBytes) {
-      return Internal("archive " + reader_->archive_digest() + ": a decoding range of " +
-                      std::to_string(r.length) + " bytes");
+      return Internal("archive " + pool_.reader().archive_digest() +
+                      ": a decoding range of " + std::to_string(r.length) + " bytes");
     }
-    std::unique_ptr<ArchiveReader::Cursor> cursor;
     DecodedRange d;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!idle_.empty()) {
-        cursor = std::move(idle_.back());
-        idle_.pop_back();
-      }
       if (!free_.empty()) {
         d.bytes = std::move(free_.back());
         free_.pop_back();
       }
     }
-    if (cursor != nullptr) {
-      Status reset = cursor->Reset({r});
-      if (!reset.ok()) return reset;
-    } else {
-      BLZ_ASSIGN_OR_RETURN(cursor, reader_->NewCursor({r}));
-    }
     if (d.bytes == nullptr) d.bytes = std::make_unique_for_overwrite<uint8_t[]>(2 * kChunkBytes);
-    Status status;
-    while (true) {
-      Result<ByteSpan> piece = cursor->Next();
-      if (!piece.ok()) {
-        status = piece.status();
-        break;
-      }
-      if (piece->empty()) break;
-      if (piece->size() > r.length - d.size) {
-        status = Internal("archive " + reader_->archive_digest() +
-                          ": a cursor produced more than its range");
-        break;
-      }
-      std::memcpy(d.bytes.get() + d.size, piece->data(), piece->size());
-      d.size += piece->size();
-    }
-    if (status.ok() && d.size != r.length) {
-      status = Internal("archive " + reader_->archive_digest() + ": a cursor produced " +
-                        std::to_string(d.size) + " of " + std::to_string(r.length) + " bytes");
-    }
-    std::lock_guard<std::mutex> lock(mu_);
+    Status status = pool_.DecodeInto(r, d.bytes.get());
     if (!status.ok()) {
-      // A cursor must not be used after an error: kept only for its stats.
-      decoded_ += cursor->stats();
-      free_.push_back(std::move(d.bytes));
+      Recycle(std::move(d.bytes));
       return status;
     }
-    idle_.push_back(std::move(cursor));
+    d.size = r.length;
     return d;
   }
 
@@ -154,21 +175,12 @@ class RangeDecoder {
   }
 
   // What every cursor decoded (call once no range is being decoded).
-  ArchiveReadStats stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    ArchiveReadStats all = decoded_;
-    for (const std::unique_ptr<ArchiveReader::Cursor>& c : idle_) all += c->stats();
-    return all;
-  }
-
-  const ArchiveReader& reader() const { return *reader_; }
+  ArchiveReadStats stats() const { return pool_.stats(); }
 
  private:
-  std::shared_ptr<const ArchiveReader> reader_;
+  CursorPool pool_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<ArchiveReader::Cursor>> idle_;
   std::vector<std::unique_ptr<uint8_t[]>> free_;
-  ArchiveReadStats decoded_;  // of cursors dropped after an error
 };
 
 namespace {

@@ -130,6 +130,34 @@ Status WriteArchive(const ArchiveReader& reader, const std::string& out_path, in
 Status VerifyReader(const ArchiveReader& reader, const std::string& archive_path, int threads = 0,
                     ArchiveReadStats* stats = nullptr);
 
+// A pool of cursors of one reader, so that several threads decode ranges of it at once
+// without a new cursor per range: a range takes an idle cursor (its buffers, and what it
+// decoded last, as Cursor::Reset keeps them) or opens one, and gives it back after; a cursor
+// that failed is dropped (its stats are kept). One cursor per thread at a time exists.
+// Thread-safe. The reader must outlive the pool (a shared_ptr keeps it).
+class CursorPool {
+ public:
+  explicit CursorPool(std::shared_ptr<const ArchiveReader> reader);
+  ~CursorPool();
+  CursorPool(const CursorPool&) = delete;
+  CursorPool& operator=(const CursorPool&) = delete;
+
+  // Decodes `range` (inside the archive: the caller checked it) into out[0, range.length).
+  // Errors: the cursor's (kCorruption naming the patch, the piece and the chunk; as
+  // Cursor::Next, a bad chunk's bytes are not written), kInternal (it produced another
+  // length).
+  Status DecodeInto(const ArchiveRange& range, uint8_t* out) const;
+  // What every cursor decoded (complete once no range is being decoded).
+  ArchiveReadStats stats() const;
+  const ArchiveReader& reader() const { return *reader_; }
+
+ private:
+  std::shared_ptr<const ArchiveReader> reader_;
+  mutable std::mutex mu_;  // guards the members below
+  mutable std::vector<std::unique_ptr<ArchiveReader::Cursor>> idle_;
+  mutable ArchiveReadStats dropped_;  // of cursors dropped after an error
+};
+
 class RangeDecoder;  // archive_reader.cc
 
 // The bytes [offset, offset + length) of an archive, decoded ahead of the consumer on worker

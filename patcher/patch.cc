@@ -138,7 +138,7 @@ struct Encoded {
 
 // One archive as the diff reads it: a memory-mapped file, whose spans are handed out as they
 // are, or an archive stored as a patch (patcher/patch_reader.h), whose ranges are decoded into
-// the caller's buffer through a pool of cursors (one per thread at a time). For the latter, the
+// the caller's buffer through a CursorPool (one cursor per thread at a time). For the latter, the
 // chunks a codec choice samples are decoded whole and kept until the job that codes that
 // chunk takes them (Use), so sampling a tensor does not decode its chunks twice.
 class ArchiveSource {
@@ -162,6 +162,7 @@ class ArchiveSource {
       name_ = f->file().path();
     } else {
       ranges_ = reader_->IndependentRanges();
+      pool_ = std::make_unique<CursorPool>(reader_);
     }
   }
   ArchiveSource(const ArchiveSource&) = delete;
@@ -251,33 +252,8 @@ class ArchiveSource {
  private:
   // Decodes [offset, offset + length) into *buf through a pooled cursor.
   Status Decode(uint64_t offset, uint64_t length, std::vector<uint8_t>* buf) const {
-    buf->clear();
-    std::unique_ptr<ArchiveReader::Cursor> cursor;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!idle_.empty()) {
-        cursor = std::move(idle_.back());
-        idle_.pop_back();
-      }
-    }
-    if (cursor == nullptr) {
-      BLZ_ASSIGN_OR_RETURN(cursor, reader_->NewCursor({{offset, length}}));
-    } else {
-      BLZ_RETURN_IF_ERROR(cursor->Reset({{offset, length}}));
-    }
-    buf->reserve(length);
-    for (;;) {
-      BLZ_ASSIGN_OR_RETURN(ByteSpan part, cursor->Next());  // an error drops the cursor
-      if (part.empty()) break;
-      buf->insert(buf->end(), part.begin(), part.end());
-    }
-    if (buf->size() != length) {
-      return Internal(name_ + ": read " + std::to_string(buf->size()) + " bytes at offset " +
-                      std::to_string(offset) + ", not " + std::to_string(length));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_.push_back(std::move(cursor));
-    return Status::Ok();
+    buf->resize(length);
+    return pool_->DecodeInto({offset, length}, buf->data());
   }
   // The independent range `r` decoded whole: kept already, or decoded now and kept.
   Result<std::shared_ptr<const std::vector<uint8_t>>> Kept(const ArchiveRange& r) const {
@@ -299,8 +275,8 @@ class ArchiveSource {
   std::string name_;
   std::shared_ptr<const ArchiveReader> reader_;
   std::vector<ArchiveRange> ranges_;  // a reader's IndependentRanges
-  mutable std::mutex mu_;             // guards idle_ and kept_
-  mutable std::vector<std::unique_ptr<ArchiveReader::Cursor>> idle_;
+  std::unique_ptr<CursorPool> pool_;   // a reader's (not a mapping's)
+  mutable std::mutex mu_;             // guards kept_
   mutable std::map<uint64_t, std::shared_ptr<const std::vector<uint8_t>>> kept_;  // by offset
 };
 
