@@ -30,7 +30,9 @@
 //   most of their tensors identically in the new archive are tried as links from it, so a
 //   model assembled from two others stores neither's tensors twice.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -74,6 +76,9 @@ struct Parent {
   bool same_structure = false;
   bool same_repository = false;
   uint64_t time_distance = 0;
+  // Versions pushed between the two in a repository they share (its versions in push order):
+  // breaks ties of time_distance, which is in seconds (a series pushed within a second).
+  uint64_t order_distance = UINT64_MAX;
   uint64_t shared_bytes = 0;  // bytes of the archive's tensors the parent holds identically
   // Rough size of the link, in quarters of a byte: what is not shared, at 3/4 when coded
   // against the same structure (XOR with the same-named tensor) and 4/4 otherwise.
@@ -84,6 +89,7 @@ bool Better(const Parent& a, const Parent& b) {
   if (a.estimate != b.estimate) return a.estimate < b.estimate;
   if (a.same_repository != b.same_repository) return a.same_repository;
   if (a.time_distance != b.time_distance) return a.time_distance < b.time_distance;
+  if (a.order_distance != b.order_distance) return a.order_distance < b.order_distance;
   return a.digest < b.digest;
 }
 
@@ -144,7 +150,7 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
   for (const store::SharedTensors& st : sharing) held_identically[st.archive_digest] = st.bytes;
 
   std::map<std::string, Parent> found;
-  auto consider = [&](const store::VersionRecord& v) {
+  auto consider = [&](const store::VersionRecord& v, uint64_t order_distance = UINT64_MAX) {
     if (v.archive_digest == digest || v.archive_digest == exclude) return;
     if (!request.only.empty() && v.archive_digest != request.only) return;
     Parent p;
@@ -152,6 +158,7 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
     p.same_structure = !hash.empty() && v.structural_hash == hash;
     p.same_repository = my_repos.count(v.repository) > 0;
     p.time_distance = Distance(v.created, created);
+    p.order_distance = order_distance;
     auto shared = held_identically.find(p.digest);
     p.shared_bytes = shared == held_identically.end() ? 0 : std::min(shared->second, archive_size);
     p.estimate = (archive_size - p.shared_bytes) * (p.same_structure ? 3 : 4);
@@ -166,7 +173,13 @@ Status ArchiveStorage::TryChain(const std::string& digest, const std::string& ar
   for (const std::string& repo : my_repos) {
     if (!request.only.empty()) break;
     BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions, db_->ListVersions(repo));
-    for (const store::VersionRecord& v : versions) consider(v);
+    const auto self = std::find_if(versions.begin(), versions.end(), [&](const auto& v) {
+      return v.archive_digest == digest;
+    });
+    const int64_t at = self - versions.begin();  // oldest first
+    for (size_t i = 0; i < versions.size(); ++i) {
+      consider(versions[i], uint64_t(std::abs(int64_t(i) - at)));
+    }
   }
   if (!hash.empty() && request.only.empty()) {
     BLZ_ASSIGN_OR_RETURN(store::StructurePage page,

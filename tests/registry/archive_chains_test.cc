@@ -406,6 +406,33 @@ TEST(ArchiveChainsTest, ArchivesStoredBeforeTensorsWereListedAreListedAtStart) {
   ExpectPulls(h, "org/encoder", encoder);
 }
 
+// A series pushed within a second (a benchmark, a job pushing checkpoints back to back) ties on
+// push time, which is in seconds: the parent is then the version pushed nearest in the
+// repository's order, not whichever digest sorts first. One candidate is tried, so the first
+// ranked is the parent. The versions are pushed in the order of their digests, so that the
+// digest would pick the oldest.
+TEST(ArchiveChainsTest, ASeriesPushedWithinASecondChainsOnItsPreviousVersion) {
+  RegistryOptions o = ChainOptions();
+  o.storage.chain_candidates = 1;
+  Harness h(o);
+  std::map<std::string, std::string> by_digest;
+  for (int i = 0; i < 4; ++i) {
+    const std::string archive = Synthetic(0.002 * i);
+    by_digest[MakeDigest(Sha256Hex(archive))] = archive;
+  }
+  std::vector<std::string> digests;
+  for (const auto& [d, archive] : by_digest) {
+    digests.push_back(PushVersion(&h, "org/run", "step" + std::to_string(digests.size()), archive));
+    ASSERT_EQ(digests.back(), d);
+    ASSERT_TRUE(h.registry().storage().Compress(d).ok());
+  }
+  for (size_t i = 1; i < digests.size(); ++i) {
+    auto link = h.registry().db().FindChainLink(digests[i]);
+    ASSERT_TRUE(link.ok()) << "step" << i << ": " << link.status().ToString();
+    EXPECT_EQ(link->parent_digest, digests[i - 1]) << "step" << i;
+  }
+}
+
 // --max-chain-depth 0: every version stays whole (its full patch), as before chains.
 // A version deleted before its compression ran is not compressed: no full patch, no link
 // (before, both were computed and became garbage at once; the churn test's collections met
