@@ -346,8 +346,9 @@ void ArchiveStorage::ChainSharersOnto(const std::string& parent) {
       if (!full.ok()) return full.status().code() == Code::kNotFound ? Status::Ok() : full.status();
       BLZ_ASSIGN_OR_RETURN(std::vector<store::ChainLink> children, db_->ListChainChildren(d));
       if (!children.empty()) return Status::Ok();
-      // Worth a diff only when the link can be under chain_max_fraction of the full patch: at
-      // least the rest of its bytes must be references into `parent`.
+      // Worth a diff only when the link can be under chain_max_fraction of the full patch:
+      // the bytes it holds identically in `parent` (references in the link) must make up at
+      // least 1 - chain_max_fraction of it.
       BLZ_ASSIGN_OR_RETURN(store::BlobInfo stat, Stat(d));
       if (double(st.bytes) < (1.0 - options_.chain_max_fraction) * double(stat.size)) {
         return Status::Ok();
