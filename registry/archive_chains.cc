@@ -353,12 +353,7 @@ void ArchiveStorage::ChainSharersOnto(const std::string& parent) {
       if (double(st.bytes) < (1.0 - options_.chain_max_fraction) * double(stat.size)) {
         return Status::Ok();
       }
-      auto check = [&]() -> Result<bool> {
-        Result<store::ChainLink> now = db_->FindChainLink(d);
-        if (now.ok()) return true;
-        if (now.status().code() != Code::kNotFound) return now.status();
-        return false;
-      };
+      auto check = [&]() { return IsChained(d); };
       auto work = [&]() -> Status {
         BLZ_ASSIGN_OR_RETURN(store::BlobInfo file, File(d));
         ChainRequest request;
@@ -374,6 +369,13 @@ void ArchiveStorage::ChainSharersOnto(const std::string& parent) {
     }();
     if (!s.ok()) Log("storage: " + d + ": not chained on " + parent + ": " + s.ToString());
   }
+}
+
+Result<bool> ArchiveStorage::IsChained(const std::string& digest) {
+  Result<store::ChainLink> link = db_->FindChainLink(digest);
+  if (link.ok()) return true;
+  if (link.status().code() != Code::kNotFound) return link.status();
+  return false;
 }
 
 Status ArchiveStorage::RecordTensors(const std::string& digest,

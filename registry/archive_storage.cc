@@ -590,12 +590,7 @@ Status ArchiveStorage::CompressOnce(const std::string& digest,
         tried ? Result<store::BlobInfo>(NotFound("tried")) : blobs_->LocalFile(digest);
     if (raw.ok()) {
       // (Its parent first, then archives stored whole that hold its tensors onto it.)
-      auto check = [&]() -> Result<bool> {
-        Result<store::ChainLink> link = db_->FindChainLink(digest);
-        if (link.ok()) return true;
-        if (link.status().code() != Code::kNotFound) return link.status();
-        return false;
-      };
+      auto check = [&]() { return IsChained(digest); };
       auto work = [&]() -> Status {
         bool stored = false;
         ChainRequest request;

@@ -428,6 +428,8 @@ class ArchiveStorage {
   // are logged; nothing is lost (a link is recorded only verified, the full patch forgotten
   // only after).
   void ChainSharersOnto(const std::string& parent);
+  // Is `digest` stored as a chain link (the check of a "chain:<digest>" job)?
+  Result<bool> IsChained(const std::string& digest);
   // A chain parent candidate for TryChain's diff and verification. One that fits in a quarter
   // of the cache is rebuilt into it once (File), so the next versions of a series are diffed
   // against that file without decoding it again; a larger one would push the others out of

@@ -61,13 +61,7 @@ Result<std::vector<std::string>> ListTables(Database& db) {
             "current_schema() AND table_type = 'BASE TABLE'"
           : "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'";
   BLZ_ASSIGN_OR_RETURN(Statement st, db.Prepare(sql));
-  std::vector<std::string> out;
-  while (true) {
-    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return st.ColumnTexts();
 }
 
 // The table's columns as the catalog lists them (SQLite's implicit rowid is not listed).

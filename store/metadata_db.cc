@@ -308,13 +308,7 @@ Result<std::vector<std::string>> MetadataDb::ArchivesWithoutStructure() {
   BLZ_ASSIGN_OR_RETURN(Statement st,
                        db_.Prepare("SELECT DISTINCT archive_digest FROM versions "
                                    "WHERE structural_hash IS NULL ORDER BY archive_digest"));
-  std::vector<std::string> out;
-  while (true) {
-    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return st.ColumnTexts();
 }
 
 Status MetadataDb::SetStructuralHash(std::string_view archive_digest,
@@ -683,13 +677,7 @@ Result<std::vector<std::string>> MetadataDb::ListUploadUuids(std::string_view sq
   BLZ_ASSIGN_OR_RETURN(Conn db_, Acquire());
   BLZ_ASSIGN_OR_RETURN(Statement st, db_.Prepare(sql));
   BLZ_RETURN_IF_ERROR(st.Bind(1, unix_seconds));
-  std::vector<std::string> out;
-  for (;;) {
-    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return st.ColumnTexts();
 }
 
 Status MetadataDb::DeleteUpload(std::string_view uuid) {

@@ -86,13 +86,7 @@ Result<std::vector<std::string>> MetadataDb::ListVersionArchivesWithoutTensors()
       db_.Prepare("SELECT DISTINCT v.archive_digest FROM versions v WHERE NOT EXISTS "
                   "(SELECT 1 FROM archive_tensors t WHERE t.archive_digest = v.archive_digest) "
                   "ORDER BY v.archive_digest"));
-  std::vector<std::string> out;
-  while (true) {
-    BLZ_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return st.ColumnTexts();
 }
 
 Result<std::vector<SharedTensors>> MetadataDb::ListArchivesSharingTensors(

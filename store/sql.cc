@@ -35,6 +35,15 @@ Status Statement::Run() {
   }
 }
 
+Result<std::vector<std::string>> Statement::ColumnTexts() {
+  std::vector<std::string> out;
+  while (true) {
+    BLZ_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return out;
+    out.push_back(ColumnText(0));
+  }
+}
+
 Result<Statement> Database::Prepare(std::string_view sql) {
   BLZ_ASSIGN_OR_RETURN(std::unique_ptr<StatementImpl> st, impl_->Prepare(sql));
   return Statement(std::move(st), timer_);

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -127,6 +128,8 @@ class Statement {
   Result<bool> Step();
   // Steps to completion, expecting no rows (INSERT/UPDATE/DELETE); rows are skipped.
   Status Run();
+  // Steps to completion and returns every row's first column as text (a one-column query).
+  Result<std::vector<std::string>> ColumnTexts();
 
   // The current row's values. A NULL reads as 0 / "".
   int64_t ColumnInt(int column) const { return impl_->ColumnInt(column); }
