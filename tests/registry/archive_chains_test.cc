@@ -300,7 +300,7 @@ TEST(ArchiveChainsTest, AVersionSharingTensorsWithAnotherStructureIsChainedOnIt)
 // model, which holds more of it, so the tower's tensors would be stored twice: in the tower's
 // own full patch and in the assembled model's link. The tower, stored whole, is then stored as
 // a link from the assembled model instead (ChainSharersOnto): each tensor once. The language
-// model, the assembled model's parent, stays whole. The tower is a quarter of the assembled
+// model, the assembled model's parent, stays whole. The tower is a fifth of the assembled
 // model: read through its chain it decodes only its own chunks of each level, so the rebuild
 // bound counts each level at most at the tower's size (counting every level whole, as the
 // bound did before, refuses the link: 4.11 MB read for a 0.96 MB tower, over 4 x). Deleting the
