@@ -335,10 +335,9 @@ void ArchiveStorage::ChainSharersOnto(const std::string& parent) {
     if (stop_) return;
     const std::string& d = st.archive_digest;
     Status s = [&]() -> Status {
-      // Stored whole: not raw (then its own compression ranks `parent`, or raw blobs are
-      // kept), no link, a full patch, nobody stored against it (chaining it would deepen
-      // their chains).
-      if (blobs_->Contains(d)) return Status::Ok();
+      // Stored whole: no link, a full patch, nobody stored against it (chaining it would
+      // deepen their chains), not raw (then its own compression ranks `parent`, or raw blobs
+      // are kept). The metadata DB first: the blob store may be a remote bucket.
       Result<store::ChainLink> link = db_->FindChainLink(d);
       if (link.ok()) return Status::Ok();
       if (link.status().code() != Code::kNotFound) return link.status();
@@ -348,11 +347,15 @@ void ArchiveStorage::ChainSharersOnto(const std::string& parent) {
       if (!children.empty()) return Status::Ok();
       // Worth a diff only when the link can be under chain_max_fraction of the full patch:
       // the bytes it holds identically in `parent` (references in the link) must make up at
-      // least 1 - chain_max_fraction of it.
-      BLZ_ASSIGN_OR_RETURN(store::BlobInfo stat, Stat(d));
-      if (double(st.bytes) < (1.0 - options_.chain_max_fraction) * double(stat.size)) {
+      // least 1 - chain_max_fraction of it (its size as its versions' rows record it).
+      BLZ_ASSIGN_OR_RETURN(std::vector<store::VersionRecord> versions,
+                           db_->ListVersionsOfArchive(d));
+      if (versions.empty()) return Status::Ok();  // listed as sharing: not any more
+      if (double(st.bytes) < (1.0 - options_.chain_max_fraction) *
+                                 double(versions.front().archive_size)) {
         return Status::Ok();
       }
+      if (blobs_->Contains(d)) return Status::Ok();
       auto check = [&]() { return IsChained(d); };
       auto work = [&]() -> Status {
         BLZ_ASSIGN_OR_RETURN(store::BlobInfo file, File(d));
