@@ -89,8 +89,11 @@ TEST(HttpClientTest, StreamsFileBodyWithProgress) {
   EXPECT_EQ(server.seen()[0].body(), data);
 }
 
+// A body of known length is read straight from the socket in reads of up to 1 MiB
+// (ReadResponse): a body over that, byte for byte, and the connection kept for the next request.
 TEST(HttpClientTest, StreamsResponseToSinkWithProgress) {
-  std::string data(600 * 1024 + 7, 'z');
+  std::string data(3 * 1024 * 1024 + 7, 'z');
+  for (size_t i = 0; i < data.size(); i += 4093) data[i] = char('a' + i % 26);
   TestServer server(
       [&](const TestRequest&) { return MakeResponse(http::status::ok, data, "application/x"); });
   HttpClient client("127.0.0.1", server.port());
@@ -113,6 +116,11 @@ TEST(HttpClientTest, StreamsResponseToSinkWithProgress) {
   EXPECT_EQ(r->body_bytes, data.size());
   EXPECT_EQ(got, data);
   EXPECT_EQ(last_done, data.size());
+  got.clear();
+  r = client.Send(req, t);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(server.connections(), 1);
 }
 
 TEST(HttpClientTest, ErrorBodiesGoToMemoryEvenWithSink) {
@@ -180,6 +188,20 @@ TEST(HttpClientTest, TruncatedBodyIsAnIOError) {
   Result<HttpResponse> r = client.Send(req);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kIOError) << r.status().ToString();
+  // Into a sink, the bytes that came before the cut are delivered (a resumed download goes on
+  // after them).
+  std::string got;
+  TransferOptions t;
+  t.sink = [&](ByteSpan chunk) {
+    got.append(AsChars(chunk));
+    return Status::Ok();
+  };
+  r = client.Send(req, t);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kIOError) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("after 100 bytes"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_EQ(got, std::string(100, 'a'));
 }
 
 TEST(HttpClientTest, StalledServerTimesOut) {
