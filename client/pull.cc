@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -123,32 +124,23 @@ Status UnpackInto(const std::string& archive_path, const std::string& built,
   return Status::Ok();
 }
 
-// Checks an archive's data completely, as `blz verify` does (every tensor's xxh3-64 and SHA-256,
-// every file's SHA-256, the stored file headers), before it may enter the local store: its
-// SHA-256 matching the manifest only proves it is the archive the registry holds, not that that
-// archive is sound. Errors: those of BlzArchive::Open / Verify (kCorruption naming the tensor
-// and byte offset), with the archive's digest instead of the staging path.
-// With `headers_only`, only BlzArchive::CheckStoredHeaders: for an archive whose data a
-// FileStreamer checked as it was rebuilt (client/pull_stream.h).
-Status VerifyArchiveData(const std::string& path, const std::string& digest,
-                         ProgressMode progress, bool headers_only = false) {
-  Status s;
-  {
-    ProgressMeter meter("verifying", headers_only ? ProgressMode::kOff : progress);
-    Result<formats::BlzArchive> archive = formats::BlzArchive::Open(path);
-    if (!archive.ok()) {
-      s = archive.status();
-    } else {
-      s = headers_only ? formats::CheckStoredHeaders(*archive) : archive->Verify(meter.Callback());
-    }
-  }
-  if (s.ok()) return s;
+// `s` (failed) with the archive's digest in place of `path`, the staging file it names.
+Status NamedByDigest(const Status& s, const std::string& path, const std::string& digest) {
   std::string m = s.message();
   const std::string name = "archive " + digest;
   for (size_t pos = m.find(path); pos != std::string::npos; pos = m.find(path, pos + name.size())) {
     m.replace(pos, path.size(), name);
   }
   return Status(s.code(), "archive " + digest + " fails verification, not kept: " + m);
+}
+
+// The stored safetensors/GGUF headers of the archive at `path` (BlzArchive::CheckStoredHeaders):
+// the part of `blz verify` a FileStreamer does not do (client/pull_stream.h). Errors:
+// kCorruption naming the file, with the archive's digest instead of the staging path.
+Status CheckArchiveHeaders(const std::string& path, const std::string& digest) {
+  Result<formats::BlzArchive> archive = formats::BlzArchive::Open(path);
+  Status s = archive.ok() ? formats::CheckStoredHeaders(*archive) : archive.status();
+  return s.ok() ? s : NamedByDigest(s, path, digest);
 }
 
 // Where a patch route writes the model's files while it applies (client/pull_stream.h):
@@ -171,42 +163,72 @@ struct FetchContext {
   StreamTarget* stream = nullptr;
 };
 
-// Applies a patch (`base_path` "" = a full patch) into `target_path`, writing the model's files
-// as it goes (ctx.stream) and checking each piece's xxh3-64 and each file's SHA-256 there, so
-// the archive is hashed once (by apply, against the digest the patch names, checked against
-// `digest` before) and not read back for a second verification. Any failure removes what the
-// stream wrote (kDirectory / kByDigest directory).
-Status ApplyStreaming(const FetchContext& ctx, const std::string& base_path,
-                      const std::string& patch_path, const std::string& target_path,
-                      const std::string& digest, const std::string& label,
-                      patcher::ApplyStats* stats) {
-  const PullOptions& options = *ctx.options;
+// Runs `feed`, which hands the target archive's bytes to a FileStreamer writing the model's
+// files where ctx.stream says (and checking each piece's xxh3-64 and each file's SHA-256 as
+// they go by), then checks that every piece came whole and the archive's stored headers
+// (`target_path`, which `feed` leaves whole). Any failure removes what the stream wrote
+// (kDirectory / kByDigest directory); errors name the archive `digest`.
+Status StreamFiles(const FetchContext& ctx, const std::string& target_path,
+                   const std::string& digest,
+                   const std::function<Status(FileStreamer* files)>& feed) {
   StreamTarget& stream = *ctx.stream;
   // A route after one that wrote the files (and then failed, say to publish) checks only.
   const FileStreamer::Mode mode = stream.written ? FileStreamer::Mode::kVerifyOnly : stream.mode;
   FileStreamer files(mode, stream.dir, stream.held_store, *stream.filter, "archive " + digest);
-  patcher::ApplyOptions apply_options;
-  Status s;
-  {
-    ProgressMeter apply_meter(label, options.progress);
-    apply_options.progress = apply_meter.Callback();
-    s = base_path.empty() ? patcher::ApplyFullPatchToSink(patch_path, target_path, &files, stats,
-                                                          apply_options)
-                          : patcher::ApplyPatchToSink(base_path, patch_path, target_path, &files,
-                                                      stats, apply_options);
-    apply_meter.Finish();
-  }
+  Status s = feed(&files);
   if (s.ok()) s = files.Finish();
-  if (s.ok() && stats->target_digest != digest) {
-    s = DigestMismatch(label + " produced " + stats->target_digest + ", expected " + digest);
-  }
-  if (s.ok()) s = VerifyArchiveData(target_path, digest, options.progress, /*headers_only=*/true);
+  if (s.ok()) s = CheckArchiveHeaders(target_path, digest);
   if (!s.ok()) {
     if (mode != FileStreamer::Mode::kVerifyOnly) RemoveAll(stream.dir);
     return s;
   }
   if (mode != FileStreamer::Mode::kVerifyOnly) stream.written = true;
   return s;
+}
+
+// Applies a patch (`base_path` "" = a full patch) into `target_path`, writing the model's files
+// as it goes (StreamFiles), so the archive is hashed once (by apply, against the digest the
+// patch names, checked against `digest` before) and not read back for a second verification.
+Status ApplyStreaming(const FetchContext& ctx, const std::string& base_path,
+                      const std::string& patch_path, const std::string& target_path,
+                      const std::string& digest, const std::string& label,
+                      patcher::ApplyStats* stats) {
+  return StreamFiles(ctx, target_path, digest, [&](FileStreamer* files) -> Status {
+    patcher::ApplyOptions apply_options;
+    ProgressMeter apply_meter(label, ctx.options->progress);
+    apply_options.progress = apply_meter.Callback();
+    Status s = base_path.empty()
+                   ? patcher::ApplyFullPatchToSink(patch_path, target_path, files, stats,
+                                                   apply_options)
+                   : patcher::ApplyPatchToSink(base_path, patch_path, target_path, files, stats,
+                                               apply_options);
+    apply_meter.Finish();
+    if (s.ok() && stats->target_digest != digest) {
+      s = DigestMismatch(label + " produced " + stats->target_digest + ", expected " + digest);
+    }
+    return s;
+  });
+}
+
+// Checks a downloaded archive whose SHA-256 the download proved equal to `digest` and writes
+// the model's files from it in the same read (StreamFiles): each piece's xxh3-64, each file's
+// SHA-256, the stored headers. Not recomputed, as on the patch routes (client/pull_stream.h):
+// the tensors' own SHA-256 fields, which the registry checked when the version was pushed.
+Status CheckAndStreamDownload(const FetchContext& ctx, const std::string& archive_path,
+                              const std::string& digest) {
+  Status s = StreamFiles(ctx, archive_path, digest, [&](FileStreamer* files) -> Status {
+    Result<formats::BlzArchive> archive = formats::BlzArchive::Open(archive_path);
+    if (!archive.ok()) return NamedByDigest(archive.status(), archive_path, digest);
+    ProgressMeter meter("verifying", ctx.options->progress);
+    Status fed = patcher::FeedArchiveToSink(*archive, files, meter.Callback());
+    meter.Finish();
+    return fed;
+  });
+  // The registry served an archive whose data contradict its own header.
+  const std::string named = "archive " + digest + ": ";
+  if (s.code() != Code::kCorruption || s.message().rfind(named, 0) != 0) return s;
+  return Corruption("archive " + digest + " fails verification, not kept: " +
+                    s.message().substr(named.size()));
 }
 
 // Downloads one blob or patch resumably (client/blob_download.h) into `dest_path`, adding its
@@ -608,7 +630,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     Result<DownloadResult> got = Fetch(ctx, req, staged, meter.Callback(), &result);
     meter.Finish();
     BLZ_RETURN_IF_ERROR(got.status());
-    BLZ_RETURN_IF_ERROR(VerifyArchiveData(staged, manifest.archive_digest, options.progress)
+    BLZ_RETURN_IF_ERROR(CheckAndStreamDownload(ctx, staged, manifest.archive_digest)
                             .WithContext("pull " + result.reference));
     BLZ_ASSIGN_OR_RETURN(result.archive_path,
                          store.PublishBlob(staged, manifest.archive_digest));

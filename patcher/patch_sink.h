@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/bytes.h"
+#include "core/progress_fn.h"
 #include "core/status.h"
 #include "formats/blz_archive.h"
 #include "patcher/patch.h"
@@ -37,6 +38,15 @@ Status ApplyPatchToSink(const std::string& base_archive, const std::string& patc
                         const ApplyOptions& options = {});
 Status ApplyFullPatchToSink(const std::string& patch_path, const std::string& target_out,
                             TargetSink* sink, ApplyStats* stats, const ApplyOptions& options = {});
+
+// Hands an archive that is already whole (a downloaded blob, say) to `sink` as an apply would:
+// Begin with its header, then Data for every non-empty piece in data-section order, in slices
+// of at most 8 MiB read from the archive's mapping. Checks nothing itself: the sink checks the
+// pieces and files, the caller the archive's SHA-256 (before) and its stored headers. So a full
+// download is checked and unpacked in one read instead of a verification and an unpack.
+// `progress` (optional): (piece bytes handed so far, their total). Errors: the sink's.
+Status FeedArchiveToSink(const formats::BlzArchive& archive, TargetSink* sink,
+                         const ProgressCallback& progress = {});
 
 }  // namespace blz::patcher
 

@@ -251,5 +251,71 @@ TEST_F(PullStreamTest, CorruptPatchByteLeavesNothingVisibleAndTheBaseIntact) {
   }
 }
 
+// A whole-archive download (--no-patch) is checked and unpacked in one read of the archive
+// (patcher::FeedArchiveToSink into a FileStreamer): no "unpacking" phase after the check (-o),
+// the files byte for byte, into -o and into the snapshot. An archive whose data contradict its
+// header is refused on the same read, leaving no file, snapshot or archive behind.
+TEST_F(PullStreamTest, FullDownloadIsCheckedAndUnpackedInOneRead) {
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  for (bool snapshot : {false, true}) {
+    SCOPED_TRACE(snapshot ? "snapshot" : "-o");
+    PullOptions o = PullOpts(snapshot ? "" : std::string(tmp_ / "out"));
+    o.snapshot = snapshot;
+    o.allow_patch = false;
+    o.cache_dir = tmp_ / (snapshot ? "cache-s" : "cache-o");
+    o.progress = ProgressMode::kPlain;
+    ::testing::internal::CaptureStderr();
+    Result<PullResult> r = Pull(Ref("v1"), o);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->transfer, "archive");
+    EXPECT_NE(err.find("verifying"), std::string::npos) << err;
+    // (A snapshot's "unpacking" meter counts the streamed files it moves into files/.)
+    if (!snapshot) {
+      EXPECT_EQ(err.find("unpacking"), std::string::npos) << err;
+    }
+    EXPECT_EQ(Tree(snapshot ? fs::path(r->output) : fs::path(tmp_ / "out")), Tree(tmp_ / "v1"));
+    EXPECT_TRUE(fs::is_empty(o.cache_dir + "/tmp"));
+    EXPECT_EQ(MakeDigest(*Sha256FileHex(r->archive_path)), r->digest);
+  }
+
+  // The last tensor's data altered behind a matching digest (a registry that took it).
+  formats::PackStats stats;
+  ASSERT_TRUE(formats::Pack(tmp_ / "v2", tmp_ / "v2.blz", &stats).ok());
+  std::string archive = ReadFileBytes(tmp_ / "v2.blz");
+  std::string tensor;
+  {
+    auto opened = formats::BlzArchive::Open(tmp_ / "v2.blz");
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    const auto& h = opened->header();
+    archive[size_t(h.data_start + h.tensors.back().offset + 8)] ^= 0x01;
+    tensor = h.tensors.back().name;
+  }
+  registry_.Inject("org/tiny", "bad", archive);
+  for (bool snapshot : {false, true}) {
+    SCOPED_TRACE(snapshot ? "snapshot" : "-o");
+    PullOptions o = PullOpts(snapshot ? "" : std::string(tmp_ / "out2"));
+    o.snapshot = snapshot;
+    o.allow_patch = false;
+    o.cache_dir = tmp_ / "cache-s";
+    Result<PullResult> bad = Pull(Ref("bad"), o);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::kCorruption) << bad.status().ToString();
+    EXPECT_NE(bad.status().message().find("fails verification"), std::string::npos)
+        << bad.status().message();
+    EXPECT_NE(bad.status().message().find(tensor), std::string::npos) << bad.status().message();
+    EXPECT_FALSE(fs::exists(tmp_ / "out2"));
+    EXPECT_TRUE(fs::is_empty(tmp_ / "cache-s/tmp"));
+    EXPECT_TRUE(MisnamedStoreFiles(tmp_ / "cache-s/files").empty());
+    size_t blobs = 0;  // v1's archive only
+    for (const auto& e : fs::recursive_directory_iterator(tmp_ / "cache-s/blobs")) {
+      blobs += e.is_regular_file() ? 1 : 0;
+    }
+    EXPECT_EQ(blobs, 1u);
+    EXPECT_FALSE(fs::exists(tmp_ / "cache-s/snapshots/127.0.0.1:" +
+                            std::to_string(server_.port()) + "/org/tiny:bad"));
+  }
+}
+
 }  // namespace
 }  // namespace blz::client
