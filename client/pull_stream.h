@@ -1,19 +1,23 @@
-// Writes and checks a pulled model's files from the bytes a patch apply rebuilds (issue 28), so
-// that a patch pull writes the model files from the decoded chunks instead of reading the new
-// archive back, and hashes each byte for the file's SHA-256 once instead of verifying the
-// archive again after apply (patcher::TargetSink).
+// Writes and checks a pulled model's files from the bytes a patch apply rebuilds, or a
+// downloaded archive holds (issue 28, patcher::TargetSink), so that a pull writes the model
+// files in the pass that checks the archive instead of reading the archive back to verify and
+// then unpack it.
 //
 // What a FileStreamer checks, as the bytes go by: every piece's xxh3-64 and length against the
-// target's header, every file's SHA-256 and size against the header. With apply's own checks
-// (each chunk's xxh3-64, the archive's SHA-256 = the manifest's digest) and
+// target's header, every file's size; in kByDigest mode also every file's SHA-256, which names
+// it in the store's files/. The caller proves every byte with the archive's SHA-256 (= the
+// manifest's digest) before anything the streamer wrote is published: apply checks it before
+// it returns OK, a download before the archive is fed (patcher::FeedArchiveToSink). With
 // BlzArchive::CheckStoredHeaders on the result, that is what BlzArchive::Verify checks except
-// the tensors' own SHA-256 fields, which are not recomputed: each tensor's bytes are already
-// proven by its xxh3-64, by its file's SHA-256 and by the archive's SHA-256 (a third full
-// SHA-256 pass would only prove the header's tensor digests consistent; the registry checks
-// them when a version is pushed, `blz verify` on demand).
+// the header's own digest fields, which are not recomputed: the tensors' SHA-256 and, outside
+// kByDigest, the files' SHA-256. The bytes those fields describe are already proven by the
+// archive's SHA-256; recomputing them would only prove the header consistent with itself,
+// which the registry checks when a version is pushed and `blz verify` on demand. kByDigest
+// does hash each file: a files/ entry is shared by every version that names that SHA-256, so
+// its name must be proven, not taken from one archive's header.
 //
 // Where the files go (Mode):
-//   kVerifyOnly  nowhere: every file is hashed and checked (a pull that keeps only the archive).
+//   kVerifyOnly  nowhere: every piece is checked (a pull that keeps only the archive).
 //   kDirectory   into `dir` (which must not exist; Begin creates it), each kept file at its
 //                path, mode 0644: pull -o's private build directory (client/pull.h), renamed
 //                into place by the caller only after the apply and Finish succeeded.
@@ -24,9 +28,9 @@
 //                another version shares it) is hashed and checked but not written. `dir` is
 //                under the store's tmp/ (a staging directory), never files/ itself: a
 //                concurrent snapshot change removes files/ entries no snapshot links.
-// Files the filter drops are hashed and checked but not written. Each file is written through
-// an AtomicFile (a "*.tmp-*" sibling until complete); a failure leaves no partial file under
-// its final name (kDirectory: the caller removes the whole build directory).
+// Files the filter drops are checked but not written. Each file is written through an
+// AtomicFile (a "*.tmp-*" sibling until complete); a failure leaves no partial file under its
+// final name (kDirectory: the caller removes the whole build directory).
 //
 // Memory: a hash state per open file and piece; the bytes are never copied.
 #ifndef BLZ_CLIENT_PULL_STREAM_H_

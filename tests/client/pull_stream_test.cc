@@ -118,6 +118,37 @@ TEST_F(PullStreamTest, WrongBytesFailAndPublishNothing) {
   }
 }
 
+// kByDigest names each file in the store by its SHA-256, so it proves that name: a header whose
+// file digest is not its bytes' (each piece's xxh3-64 sound) fails, and no file appears under
+// the claimed name. (-o and check-only rely on the caller's archive SHA-256 for the bytes.)
+TEST_F(PullStreamTest, ByDigestProvesEachFileName) {
+  formats::PackStats stats;
+  ASSERT_TRUE(formats::Pack(tmp_ / "v2", tmp_ / "b.blz", &stats).ok());
+  auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
+  ASSERT_TRUE(archive.ok());
+  formats::ArchiveHeader h = archive->header();
+  const std::string claimed(64, 'a');
+  h.files.back().sha256 = claimed;
+  auto feed = [&](FileStreamer* files) {
+    Status s = files->Begin(h);
+    for (const formats::ArchiveFile& f : h.files) {
+      for (const formats::ArchivePiece& p : f.pieces) {
+        const bool raw = p.kind == formats::ArchivePiece::Kind::kRaw;
+        ByteSpan bytes = raw ? archive->RawData(p.index) : archive->TensorData(p.index);
+        if (!bytes.empty() && s.ok()) s = files->Data(p, 0, bytes);
+      }
+    }
+    return s.ok() ? files->Finish() : s;
+  };
+  const std::string dir = tmp_ / "by-digest";
+  FileStreamer by_digest(FileStreamer::Mode::kByDigest, dir, "", FileFilter{}, "archive X");
+  Status s = feed(&by_digest);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find(h.files.back().path), std::string::npos) << s.message();
+  EXPECT_FALSE(fs::exists(dir + "/" + claimed));
+  EXPECT_TRUE(MisnamedStoreFiles(dir).empty());
+}
+
 // Pieces out of order or short are refused rather than written in the wrong place.
 TEST_F(PullStreamTest, OutOfOrderOrMissingDataIsRefused) {
   formats::PackStats stats;
