@@ -7,8 +7,11 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <vector>
 
 namespace blz {
@@ -61,18 +64,17 @@ std::string Sha512Hex(std::string_view data) {
 
 namespace {
 
-// The hex digest of the file at `path` under `md`, streamed in 1 MiB reads.
-Result<std::string> FileHexWith(const std::string& path, const EVP_MD* md,
-                                const ProgressCallback& progress = nullptr) {
+// Reads the file at `path` in 1 MiB reads, handing each to `block`; `progress` (when set) gets
+// (bytes read, file size at open) after each.
+Status ReadFileBlocks(const std::string& path, const std::function<void(ByteSpan)>& block,
+                      const ProgressCallback& progress = nullptr) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IOError(path + ": cannot open: " + std::strerror(errno));
-  uint64_t size = 0, hashed = 0;
+  uint64_t size = 0, done = 0;
   if (progress) {
     struct stat st {};
     if (::fstat(fd, &st) == 0) size = uint64_t(st.st_size);
   }
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, md, nullptr);
   std::vector<uint8_t> buf(1 << 20);
   for (;;) {
     ssize_t n = ::read(fd, buf.data(), buf.size());
@@ -80,19 +82,34 @@ Result<std::string> FileHexWith(const std::string& path, const EVP_MD* md,
       if (errno == EINTR) continue;
       int e = errno;
       ::close(fd);
-      EVP_MD_CTX_free(ctx);
       return IOError(path + ": read failed: " + std::strerror(e));
     }
     if (n == 0) break;
-    EVP_DigestUpdate(ctx, buf.data(), size_t(n));
-    hashed += uint64_t(n);
-    if (progress) progress(hashed, std::max(size, hashed));
+    block(ByteSpan(buf.data(), size_t(n)));
+    done += uint64_t(n);
+    if (progress) progress(done, std::max(size, done));
   }
   ::close(fd);
+  return Status::Ok();
+}
+
+// The hex digest of the file at `path` under `md`, streamed in 1 MiB reads; `also` (when set)
+// sees the same bytes.
+Result<std::string> FileHexWith(const std::string& path, const EVP_MD* md,
+                                const ProgressCallback& progress = nullptr,
+                                Xxh3Stream* also = nullptr) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), md, nullptr);
+  BLZ_RETURN_IF_ERROR(ReadFileBlocks(
+      path,
+      [&](ByteSpan b) {
+        EVP_DigestUpdate(ctx.get(), b.data(), b.size());
+        if (also != nullptr) also->Update(b);
+      },
+      progress));
   std::array<uint8_t, EVP_MAX_MD_SIZE> out{};
   unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx, out.data(), &len);
-  EVP_MD_CTX_free(ctx);
+  EVP_DigestFinal_ex(ctx.get(), out.data(), &len);
   return HexEncode(ByteSpan(out.data(), len));
 }
 
@@ -104,6 +121,20 @@ Result<std::string> Sha256FileHex(const std::string& path) {
 
 Result<std::string> Sha256FileHex(const std::string& path, const ProgressCallback& progress) {
   return FileHexWith(path, EVP_sha256(), progress);
+}
+
+Result<FileSums> Sha256AndXxh3File(const std::string& path) {
+  Xxh3Stream xxh;
+  FileSums sums;
+  BLZ_ASSIGN_OR_RETURN(sums.sha256_hex, FileHexWith(path, EVP_sha256(), nullptr, &xxh));
+  sums.xxh3 = xxh.Digest();
+  return sums;
+}
+
+Result<uint64_t> Xxh3File(const std::string& path) {
+  Xxh3Stream xxh;
+  BLZ_RETURN_IF_ERROR(ReadFileBlocks(path, [&](ByteSpan b) { xxh.Update(b); }));
+  return xxh.Digest();
 }
 
 bool IsValidOciDigest(std::string_view digest) {

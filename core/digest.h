@@ -75,6 +75,16 @@ class Xxh3Stream {
   void* state_;
 };
 
+// SHA-256 (hex) and xxh3-64 of a whole file, in one streamed read: the xxh3 is a cheap
+// checksum for noticing later damage to a file whose SHA-256 was just taken.
+struct FileSums {
+  std::string sha256_hex;
+  uint64_t xxh3 = 0;
+};
+Result<FileSums> Sha256AndXxh3File(const std::string& path);
+// xxh3-64 of a whole file, streamed. Errors: kIOError.
+Result<uint64_t> Xxh3File(const std::string& path);
+
 std::string HexEncode(ByteSpan data);
 // 16 lower-case hex digits.
 std::string Hex64(uint64_t v);

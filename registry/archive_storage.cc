@@ -446,14 +446,14 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
     // verified, then record: a recorded full patch is a verified one. The temporary file is
     // this job's own (the replica's private uploads/ directory) and nothing writes it after
     // `create`, so it is published under the digest taken before verifying without a second
-    // read (PublishHashed still checks its size). DropRaw hashes the stored copy again before
-    // the raw archive goes.
+    // read (PublishHashed still checks its size). DropRaw checks the stored copy again before
+    // the raw archive goes (CheckStillIntact: the xxh3-64 taken in the same read).
     const std::string temp = blobs_->NewTempPath("fullpatch");
     const std::vector<std::pair<std::string, std::string>> names = {
         {raw->path, "archive " + digest}, {temp, "full patch of " + digest}};
     Status s = functions_.create(raw->path, digest, temp, &stop_);
-    Result<std::string> hex = s.ok() ? Sha256FileHex(temp) : Result<std::string>(s);
-    Result<uint64_t> hashed_size = hex.ok() ? FileSizeOf(temp) : Result<uint64_t>(hex.status());
+    Result<FileSums> sums = s.ok() ? Sha256AndXxh3File(temp) : Result<FileSums>(s);
+    Result<uint64_t> hashed_size = sums.ok() ? FileSizeOf(temp) : Result<uint64_t>(sums.status());
     if (hashed_size.ok()) {
       s = functions_.verify(temp, raw->path, digest);
       if (!s.ok()) s = s.WithContext("the full patch of " + digest + " failed verification");
@@ -461,7 +461,8 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
       s = hashed_size.status();
     }
     Result<store::BlobInfo> blob =
-        s.ok() ? blobs_->PublishHashed(temp, MakeDigest(*hex), MakeDigest(*hex), *hashed_size)
+        s.ok() ? blobs_->PublishHashed(temp, MakeDigest(sums->sha256_hex),
+                                       MakeDigest(sums->sha256_hex), *hashed_size)
                : Result<store::BlobInfo>(s);
     RemoveAll(temp);  // gone after a successful publish; removes leftovers otherwise
     if (!blob.ok()) return ScrubPaths(blob.status(), names);
@@ -472,6 +473,8 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
       std::lock_guard<std::mutex> g(mu_);
       ++computed_;
       sizes_[digest] = raw->size;
+      if (fresh_sums_.size() >= kMaxFreshSums) fresh_sums_.clear();
+      fresh_sums_[blob->digest] = FreshSum{blob->size, sums->xxh3};
     }
     result = FullPatch{std::move(*blob), /*hit=*/false};
     return Status::Ok();
@@ -482,11 +485,43 @@ Result<ArchiveStorage::FullPatch> ArchiveStorage::GetFullPatch(const std::string
   return std::move(*result);
 }
 
+Status ArchiveStorage::CheckStillIntact(const store::BlobInfo& blob) {
+  std::optional<FreshSum> fresh;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (auto it = fresh_sums_.find(blob.digest); it != fresh_sums_.end()) fresh = it->second;
+  }
+  if (!fresh.has_value() || blobs_->streams_reads()) return blobs_->Verify(blob.digest);
+  BLZ_ASSIGN_OR_RETURN(store::BlobInfo local, blobs_->LocalFile(blob.digest));
+  BLZ_ASSIGN_OR_RETURN(uint64_t sum, Xxh3File(local.path));
+  if (local.size != fresh->size || sum != fresh->xxh3) {
+    return DigestMismatch(blobs_->Describe() + ": stored blob " + blob.digest + " (" +
+                          std::to_string(local.size) + " bytes, xxh3-64 " + Hex64(sum) +
+                          ") no longer holds the bytes it was published with (" +
+                          std::to_string(fresh->size) + " bytes, xxh3-64 " + Hex64(fresh->xxh3) +
+                          ")");
+  }
+  return Status::Ok();
+}
+
+std::optional<ArchiveStorage::Clock::time_point> ArchiveStorage::ServedUntilLocked(
+    const std::string& digest) const {
+  auto it = served_.find(digest);
+  if (it == served_.end() || Clock::now() >= it->second + options_.grace) return std::nullopt;
+  return it->second + options_.grace;
+}
+
+std::optional<ArchiveStorage::Clock::time_point> ArchiveStorage::ServedUntil(
+    const std::string& digest) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return ServedUntilLocked(digest);
+}
+
 Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo& full_patch,
                                std::optional<Clock::time_point>* retry_at) {
   retry_at->reset();
   KeyedMutex::Lock lock(&locks_, "full:" + digest);
-  // The recorded full patch must still be intact: re-hash it (cheap next to decoding).
+  // The recorded full patch must still be intact (CheckStillIntact).
   Result<store::BlobInfo> recorded = FindFullPatch(digest);
   if (!recorded.ok() && recorded.status().code() == Code::kNotFound) {
     // Stored as a chain link, whose full patch a collection may already have forgotten: the
@@ -497,7 +532,13 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
     return Internal("full patch of " + digest + " changed while compressing");
   }
   if (!recorded.ok()) return recorded.status().WithContext("full patch of " + digest);
-  Status intact = blobs_->Verify(recorded->digest);
+  // Served within the grace period: postponed before the hash below, which the retry takes
+  // anyway (it used to run on both calls: a second SHA-256 pass over the full patch).
+  if (std::optional<Clock::time_point> until = ServedUntil(digest); until.has_value()) {
+    *retry_at = *until;
+    return Status::Ok();
+  }
+  Status intact = CheckStillIntact(*recorded);
   if (intact.code() == Code::kDigestMismatch) {
     return QuarantineDamaged(*recorded, "full patch " + recorded->digest + " of archive " + digest)
         .WithContext("keeping the raw archive " + digest);
@@ -512,9 +553,8 @@ Status ArchiveStorage::DropRaw(const std::string& digest, const store::BlobInfo&
   if (!raw.ok()) return raw.status().code() == Code::kNotFound ? Status::Ok() : raw.status();
   {
     std::lock_guard<std::mutex> g(mu_);
-    auto it = served_.find(digest);
-    if (it != served_.end() && Clock::now() < it->second + options_.grace) {
-      *retry_at = it->second + options_.grace;
+    if (std::optional<Clock::time_point> until = ServedUntilLocked(digest); until.has_value()) {
+      *retry_at = *until;  // served while the full patch was being checked
       return Status::Ok();
     }
     // Not served here within the grace period: File waits for the delete from here on (see

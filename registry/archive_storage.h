@@ -387,10 +387,22 @@ class ArchiveStorage {
   Status HoldRaw(const std::string& d);
   // Deletes the raw blob unless it was served within `grace` (here, or on any replica: the
   // metadata DB's record); then *retry_at is set and nothing is done. The recorded full patch
-  // (or chain link) is hashed again first, always: the disk may have damaged it since it was
-  // verified, and the raw archive is not deleted on the strength of a damaged copy.
+  // (or chain link) is checked again first, always (CheckStillIntact): the disk may have
+  // damaged it since it was verified, and the raw archive is not deleted on the strength of a
+  // damaged copy.
   Status DropRaw(const std::string& digest, const store::BlobInfo& full_patch,
                  std::optional<Clock::time_point>* retry_at);
+  // Whether the stored copy of `blob` (a full patch or chain link about to be the only copy of
+  // an archive) still holds the bytes it was published with. A full patch this process made
+  // and published on a local store (fresh_sums_) is checked by size and the xxh3-64 taken in
+  // the read that took its SHA-256: damage is what is looked for, and that is a tenth of a
+  // SHA-256 pass. Anything else, and every s3 blob, is hashed again (BlobStore::Verify).
+  // Errors: kDigestMismatch (damaged), kNotFound, kIOError.
+  Status CheckStillIntact(const store::BlobInfo& blob);
+  // When `digest`'s raw blob was handed out here less than `grace` ago: the time that grace
+  // ends. ServedUntilLocked: the caller holds mu_.
+  std::optional<Clock::time_point> ServedUntil(const std::string& digest) const;
+  std::optional<Clock::time_point> ServedUntilLocked(const std::string& digest) const;
   // Compresses once (GetFullPatch + DropRaw); *retry_at as DropRaw.
   Status CompressOnce(const std::string& digest, std::optional<Clock::time_point>* retry_at);
   // Removes least recently used cache entries past their grace until under the bound.
@@ -481,7 +493,7 @@ class ArchiveStorage {
   std::unique_ptr<SharedJobs> shared_jobs_;  // full patches across replicas
   std::atomic<bool> stop_{false};
 
-  std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::map<std::string, Clock::time_point> queue_;  // digest -> not before
   std::string current_;  // being compressed (or its tensors listed) by the thread
@@ -491,6 +503,14 @@ class ArchiveStorage {
   std::unordered_set<std::string> copying_;  // archives a CacheCopy is being written for
   // Raw blobs this process handed out, when it last recorded that in the metadata DB.
   std::unordered_map<std::string, Clock::time_point> served_;
+  // Full patches published here, by digest: size and xxh3-64 (CheckStillIntact). Bounded by
+  // kMaxFreshSums (cleared when full: a missing entry only means a SHA-256 check).
+  struct FreshSum {
+    uint64_t size = 0;
+    uint64_t xxh3 = 0;
+  };
+  static constexpr size_t kMaxFreshSums = 4096;
+  std::unordered_map<std::string, FreshSum> fresh_sums_;
   // Raw blobs DropRaw decided to delete and is deleting (outside mu_); File waits on
   // dropped_cv_ until they leave.
   std::unordered_set<std::string> dropping_;

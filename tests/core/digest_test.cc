@@ -34,6 +34,21 @@ TEST(DigestTest, Sha256File) {
   EXPECT_FALSE(Sha256FileHex(dir / "missing").ok());
 }
 
+// Both sums of a file in one read, over more than one 1 MiB read, equal the one-shot ones.
+TEST(DigestTest, Sha256AndXxh3OfAFile) {
+  testing::TempDir dir;
+  std::string data((3u << 20) + 5, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = char(i * 13 + (i >> 20));
+  testing::WriteFileBytes(dir / "f", data);
+  Result<FileSums> sums = Sha256AndXxh3File(dir / "f");
+  ASSERT_TRUE(sums.ok()) << sums.status().ToString();
+  EXPECT_EQ(sums->sha256_hex, Sha256Hex(data));
+  EXPECT_EQ(sums->xxh3, Xxh3_64(AsBytes(data)));
+  EXPECT_EQ(Xxh3File(dir / "f").value(), Xxh3_64(AsBytes(data)));
+  EXPECT_EQ(Sha256AndXxh3File(dir / "missing").status().code(), Code::kIOError);
+  EXPECT_EQ(Xxh3File(dir / "missing").status().code(), Code::kIOError);
+}
+
 TEST(DigestTest, Xxh3StreamingEqualsOneShot) {
   std::string data(5000, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = char(i * 7 + 3);
