@@ -493,8 +493,8 @@ void AddApply(CLI::App& app, std::vector<Command>* commands) {
     if (to_archive) {
       BLZ_RETURN_IF_ERROR(patcher::ApplyPatch(base, args->patch, args->output, &stats, options));
     } else {
-      // The model files are written as the patch is decoded (each piece's xxh3-64 and each
-      // file's SHA-256 checked as they go, the target archive's SHA-256 at the end), into a
+      // The model files are written as the patch is decoded (each piece's xxh3-64 checked as
+      // they go, the target archive's SHA-256, which covers every byte, at the end), into a
       // directory beside the output renamed into place only then: no target archive is
       // written or read back (issue 28).
       BLZ_RETURN_IF_ERROR(tmp.CreateNear(args->output));

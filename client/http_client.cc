@@ -720,6 +720,7 @@ struct HttpClient::Impl {
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
         CloseConnection();
+        // As above: bytes that arrived before the failure still reach the sink.
         if (size_t partial = buf.size() - msg.body().size;
             to_sink && partial > 0 && ec != http::error::body_limit) {
           out->body_bytes += partial;

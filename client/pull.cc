@@ -164,10 +164,10 @@ struct FetchContext {
 };
 
 // Runs `feed`, which hands the target archive's bytes to a FileStreamer writing the model's
-// files where ctx.stream says (and checking each piece's xxh3-64 and each file's SHA-256 as
-// they go by), then checks that every piece came whole and the archive's stored headers
-// (`target_path`, which `feed` leaves whole). Any failure removes what the stream wrote
-// (kDirectory / kByDigest directory); errors name the archive `digest`.
+// files where ctx.stream says (and checking each piece's xxh3-64, and each file's SHA-256 in
+// the snapshot, as they go by), then checks that every piece came whole and the archive's
+// stored headers (`target_path`, which `feed` leaves whole). Any failure removes what the
+// stream wrote (kDirectory / kByDigest directory); errors name the archive `digest`.
 Status StreamFiles(const FetchContext& ctx, const std::string& target_path,
                    const std::string& digest,
                    const std::function<Status(FileStreamer* files)>& feed) {
@@ -212,8 +212,9 @@ Status ApplyStreaming(const FetchContext& ctx, const std::string& base_path,
 
 // Checks a downloaded archive whose SHA-256 the download proved equal to `digest` and writes
 // the model's files from it in the same read (StreamFiles): each piece's xxh3-64, each file's
-// SHA-256, the stored headers. Not recomputed, as on the patch routes (client/pull_stream.h):
-// the tensors' own SHA-256 fields, which the registry checked when the version was pushed.
+// size (and SHA-256 in the snapshot), the stored headers. As on the patch routes
+// (client/pull_stream.h), the header's other digest fields are not recomputed: the registry
+// checked them when the version was pushed.
 Status CheckAndStreamDownload(const FetchContext& ctx, const std::string& archive_path,
                               const std::string& digest) {
   Status s = StreamFiles(ctx, archive_path, digest, [&](FileStreamer* files) -> Status {

@@ -7,16 +7,19 @@
 //    from the most recently pulled one (/v2/<name>/blz/patch?from=&to=), apply it
 //    (patcher::ApplyPatchToSink: checks the base, every chunk and the target's SHA-256) and
 //    keep the result. The model's files are written while it applies, from the same decoded
-//    bytes (client/pull_stream.h: each piece's xxh3-64 and each file's SHA-256 checked as they
-//    go), so the new archive is hashed once and never read back (issue 28). Any failure of that route (404, a patch not smaller than the archive,
-//    a bad patch) falls back to step 4; the reason is reported in PullResult::notes.
+//    bytes (client/pull_stream.h: each piece's xxh3-64 checked as they go, and each file's
+//    SHA-256 where it names the file, in the snapshot), so the new archive is hashed once and
+//    never read back (issue 28). Any failure of that route (404, a patch not smaller than the
+//    archive, a bad patch) falls back to step 4; the reason is reported in PullResult::notes.
 // 4. Else (no usable base) GET the archive's full patch (/v2/<name>/blz/patch?to=, no from:
 //    the archive compressed per tensor, docs/patch-format.md), rebuild it with
 //    patcher::ApplyFullPatch (every piece and the SHA-256 checked) and keep the result. A
 //    server that does not serve full patches (404, 405, an older server's 400) falls back to
 //    step 5 silently; any other failure (a full patch not smaller than the archive, a bad one)
 //    falls back with a note.
-// 5. Else download the archive blob, hashing it as it streams.
+// 5. Else download the archive blob, hashing it once downloaded, then feed it in one read to
+//    the same file streamer as the patch routes (patcher::FeedArchiveToSink): its files are
+//    checked and written in that read, not verified and then unpacked.
 // allow_patch = false (`--no-patch`) skips steps 3 and 4.
 // Before step 1, without asking the registry (client/local_ref.h): a reference by digest
 // (archive or manifest digest) that the store holds under that registry name and repository
@@ -35,17 +38,19 @@
 // Downloads are published by rename only after their digest is verified; nothing is written
 // to the output before that. With an output directory the model is built in a private
 // ".blz-pull-<pid>-*" directory beside it and renamed into place at the end (an existing
-// directory is refused before any download): by the patch routes (steps 3, 4) as they apply,
-// else by unpacking the archive (formats::Unpack). Without one, `snapshot` makes the version's
-// loadable directory in the store (client/snapshot.h); the patch routes write its files as
-// they apply, into a staging directory under the store's tmp/, from which MakeSnapshot moves
-// them into files/. Without either, the patch routes check the files without writing them.
-// A patch route's files are published only after the archive's SHA-256 and every file's were
-// checked; on any failure they are removed before the next route runs. Checks of a patch-route
-// archive: every chunk's xxh3-64 (patch), the archive's SHA-256 (manifest), every piece's
-// xxh3-64 and every file's SHA-256 (archive header), the stored safetensors/GGUF headers
-// (formats::CheckStoredHeaders); the tensors' own SHA-256 fields are not recomputed (see
-// client/pull_stream.h). The raw archive route (step 5) runs BlzArchive::Verify as before.
+// directory is refused before any download): by every route as it applies or reads the
+// download, or, for a version held already, by unpacking the archive (formats::Unpack).
+// Without one, `snapshot` makes the version's loadable directory in the store
+// (client/snapshot.h); the routes write its files as they go, into a staging directory under
+// the store's tmp/, from which MakeSnapshot moves them into files/. Without either, the routes
+// check the files without writing them. A route's files are published only after the
+// archive's SHA-256 and every piece were checked; on any failure they are removed before the
+// next route runs. Checks of a pulled archive: every chunk's xxh3-64 (patch routes), the
+// archive's SHA-256 (manifest), every piece's xxh3-64 and every file's size (archive header),
+// each file's SHA-256 where it names the file (the snapshot's files/), the stored
+// safetensors/GGUF headers (formats::CheckStoredHeaders). The header's own digest fields are
+// not otherwise recomputed: the archive's SHA-256 covers the bytes they describe (see
+// client/pull_stream.h; the registry checks them at push, `blz verify` on demand).
 // `filter` (--include/--exclude) chooses the files written to either. A pull killed midway
 // leaves only staged temp files, removed by the next run and partial downloads that the rerun
 // continues.
