@@ -316,6 +316,24 @@ class PushPullTest : public ::testing::Test {
     return o;
   }
   // Blobs in the pull cache's content store.
+  // The archive of model directory `model` (packed to `packed`) with one bit of its last
+  // tensor's data flipped: data that contradict the header's digests. Sets *tensor to that
+  // tensor's name.
+  std::string ArchiveWithAFlippedTensorBit(const std::string& model, const std::string& packed,
+                                           std::string* tensor) {
+    formats::PackStats stats;
+    Status packed_ok = formats::Pack(model, packed, &stats);
+    EXPECT_TRUE(packed_ok.ok()) << packed_ok.ToString();
+    std::string archive = ReadFileBytes(packed);
+    auto opened = formats::BlzArchive::Open(packed);
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    if (!opened.ok()) return archive;
+    const auto& h = opened->header();
+    archive[size_t(h.data_start + h.tensors.back().offset + 8)] ^= 0x01;
+    *tensor = h.tensors.back().name;
+    return archive;
+  }
+
   size_t CachedBlobCount() {
     size_t blobs = 0;
     for (const auto& e : fs::recursive_directory_iterator(tmp_ / "pull-cache/blobs")) {

@@ -138,19 +138,9 @@ TEST_F(PushPullTest, TamperedBlobIsRefusedAndNotStored) {
 // An archive whose SHA-256 matches its manifest but whose data fail `blz verify` (a registry
 // that accepted it): pull fails, with and without -o, and nothing enters the cache.
 TEST_F(PushPullTest, CorruptArchiveIsRefusedAndNotCached) {
-  formats::PackStats stats;
-  ASSERT_TRUE(formats::Pack(tmp_ / "v1", tmp_ / "v1.blz", &stats).ok());
-  std::string archive = ReadFileBytes(tmp_ / "v1.blz");
-  uint64_t offset = 0;
   std::string tensor;
-  {
-    auto opened = formats::BlzArchive::Open(tmp_ / "v1.blz");
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    const auto& h = opened->header();
-    offset = h.data_start + h.tensors.back().offset + 8;
-    tensor = h.tensors.back().name;
-  }
-  archive[size_t(offset)] ^= 0x01;
+  const std::string archive = ArchiveWithAFlippedTensorBit(tmp_ / "v1", tmp_ / "v1.blz", &tensor);
+  ASSERT_FALSE(tensor.empty());
   registry_.Inject("org/tiny", "bad", archive);
   registry_.set_full_patch_status(200);  // the fake cannot make one (500): falls back
 
@@ -227,17 +217,9 @@ TEST_F(PushPullTest, PushedArchiveIsKeptAsACopyOfTheBytesHashed) {
 // is PUT: no tag, no local version, nothing left in the store's staging area, the user's file
 // unchanged; the error names the tensor.
 TEST_F(PushPullTest, PushOfACorruptArchivePutsNoManifestAndKeepsNothing) {
-  formats::PackStats stats;
-  ASSERT_TRUE(formats::Pack(tmp_ / "v1", tmp_ / "v1.blz", &stats).ok());
-  std::string archive = ReadFileBytes(tmp_ / "v1.blz");
   std::string tensor;
-  {
-    auto opened = formats::BlzArchive::Open(tmp_ / "v1.blz");
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    const auto& h = opened->header();
-    archive[size_t(h.data_start + h.tensors.back().offset + 8)] ^= 0x01;
-    tensor = h.tensors.back().name;
-  }
+  const std::string archive = ArchiveWithAFlippedTensorBit(tmp_ / "v1", tmp_ / "v1.blz", &tensor);
+  ASSERT_FALSE(tensor.empty());
   WriteFileBytes(tmp_ / "bad.blz", archive);
   for (bool keep : {true, false}) {
     SCOPED_TRACE(keep ? "kept" : "--no-keep");
