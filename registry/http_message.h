@@ -14,6 +14,10 @@
 #include "core/digest.h"
 #include "registry/body_producer.h"
 
+namespace blz::store {
+class UploadSessionFile;  // store/blob_store.h
+}  // namespace blz::store
+
 namespace blz::registry {
 
 // A SHA-256 computed while a blob's bytes arrive (issue 28: no second read to hash them).
@@ -56,8 +60,8 @@ struct RequestHead {
   bool HasBody() const { return chunked || (content_length.has_value() && *content_length > 0); }
 };
 
-// A whole request. The body is either in memory (`body`) or was streamed into `body_file`
-// (see BodyPlan); never both.
+// A whole request. The body is either in memory (`body`), streamed into `body_file`, or
+// written in place into an upload's session file (`session_file`; see BodyPlan); never two.
 struct Request {
   RequestHead head;
   std::string body;
@@ -65,6 +69,12 @@ struct Request {
   // BodyPlan::hash after every byte of `body_file` went through it, in order; null when the
   // plan had none or the session could not hash the body as it arrived (a chunked body).
   std::shared_ptr<BodyHash> body_hash;
+  // BodyPlan::session_file, still locked: the body is its bytes [session_offset,
+  // session_offset + session_length) (body_hash as for body_file). The lock is released when
+  // the last copy of the pointer goes, after the handler.
+  std::shared_ptr<store::UploadSessionFile> session_file;
+  uint64_t session_offset = 0;
+  uint64_t session_length = 0;
 };
 
 struct Response {
@@ -129,6 +139,13 @@ struct BodyPlan {
   // it on in Request::body_hash (a blob upload: the digest is then known without reading the
   // file again).
   std::shared_ptr<BodyHash> hash;
+  // kFile with a Content-Length only: instead of a new file at `file_path`, the body is written
+  // into this locked session file (store/blob_store.h) from byte `session_offset` on, the
+  // upload's recorded size (a chunk of a blob upload on a driver that has session files: the
+  // closing PUT then links one file instead of copying every chunk). A body that fails midway
+  // is cut off again; the file is never removed by the session.
+  std::shared_ptr<store::UploadSessionFile> session_file;
+  uint64_t session_offset = 0;
 };
 
 }  // namespace blz::registry

@@ -21,6 +21,7 @@
 #include "registry/health_handlers.h"
 #include "registry/metrics_handlers.h"
 #include "registry/wire.h"
+#include "store/blob_store.h"
 
 namespace blz::registry {
 namespace {
@@ -256,6 +257,7 @@ void HttpSession::OnHeader(beast::error_code ec) {
       return;
     }
     // A small body: read and discard it so the connection stays usable.
+    plan_.session_file.reset();
     plan_.kind = BodyPlan::Kind::kMemory;
     plan_.limit = kMaxIgnoredBodyBytes;
   }
@@ -300,6 +302,7 @@ void HttpSession::StartBody() {
   }
   if (plan_.kind == BodyPlan::Kind::kFile) {
     plan_.hash = nullptr;  // a chunked body is not hashed on the way: the handler hashes it
+    plan_.session_file.reset();  // nor written in place (PlanBody offers that to known lengths)
     file_parser_.emplace(std::move(*head_parser_));
     head_parser_.reset();
     file_parser_->body_limit(plan_.limit);
@@ -351,16 +354,22 @@ void HttpSession::StartRawFileBody() {
     OnBodyError(http::error::body_limit);
     return;
   }
-  body_fd_ = ::open(plan_.file_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (body_fd_ < 0) {
+  if (plan_.session_file != nullptr) {
+    // Into the upload's session file, after its recorded bytes (BodyPlan::session_file).
+    raw_body_ = true;
+    body_pos_ = plan_.session_offset;
+  } else {
+    body_fd_ = ::open(plan_.file_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
+  if (!raw_body_ && body_fd_ < 0) {
     Response err = ErrorResponse(OciError::kUnknown, "cannot create " + plan_.file_path + ": " +
                                                          std::strerror(errno));
     err.close = true;
     SendResponse(std::move(err));
     return;
   }
+  if (!raw_body_) body_file_ = plan_.file_path;
   raw_body_ = true;
-  body_file_ = plan_.file_path;
   body_left_ = total;
   // Body bytes that arrived with the head (never more than this body: what follows is the
   // next request's).
@@ -404,12 +413,16 @@ bool HttpSession::WriteRawBody(const uint8_t* data, size_t n) {
   }
   size_t done = 0;
   while (done < n) {
-    const ssize_t w = ::write(body_fd_, data + done, n - done);
+    const ssize_t w = plan_.session_file != nullptr
+                          ? ::pwrite(plan_.session_file->fd(), data + done, n - done,
+                                     off_t(body_pos_ + done))
+                          : ::write(body_fd_, data + done, n - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       const int err = w < 0 ? errno : EIO;
-      const std::string why = body_file_ + ": cannot write the request body: " +
-                              std::strerror(err);
+      const std::string file =
+          plan_.session_file != nullptr ? plan_.session_file->path() : body_file_;
+      const std::string why = file + ": cannot write the request body: " + std::strerror(err);
       log_note_ = why;
       Response res = ErrorResponse(IOError(why), ErrorContext::kGeneral);
       if (err == ENOSPC || err == EDQUOT || err == EFBIG) res.status = 507;  // Insufficient Storage
@@ -420,6 +433,7 @@ bool HttpSession::WriteRawBody(const uint8_t* data, size_t n) {
     done += size_t(w);
   }
   body_left_ -= n;
+  body_pos_ += n;
   return true;
 }
 
@@ -492,8 +506,14 @@ void HttpSession::OnBody() {
   }
   if (raw_body_) {
     raw_body_ = false;
-    req.body_file = body_file_;
     req.body_hash = std::move(plan_.hash);  // every byte of the file went through it
+    if (plan_.session_file != nullptr) {
+      req.session_offset = plan_.session_offset;
+      req.session_length = body_pos_ - plan_.session_offset;
+      req.session_file = std::move(plan_.session_file);  // the handler releases the lock
+    } else {
+      req.body_file = body_file_;
+    }
   }
   if (plan_.reject.has_value()) {
     SendResponse(std::move(*plan_.reject));
@@ -504,12 +524,15 @@ void HttpSession::OnBody() {
   const bool posted =
       handlers_->Post(plan_.heavy, [self = shared_from_this(), req = std::move(req),
                                     metrics = metrics_request_,
-                                    health = health_request_]() {
+                                    health = health_request_]() mutable {
         Response res = metrics ? HandleMetrics(*self->registry_, req.head)
                        : health != 0
                            ? HandleHealth(*self->registry_, req.head,
                                           static_cast<HealthTarget>(health))
                            : self->registry_->Handle(req);
+        // The session file's lock goes before the response does: the client's next chunk, sent
+        // as soon as it reads this one, must find the file free.
+        req.session_file.reset();
         net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
           self->SendResponse(std::move(res));
         });
@@ -655,6 +678,12 @@ void HttpSession::Close() {
 void HttpSession::RemoveBodyFile() {
   CloseRawBodyFd();
   raw_body_ = false;
+  if (plan_.session_file != nullptr) {
+    // A body that did not reach its handler: what it wrote past the session's bytes goes, and
+    // so does the lock (never the file: it holds the session's earlier chunks).
+    (void)plan_.session_file->Truncate(plan_.session_offset);  // garbage past it if this fails
+    plan_.session_file.reset();
+  }
   if (body_file_.empty()) return;
   if (file_parser_.has_value()) {
     file_parser_->get().body().close();

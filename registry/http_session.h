@@ -19,7 +19,8 @@
 // large bodies are bounded by stalls, not by total time). Request bodies must also keep a
 // minimum average rate (RegistryOptions::body_rate, registry/registry.h kMinBodyBytesPerSecond
 // over kBodyRateWindow): a slower body gets 408, the connection is closed and the partial body
-// file removed (an upload session keeps the chunks committed before).
+// file removed, or what it wrote into an upload's session file cut off again (an upload
+// session keeps the chunks committed before).
 //
 // One access-log line per request (registry/access_log.h: time, client, user, method, redacted
 // target, status, body bytes in and out, milliseconds, and for a refused slow body the
@@ -128,9 +129,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string body_file_;
   // The raw file body (StartRawFileBody): its descriptor (-1 when none is open), the bytes
   // still to read, the read buffer (allocated on the first such body, kept for the next).
+  // With plan_.session_file the body is written there with pwrite from byte body_pos_ on
+  // (body_fd_ stays -1: the descriptor is the session file's).
   bool raw_body_ = false;
   int body_fd_ = -1;
   uint64_t body_left_ = 0;
+  uint64_t body_pos_ = 0;
   std::vector<uint8_t> raw_buffer_;
   bool keep_alive_ = false;
   // The current request, for the access log (reset by ReadHeader).

@@ -461,6 +461,12 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
       }
     }
     file_body = true;
+    // A body of known length continues the session file when that holds every byte so far
+    // (fs): written in place, so the closing PUT links one file instead of copying each chunk.
+    if (head.content_length.has_value() && !head.chunked) {
+      plan.session_file = LockSessionFile(route->ref, &*up);
+      plan.session_offset = up->size;
+    }
     if (up->patch_from.empty()) plan.hash = TakeUploadHash(route->ref, *up);
   } else if (route->kind == Kind::kManifest && head.method == "PUT") {
     plan.limit = options_.max_manifest_bytes;
@@ -473,6 +479,7 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
   if (head.content_length.has_value() && *head.content_length > plan.limit) {
     plan.file_path.clear();
     plan.hash = nullptr;
+    plan.session_file = nullptr;
     plan.kind = BodyPlan::Kind::kMemory;
     return reject(ErrorResponse(OciError::kTooLarge,
                                 "request body of " + std::to_string(*head.content_length) +

@@ -226,7 +226,9 @@ class Registry {
   // Decides how to read the body of a request from its head: into memory with a cap, or
   // streamed into a new file under <data>/uploads (blob uploads), or not at all (`reject` set:
   // bad route, bad name, missing token, unknown upload session, out-of-order chunk, body over
-  // its cap). Does not create the file.
+  // its cap). Does not create the file; for an upload's chunk of known length it may open
+  // (creating) and lock the session's one file instead (BodyPlan::session_file), reading the
+  // session's row again under the lock.
   BodyPlan PlanBody(const RequestHead& head);
 
   // Handles a complete request. Never throws. The caller removes request.body_file afterwards
@@ -486,9 +488,9 @@ class Registry {
   bool CheckChunk(const Route& route, const Request& request, uint64_t size, uint64_t* chunk,
                   Response* error);
   // Stores the request body (file or memory) as the next part of session `up` in the blob store
-  // and advances the session's offset in the database (conditional on `up.size`: 416 when
-  // another request, through any replica, got there first). Sets *error and returns false on
-  // failure.
+  // (a body written into the session file is recorded where it is) and advances the session's
+  // offset in the database (conditional on `up.size`: 416 when another request, through any
+  // replica, got there first). Sets *error and returns false on failure.
   bool AppendChunk(const Route& route, const Request& request, const store::UploadRecord& up,
                    uint64_t* new_size, Response* error);
   // The SHA-256 of an upload session's bytes so far, kept in memory between its chunks on
@@ -502,6 +504,14 @@ class Registry {
   void KeepUploadHash(const std::string& uuid, const std::string& part,
                       std::shared_ptr<BodyHash> hash);
   void DropUploadHash(const std::string& uuid);
+  // The session file of upload `uuid` (store::BlobStore::LockSessionFile), locked, when it holds
+  // every byte the session has (store::SessionFileHoldsAll); `*up` is then the session's row as
+  // read again under the lock, whose size is where the next body goes. Null (the body then goes
+  // to a file of its own, as before) when the driver has none, another request holds it, it is
+  // linked elsewhere or holds fewer bytes than the row, the session has ordinary parts, the
+  // row is gone (the file just created is removed again), or on an I/O error.
+  std::shared_ptr<store::UploadSessionFile> LockSessionFile(const std::string& uuid,
+                                                            store::UploadRecord* up);
 
   std::string data_dir_;
   RegistryOptions options_;

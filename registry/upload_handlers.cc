@@ -106,6 +106,30 @@ void Registry::DropUploadHash(const std::string& uuid) {
   upload_hashes_.erase(uuid);
 }
 
+std::shared_ptr<store::UploadSessionFile> Registry::LockSessionFile(const std::string& uuid,
+                                                                    store::UploadRecord* up) {
+  // Judged first from the row already read: no file is created for a session that cannot use it.
+  if (!store::SessionFileHoldsAll(up->parts, up->size)) return nullptr;
+  Result<std::unique_ptr<store::UploadSessionFile>> file = blobs_->LockSessionFile(uuid);
+  if (!file.ok()) return nullptr;
+  // Read again under the lock: a chunk recorded before it moved the offset. Only the lock's
+  // holder writes the file; a chunk recorded as an ordinary part after this (another request
+  // at the same offset) makes this body's bytes garbage past the last part, and its handler
+  // answers 416 (AppendChunk).
+  Result<store::UploadRecord> now = db_->GetUpload(uuid);
+  if (!now.ok() && now.status().code() == Code::kNotFound) {
+    file->reset();
+    (void)blobs_->DeleteUploadParts(uuid);  // finished or purged since: the file just made goes
+    return nullptr;
+  }
+  if (!now.ok() || now->repository != up->repository ||
+      !store::SessionFileHoldsAll(now->parts, now->size) || (*file)->size() < now->size) {
+    return nullptr;
+  }
+  *up = std::move(*now);
+  return std::shared_ptr<store::UploadSessionFile>(std::move(*file));
+}
+
 std::optional<Response> Registry::TryMount(const Route& route) {
   const std::string digest = *route.Query("mount");
   if (!IsValidOciDigest(digest)) return std::nullopt;
@@ -230,7 +254,9 @@ Response Registry::StartUpload(const Route& route, const Request& request) {
 bool Registry::CheckChunk(const Route& route, const Request& request, uint64_t size,
                           uint64_t* chunk, Response* error) {
   *chunk = request.body.size();
-  if (!request.body_file.empty()) {
+  if (request.session_file != nullptr) {
+    *chunk = request.session_length;
+  } else if (!request.body_file.empty()) {
     Result<uint64_t> n = FileSizeOf(request.body_file);
     if (!n.ok()) {
       *error = ErrorResponse(n.status(), ErrorContext::kGeneral);
@@ -284,24 +310,38 @@ bool Registry::AppendChunk(const Route& route, const Request& request,
   if (!CheckChunk(route, request, up.size, &chunk, error)) return false;
   *new_size = up.size + chunk;
   if (chunk == 0) return true;
-  std::string body_file = request.body_file;
-  std::optional<ScopedRemoveAll> own_temp;
-  if (body_file.empty()) {
-    body_file = blobs_->NewTempPath("body");
-    own_temp.emplace(body_file);
-    Status s = WriteFileAtomic(body_file, request.body);
-    if (!s.ok()) {
+  std::string part;
+  if (request.session_file != nullptr) {
+    // Written in place (BodyPlan::session_file) at the offset the row had when the body began.
+    if (request.session_offset != up.size) {
+      *error = ErrorResponse(OciError::kRangeInvalid,
+                             "chunk was written at byte " + std::to_string(request.session_offset) +
+                                 " but the upload has meanwhile received " +
+                                 std::to_string(up.size) + " bytes");
+      SetUploadProgress(error, route.name, route.ref, up.size);
+      return false;
+    }
+    part = store::SessionFilePartName(up.size, *new_size);
+  } else {
+    std::string body_file = request.body_file;
+    std::optional<ScopedRemoveAll> own_temp;
+    if (body_file.empty()) {
+      body_file = blobs_->NewTempPath("body");
+      own_temp.emplace(body_file);
+      Status s = WriteFileAtomic(body_file, request.body);
+      if (!s.ok()) {
+        *error = ErrorResponse(s, ErrorContext::kUpload);
+        return false;
+      }
+    }
+    // The bytes go to the shared store first, then the row moves the offset, conditionally: of
+    // two chunks at one offset (through two replicas) exactly one is recorded; the other's part
+    // is left for DeleteUploadParts (finish, cancel, purge) and its sender gets 416.
+    part = PartName(up.size);
+    if (Status s = blobs_->PutUploadPart(route.ref, part, body_file); !s.ok()) {
       *error = ErrorResponse(s, ErrorContext::kUpload);
       return false;
     }
-  }
-  // The bytes go to the shared store first, then the row moves the offset, conditionally: of
-  // two chunks at one offset (through two replicas) exactly one is recorded; the other's part is
-  // left for DeleteUploadParts (finish, cancel, purge) and its sender gets 416.
-  const std::string part = PartName(up.size);
-  if (Status s = blobs_->PutUploadPart(route.ref, part, body_file); !s.ok()) {
-    *error = ErrorResponse(s, ErrorContext::kUpload);
-    return false;
   }
   Status s = db_->AdvanceUpload(route.ref, up.size, *new_size, part);
   if (s.code() == Code::kNotFound) {
@@ -322,7 +362,8 @@ bool Registry::AppendChunk(const Route& route, const Request& request,
     return false;
   }
   // The hash went through exactly this body, continuing the state of the parts before it.
-  if (request.body_hash != nullptr && !request.body_file.empty() &&
+  if (request.body_hash != nullptr &&
+      (!request.body_file.empty() || request.session_file != nullptr) &&
       request.body_hash->bytes == *new_size) {
     KeepUploadHash(route.ref, part, request.body_hash);
   }
@@ -368,16 +409,42 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   Response error;
   if (!CheckChunk(route, request, up->size, &chunk, &error)) return error;
   // The blob is assembled here: the stored parts in order, then this request's body (never
-  // stored as a part). With no parts the body itself is published (a single PUT: no copy).
+  // stored as a part). With no parts the body itself is published (a single PUT: no copy);
+  // a session whose bytes are all in its session file, this body included, links that file
+  // (no copy either: issue 28).
+  auto assembly_failed = [&](const Status& s) {
+    if (s.code() == Code::kNotFound) {
+      return ErrorResponse(OciError::kBlobUploadUnknown,
+                           "upload session '" + route.ref + "' lost its data: " + s.message());
+    }
+    return ErrorResponse(s, ErrorContext::kUpload);
+  };
   std::string assembled;
   std::optional<ScopedRemoveAll> own_temp;
-  if (up->parts.empty() && !request.body_file.empty()) {
+  if (request.session_file != nullptr) {
+    if (request.session_offset != up->size) {
+      Response res = ErrorResponse(OciError::kRangeInvalid,
+                                   "closing chunk was written at byte " +
+                                       std::to_string(request.session_offset) +
+                                       " but the upload has meanwhile received " +
+                                       std::to_string(up->size) + " bytes");
+      SetUploadProgress(&res, route.name, route.ref, up->size);
+      return res;
+    }
+    std::vector<std::string> names = up->parts;
+    if (chunk > 0) names.push_back(store::SessionFilePartName(up->size, up->size + chunk));
+    assembled = blobs_->NewTempPath("session");
+    own_temp.emplace(assembled);
+    Status s = blobs_->ConcatUploadParts(route.ref, names, assembled, request.session_file.get());
+    if (!s.ok()) return assembly_failed(s);
+  } else if (up->parts.empty() && !request.body_file.empty()) {
     assembled = request.body_file;
   } else {
     assembled = blobs_->NewTempPath("session");
     own_temp.emplace(assembled);
-    Status s = up->parts.empty() ? WriteFileAtomic(assembled, request.body)
-                                 : blobs_->ConcatUploadParts(route.ref, up->parts, assembled);
+    Status s = up->parts.empty()
+                   ? WriteFileAtomic(assembled, request.body)
+                   : blobs_->ConcatUploadParts(route.ref, up->parts, assembled, nullptr);
     if (s.ok() && !up->parts.empty() && chunk > 0) {
       if (!request.body_file.empty()) {
         s = store::AppendFileTo(request.body_file, assembled);
@@ -388,13 +455,7 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
         RemoveAll(body);
       }
     }
-    if (!s.ok()) {
-      if (s.code() == Code::kNotFound) {
-        return ErrorResponse(OciError::kBlobUploadUnknown,
-                             "upload session '" + route.ref + "' lost its data: " + s.message());
-      }
-      return ErrorResponse(s, ErrorContext::kUpload);
-    }
+    if (!s.ok()) return assembly_failed(s);
   }
   if (!up->patch_from.empty()) {
     // The session's bytes are a patch: applied, checked and published (or refused) there.
@@ -416,7 +477,8 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   // Publish hashes the assembled file.
   std::shared_ptr<BodyHash> hash = request.body_hash;
   if (hash != nullptr &&
-      (request.body_file.empty() || hash->bytes != up->size + chunk)) {
+      ((request.body_file.empty() && request.session_file == nullptr) ||
+       hash->bytes != up->size + chunk)) {
     hash = nullptr;
   }
   Result<store::BlobInfo> info = PublishReceived(*blobs_, assembled, *digest, hash);
@@ -429,6 +491,16 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
     }
     return ErrorResponse(OciErrorFor(info.status(), ErrorContext::kUpload),
                          info.status().message(), json{{"digest", *digest}});
+  }
+  // Published from the session file (a link), or from a copy of it that replaced a blob
+  // published from it before: the file's name in the session goes first, so that no later
+  // writer is ever handed a file that is, or was, the blob (a process killed before the row is
+  // deleted leaves a session whose data is gone: its retry gets 404 and uploads again).
+  uint64_t first_start = 0, first_end = 0;
+  if (request.session_file != nullptr ||
+      (!up->parts.empty() &&
+       store::ParseSessionFilePart(up->parts.front(), &first_start, &first_end))) {
+    (void)blobs_->DeleteUploadParts(route.ref);
   }
   Status s = db_->DeleteUpload(route.ref);
   if (s.ok()) (void)blobs_->DeleteUploadParts(route.ref);  // best effort: purges find leftovers

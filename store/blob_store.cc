@@ -25,7 +25,12 @@ Status CheckUploadPartId(std::string_view what, std::string_view id) {
   return Status::Ok();
 }
 
-Status AppendFileTo(const std::string& src, const std::string& dst) {
+namespace {
+
+// Appends at most `limit` bytes of `src` (from its start) to `dst`; `*copied` = bytes appended.
+Status AppendUpTo(const std::string& src, uint64_t limit, const std::string& dst,
+                  uint64_t* copied) {
+  *copied = 0;
   int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return IOError(src + ": cannot open: " + std::strerror(errno));
   // Not O_APPEND: copy_file_range refuses such descriptors. Write from the end instead.
@@ -38,8 +43,9 @@ Status AppendFileTo(const std::string& src, const std::string& dst) {
   }
   Status status;
   bool fallback = false;
-  while (!fallback) {
-    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, 1 << 30, 0);
+  while (!fallback && *copied < limit) {
+    const size_t want = size_t(std::min<uint64_t>(limit - *copied, 1 << 30));
+    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, want, 0);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -50,11 +56,12 @@ Status AppendFileTo(const std::string& src, const std::string& dst) {
       status = IOError(dst + ": append failed: " + std::strerror(errno));
       break;
     }
+    *copied += uint64_t(n);
   }
   if (fallback) {
     std::vector<char> buf(1 << 20);
-    while (true) {
-      ssize_t n = ::read(in, buf.data(), buf.size());
+    while (*copied < limit) {
+      ssize_t n = ::read(in, buf.data(), size_t(std::min<uint64_t>(buf.size(), limit - *copied)));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         status = IOError(src + ": read failed: " + std::strerror(errno));
@@ -74,11 +81,98 @@ Status AppendFileTo(const std::string& src, const std::string& dst) {
         status = IOError(dst + ": write failed: " + std::strerror(errno));
         break;
       }
+      *copied += uint64_t(n);
     }
   }
   ::close(in);
   if (::close(out) != 0 && status.ok()) status = IOError(dst + ": close failed");
   return status;
+}
+
+}  // namespace
+
+Status AppendFileTo(const std::string& src, const std::string& dst) {
+  uint64_t copied = 0;
+  return AppendUpTo(src, UINT64_MAX, dst, &copied);
+}
+
+Status AppendFilePrefixTo(const std::string& src, uint64_t length, const std::string& dst) {
+  if (::access(src.c_str(), F_OK) != 0 && errno == ENOENT) return NotFound(src + ": missing");
+  uint64_t copied = 0;
+  BLZ_RETURN_IF_ERROR(AppendUpTo(src, length, dst, &copied));
+  if (copied < length) {
+    return NotFound(src + ": holds " + std::to_string(copied) + " bytes, " +
+                    std::to_string(length) + " expected");
+  }
+  return Status::Ok();
+}
+
+// ---- the session file ----
+
+UploadSessionFile::UploadSessionFile(std::string session, std::string path, int fd,
+                                     uint64_t size)
+    : session_(std::move(session)), path_(std::move(path)), fd_(fd), size_(size) {}
+
+UploadSessionFile::~UploadSessionFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status UploadSessionFile::Truncate(uint64_t size) const {
+  while (::ftruncate(fd_, off_t(size)) != 0) {
+    if (errno != EINTR) {
+      return IOError(path_ + ": cannot cut to " + std::to_string(size) + " bytes: " +
+                     std::strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+constexpr std::string_view kSessionPartInfix = "-session-";
+constexpr size_t kOffsetDigits = 20;
+}  // namespace
+
+std::string SessionFilePartName(uint64_t start, uint64_t end) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%020llu-session-%020llu", static_cast<unsigned long long>(start),
+                static_cast<unsigned long long>(end));
+  return buf;
+}
+
+bool ParseSessionFilePart(std::string_view name, uint64_t* start, uint64_t* end) {
+  if (name.size() != 2 * kOffsetDigits + kSessionPartInfix.size() ||
+      name.substr(kOffsetDigits, kSessionPartInfix.size()) != kSessionPartInfix) {
+    return false;
+  }
+  auto parse = [](std::string_view digits, uint64_t* out) {
+    uint64_t v = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return false;
+      const uint64_t d = uint64_t(c - '0');
+      if (v > (UINT64_MAX - d) / 10) return false;
+      v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+  };
+  uint64_t s = 0, e = 0;
+  if (!parse(name.substr(0, kOffsetDigits), &s) ||
+      !parse(name.substr(kOffsetDigits + kSessionPartInfix.size()), &e) || s > e) {
+    return false;
+  }
+  *start = s;
+  *end = e;
+  return true;
+}
+
+bool SessionFileHoldsAll(const std::vector<std::string>& parts, uint64_t size) {
+  uint64_t covered = 0;
+  for (const std::string& name : parts) {
+    uint64_t start = 0, end = 0;
+    if (!ParseSessionFilePart(name, &start, &end) || start != covered) return false;
+    covered = end;
+  }
+  return covered == size;
 }
 
 Status MakePrivateDir(const std::string& dir) {
@@ -289,6 +383,10 @@ Result<std::unique_ptr<BlobReader>> BlobStore::OpenRange(std::string_view digest
   }
   return std::unique_ptr<BlobReader>(
       new FileRangeReader(std::string(digest), info.path, fd, offset, length));
+}
+
+Result<std::unique_ptr<UploadSessionFile>> BlobStore::LockSessionFile(std::string_view) const {
+  return Unsupported(std::string(driver()) + " blob store: no session file");
 }
 
 Result<std::string> BlobStore::PresignGet(std::string_view digest,

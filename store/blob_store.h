@@ -49,6 +49,7 @@ struct BlobInfo {
 };
 
 class BlobWriter;
+class UploadSessionFile;
 
 // A byte range of a stored blob, read in order in bounded pieces (BlobStore::OpenRange).
 // Not thread-safe; it may outlive nothing but its own state (it does not refer to the store).
@@ -230,14 +231,37 @@ class BlobStore {
   virtual Status PutUploadPart(std::string_view session, std::string_view name,
                                const std::string& path) const = 0;
   // Writes the parts `names` of `session`, in that order, into a new file at `dest` (under
-  // uploads_dir()). fs: a single part is hard-linked (no copy). Errors: kNotFound (a part is
-  // missing), kIOError / the driver's errors (`dest` may hold a partial file).
+  // uploads_dir()). fs: a single part is hard-linked (no copy); parts that are all kept in the
+  // session file (SessionFilePartName) are hard-linked too when the caller holds that file
+  // (`held`, of this session: it is first cut to the end of the last of them), else (not
+  // held, or ordinary parts follow them) copied out of it. Either way the parts stay in place, so a failure after this (a publish that
+  // fails) loses nothing. Errors: kNotFound (a part is missing, or the session file holds
+  // fewer bytes than its parts name), kCorruption (session-file parts out of order or after an
+  // ordinary part), kIOError / the driver's errors (`dest` may hold a partial file).
   virtual Status ConcatUploadParts(std::string_view session, const std::vector<std::string>& names,
-                                   const std::string& dest) const = 0;
+                                   const std::string& dest,
+                                   const UploadSessionFile* held) const = 0;
   // Removes every part of `session` (also ones no database row names). Missing: OK.
   virtual Status DeleteUploadParts(std::string_view session) const = 0;
   // The sessions that have parts stored (for purging parts whose session is gone).
   virtual Result<std::vector<std::string>> ListUploadPartSessions() const = 0;
+
+  // -- the session file (drivers whose parts are local files: fs): a session's chunks written
+  //    in place, one after the other, into one file (fs: <root>/uploads/parts-<session>/data),
+  //    so that the closing PUT links that file instead of copying every chunk into a new one
+  //    (issue 28: a 1 GB upload's PUT copied 1 GB). The parts kept there are recorded under
+  //    SessionFilePartName(start, end); the file's bytes past the last recorded part are
+  //    garbage (a chunk that failed, or lost the race to an ordinary part through another
+  //    request), overwritten by the next chunk or cut off by ConcatUploadParts. --
+  // Opens (creating) the session file of `session` and locks it for writing: exclusive between
+  // requests, threads and processes (flock on its own open file description; released when the
+  // returned object is destroyed). A file that is also linked elsewhere (being published, or
+  // published by a closing PUT whose process died before removing the session) is never
+  // handed out. Errors: kUnsupported (this driver has no session file: the default),
+  // kUnavailable (another request holds it, or it is linked elsewhere: store the chunk as an
+  // ordinary part), kInvalidArgument (a bad session id), kIOError.
+  virtual Result<std::unique_ptr<UploadSessionFile>> LockSessionFile(
+      std::string_view session) const;
 
  protected:
   // Creates <root> and <root>/uploads owner-only (0700; an existing wider one is tightened with
@@ -264,10 +288,48 @@ class BlobStore {
 // kInvalidArgument naming `what`. For drivers.
 Status CheckUploadPartId(std::string_view what, std::string_view id);
 
+// A session file locked for writing (BlobStore::LockSessionFile): its open descriptor, which
+// holds the lock until this is destroyed. Writers write at the session's recorded size
+// (pwrite: the descriptor is not O_APPEND). Not copyable; not thread-safe.
+class UploadSessionFile {
+ public:
+  UploadSessionFile(std::string session, std::string path, int fd, uint64_t size);
+  ~UploadSessionFile();  // closes the descriptor: the lock is released
+  UploadSessionFile(const UploadSessionFile&) = delete;
+  UploadSessionFile& operator=(const UploadSessionFile&) = delete;
+
+  const std::string& session() const { return session_; }
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }  // bytes in the file when it was locked
+  // Cuts the file to `size` bytes (what a chunk that failed midway wrote past it). Errors:
+  // kIOError (callers that only tidy up may ignore it: bytes past the last recorded part are
+  // garbage anyway).
+  Status Truncate(uint64_t size) const;
+
+ private:
+  std::string session_;
+  std::string path_;
+  int fd_;
+  uint64_t size_;
+};
+
+// The part name recording bytes [start, end) of an upload as kept in its session file:
+// "<start, 20 digits>-session-<end, 20 digits>" (ordinary parts are "<offset>-<16 hex>").
+std::string SessionFilePartName(uint64_t start, uint64_t end);
+// True, with the range, when `name` is a session-file part name (start <= end).
+bool ParseSessionFilePart(std::string_view name, uint64_t* start, uint64_t* end);
+// True when the session file holds every byte of an upload whose recorded parts are `parts`
+// and size `size`: no parts and size 0, or only session-file parts covering [0, size) in order.
+bool SessionFileHoldsAll(const std::vector<std::string>& parts, uint64_t size);
+
 // Appends all of `src` to `dst` (both regular files; `dst` must exist), in the kernel where
 // possible (copy_file_range). On error `dst` may hold a partial append. For drivers and the
 // upload handlers.
 Status AppendFileTo(const std::string& src, const std::string& dst);
+// Appends the first `length` bytes of `src` to `dst`, as AppendFileTo; kNotFound when `src`
+// is missing or holds fewer.
+Status AppendFilePrefixTo(const std::string& src, uint64_t length, const std::string& dst);
 
 // Creates `dir` (and parents) owner-only (0700 whatever the umask; an existing wider one is
 // tightened with a warning on stderr). For drivers.

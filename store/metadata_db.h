@@ -218,7 +218,8 @@ struct UploadRecord {
   std::string repository;
   int64_t started = 0;  // Unix seconds
   // Shared by replicas (migrations/0009_upload_parts.sql): the bytes received so far, the names
-  // of the stored chunks in order (BlobStore::PutUploadPart), when the last chunk arrived.
+  // of the stored chunks in order (BlobStore::PutUploadPart, or a range of the fs session file:
+  // store::SessionFilePartName), when the last chunk arrived.
   uint64_t size = 0;
   std::vector<std::string> parts;
   int64_t updated = 0;  // Unix seconds

@@ -62,8 +62,10 @@ Status TimedBlobStore::PutUploadPart(std::string_view session, std::string_view 
 
 Status TimedBlobStore::ConcatUploadParts(std::string_view session,
                                          const std::vector<std::string>& names,
-                                         const std::string& dest) const {
-  return Timed(&timings_.get, [&] { return inner_->ConcatUploadParts(session, names, dest); });
+                                         const std::string& dest,
+                                         const UploadSessionFile* held) const {
+  return Timed(&timings_.get,
+               [&] { return inner_->ConcatUploadParts(session, names, dest, held); });
 }
 
 Status TimedBlobStore::DeleteUploadParts(std::string_view session) const {
@@ -72,6 +74,11 @@ Status TimedBlobStore::DeleteUploadParts(std::string_view session) const {
 
 Result<std::vector<std::string>> TimedBlobStore::ListUploadPartSessions() const {
   return Timed(&timings_.list, [&] { return inner_->ListUploadPartSessions(); });
+}
+
+Result<std::unique_ptr<UploadSessionFile>> TimedBlobStore::LockSessionFile(
+    std::string_view session) const {
+  return inner_->LockSessionFile(session);  // local, like a temporary file: not timed
 }
 
 Result<BlobInfo> TimedBlobStore::PublishVerified(const std::string& temp_path,

@@ -45,9 +45,12 @@ class TimedBlobStore : public BlobStore {
   Status PutUploadPart(std::string_view session, std::string_view name,
                        const std::string& path) const override;
   Status ConcatUploadParts(std::string_view session, const std::vector<std::string>& names,
-                           const std::string& dest) const override;
+                           const std::string& dest,
+                           const UploadSessionFile* held) const override;
   Status DeleteUploadParts(std::string_view session) const override;
   Result<std::vector<std::string>> ListUploadPartSessions() const override;
+  Result<std::unique_ptr<UploadSessionFile>> LockSessionFile(
+      std::string_view session) const override;
   const BlobStoreTimings* timings() const override { return &timings_; }
   BlobStore& unwrapped() override { return inner_->unwrapped(); }
 

@@ -2,6 +2,7 @@
 #include "store/fs/fs_blob_store.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -215,14 +216,68 @@ Status FsBlobStore::PutUploadPart(std::string_view session, std::string_view nam
   return Status::Ok();
 }
 
+namespace {
+constexpr const char* kSessionFileName = "data";
+}  // namespace
+
 Status FsBlobStore::ConcatUploadParts(std::string_view session,
                                       const std::vector<std::string>& names,
-                                      const std::string& dest) const {
+                                      const std::string& dest,
+                                      const UploadSessionFile* held) const {
   BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
   const std::string dir = uploads_dir() + "/parts-" + std::string(session);
   for (const std::string& name : names) BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
+  // The leading parts kept in the session file: bytes [0, in_file) of it.
+  size_t first_ordinary = 0;
+  uint64_t in_file = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    uint64_t start = 0, end = 0;
+    if (!ParseSessionFilePart(names[i], &start, &end)) continue;
+    if (i != first_ordinary || start != in_file) {
+      return Corruption("upload session " + std::string(session) + ": part " + names[i] +
+                        " is out of order (the session file holds bytes [0, " +
+                        std::to_string(in_file) + ") before it)");
+    }
+    in_file = end;
+    first_ordinary = i + 1;
+  }
+  const std::string session_file = dir + "/" + kSessionFileName;
+  if (first_ordinary > 0) {
+    if (held != nullptr && held->session() == session && held->path() == session_file &&
+        first_ordinary == names.size()) {
+      // Cut what failed chunks left past the last part, then link: no byte is copied, and the
+      // session keeps its file (a publish that fails loses nothing). While the link exists
+      // LockSessionFile hands the file to nobody, so the blob published from it never changes.
+      struct stat st {};
+      if (::fstat(held->fd(), &st) != 0) return IOError(Errno("cannot stat", session_file));
+      if (uint64_t(st.st_size) < in_file) {
+        return NotFound(session_file + ": holds " + std::to_string(st.st_size) +
+                        " bytes, its parts name " + std::to_string(in_file));
+      }
+      BLZ_RETURN_IF_ERROR(held->Truncate(in_file));
+      if (::link(session_file.c_str(), dest.c_str()) != 0) {
+        return IOError(Errno("cannot link " + session_file + " to", dest));
+      }
+      return Status::Ok();
+    }
+    int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return IOError(dest + ": cannot create: " + std::strerror(errno));
+    ::close(fd);
+    Status copied = AppendFilePrefixTo(session_file, in_file, dest);
+    if (copied.code() == Code::kNotFound) {
+      return NotFound("upload session " + std::string(session) + " lost bytes of its session "
+                      "file: " + copied.message());
+    }
+    BLZ_RETURN_IF_ERROR(copied);
+    for (size_t i = first_ordinary; i < names.size(); ++i) {
+      const std::string part = dir + "/" + names[i];
+      if (::access(part.c_str(), F_OK) != 0) return NotFound(part + ": upload part is missing");
+      BLZ_RETURN_IF_ERROR(AppendFileTo(part, dest));
+    }
+    return Status::Ok();
+  }
   if (names.size() == 1) {
-    // The common case (one chunk, then the closing PUT): the part itself, linked, not copied.
+    // One chunk, then the closing PUT: the part itself, linked, not copied.
     const std::string part = dir + "/" + names[0];
     if (::link(part.c_str(), dest.c_str()) == 0) return Status::Ok();
     if (errno == ENOENT) return NotFound(part + ": upload part is missing");
@@ -236,6 +291,47 @@ Status FsBlobStore::ConcatUploadParts(std::string_view session,
     BLZ_RETURN_IF_ERROR(AppendFileTo(part, dest));
   }
   return Status::Ok();
+}
+
+Result<std::unique_ptr<UploadSessionFile>> FsBlobStore::LockSessionFile(
+    std::string_view session) const {
+  BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
+  const std::string dir = uploads_dir() + "/parts-" + std::string(session);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return IOError(Errno("cannot create", dir));
+  }
+  const std::string path = dir + "/" + kSessionFileName;
+  // A few tries: the file may be removed (the session finished or was purged) between the open
+  // and the lock, and then the lock is on a file that no longer has this name.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return IOError(Errno("cannot open", path));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) return Unavailable(path + ": another request is writing it");
+      return IOError(path + ": cannot lock: " + std::strerror(err));
+    }
+    struct stat held {}, named {};
+    if (::fstat(fd, &held) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return IOError(path + ": cannot stat: " + std::strerror(err));
+    }
+    if (::stat(path.c_str(), &named) != 0 || named.st_ino != held.st_ino ||
+        named.st_dev != held.st_dev) {
+      ::close(fd);
+      continue;  // replaced or removed since the open: try the name again
+    }
+    if (held.st_nlink != 1) {
+      // Linked as a blob being (or already) published: never written again.
+      ::close(fd);
+      return Unavailable(path + ": linked elsewhere (published by a closing PUT)");
+    }
+    return std::make_unique<UploadSessionFile>(std::string(session), path, fd,
+                                               uint64_t(held.st_size));
+  }
+  return Unavailable(path + ": replaced while it was being locked");
 }
 
 Status FsBlobStore::DeleteUploadParts(std::string_view session) const {

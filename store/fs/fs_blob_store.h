@@ -45,9 +45,13 @@ class FsBlobStore final : public BlobStore {
   Status PutUploadPart(std::string_view session, std::string_view name,
                        const std::string& path) const override;
   Status ConcatUploadParts(std::string_view session, const std::vector<std::string>& names,
-                           const std::string& dest) const override;
+                           const std::string& dest,
+                           const UploadSessionFile* held) const override;
   Status DeleteUploadParts(std::string_view session) const override;
   Result<std::vector<std::string>> ListUploadPartSessions() const override;
+  // <root>/uploads/parts-<session>/data (store/blob_store.h, "the session file").
+  Result<std::unique_ptr<UploadSessionFile>> LockSessionFile(
+      std::string_view session) const override;
 
  protected:
   Result<BlobInfo> PublishVerified(const std::string& temp_path, const std::string& digest,

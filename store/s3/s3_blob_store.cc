@@ -439,7 +439,8 @@ Status S3BlobStore::PutUploadPart(std::string_view session, std::string_view nam
 
 Status S3BlobStore::ConcatUploadParts(std::string_view session,
                                       const std::vector<std::string>& names,
-                                      const std::string& dest) const {
+                                      const std::string& dest,
+                                      const UploadSessionFile* /*held*/) const {
   BLZ_RETURN_IF_ERROR(CheckUploadPartId("session", session));
   for (const std::string& name : names) BLZ_RETURN_IF_ERROR(CheckUploadPartId("part", name));
   const std::string dir = LocalPartsDir(session);

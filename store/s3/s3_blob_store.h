@@ -69,8 +69,10 @@ class S3BlobStore final : public BlobStore {
                                  std::chrono::seconds expiry) const override;
   Status PutUploadPart(std::string_view session, std::string_view name,
                        const std::string& path) const override;
+  // No session file here (LockSessionFile is kUnsupported): `held` is never set.
   Status ConcatUploadParts(std::string_view session, const std::vector<std::string>& names,
-                           const std::string& dest) const override;
+                           const std::string& dest,
+                           const UploadSessionFile* held) const override;
   Status DeleteUploadParts(std::string_view session) const override;
   Result<std::vector<std::string>> ListUploadPartSessions() const override;
 

@@ -4,6 +4,7 @@
 #define BLZ_TESTS_REGISTRY_HANDLER_HARNESS_H_
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include "core/file_util.h"
 #include "formats/blz_archive.h"
 #include "registry/registry.h"
+#include "store/blob_store.h"
 #include "store/sql.h"
 #include "tests/formats/test_models.h"
 #include "tests/registry/test_backends.h"
@@ -128,7 +130,15 @@ class Harness {
     }
     Request req;
     req.head = head;
-    if (plan.kind == BodyPlan::Kind::kFile) {
+    if (plan.kind == BodyPlan::Kind::kFile && plan.session_file != nullptr) {
+      // Into the upload's session file, where the session writes it (store/blob_store.h).
+      EXPECT_EQ(::pwrite(plan.session_file->fd(), body.data(), body.size(),
+                         off_t(plan.session_offset)),
+                ssize_t(body.size()));
+      req.session_file = std::move(plan.session_file);
+      req.session_offset = plan.session_offset;
+      req.session_length = body.size();
+    } else if (plan.kind == BodyPlan::Kind::kFile) {
       EXPECT_FALSE(plan.file_path.empty());
       EXPECT_FALSE(std::filesystem::exists(plan.file_path));
       blz::testing::WriteFileBytes(plan.file_path, body);

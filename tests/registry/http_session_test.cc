@@ -7,13 +7,19 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/digest.h"
@@ -304,6 +310,11 @@ TEST_F(HttpSessionTest, AChunkCutMidBodyStoresNothingAndTheUploadContinues) {
   ASSERT_EQ(held.Statuses(), std::vector<std::string>{"204"}) << held.received;
   EXPECT_EQ(HeaderOf(held, "Blz-Upload-Offset"), "0");
   EXPECT_TRUE(LooseUploadFiles(tmp_ / "data").empty());
+  // The bytes it wrote into the session file (fs: chunks are written in place) are cut off.
+  const std::string session_file =
+      tmp_ / ("data/uploads/parts-" + location.substr(location.rfind('/') + 1) + "/data");
+  ASSERT_TRUE(std::filesystem::exists(session_file));
+  EXPECT_EQ(std::filesystem::file_size(session_file), 0u);
   Exchange x = Raw(server_->port(), head + blob + "PUT " + location + "?digest=" + digest +
                                         " HTTP/1.1\r\nHost: x\r\n" + auth +
                                         "Connection: close\r\n\r\n");
@@ -338,6 +349,204 @@ TEST_F(HttpSessionTest, ABodyTheDiskCannotTakeGets507AndLeavesNothing) {
                                            auth + "Connection: close\r\n\r\n");
   EXPECT_EQ(head.Statuses(), std::vector<std::string>{"404"}) << head.received;
   EXPECT_TRUE(LooseUploadFiles(tmp_ / "data").empty());
+}
+
+// ---- chunks written in place into the session file (store/blob_store.h, issue 28) ----
+
+// A connection that sends a request in two steps (blocking POSIX calls), then reads the
+// response until the server closes.
+class TwoStepClient {
+ public:
+  explicit TwoStepClient(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    timeval tv{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~TwoStepClient() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool Send(const std::string& bytes) {
+    size_t done = 0;
+    while (connected_ && done < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      done += size_t(n);
+    }
+    return connected_;
+  }
+  Exchange ReadToClose() {
+    Exchange out;
+    char buf[16384];
+    while (true) {
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        out.closed = n == 0;
+        break;
+      }
+      out.received.append(buf, size_t(n));
+    }
+    return out;
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+class UploadSessionFileTest : public HttpSessionTest {
+ protected:
+  std::string Auth() const { return "Authorization: Bearer " + token_ + "\r\n"; }
+  // Opens an upload session; returns its Location.
+  std::string Open() {
+    Exchange open = Raw(server_->port(), "POST /v2/m/blobs/uploads/ HTTP/1.1\r\nHost: x\r\n" +
+                                             Auth() + "Connection: close\r\n\r\n");
+    EXPECT_EQ(open.Statuses(), std::vector<std::string>{"202"}) << open.received;
+    return HeaderOf(open, "Location");
+  }
+  std::string PatchHead(const std::string& location, size_t first, size_t size) const {
+    return "PATCH " + location + " HTTP/1.1\r\nHost: x\r\n" + Auth() + "Content-Range: " +
+           std::to_string(first) + "-" + std::to_string(first + size - 1) +
+           "\r\nContent-Length: " + std::to_string(size) + "\r\nConnection: close\r\n\r\n";
+  }
+  Exchange Patch(const std::string& location, size_t first, const std::string& bytes) {
+    return Raw(server_->port(), PatchHead(location, first, bytes.size()) + bytes);
+  }
+  Exchange Put(const std::string& location, const std::string& digest, const std::string& body) {
+    return Raw(server_->port(), "PUT " + location + "?digest=" + digest +
+                                    " HTTP/1.1\r\nHost: x\r\n" + Auth() + "Content-Length: " +
+                                    std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" +
+                                    body);
+  }
+  std::string Get(const std::string& digest) {
+    Exchange x = Raw(server_->port(), "GET /v2/m/blobs/" + digest + " HTTP/1.1\r\nHost: x\r\n" +
+                                          Auth() + "Connection: close\r\n\r\n");
+    const size_t body = x.received.find("\r\n\r\n");
+    return body == std::string::npos ? "" : x.received.substr(body + 4);
+  }
+  std::filesystem::path PartsDir(const std::string& location) const {
+    return tmp_ / ("data/uploads/parts-" + location.substr(location.rfind('/') + 1));
+  }
+  // The names in the session's parts directory.
+  std::vector<std::string> PartFiles(const std::string& location) const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(PartsDir(location), ec)) {
+      out.push_back(e.path().filename().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+// Chunks of known length go one after the other into the session file, nothing else is
+// stored, and the closing PUT (with bytes of its own) publishes exactly those bytes; the
+// session's directory goes with it.
+TEST_F(UploadSessionFileTest, ChunksAreWrittenInPlaceAndTheClosingPutPublishesThem) {
+  const std::string a = Bytes(3 << 20, 21), b = Bytes(1 << 20, 22), c = Bytes(777, 23);
+  const std::string digest = MakeDigest(Sha256Hex(a + b + c));
+  const std::string location = Open();
+  ASSERT_FALSE(location.empty());
+  EXPECT_EQ(Patch(location, 0, a).Statuses(), std::vector<std::string>{"202"});
+  EXPECT_EQ(PartFiles(location), std::vector<std::string>{"data"});
+  EXPECT_EQ(blz::testing::ReadFileBytes((PartsDir(location) / "data").string()), a);
+  Exchange second = Patch(location, a.size(), b);
+  EXPECT_EQ(second.Statuses(), std::vector<std::string>{"202"}) << second.received;
+  EXPECT_EQ(HeaderOf(second, "Blz-Upload-Offset"), std::to_string(a.size() + b.size()));
+  EXPECT_EQ(blz::testing::ReadFileBytes((PartsDir(location) / "data").string()), a + b);
+  Exchange put = Put(location, digest, c);
+  ASSERT_EQ(put.Statuses(), std::vector<std::string>{"201"}) << put.received;
+  EXPECT_EQ(Get(digest), a + b + c);
+  EXPECT_FALSE(std::filesystem::exists(PartsDir(location)));
+  EXPECT_TRUE(LooseUploadFiles(tmp_ / "data").empty());
+}
+
+// A chunk that arrives while another request is still writing the session file (a client's
+// retry, or a second client racing at the same offset) is stored as an ordinary part and
+// recorded; the slower one, finishing later, gets 416, and the bytes it left in the file are
+// never part of the blob.
+TEST_F(UploadSessionFileTest, AChunkThatFindsTheFileBusyIsStoredAsAPartAndTheLoserGets416) {
+  const std::string a = Bytes(2 << 20, 31), b = Bytes(1 << 20, 32);
+  const std::string slow_a = Bytes(a.size(), 33);  // what the slower request sends at offset 0
+  const std::string digest = MakeDigest(Sha256Hex(a + b));
+  const std::string location = Open();
+  ASSERT_FALSE(location.empty());
+  TwoStepClient slow(server_->port());
+  ASSERT_TRUE(slow.Send(PatchHead(location, 0, slow_a.size()) + slow_a.substr(0, 1 << 20)));
+  // Its first half is in the session file: it holds the lock.
+  const std::string file = (PartsDir(location) / "data").string();
+  for (int i = 0; i < 500 && (!std::filesystem::exists(file) ||
+                              std::filesystem::file_size(file) < (1u << 20));
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(std::filesystem::file_size(file), 1u << 20);
+  Exchange fast = Patch(location, 0, a);
+  ASSERT_EQ(fast.Statuses(), std::vector<std::string>{"202"}) << fast.received;
+  ASSERT_TRUE(slow.Send(slow_a.substr(1 << 20)));
+  Exchange late = slow.ReadToClose();
+  EXPECT_EQ(late.Statuses(), std::vector<std::string>{"416"}) << late.received;
+  EXPECT_EQ(PartFiles(location).size(), 2u) << "the session file and the ordinary part";
+  // The session has an ordinary part now: the next chunk is one too.
+  EXPECT_EQ(Patch(location, a.size(), b).Statuses(), std::vector<std::string>{"202"});
+  Exchange put = Put(location, digest, "");
+  ASSERT_EQ(put.Statuses(), std::vector<std::string>{"201"}) << put.received;
+  EXPECT_EQ(Get(digest), a + b);
+}
+
+// A session file that is also linked elsewhere (what a closing PUT killed after publishing
+// leaves: the blob and the session share the file) is never written again: the next chunk
+// goes to an ordinary part, the linked bytes stay as they were, and the upload completes.
+TEST_F(UploadSessionFileTest, ASessionFileLinkedElsewhereIsNeverWrittenAgain) {
+  const std::string a = Bytes(1 << 20, 41), b = Bytes(123456, 42);
+  const std::string digest = MakeDigest(Sha256Hex(a + b));
+  const std::string location = Open();
+  ASSERT_FALSE(location.empty());
+  ASSERT_EQ(Patch(location, 0, a).Statuses(), std::vector<std::string>{"202"});
+  const std::string file = (PartsDir(location) / "data").string();
+  const std::string published = tmp_ / "published-copy";
+  ASSERT_EQ(::link(file.c_str(), published.c_str()), 0);
+  ASSERT_EQ(Patch(location, a.size(), b).Statuses(), std::vector<std::string>{"202"});
+  EXPECT_EQ(blz::testing::ReadFileBytes(published), a);
+  EXPECT_EQ(PartFiles(location).size(), 2u);
+  Exchange put = Put(location, digest, "");
+  ASSERT_EQ(put.Statuses(), std::vector<std::string>{"201"}) << put.received;
+  EXPECT_EQ(Get(digest), a + b);
+  EXPECT_EQ(blz::testing::ReadFileBytes(published), a);
+}
+
+// A chunk the disk cannot take midway (RLIMIT_FSIZE standing in for a full disk): 507, what it
+// wrote past the session's bytes is cut off again, the earlier chunk is intact, and the same
+// chunk sent again completes the blob.
+TEST_F(UploadSessionFileTest, AChunkTheDiskCannotTakeLosesNothingOfTheSession) {
+  const std::string a = Bytes(256 << 10, 51), b = Bytes(1 << 20, 52);
+  const std::string digest = MakeDigest(Sha256Hex(a + b));
+  const std::string location = Open();
+  ASSERT_FALSE(location.empty());
+  ASSERT_EQ(Patch(location, 0, a).Statuses(), std::vector<std::string>{"202"});
+  struct rlimit before {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  struct rlimit small = before;
+  small.rlim_cur = 768 << 10;
+  void (*old_handler)(int) = ::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  Exchange full = Raw(server_->port(), PatchHead(location, a.size(), b.size()) + b,
+                      /*close_after_writing=*/false, /*allow_write_error=*/true);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &before), 0);
+  ::signal(SIGXFSZ, old_handler);
+  ASSERT_EQ(full.Statuses(), std::vector<std::string>{"507"}) << full.received;
+  const std::string file = (PartsDir(location) / "data").string();
+  EXPECT_EQ(blz::testing::ReadFileBytes(file), a) << "cut back to the session's bytes";
+  Exchange held = Raw(server_->port(), "GET " + location + " HTTP/1.1\r\nHost: x\r\n" + Auth() +
+                                           "Connection: close\r\n\r\n");
+  EXPECT_EQ(HeaderOf(held, "Blz-Upload-Offset"), std::to_string(a.size()));
+  ASSERT_EQ(Patch(location, a.size(), b).Statuses(), std::vector<std::string>{"202"});
+  Exchange put = Put(location, digest, "");
+  ASSERT_EQ(put.Statuses(), std::vector<std::string>{"201"}) << put.received;
+  EXPECT_EQ(Get(digest), a + b);
 }
 
 }  // namespace

@@ -301,14 +301,14 @@ TEST_P(BlobStoreContractTest, UploadPartsAreSharedConcatenatedAndDeleted) {
   // All three, in order; then one alone (fs: linked, not copied).
   const std::string all = store_->NewTempPath("session");
   Status concat = store_->ConcatUploadParts(
-      session, {parts[0].first, parts[1].first, parts[2].first}, all);
+      session, {parts[0].first, parts[1].first, parts[2].first}, all, nullptr);
   ASSERT_TRUE(concat.ok()) << concat.ToString();
   EXPECT_EQ(testing::ReadFileBytes(all), parts[0].second + parts[1].second + parts[2].second);
   const std::string one = store_->NewTempPath("session");
-  ASSERT_TRUE(store_->ConcatUploadParts(session, {parts[1].first}, one).ok());
+  ASSERT_TRUE(store_->ConcatUploadParts(session, {parts[1].first}, one, nullptr).ok());
   EXPECT_EQ(testing::ReadFileBytes(one), parts[1].second);
   EXPECT_EQ(store_->ConcatUploadParts(session, {"00000000000000000000-zz"},
-                                      store_->NewTempPath("session"))
+                                      store_->NewTempPath("session"), nullptr)
                 .code(),
             Code::kNotFound);
 
@@ -317,12 +317,52 @@ TEST_P(BlobStoreContractTest, UploadPartsAreSharedConcatenatedAndDeleted) {
   sessions = store_->ListUploadPartSessions();
   ASSERT_TRUE(sessions.ok());
   EXPECT_TRUE(sessions->empty());
-  EXPECT_EQ(store_->ConcatUploadParts(session, {parts[0].first}, store_->NewTempPath("s")).code(),
+  EXPECT_EQ(store_->ConcatUploadParts(session, {parts[0].first}, store_->NewTempPath("s"), nullptr)
+                .code(),
             Code::kNotFound);
+  // Chunks written in place (the session file) where the parts are local files: fs only.
+  {
+    auto file = store_->LockSessionFile(session);
+    if (GetParam() == "fs") {
+      EXPECT_TRUE(file.ok()) << file.status().ToString();
+    } else {
+      EXPECT_EQ(file.status().code(), Code::kUnsupported) << file.status().ToString();
+    }
+  }
+  ASSERT_TRUE(store_->DeleteUploadParts(session).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, BlobStoreContractTest, ::testing::Values("fs", "s3"),
                          [](const auto& p) { return p.param; });
+
+// ---- session-file part names (store/blob_store.h) ----
+
+TEST(SessionFilePartTest, NamesRoundTripAndOrdinaryPartsAreNotThem) {
+  const std::string name = SessionFilePartName(67108864, 134217728);
+  EXPECT_EQ(name, "00000000000067108864-session-00000000000134217728");
+  EXPECT_TRUE(CheckUploadPartId("part", name).ok());
+  uint64_t start = 0, end = 0;
+  ASSERT_TRUE(ParseSessionFilePart(name, &start, &end));
+  EXPECT_EQ(start, 67108864u);
+  EXPECT_EQ(end, 134217728u);
+  for (const char* other : {"00000000000067108864-0123456789abcdef", "",
+                            "00000000000000000010-session-00000000000000000009",  // end < start
+                            "0000000000000000001x-session-00000000000000000019",
+                            "99999999999999999999-session-99999999999999999999",  // > 2^64
+                            "00000000000000000000-session-0000000000000000001"}) {
+    EXPECT_FALSE(ParseSessionFilePart(other, &start, &end)) << other;
+  }
+}
+
+TEST(SessionFilePartTest, HoldsAllOnlyForContiguousSessionFilePartsFromZero) {
+  EXPECT_TRUE(SessionFileHoldsAll({}, 0));
+  EXPECT_FALSE(SessionFileHoldsAll({}, 1));
+  EXPECT_TRUE(SessionFileHoldsAll({SessionFilePartName(0, 10), SessionFilePartName(10, 25)}, 25));
+  EXPECT_FALSE(SessionFileHoldsAll({SessionFilePartName(0, 10), SessionFilePartName(10, 25)}, 30));
+  EXPECT_FALSE(SessionFileHoldsAll({SessionFilePartName(0, 10), SessionFilePartName(11, 25)}, 25));
+  EXPECT_FALSE(SessionFileHoldsAll({SessionFilePartName(5, 10)}, 10));
+  EXPECT_FALSE(SessionFileHoldsAll({SessionFilePartName(0, 10), "00000000000000000010-00ff00ff00ff00ff"}, 20));
+}
 
 // ---- s3-only behaviour ----
 

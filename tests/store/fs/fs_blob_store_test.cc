@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <optional>
@@ -276,6 +277,149 @@ TEST(FsBlobStoreTest, DataDirectoryAndBlobsAreOwnerOnly) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ModeOf(tmp / "data"), 0700u);
   EXPECT_EQ(ModeOf(tmp / "data/uploads"), 0700u);
+}
+
+// ---- the session file (store/blob_store.h): an upload's chunks written in place ----
+
+// Writes `bytes` at `offset` of the locked session file, as the registry's session does.
+void WriteAt(const UploadSessionFile& file, uint64_t offset, const std::string& bytes) {
+  ASSERT_EQ(::pwrite(file.fd(), bytes.data(), bytes.size(), off_t(offset)),
+            ssize_t(bytes.size()));
+}
+
+uint64_t InodeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return uint64_t(st.st_ino);
+}
+
+class SessionFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = FsBlobStore::Open(tmp_.path());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+  }
+  std::string SessionPath() const { return store_->uploads_dir() + "/parts-" + kSession + "/data"; }
+  static constexpr const char* kSession = "0a1b2c3d-0000-4000-8000-00000000abcd";
+  testing::TempDir tmp_;
+  std::unique_ptr<FsBlobStore> store_;
+};
+
+// One writer at a time, between threads of one process as between processes (flock on its own
+// open file description): a second lock is kUnavailable until the first is released.
+TEST_F(SessionFileTest, OneWriterAtATime) {
+  auto first = store_->LockSessionFile(kSession);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ((*first)->path(), SessionPath());
+  EXPECT_EQ((*first)->size(), 0u);
+  WriteAt(**first, 0, "abc");
+  auto second = store_->LockSessionFile(kSession);
+  EXPECT_EQ(second.status().code(), Code::kUnavailable) << second.status().ToString();
+  first->reset();
+  auto again = store_->LockSessionFile(kSession);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->size(), 3u) << "the bytes stay when the lock is released";
+  EXPECT_EQ(store_->LockSessionFile("Bad/Id").status().code(), Code::kInvalidArgument);
+}
+
+// Held: the closing PUT's file is a link to the session file, cut to the parts' end (a failed
+// chunk's tail goes); no byte is copied. While that link exists nobody is handed the file (the
+// blob published from it must never change); once it is gone, the session continues.
+TEST_F(SessionFileTest, HeldSessionFileIsLinkedCutAndThenRefusedWhileLinked) {
+  const std::string a(5000, 'a'), b(3000, 'b');
+  auto held = store_->LockSessionFile(kSession);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  WriteAt(**held, 0, a);
+  WriteAt(**held, a.size(), b);
+  WriteAt(**held, a.size() + b.size(), "garbage of a chunk that failed");
+  const std::vector<std::string> parts = {SessionFilePartName(0, a.size()),
+                                          SessionFilePartName(a.size(), a.size() + b.size())};
+  const std::string dest = store_->NewTempPath("session");
+  Status s = store_->ConcatUploadParts(kSession, parts, dest, held->get());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(testing::ReadFileBytes(dest), a + b);
+  EXPECT_EQ(InodeOf(dest), InodeOf(SessionPath())) << "linked, not copied";
+  held->reset();
+  auto refused = store_->LockSessionFile(kSession);
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("linked elsewhere"), std::string::npos)
+      << refused.status().ToString();
+  // A publish that failed removes its file: the session's bytes are all still there.
+  ASSERT_TRUE(fs::remove(dest));
+  auto resumed = store_->LockSessionFile(kSession);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ((*resumed)->size(), a.size() + b.size());
+  EXPECT_EQ(testing::ReadFileBytes(SessionPath()), a + b);
+}
+
+// Not held (another request writes the file, or another replica finishes): the parts' bytes
+// are copied out; the file and what lies past them stay as they are.
+TEST_F(SessionFileTest, UnheldSessionFileIsCopiedOutAndLeftAlone) {
+  const std::string a(70000, 'x');
+  {
+    auto writer = store_->LockSessionFile(kSession);
+    ASSERT_TRUE(writer.ok());
+    WriteAt(**writer, 0, a + "tail");
+  }
+  auto other = store_->LockSessionFile(kSession);  // someone else holds it now
+  ASSERT_TRUE(other.ok());
+  const std::string dest = store_->NewTempPath("session");
+  Status s = store_->ConcatUploadParts(kSession, {SessionFilePartName(0, a.size())}, dest,
+                                       nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(testing::ReadFileBytes(dest), a);
+  EXPECT_NE(InodeOf(dest), InodeOf(SessionPath()));
+  EXPECT_EQ(testing::ReadFileBytes(SessionPath()), a + "tail");
+}
+
+// Session-file parts followed by an ordinary part (a chunk that found the file locked):
+// both, in order. Out of order, or naming more bytes than the file holds: refused.
+TEST_F(SessionFileTest, MixedPartsAndRefusals) {
+  const std::string a(4096, 'a'), b = "the ordinary part";
+  auto held = store_->LockSessionFile(kSession);
+  ASSERT_TRUE(held.ok());
+  WriteAt(**held, 0, a);
+  const std::string body = store_->NewTempPath("body");
+  testing::WriteFileBytes(body, b);
+  const std::string ordinary = "00000000000000004096-0123456789abcdef";
+  ASSERT_TRUE(store_->PutUploadPart(kSession, ordinary, body).ok());
+  const std::string in_file = SessionFilePartName(0, a.size());
+  for (const UploadSessionFile* h : std::vector<const UploadSessionFile*>{held->get(), nullptr}) {
+    SCOPED_TRACE(h != nullptr ? "held" : "not held");
+    const std::string dest = store_->NewTempPath("session");
+    Status s = store_->ConcatUploadParts(kSession, {in_file, ordinary}, dest, h);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(testing::ReadFileBytes(dest), a + b);
+    fs::remove(dest);
+  }
+  EXPECT_EQ(store_->ConcatUploadParts(kSession, {ordinary, in_file},
+                                      store_->NewTempPath("session"), held->get())
+                .code(),
+            Code::kCorruption);
+  EXPECT_EQ(store_->ConcatUploadParts(kSession, {SessionFilePartName(10, 20)},
+                                      store_->NewTempPath("session"), nullptr)
+                .code(),
+            Code::kCorruption);
+  for (const UploadSessionFile* h : std::vector<const UploadSessionFile*>{held->get(), nullptr}) {
+    Status s = store_->ConcatUploadParts(kSession, {SessionFilePartName(0, a.size() + 1)},
+                                         store_->NewTempPath("session"), h);
+    EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  }
+  EXPECT_EQ(testing::ReadFileBytes(SessionPath()), a) << "a refusal cuts nothing";
+}
+
+// A file that was removed or replaced after it was opened is not locked under the old name.
+TEST_F(SessionFileTest, DeletedSessionsStartAFreshFile) {
+  {
+    auto held = store_->LockSessionFile(kSession);
+    ASSERT_TRUE(held.ok());
+    WriteAt(**held, 0, "old bytes");
+  }
+  ASSERT_TRUE(store_->DeleteUploadParts(kSession).ok());
+  auto fresh = store_->LockSessionFile(kSession);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_EQ((*fresh)->size(), 0u);
 }
 
 }  // namespace
