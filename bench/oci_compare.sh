@@ -7,6 +7,8 @@
 #
 # Environment (defaults in brackets):
 #   BLZ     the blz binary (a Release build, no sanitizers)      [build-bench/cli/blz]
+#   BEFORE  an older blz binary, pushed too in every push run (rows "blz_before_*"), so that a
+#           change is measured interleaved with what it replaces     [none]
 #   GEN     bench/gen_llama_pair                                  [build-bench/bench/gen_llama_pair]
 #   SIZES   model sizes in MB (approximate; see below)            [64 256]
 #   RUNS    runs of each measurement (interleaved; medians)       [3]
@@ -122,9 +124,9 @@ prepare_model() {  # SIZE
 }
 
 # ---- servers (fresh storage each time) ----
-start_blz() {  # DATA_DIR; sets server_pid, url, token
+start_blz() {  # DATA_DIR [BIN]; sets server_pid, url, token
   rm -rf "$1"
-  blz_serve_start "$BLZ" "$1.out" "$1.err" --data "$1" --listen 127.0.0.1:0 || exit 1
+  blz_serve_start "${2:-$BLZ}" "$1.out" "$1.err" --data "$1" --listen 127.0.0.1:0 || exit 1
   server_pid=$blz_pid url=$blz_url token=$blz_token
 }
 start_distribution() {  # DATA_DIR; sets server_pid, url
@@ -152,24 +154,30 @@ EOF
 }
 
 # ---- push ----
-push_blz() {  # SIZE RUN
-  local size=$1 run=$2 dir=$MODELS/model-$1 t0 t1 c0 c1 c2 bytes
+push_blz() {  # SIZE RUN [BIN LABEL]
+  local size=$1 run=$2 dir=$MODELS/model-$1 bin=${3:-$BLZ} label=${4:-blz} t0 t1 c0 c1 c2 bytes
+  local hex put_ms
   bytes=$(cat "$dir/bytes")
-  start_blz "$WORK/blz-data"
+  hex=$(cat "$dir/hex")
+  start_blz "$WORK/blz-data" "$bin"
   rm -rf "$WORK/client"
   c0=$(cpu_ticks "$server_pid")
   t0=$(now)
   BLZ_TOKEN=$token BLZ_CACHE_DIR=$WORK/client/cache BLZ_CONFIG_DIR=$WORK/client/config \
-    "$BLZ" push "$dir/model.blz" "${url#http://}/bench/m:r$run" --no-patch -q > /dev/null
+    "$bin" push "$dir/model.blz" "${url#http://}/bench/m:r$run" --no-patch -q > /dev/null
   t1=$(now)
   c1=$(cpu_ticks "$server_pid")
   blz_wait_idle "$url" "$token" 2400
   c2=$(cpu_ticks "$server_pid")
   stop_server
-  record "blz_push_wall_s" "$size" "$(python3 -c "print(round($t1 - $t0, 3))")"
-  record "blz_push_MBps" "$size" "$(python3 -c "print(round($bytes / 1e6 / ($t1 - $t0), 1))")"
-  record "blz_push_server_cpu_s_per_GB" "$size" "$(python3 -c "print(round(($c1 - $c0) / $TICK / ($bytes / 1e9), 2))")"
-  record "blz_background_cpu_s_per_GB" "$size" "$(python3 -c "print(round(($c2 - $c1) / $TICK / ($bytes / 1e9), 2))")"
+  # The closing PUT of the archive's upload session, from the access log (last field: "12.3ms").
+  put_ms=$(grep " PUT /v2/bench/m/blobs/uploads/[^ ]*digest=sha256:$hex " "$WORK/blz-data.err" |
+    awk '{sub(/ms$/, "", $NF); print $NF}' | tail -n1)
+  record "${label}_push_wall_s" "$size" "$(python3 -c "print(round($t1 - $t0, 3))")"
+  record "${label}_push_MBps" "$size" "$(python3 -c "print(round($bytes / 1e6 / ($t1 - $t0), 1))")"
+  [ -n "$put_ms" ] && record "${label}_closing_put_ms" "$size" "$put_ms"
+  record "${label}_push_server_cpu_s_per_GB" "$size" "$(python3 -c "print(round(($c1 - $c0) / $TICK / ($bytes / 1e9), 2))")"
+  record "${label}_background_cpu_s_per_GB" "$size" "$(python3 -c "print(round(($c2 - $c1) / $TICK / ($bytes / 1e9), 2))")"
 }
 push_skopeo() {  # SIZE RUN
   local size=$1 run=$2 dir=$MODELS/model-$1 t0 t1 c0 c1 bytes
@@ -230,8 +238,10 @@ for run in $(seq 1 "$RUNS"); do
   for size in $SIZES; do
     if [ "$MODE" = push ] || [ "$MODE" = all ]; then
       # Alternate which side goes first, so drift in the machine's speed hits both.
-      if [ $((run % 2)) = 1 ]; then push_blz "$size" "$run"; push_skopeo "$size" "$run";
-      else push_skopeo "$size" "$run"; push_blz "$size" "$run"; fi
+      # With BEFORE, odd runs: blz, skopeo, before; even runs: before, skopeo, blz.
+      before() { [ -z "${BEFORE:-}" ] || push_blz "$size" "$run" "$(realpath "$BEFORE")" blz_before; }
+      if [ $((run % 2)) = 1 ]; then push_blz "$size" "$run"; push_skopeo "$size" "$run"; before;
+      else before; push_skopeo "$size" "$run"; push_blz "$size" "$run"; fi
     fi
     if [ "$MODE" = pull ] || [ "$MODE" = all ]; then pull_all "$size" "$run"; fi
   done
@@ -255,7 +265,9 @@ for w in whats:
         cells.append(f"{statistics.median(v):g} ({min(v):g}-{max(v):g})" if v else "-")
     print(f"| {w} | " + " | ".join(cells) + " |")
 for s in sizes:
-    b, k = rows.get(("blz_push_wall_s", s)), rows.get(("skopeo_push_wall_s", s))
-    if b and k:
-        print(f"\n{s} MB: blz push / skopeo copy wall = {statistics.median(b) / statistics.median(k):.2f}")
+    k = rows.get(("skopeo_push_wall_s", s))
+    for label in ("blz", "blz_before"):
+        b = rows.get((label + "_push_wall_s", s))
+        if b and k:
+            print(f"\n{s} MB: {label} push / skopeo copy wall = {statistics.median(b) / statistics.median(k):.2f}")
 EOF
