@@ -133,6 +133,29 @@ std::string Bytes(size_t n, uint32_t seed) {
   return out;
 }
 
+// While it lives, files this process writes may not grow past `bytes` (RLIMIT_FSIZE, with
+// SIGXFSZ ignored: writes fail with EFBIG, as they would with ENOSPC on a full disk).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &before_), 0);
+    struct rlimit small = before_;
+    small.rlim_cur = bytes;
+    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  }
+  ~FileSizeLimit() {
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &before_), 0);
+    ::signal(SIGXFSZ, old_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  struct rlimit before_ {};
+  void (*old_handler_)(int) = nullptr;
+};
+
 // Files left under the registry's uploads directory, but for the session's parts.
 std::vector<std::string> LooseUploadFiles(const std::filesystem::path& data) {
   std::vector<std::string> out;
@@ -329,19 +352,14 @@ TEST_F(HttpSessionTest, ABodyTheDiskCannotTakeGets507AndLeavesNothing) {
   const std::string auth = "Authorization: Bearer " + token_ + "\r\n";
   const std::string blob = Bytes((1 << 20) + 4096, 9);
   const std::string digest = MakeDigest(Sha256Hex(blob));
-  struct rlimit before {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
-  struct rlimit small = before;
-  small.rlim_cur = 1 << 20;
-  void (*old_handler)(int) = ::signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  Exchange x = Raw(server_->port(),
-                   "POST /v2/m/blobs/uploads/?digest=" + digest + " HTTP/1.1\r\nHost: x\r\n" +
-                       auth + "Content-Length: " + std::to_string(blob.size()) + "\r\n\r\n" +
-                       blob,
-                   /*close_after_writing=*/false, /*allow_write_error=*/true);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &before), 0);
-  ::signal(SIGXFSZ, old_handler);
+  Exchange x;
+  {
+    FileSizeLimit limit(1 << 20);
+    x = Raw(server_->port(),
+            "POST /v2/m/blobs/uploads/?digest=" + digest + " HTTP/1.1\r\nHost: x\r\n" + auth +
+                "Content-Length: " + std::to_string(blob.size()) + "\r\n\r\n" + blob,
+            /*close_after_writing=*/false, /*allow_write_error=*/true);
+  }
   EXPECT_TRUE(x.closed);
   ASSERT_EQ(x.Statuses(), std::vector<std::string>{"507"}) << x.received;
   EXPECT_NE(x.received.find("cannot write the request body"), std::string::npos) << x.received;
@@ -527,16 +545,12 @@ TEST_F(UploadSessionFileTest, AChunkTheDiskCannotTakeLosesNothingOfTheSession) {
   const std::string location = Open();
   ASSERT_FALSE(location.empty());
   ASSERT_EQ(Patch(location, 0, a).Statuses(), std::vector<std::string>{"202"});
-  struct rlimit before {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
-  struct rlimit small = before;
-  small.rlim_cur = 768 << 10;
-  void (*old_handler)(int) = ::signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  Exchange full = Raw(server_->port(), PatchHead(location, a.size(), b.size()) + b,
-                      /*close_after_writing=*/false, /*allow_write_error=*/true);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &before), 0);
-  ::signal(SIGXFSZ, old_handler);
+  Exchange full;
+  {
+    FileSizeLimit limit(768 << 10);
+    full = Raw(server_->port(), PatchHead(location, a.size(), b.size()) + b,
+               /*close_after_writing=*/false, /*allow_write_error=*/true);
+  }
   ASSERT_EQ(full.Statuses(), std::vector<std::string>{"507"}) << full.received;
   const std::string file = (PartsDir(location) / "data").string();
   EXPECT_EQ(blz::testing::ReadFileBytes(file), a) << "cut back to the session's bytes";
