@@ -354,21 +354,20 @@ void HttpSession::StartRawFileBody() {
     OnBodyError(http::error::body_limit);
     return;
   }
-  if (plan_.session_file != nullptr) {
-    // Into the upload's session file, after its recorded bytes (BodyPlan::session_file).
-    raw_body_ = true;
-    body_pos_ = plan_.session_offset;
-  } else {
+  // A new file of its own, or the upload's session file after its recorded bytes
+  // (BodyPlan::session_file: written with pwrite from body_pos_ on).
+  if (plan_.session_file == nullptr) {
     body_fd_ = ::open(plan_.file_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (body_fd_ < 0) {
+      Response err = ErrorResponse(OciError::kUnknown, "cannot create " + plan_.file_path +
+                                                           ": " + std::strerror(errno));
+      err.close = true;
+      SendResponse(std::move(err));
+      return;
+    }
+    body_file_ = plan_.file_path;
   }
-  if (!raw_body_ && body_fd_ < 0) {
-    Response err = ErrorResponse(OciError::kUnknown, "cannot create " + plan_.file_path + ": " +
-                                                         std::strerror(errno));
-    err.close = true;
-    SendResponse(std::move(err));
-    return;
-  }
-  if (!raw_body_) body_file_ = plan_.file_path;
+  body_pos_ = plan_.session_offset;
   raw_body_ = true;
   body_left_ = total;
   // Body bytes that arrived with the head (never more than this body: what follows is the

@@ -497,13 +497,14 @@ Response Registry::FinishUpload(const Route& route, const Request& request) {
   // writer is ever handed a file that is, or was, the blob (a process killed before the row is
   // deleted leaves a session whose data is gone: its retry gets 404 and uploads again).
   uint64_t first_start = 0, first_end = 0;
-  if (request.session_file != nullptr ||
+  const bool parts_first =
+      request.session_file != nullptr ||
       (!up->parts.empty() &&
-       store::ParseSessionFilePart(up->parts.front(), &first_start, &first_end))) {
-    (void)blobs_->DeleteUploadParts(route.ref);
-  }
+       store::ParseSessionFilePart(up->parts.front(), &first_start, &first_end));
+  if (parts_first) (void)blobs_->DeleteUploadParts(route.ref);
   Status s = db_->DeleteUpload(route.ref);
-  if (s.ok()) (void)blobs_->DeleteUploadParts(route.ref);  // best effort: purges find leftovers
+  // Best effort: purges find leftovers.
+  if (s.ok() && !parts_first) (void)blobs_->DeleteUploadParts(route.ref);
   if (s.ok()) s = db_->RecordBlob(info->digest, info->size);
   if (s.ok()) s = db_->LinkBlob(route.name, info->digest);
   if (!s.ok()) return ErrorResponse(s, ErrorContext::kUpload);

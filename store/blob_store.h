@@ -233,9 +233,9 @@ class BlobStore {
   // Writes the parts `names` of `session`, in that order, into a new file at `dest` (under
   // uploads_dir()). fs: a single part is hard-linked (no copy); parts that are all kept in the
   // session file (SessionFilePartName) are hard-linked too when the caller holds that file
-  // (`held`, of this session: it is first cut to the end of the last of them), else (not
-  // held, or ordinary parts follow them) copied out of it. Either way the parts stay in place, so a failure after this (a publish that
-  // fails) loses nothing. Errors: kNotFound (a part is missing, or the session file holds
+  // (`held`, of this session: it is first cut to the end of the last of them), else (not held,
+  // or ordinary parts follow them) copied out of it. Either way the parts stay in place, so a
+  // failure after this (a publish that fails) loses nothing. Errors: kNotFound (a part is missing, or the session file holds
   // fewer bytes than its parts name), kCorruption (session-file parts out of order or after an
   // ordinary part), kIOError / the driver's errors (`dest` may hold a partial file).
   virtual Status ConcatUploadParts(std::string_view session, const std::vector<std::string>& names,
