@@ -32,9 +32,12 @@ test('diff page shows hostile tensor names as text (table, heatmap labels, detai
   const shown = await page.locator('#tensor-table tbody td.name').allTextContents();
   expect(shown.sort()).toEqual([...hostileNames].sort());
   await expect(page.locator('#patch-map table.heatmap')).toBeVisible();
-  // Open every cell of the value heatmap: the detail lists the names as text.
-  const cells = page.locator('#values-map td.cell');
+  // Open every cell of the value heatmap: the detail lists the names as text. The table can
+  // fill from the patch report alone, so wait for the value diff's heatmap itself.
+  const cells = page.locator('#values-map table.heatmap td.cell');
+  await expect(cells.first()).toBeVisible({ timeout: 20_000 });
   const n = await cells.count();
+  expect(n).toBeGreaterThan(0);
   for (let i = 0; i < n; i++) await cells.nth(i).click();
   await expect(page.locator('#detail')).not.toBeEmpty();
   await expectNothingInjected(page);
