@@ -479,14 +479,14 @@ void AddApply(CLI::App& app, std::vector<Command>* commands) {
       "Output rule: -o B.blz writes the target archive; any other -o path is created as a\n"
       "model directory (its files are written as the patch is decoded, into a temporary\n"
       "directory next to it, checked and renamed into place). The output must not exist. A\n"
-      "directory A is packed first.");
+      "model directory (or .safetensors / .gguf file) A is read in place, not packed.");
   commands->push_back({sub, [args]() -> Status {
     if (PathExists(args->output)) return AlreadyExists(args->output + ": already exists");
     const bool to_archive = EndsWith(args->output, ".blz");
     ScopedTempDir tmp;
-    bool packed = false;
-    BLZ_ASSIGN_OR_RETURN(std::string base,
-                         EnsureArchive(args->base, "base", args->output, &tmp, &packed));
+    // A base directory is read where it is (patcher/patch.h), never packed: apply needs its
+    // pieces, not its digest.
+    const std::string& base = args->base;
     patcher::ApplyStats stats;
     patcher::ApplyOptions options;
     options.threads = args->threads;

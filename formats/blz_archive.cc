@@ -53,29 +53,16 @@ std::string PieceLabel(const ArchiveHeader& h, size_t fi, const ArchivePiece& p)
   return "raw piece " + Num(p.index) + " of file " + Quote(h.files[fi].path);
 }
 
-}  // namespace archive_internal
-
-using archive_internal::GgufTensorDTypeShape;
-using archive_internal::Num;
-using archive_internal::Quote;
-
-namespace {
-
 using ojson = nlohmann::ordered_json;
 
-constexpr uint8_t kMagic[8] = {'B', 'L', 'Z', 'A', 'R', 'C', 'H', '\n'};
-constexpr uint64_t kFixedHeaderBytes = 24;
-// Pieces are copied and hashed in chunks of this size, so memory stays bounded.
-constexpr size_t kCopyChunk = 8u << 20;
-constexpr std::string_view kZeroSha256 =
-    "0000000000000000000000000000000000000000000000000000000000000000";
-
+namespace {
 
 const char* PieceKindName(ArchivePiece::Kind k) {
   return k == ArchivePiece::Kind::kRaw ? "raw" : "tensor";
 }
 
-// The header JSON exactly as blz writes it: compact, keys in this fixed order.
+}  // namespace
+
 std::string HeaderJson(const ArchiveHeader& h) {
   ojson files = ojson::array();
   for (const ArchiveFile& f : h.files) {
@@ -124,7 +111,6 @@ std::string HeaderJson(const ArchiveHeader& h) {
   return root.dump();
 }
 
-// The 24-byte fixed header followed by the JSON and zero padding up to data_start.
 std::string PrefixBytes(const std::string& json, uint64_t data_start) {
   std::string out(reinterpret_cast<const char*>(kMagic), sizeof(kMagic));
   AppendLE32(&out, kArchiveVersion);
@@ -134,6 +120,33 @@ std::string PrefixBytes(const std::string& json, uint64_t data_start) {
   out.resize(data_start, '\0');
   return out;
 }
+
+std::string BaseName(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  auto pos = p.find_last_of('/');
+  return pos == std::string::npos ? p : p.substr(pos + 1);
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace archive_internal
+
+using archive_internal::BaseName;
+using archive_internal::GgufTensorDTypeShape;
+using archive_internal::HeaderJson;
+using archive_internal::kCopyChunk;
+using archive_internal::kFixedHeaderBytes;
+using archive_internal::kMagic;
+using archive_internal::Num;
+using archive_internal::PathExists;
+using archive_internal::Quote;
+using archive_internal::WorkCounter;
+
+namespace {
 
 // ---- Strict field access for the header JSON. `where` is a JSON path like "files[2]". ----
 
@@ -223,18 +236,6 @@ std::string ParentOf(const std::string& path) {
   if (pos == std::string::npos) return ".";
   if (pos == 0) return "/";
   return path.substr(0, pos);
-}
-
-std::string BaseName(const std::string& path) {
-  std::string p = path;
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  auto pos = p.find_last_of('/');
-  return pos == std::string::npos ? p : p.substr(pos + 1);
-}
-
-bool PathExists(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0;
 }
 
 }  // namespace
@@ -591,257 +592,6 @@ ByteSpan BlzArchive::RawData(size_t i) const {
 
 
 // ---------------------------------------------------------------------------------------------
-
-namespace {
-
-// One input file of Pack, opened.
-struct PackInput {
-  ModelFile file;
-  MappedFile map;                          // kinds "file" and "gguf"
-  std::unique_ptr<SafetensorsFile> st;     // kind "safetensors"
-  const MappedFile& bytes() const { return st ? st->file() : map; }
-};
-
-// Counts the work done for a progress callback (none: counts only).
-struct WorkCounter {
-  const ProgressCallback& fn;
-  uint64_t total = 0;
-  uint64_t done = 0;
-  void Add(uint64_t n) {
-    done += n;
-    if (fn) fn(done, total);
-  }
-};
-
-// Copies src into the output at `dest_offset` in chunks, feeding every hasher given.
-Status CopyPiece(AtomicFile* out, uint64_t dest_offset, const MappedFile& src, uint64_t src_offset,
-                 uint64_t length, Xxh3Stream* xxh, Sha256* piece_sha, Sha256* file_sha,
-                 WorkCounter* work) {
-  for (uint64_t done = 0; done < length; done += kCopyChunk) {
-    const size_t n = size_t(std::min<uint64_t>(kCopyChunk, length - done));
-    const ByteSpan chunk = src.bytes().subspan(size_t(src_offset + done), n);
-    xxh->Update(chunk);
-    if (piece_sha != nullptr) piece_sha->Update(chunk);
-    file_sha->Update(chunk);
-    BLZ_RETURN_IF_ERROR(out->WriteAt(dest_offset + done, chunk));
-    src.DropRange(size_t(src_offset + done), n);
-    work->Add(n);
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-Status Pack(const std::string& input, const std::string& out_path, PackStats* stats,
-            const ProgressCallback& progress) {
-  if (PathExists(out_path)) return AlreadyExists(out_path + ": already exists");
-  struct stat st {};
-  if (::stat(input.c_str(), &st) != 0) {
-    if (errno == ENOENT) return NotFound(input + ": no such file or directory");
-    return IOError(input + ": cannot stat: " + std::strerror(errno));
-  }
-  std::vector<ModelFile> listing;
-  if (S_ISDIR(st.st_mode)) {
-    BLZ_ASSIGN_OR_RETURN(listing, ListModelFiles(input));
-    if (std::none_of(listing.begin(), listing.end(),
-                     [](const ModelFile& f) { return f.is_safetensors || f.is_gguf; })) {
-      return InvalidArgument(input + ": no *.safetensors or *.gguf file (a model directory "
-                                     "holds at least one; .git/ and .cache/ are not searched)");
-    }
-    BLZ_RETURN_IF_ERROR(CheckShardIndexes(listing));
-  } else if (S_ISREG(st.st_mode)) {
-    ModelFile f;
-    f.path = BaseName(input);
-    f.abs_path = input;
-    f.size = uint64_t(st.st_size);
-    f.is_safetensors = IsSafetensorsName(f.path);
-    f.is_gguf = IsGgufName(f.path);
-    if (!f.is_safetensors && !f.is_gguf) {
-      return InvalidArgument(input + ": not a directory, a .safetensors file or a .gguf file");
-    }
-    if (!IsSafeRelativePath(f.path) || FindInvalidUtf8(f.path).has_value()) {
-      return InvalidArgument(input + ": file name is not usable in an archive");
-    }
-    listing.push_back(std::move(f));
-  } else {
-    return InvalidArgument(input + ": not a directory or a regular file");
-  }
-
-  // Open every input and lay out the archive.
-  std::vector<PackInput> inputs(listing.size());
-  ArchiveHeader h;
-  uint64_t pos = 0;
-  auto place = [&](uint64_t length, uint64_t* offset) -> Status {
-    if (!CheckedAlignUp(pos, kArchiveAlignment, offset) || !CheckedAdd(*offset, length, &pos)) {
-      return TooLarge(input + ": archive would exceed 2^64 bytes");
-    }
-    return Status::Ok();
-  };
-  for (size_t fi = 0; fi < listing.size(); ++fi) {
-    PackInput& in = inputs[fi];
-    in.file = listing[fi];
-    ArchiveFile af;
-    af.path = in.file.path;
-    af.sha256 = std::string(kZeroSha256);
-    ArchiveRaw raw;
-    raw.file_index = uint32_t(fi);
-    if (in.file.is_safetensors) {
-      BLZ_ASSIGN_OR_RETURN(SafetensorsFile sf, SafetensorsFile::Open(in.file.abs_path));
-      in.st = std::make_unique<SafetensorsFile>(std::move(sf));
-      af.kind = "safetensors";
-      af.size = in.st->file().size();
-      raw.length = in.st->header().data_start;
-      BLZ_RETURN_IF_ERROR(place(raw.length, &raw.offset));
-      af.pieces.push_back({ArchivePiece::Kind::kRaw, uint32_t(h.raws.size())});
-      h.raws.push_back(raw);
-      for (const SafetensorsTensor& t : in.st->tensors()) {
-        ArchiveTensor at;
-        at.name = t.name;
-        at.dtype = t.dtype;
-        at.shape = t.shape;
-        at.length = t.bytes();
-        at.sha256 = std::string(kZeroSha256);
-        at.file_index = uint32_t(fi);
-        BLZ_RETURN_IF_ERROR(place(at.length, &at.offset));
-        af.pieces.push_back({ArchivePiece::Kind::kTensor, uint32_t(h.tensors.size())});
-        h.tensors.push_back(std::move(at));
-      }
-    } else if (in.file.is_gguf) {
-      BLZ_ASSIGN_OR_RETURN(in.map, MappedFile::Open(in.file.abs_path));
-      BLZ_ASSIGN_OR_RETURN(GgufFile g, ParseGguf(in.map.bytes(), GgufMode::kFull,
-                                                 in.file.abs_path));
-      af.kind = "gguf";
-      af.size = in.map.size();
-      const std::vector<GgufTensorInfo>& ts = g.header.tensors;
-      // The header and its padding (with no tensors: the whole file, which may end before the
-      // padding), then each tensor followed by its padding as a raw piece when non-empty.
-      auto add_raw = [&](uint64_t length) -> Status {
-        ArchiveRaw r;
-        r.file_index = uint32_t(fi);
-        r.length = length;
-        BLZ_RETURN_IF_ERROR(place(r.length, &r.offset));
-        af.pieces.push_back({ArchivePiece::Kind::kRaw, uint32_t(h.raws.size())});
-        h.raws.push_back(r);
-        return Status::Ok();
-      };
-      BLZ_RETURN_IF_ERROR(add_raw(ts.empty() ? in.map.size() : g.data_start));
-      for (size_t i = 0; i < ts.size(); ++i) {
-        const GgufTensorInfo& t = ts[i];
-        ArchiveTensor at;
-        at.name = t.name;
-        at.ggml_type = std::string(GgmlTypeName(t.type));
-        GgufTensorDTypeShape(t, &at.dtype, &at.shape);
-        at.length = t.n_bytes;
-        at.sha256 = std::string(kZeroSha256);
-        at.file_index = uint32_t(fi);
-        BLZ_RETURN_IF_ERROR(place(at.length, &at.offset));
-        af.pieces.push_back({ArchivePiece::Kind::kTensor, uint32_t(h.tensors.size())});
-        h.tensors.push_back(std::move(at));
-        const uint64_t end = t.offset + t.n_bytes;
-        const bool last = i + 1 == ts.size();
-        const uint64_t next = !last ? ts[i + 1].offset : (g.padded_end ? g.data_bytes : end);
-        if (next > end) BLZ_RETURN_IF_ERROR(add_raw(next - end));
-      }
-    } else {
-      BLZ_ASSIGN_OR_RETURN(in.map, MappedFile::Open(in.file.abs_path));
-      af.kind = "file";
-      af.size = in.map.size();
-      raw.length = in.map.size();
-      BLZ_RETURN_IF_ERROR(place(raw.length, &raw.offset));
-      af.pieces.push_back({ArchivePiece::Kind::kRaw, uint32_t(h.raws.size())});
-      h.raws.push_back(raw);
-    }
-    h.files.push_back(std::move(af));
-  }
-
-  // Hashes have fixed-width text forms, so the header's length is known before they are.
-  std::string json;
-  try {
-    json = HeaderJson(h);
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(input + ": cannot encode the archive header: " + e.what());
-  }
-  if (json.size() > kMaxArchiveHeaderBytes) {
-    return TooLarge(input + ": archive header would be " + Num(json.size()) +
-                    " bytes, more than the cap of " + Num(kMaxArchiveHeaderBytes));
-  }
-  uint64_t data_start, total;
-  if (!CheckedAlignUp(kFixedHeaderBytes + json.size(), kArchiveAlignment, &data_start) ||
-      !CheckedAdd(data_start, pos, &total)) {
-    return TooLarge(input + ": archive would exceed 2^64 bytes");
-  }
-  h.data_start = data_start;
-  h.total_size = total;
-
-  BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(out_path));
-  BLZ_RETURN_IF_ERROR(out.Truncate(total));  // padding between pieces reads as zeros
-  uint64_t tensor_bytes = 0;
-  // The work: every input byte copied, then every archive byte hashed.
-  WorkCounter work{progress, total};
-  for (const PackInput& in : inputs) work.total += in.bytes().size();
-  for (size_t fi = 0; fi < inputs.size(); ++fi) {
-    const PackInput& in = inputs[fi];
-    ArchiveFile& af = h.files[fi];
-    const MappedFile& src = in.bytes();
-    src.AdviseSequential();
-    Sha256 file_sha;
-    uint64_t src_offset = 0;
-    for (const ArchivePiece& p : af.pieces) {
-      Xxh3Stream xxh;
-      if (p.kind == ArchivePiece::Kind::kRaw) {
-        ArchiveRaw& r = h.raws[p.index];
-        BLZ_RETURN_IF_ERROR(CopyPiece(&out, data_start + r.offset, src, src_offset, r.length, &xxh,
-                                      nullptr, &file_sha, &work));
-        r.xxh3 = xxh.Digest();
-        src_offset += r.length;
-      } else {
-        ArchiveTensor& t = h.tensors[p.index];
-        Sha256 tensor_sha;
-        BLZ_RETURN_IF_ERROR(CopyPiece(&out, data_start + t.offset, src, src_offset, t.length, &xxh,
-                                      &tensor_sha, &file_sha, &work));
-        t.xxh3 = xxh.Digest();
-        t.sha256 = tensor_sha.FinishHex();
-        src_offset += t.length;
-        tensor_bytes += t.length;
-      }
-    }
-    if (src_offset != src.size()) {
-      return Internal(in.file.abs_path + ": pieces cover " + Num(src_offset) + " of " +
-                      Num(src.size()) + " bytes");
-    }
-    af.sha256 = file_sha.FinishHex();
-  }
-  const std::string final_json = HeaderJson(h);
-  if (final_json.size() != json.size()) {
-    return Internal("archive header changed length after hashing");
-  }
-  const std::string prefix = PrefixBytes(final_json, data_start);
-  BLZ_RETURN_IF_ERROR(out.WriteAt(0, AsBytes(prefix)));
-  // The writer and the reader must agree; this is cheap (header only).
-  {
-    auto check = ParseArchivePrefix(AsBytes(prefix), total);
-    if (!check.ok()) return Internal("packed archive fails validation: " + check.status().ToString());
-  }
-  const uint64_t copied = work.done;
-  ProgressCallback hashing;
-  if (progress) {
-    hashing = [&](uint64_t hashed, uint64_t) {
-      work.done = copied + std::min(hashed, total);
-      progress(work.done, work.total);
-    };
-  }
-  BLZ_ASSIGN_OR_RETURN(std::string digest_hex, Sha256FileHex(out.temp_path(), hashing));
-  BLZ_RETURN_IF_ERROR(out.Commit(/*no_replace=*/true));
-  if (progress) progress(work.total, work.total);
-  if (stats != nullptr) {
-    stats->archive_bytes = total;
-    stats->tensor_bytes = tensor_bytes;
-    stats->files = h.files.size();
-    stats->tensors = h.tensors.size();
-    stats->digest = MakeDigest(digest_hex);
-  }
-  return Status::Ok();
-}
 
 // ---------------------------------------------------------------------------------------------
 

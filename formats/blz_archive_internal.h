@@ -9,11 +9,39 @@
 #include <string_view>
 #include <vector>
 
+#include "core/progress_fn.h"
 #include "core/status.h"
 #include "formats/blz_archive.h"
 #include "formats/gguf.h"
 
 namespace blz::formats::archive_internal {
+
+inline constexpr uint8_t kMagic[8] = {'B', 'L', 'Z', 'A', 'R', 'C', 'H', '\n'};
+inline constexpr uint64_t kFixedHeaderBytes = 24;  // magic, version, flags, header length
+// Pieces are copied and hashed in chunks of this size, so memory stays bounded.
+inline constexpr size_t kCopyChunk = 8u << 20;
+inline constexpr std::string_view kZeroSha256 =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
+// The header JSON exactly as blz writes it: compact, keys in a fixed order.
+std::string HeaderJson(const ArchiveHeader& h);
+// The 24-byte fixed header followed by the JSON and zero padding up to data_start.
+std::string PrefixBytes(const std::string& json, uint64_t data_start);
+// The last component of `path` (trailing slashes ignored).
+std::string BaseName(const std::string& path);
+// Whether anything (a dangling symlink too) is at `path`.
+bool PathExists(const std::string& path);
+
+// Counts the work done for a progress callback (none: counts only).
+struct WorkCounter {
+  const ProgressCallback& fn;
+  uint64_t total = 0;
+  uint64_t done = 0;
+  void Add(uint64_t n) {
+    done += n;
+    if (fn) fn(done, total);
+  }
+};
 
 // Decimal text of `v`, for messages.
 std::string Num(uint64_t v);

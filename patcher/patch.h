@@ -127,8 +127,15 @@ struct ApplyStats {
 // only then renames the result into place. `base_archive` must be the base the patch names:
 // a base of another size, or any failure with a base whose SHA-256 is not the one the patch
 // names, is kDigestMismatch. (The base is hashed only when something failed: a correct output
-// is proof enough, and that saves a full pass over the base.) `target_out` must not exist (kAlreadyExists). Nothing is left behind on
-// failure. A full patch is refused (kInvalidArgument: it needs no base; use ApplyFullPatch).
+// is proof enough, and that saves a full pass over the base.) `target_out` must not exist
+// (kAlreadyExists). Nothing is left behind on failure. A full patch is refused
+// (kInvalidArgument: it needs no base; use ApplyFullPatch).
+// `base_archive` may also be the model itself, as Pack takes it (a model directory, or one
+// .safetensors or .gguf file; formats::DetectModelPath decides): its pieces are then read
+// from its files in place (formats/pack_layout.h), nothing is packed or written, and only when
+// the rebuild fails is the archive Pack would make of it hashed (kDigestMismatch "base model
+// packs to digest ..."). Errors opening it: PackLayout::Open's. So does every function below
+// that takes a base.
 Status ApplyPatch(const std::string& base_archive, const std::string& patch_path,
                   const std::string& target_out, ApplyStats* stats,
                   const ApplyOptions& options = {});

@@ -18,6 +18,8 @@
 #include "core/file_util.h"
 #include "core/mmap_file.h"
 #include "formats/blz_archive.h"
+#include "formats/identify.h"
+#include "formats/pack_layout.h"
 #include "formats/tensor_share.h"
 #include "patcher/patch_format.h"
 #include "patcher/patch_internal.h"
@@ -148,10 +150,42 @@ struct ExpectedTarget {
   std::string digest;
 };
 
+// Where the base's pieces are: in an archive file (at their offsets in it), or in the files of
+// a model directory read in place (formats::PackLayout: the archive Pack would make of it,
+// never written). A full patch's is an empty archive with an empty header.
+class BaseBytes {
+ public:
+  BaseBytes(const MappedFile* archive, const ArchiveHeader* header)
+      : files_{archive}, header_(header) {}
+  explicit BaseBytes(const formats::PackLayout* layout)
+      : files_(layout->inputs()), header_(&layout->header()), layout_(layout) {}
+
+  const ArchiveHeader& header() const { return *header_; }
+  const std::vector<const MappedFile*>& files() const { return files_; }
+  // The file (an index into files()) and the offset in it where piece (kind, index) starts.
+  formats::PieceSource Locate(Kind kind, uint32_t index) const {
+    if (layout_ == nullptr) return {0, PieceSpan(*header_, kind, index).offset};
+    return kind == Kind::kRaw ? layout_->RawSource(index) : layout_->TensorSource(index);
+  }
+
+ private:
+  std::vector<const MappedFile*> files_;
+  const ArchiveHeader* header_ = nullptr;
+  const formats::PackLayout* layout_ = nullptr;
+};
+
 Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
-               const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
+               const BaseBytes& base, const std::string& patch_path,
                const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
                TargetSink* sink, const ExpectedTarget* expected);
+
+// Whether `path` names model files to read through a PackLayout (a directory, or a
+// .safetensors / .gguf file) rather than an archive file (anything else: MappedFile::Open and
+// the archive's own checks report what is wrong with it).
+bool IsModelInput(const std::string& path) {
+  Result<formats::ModelPathKind> kind = formats::DetectModelPath(path);
+  return kind.ok() && *kind != formats::ModelPathKind::kArchive;
+}
 
 // Applies (or, with an empty `target_out`, only decodes and checks) `patch_path`. `base_archive`
 // is "" for a full patch. `expected` (kVerify only; may be null): a verified copy of the target
@@ -189,25 +223,44 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
   // bytes as the target, at SHA-256 speed) is saved. When the rebuild fails, the base's digest
   // is computed then, so that a wrong base is still reported as such (kDigestMismatch).
   MappedFile base;
+  std::optional<formats::PackLayout> base_files;  // a model directory read in place
   ArchiveHeader bh;  // stays empty without a base
-  if (ph.has_base) {
+  BaseBytes base_bytes(&base, &bh);
+  if (ph.has_base && IsModelInput(base_archive)) {
+    Result<formats::PackLayout> layout = formats::PackLayout::Open(base_archive);
+    if (!layout.ok()) return layout.status().WithContext("base model");
+    base_files.emplace(std::move(*layout));
+    base_bytes = BaseBytes(&*base_files);
+  } else if (ph.has_base) {
     Result<MappedFile> base_or = MappedFile::Open(base_archive);
     if (!base_or.ok()) return base_or.status().WithContext("base archive");
     base = std::move(*base_or);
   }
   auto wrong_base = [&]() -> std::optional<Status> {
-    std::string base_digest = DigestOf(base);
+    std::string base_digest;
+    if (base_files.has_value()) {
+      Result<std::string> d = base_files->ArchiveDigest();
+      if (!d.ok()) return d.status().WithContext(base_archive + ": hashing the base model");
+      base_digest = *d;
+    } else {
+      base_digest = DigestOf(base);
+    }
     if (base_digest == ph.base_digest) return std::nullopt;
-    return DigestMismatch(base_archive + ": base archive has digest " + base_digest +
-                          ", the patch " + patch_path + " needs base " + ph.base_digest);
+    return DigestMismatch(base_archive + (base_files ? ": base model packs to digest "
+                                                     : ": base archive has digest ") +
+                          base_digest + ", the patch " + patch_path + " needs base " +
+                          ph.base_digest);
   };
   if (ph.has_base) {
-    if (base.size() != ph.base_size) {
+    const uint64_t base_size = base_files ? base_files->header().total_size : base.size();
+    if (base_size != ph.base_size) {
       if (auto s = wrong_base()) return *s;
       return Corruption(patch_path + ": base.size " + std::to_string(ph.base_size) +
-                        " but the base with that digest has " + std::to_string(base.size()) +
+                        " but the base with that digest has " + std::to_string(base_size) +
                         " bytes");
     }
+  }
+  if (ph.has_base && !base_files) {
     Result<ArchiveHeader> bh_or = formats::ParseArchivePrefix(base.bytes(), base.size());
     if (!bh_or.ok()) {
       if (auto s = wrong_base()) return *s;
@@ -215,8 +268,8 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
     }
     bh = std::move(*bh_or);
   }
-  Status rebuilt = Rebuild(patch, ph, payload, base, bh, patch_path, target_out, options, stats,
-                           sink, expected);
+  Status rebuilt = Rebuild(patch, ph, payload, base_bytes, patch_path, target_out, options,
+                           stats, sink, expected);
   if (!rebuilt.ok() && ph.has_base && rebuilt.code() != Code::kAlreadyExists &&
       rebuilt.code() != Code::kIOError) {
     if (auto s = wrong_base()) return *s;
@@ -226,9 +279,10 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
 
 // The rest of ApplyImpl once the base (if any) is open: decodes, checks and writes the target.
 Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
-               const MappedFile& base, const ArchiveHeader& bh, const std::string& patch_path,
+               const BaseBytes& base, const std::string& patch_path,
                const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
                TargetSink* sink, const ExpectedTarget* expected) {
+  const ArchiveHeader& bh = base.header();
   if (expected != nullptr && ph.target_digest != expected->digest) {
     return DigestMismatch(patch_path + ": rebuilds " + ph.target_digest + ", not " +
                           expected->digest);
@@ -278,11 +332,13 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
   for (size_t i = 0; i < ph.pieces.size(); ++i) {
     const PatchPiece& piece = ph.pieces[i];
     Span s = PieceSpan(th, piece.kind, piece.index);
-    uint64_t base_offset = piece.base ? PieceSpan(bh, piece.kind, *piece.base).offset : 0;
+    const formats::PieceSource from =
+        piece.base ? base.Locate(piece.kind, *piece.base) : formats::PieceSource{};
     uint32_t elem = ElemSize(th, piece.kind, piece.index);
     for (uint64_t j = 0; j < piece.chunks.size(); ++j) {
       jobs.push_back({int64_t(i), j, s.offset + j * kChunkBytes, piece.chunks[j].size,
-                      base_offset + j * kChunkBytes, piece.base.has_value(), elem, {}});
+                      from.offset + j * kChunkBytes, piece.base.has_value(), elem, {},
+                      from.input});
     }
   }
 
@@ -324,9 +380,10 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
   prefix.clear();
   prefix.shrink_to_fit();
 
-  const ByteSpan base_bytes = base.bytes();
   ChunkBufferPool buffers;
-  PageDropper drop_base(base), drop_patch(patch);
+  PageDropper drop_patch(patch);
+  std::vector<std::unique_ptr<PageDropper>> drop_base;  // one per base file
+  for (const MappedFile* f : base.files()) drop_base.push_back(std::make_unique<PageDropper>(*f));
   auto where = [&](const Job& job) {
     const PatchPiece& p = ph.pieces[size_t(job.piece)];
     return what + ": " + Describe(th, p.kind, p.index) + " chunk " + std::to_string(job.chunk);
@@ -334,7 +391,9 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
   std::function<Result<Decoded>(size_t)> produce = [&](size_t i) -> Result<Decoded> {
     const Job& job = jobs[i];
     const PatchChunk& c = ph.pieces[size_t(job.piece)].chunks[job.chunk];
-    ByteSpan b = job.has_base ? base_bytes.subspan(job.base_offset, job.size) : ByteSpan();
+    ByteSpan b = job.has_base
+                     ? base.files()[job.base_file]->bytes().subspan(job.base_offset, job.size)
+                     : ByteSpan();
     Decoded d;
     if (c.codec == Codec::kIdentical) {
       if (b.size() != job.size) return Corruption(where(job) + ": identical chunk without a base");
@@ -379,7 +438,7 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
                                              job.chunk * kChunkBytes, d.view));
     }
     buffers.Put(std::move(d.owned));
-    if (job.has_base) drop_base.Drop(job.base_offset, job.size);
+    if (job.has_base) drop_base[job.base_file]->Drop(job.base_offset, job.size);
     const PatchChunk& c = piece.chunks[job.chunk];
     drop_patch.Drop(ph.payload_start + c.offset, c.length);
     if (options.progress) options.progress(hashed, ph.target_size);

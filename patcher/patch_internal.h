@@ -61,6 +61,9 @@ struct Job {
   bool has_base = false;
   uint32_t elem_size = 1;
   std::optional<formats::DType> dtype;  // tensors: a hint for the codecs
+  // Apply: which of the base's files holds base_offset (0 for an archive; a model directory
+  // read in place has one per model file, and base_offset is then an offset in that file).
+  uint32_t base_file = 0;
 };
 
 // Coalesces "done with these bytes" hints for a mapped file into few madvise calls: ranges

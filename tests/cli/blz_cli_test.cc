@@ -393,6 +393,12 @@ TEST(BlzCliTest, DiffApplyRoundTripOnDirectories) {
   BlzRun to_archive = Blz("apply " + base + " " + tmp / "p.blzpatch -o " + tmp / "ft.blz", tmp);
   ASSERT_EQ(to_archive.code, 0) << to_archive.err;
   EXPECT_EQ(Blz("verify " + tmp / "ft.blz", tmp).code, 0);
+  // Issue 28: the base directory is read in place; given the wrong one, the error names the
+  // digest it packs to, and nothing is written.
+  BlzRun wrong = Blz("apply " + ft + " " + tmp / "p.blzpatch -o " + tmp / "wrong", tmp);
+  EXPECT_NE(wrong.code, 0);
+  EXPECT_NE(wrong.err.find("packs to digest"), std::string::npos) << wrong.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "wrong"));
 }
 
 // Issue 28: apply to a directory writes the files as it decodes. A corrupted patch byte fails

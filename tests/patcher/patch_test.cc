@@ -134,6 +134,7 @@ class PatchTest : public ::testing::Test {
   }
 
   static std::string A() { return *suite_dir_ / "a.blz"; }
+  static std::string ADir() { return *suite_dir_ / "a"; }  // the model A was packed from
   static std::string B() { return *suite_dir_ / "b.blz"; }
   static std::string P() { return *suite_dir_ / "a-b.blzpatch"; }
 
@@ -427,6 +428,64 @@ TEST_F(PatchTest, BaseWithOneChangedTensorByteIsRefusedAsTheWrongBase) {
   Status s = ExpectApplyFails(bad_base, P(), Code::kDigestMismatch);
   EXPECT_THAT(s.message(), HasSubstr(MakeDigest(Sha256Hex(bytes))));
   EXPECT_THAT(s.message(), HasSubstr(ReadPatchInfo(P())->base_digest));
+}
+
+// Issue 28: a model directory as the base is read in place (formats::PackLayout), not packed:
+// the same target, and nothing but the output appears anywhere.
+TEST_F(PatchTest, BaseDirectoryIsReadInPlace) {
+  const std::vector<std::string> suite_before = ListDir(suite_dir_->path());
+  const std::string a_before = Sha256Hex(testing::ReadFileBytes(ADir() + "/extra.safetensors"));
+  ApplyStats st;
+  Status s = ApplyPatch(ADir(), P(), tmp_ / "out.blz", &st);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(testing::ReadFileBytes(tmp_ / "out.blz") == testing::ReadFileBytes(B()));
+  EXPECT_EQ(st.target_digest, ReadPatchInfo(P())->target_digest);
+  EXPECT_EQ(ListDir(tmp_.path()), std::vector<std::string>{"out.blz"});
+  EXPECT_EQ(ListDir(suite_dir_->path()), suite_before);
+  EXPECT_EQ(Sha256Hex(testing::ReadFileBytes(ADir() + "/extra.safetensors")), a_before);
+  // Decoding only, and with one thread: the same answer.
+  ApplyOptions one;
+  one.threads = 1;
+  s = VerifyPatch(ADir(), P(), &st, one);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+TEST_F(PatchTest, WrongBaseDirectoryIsRefusedWithTheDigestItPacksTo) {
+  Status s = ExpectApplyFails(*suite_dir_ / "b", P(), Code::kDigestMismatch);
+  EXPECT_THAT(s.message(), HasSubstr("packs to digest"));
+  EXPECT_THAT(s.message(), HasSubstr(MakeDigest(Sha256Hex(testing::ReadFileBytes(B())))));
+  EXPECT_THAT(s.message(), HasSubstr(ReadPatchInfo(P())->base_digest));
+}
+
+TEST_F(PatchTest, BaseDirectoryWithOneChangedTensorByteIsRefusedAsTheWrongBase) {
+  // Same layout as the real base, one byte of a tensor the patch reads changed (extra.big is
+  // the last tensor of extra.safetensors): found by the chunk checks, reported as a wrong base
+  // with the digest the changed directory packs to.
+  const std::string dir = tmp_ / "a-changed";
+  std::filesystem::copy(ADir(), dir, std::filesystem::copy_options::recursive);
+  std::string bytes = testing::ReadFileBytes(dir + "/extra.safetensors");
+  bytes[bytes.size() - 5] ^= 0x01;
+  testing::WriteFileBytes(dir + "/extra.safetensors", bytes);
+  formats::PackStats packed;
+  ASSERT_TRUE(formats::Pack(dir, tmp_ / "changed.blz", &packed).ok());
+  Status s = ExpectApplyFails(dir, P(), Code::kDigestMismatch);
+  EXPECT_THAT(s.message(), HasSubstr(packed.digest));
+  EXPECT_THAT(s.message(), HasSubstr(ReadPatchInfo(P())->base_digest));
+  // A file of another size moves every later piece: refused before decoding, as a wrong base.
+  testing::WriteFileBytes(dir + "/tokenizer.txt", "a b c d e\n");
+  s = ExpectApplyFails(dir, P(), Code::kDigestMismatch);
+  EXPECT_THAT(s.message(), HasSubstr("packs to digest"));
+}
+
+TEST_F(PatchTest, BaseModelThatCannotBeReadIsRefused) {
+  Status s = ExpectApplyFails(tmp_ / "missing", P(), Code::kNotFound);
+  const std::string dir = tmp_ / "broken";
+  std::filesystem::copy(ADir(), dir, std::filesystem::copy_options::recursive);
+  std::string bytes = testing::ReadFileBytes(dir + "/extra.safetensors");
+  testing::WriteFileBytes(dir + "/extra.safetensors", bytes.substr(0, 20));
+  s = ExpectApplyFails(dir, P(), Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("extra.safetensors"));
+  EXPECT_THAT(s.message(), HasSubstr("base model"));
 }
 
 TEST_F(PatchTest, ApplyWithOneThreadEqualsApplyWithAll) {
@@ -748,6 +807,26 @@ TEST(PatchCorpusTest, UnrelatedModelsRoundTripWithoutBases) {
   s = ApplyPatch(dir / "a.blz", dir / "p", dir / "out.blz", nullptr);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(testing::ReadFileBytes(dir / "out.blz") == testing::ReadFileBytes(dir / "b.blz"));
+}
+
+// A single .safetensors file and a single .gguf file as the base, read in place: a patch of
+// each archive to itself is all references to the base (identical chunks), so every byte of
+// the target comes from the base's file.
+TEST(PatchCorpusTest, SingleFileBasesAreReadInPlace) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  for (const std::string& input : {corpus + "/adapters/opt125m-lora-bf16/adapter_model.safetensors",
+                                  corpus + "/gguf/llama-2-tiny-random.gguf"}) {
+    SCOPED_TRACE(input);
+    testing::TempDir dir;
+    PackDir(input, dir / "a.blz");
+    DiffStats st;
+    Status s = CreatePatch(dir / "a.blz", dir / "a.blz", dir / "p", DiffOptions{}, &st);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_GT(st.identical, 0u);
+    s = ApplyPatch(input, dir / "p", dir / "out.blz", nullptr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(testing::ReadFileBytes(dir / "out.blz") == testing::ReadFileBytes(dir / "a.blz"));
+  }
 }
 
 }  // namespace

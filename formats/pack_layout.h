@@ -1,0 +1,85 @@
+// A model directory (or a single .safetensors / .gguf file) seen as the .blz archive that Pack
+// (formats/blz_archive.h) would make of it, without writing it: the archive's layout, and where
+// each of its pieces lies in the input files. Pack is this plus copying and hashing; `blz apply`
+// reads a base directory through it without packing it (a patch's base pieces are read straight
+// from the model files, patcher/patch.h), since apply never needs the base's digest unless the
+// result fails.
+//
+// The layout is exact before any byte is hashed: hashes have fixed-width text forms in the
+// header, so data_start, every piece's offset and total_size do not depend on them.
+#ifndef BLZ_FORMATS_PACK_LAYOUT_H_
+#define BLZ_FORMATS_PACK_LAYOUT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/file_util.h"
+#include "core/mmap_file.h"
+#include "core/status.h"
+#include "formats/blz_archive.h"
+
+namespace blz::formats {
+
+// Where one archive piece's bytes are in the inputs.
+struct PieceSource {
+  uint32_t input = 0;  // index into PackLayout::inputs() (= the piece's file_index)
+  uint64_t offset = 0;  // byte offset inside that input file
+};
+
+class PackLayout {
+ public:
+  // Lists and opens (memory-maps) the input as Pack does: a directory's model files
+  // (formats/model_dir.h: it must hold a *.safetensors or *.gguf file; sharded indexes are
+  // checked), or one .safetensors / .gguf file; safetensors and GGUF files are parsed strictly.
+  // Nothing is hashed or written. Errors: those of Pack before it writes (kNotFound,
+  // kInvalidArgument naming the input, the parsers' kCorruption naming the file and byte
+  // offset, kTooLarge).
+  static Result<PackLayout> Open(const std::string& input);
+
+  PackLayout(PackLayout&&) noexcept;
+  PackLayout& operator=(PackLayout&&) noexcept;
+  ~PackLayout();
+
+  // The header Pack would write, with every hash field zero (files' and tensors' sha256 all
+  // '0', xxh3 0) until FillHashes. data_start and total_size are exact.
+  const ArchiveHeader& header() const { return header_; }
+  // The input files, in header().files order (each mapped whole).
+  const std::vector<const MappedFile*>& inputs() const { return inputs_; }
+  // Where raw piece `index` / tensor `index` lies in the inputs (the index is header()'s; the
+  // caller checks it is in range).
+  PieceSource RawSource(uint32_t index) const { return raw_sources_[index]; }
+  PieceSource TensorSource(uint32_t index) const { return tensor_sources_[index]; }
+  ByteSpan RawData(uint32_t index) const;
+  ByteSpan TensorData(uint32_t index) const;
+
+  // Reads every input byte once, filling the header's hashes (each piece's xxh3-64, each
+  // tensor's and each file's SHA-256). When `out` is not null each byte read is also written
+  // to it at its archive offset (Pack). `progress` (may be null) sees the input bytes read, of
+  // every input byte. Errors: kIOError from `out`; kInternal if the pieces do not cover a file
+  // (the file changed size since Open).
+  Status FillHashes(AtomicFile* out, const ProgressCallback& progress = nullptr);
+
+  // The archive's bytes before the data section (magic, header JSON, padding), as Pack writes
+  // them: final only after FillHashes.
+  std::string PrefixBytes() const;
+
+  // The digest ("sha256:<hex>") of the archive Pack would write, computed without writing it:
+  // FillHashes, then the SHA-256 of the prefix, every piece and the zero padding between. Reads
+  // every input byte twice. Errors: FillHashes'.
+  Result<std::string> ArchiveDigest();
+
+ private:
+  PackLayout();
+  struct Input;  // pack_layout.cc: one opened input file
+  std::vector<std::unique_ptr<Input>> owned_;
+  std::vector<const MappedFile*> inputs_;
+  ArchiveHeader header_;
+  std::vector<PieceSource> raw_sources_, tensor_sources_;
+};
+
+}  // namespace blz::formats
+
+#endif  // BLZ_FORMATS_PACK_LAYOUT_H_

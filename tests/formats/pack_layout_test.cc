@@ -1,0 +1,130 @@
+// PackLayout: the archive Pack would write, laid out and read in place. Each case compares it
+// with what Pack really wrote for the same input.
+#include "formats/pack_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/digest.h"
+#include "formats/blz_archive.h"
+#include "tests/formats/test_models.h"
+#include "tests/test_util.h"
+
+namespace blz::formats {
+namespace {
+
+using ::blz::testing::ReadFileBytes;
+using ::blz::testing::TempDir;
+using ::blz::testing::TestModelOptions;
+using ::blz::testing::WriteFileBytes;
+using ::blz::testing::WriteTestModel;
+
+constexpr char kZeroHex[] = "0000000000000000000000000000000000000000000000000000000000000000";
+
+std::string Str(ByteSpan b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
+
+// Packs `input`, then checks a PackLayout of it against the archive: the same layout before any
+// hash is known, every piece's bytes, the same prefix once hashed, and the same digest.
+void ExpectLayoutIsThePackedArchive(const std::string& input) {
+  TempDir work;
+  PackStats stats;
+  Status s = Pack(input, work / "a.blz", &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  Result<BlzArchive> archive = BlzArchive::Open(work / "a.blz");
+  ASSERT_TRUE(archive.ok()) << archive.status().ToString();
+  const ArchiveHeader& want = archive->header();
+
+  Result<PackLayout> layout = PackLayout::Open(input);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  const ArchiveHeader& got = layout->header();
+  EXPECT_EQ(got.data_start, want.data_start);
+  EXPECT_EQ(got.total_size, want.total_size);
+  ASSERT_EQ(got.files.size(), want.files.size());
+  ASSERT_EQ(got.raws.size(), want.raws.size());
+  ASSERT_EQ(got.tensors.size(), want.tensors.size());
+  ASSERT_EQ(layout->inputs().size(), want.files.size());
+  for (size_t i = 0; i < got.files.size(); ++i) {
+    EXPECT_EQ(got.files[i].path, want.files[i].path);
+    EXPECT_EQ(got.files[i].size, want.files[i].size);
+    EXPECT_EQ(got.files[i].sha256, kZeroHex) << "hashed before FillHashes: " << got.files[i].path;
+    EXPECT_EQ(layout->inputs()[i]->size(), want.files[i].size);
+  }
+  for (uint32_t i = 0; i < got.raws.size(); ++i) {
+    EXPECT_EQ(got.raws[i].offset, want.raws[i].offset) << "raw " << i;
+    EXPECT_EQ(got.raws[i].xxh3, 0u) << "raw " << i;
+    EXPECT_EQ(layout->RawSource(i).input, want.raws[i].file_index) << "raw " << i;
+    EXPECT_TRUE(Str(layout->RawData(i)) == Str(archive->RawData(i))) << "raw " << i;
+  }
+  for (uint32_t i = 0; i < got.tensors.size(); ++i) {
+    EXPECT_EQ(got.tensors[i].name, want.tensors[i].name);
+    EXPECT_EQ(got.tensors[i].offset, want.tensors[i].offset) << want.tensors[i].name;
+    EXPECT_EQ(got.tensors[i].sha256, kZeroHex) << want.tensors[i].name;
+    EXPECT_EQ(layout->TensorSource(i).input, want.tensors[i].file_index);
+    EXPECT_TRUE(Str(layout->TensorData(i)) == Str(archive->TensorData(i))) << want.tensors[i].name;
+  }
+
+  // Hashed: the prefix is the archive's, byte for byte; nothing was written anywhere.
+  uint64_t last = 0, input_bytes = 0;
+  for (const ArchiveFile& f : want.files) input_bytes += f.size;
+  s = layout->FillHashes(nullptr, [&](uint64_t done, uint64_t total) {
+    EXPECT_GE(done, last);
+    EXPECT_EQ(total, input_bytes);
+    last = done;
+  });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(last, input_bytes);
+  EXPECT_TRUE(layout->PrefixBytes() == Str(archive->Prefix())) << "prefix differs from Pack's";
+
+  Result<PackLayout> fresh = PackLayout::Open(input);
+  ASSERT_TRUE(fresh.ok());
+  Result<std::string> digest = fresh->ArchiveDigest();
+  ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+  EXPECT_EQ(*digest, stats.digest);
+  EXPECT_EQ(*digest, MakeDigest(Sha256Hex(ReadFileBytes(work / "a.blz"))));
+}
+
+TEST(PackLayoutTest, IsThePackedArchiveOfAShardedDirectoryWithEdgeTensors) {
+  TempDir src;
+  TestModelOptions o;
+  o.shards = 3;
+  o.with_subdir = true;
+  o.with_edge_tensors = true;
+  WriteTestModel(src.path(), o);
+  WriteFileBytes(src / "empty.txt", "");
+  ExpectLayoutIsThePackedArchive(src.path());
+}
+
+TEST(PackLayoutTest, IsThePackedArchiveOfCorpusModels) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  ExpectLayoutIsThePackedArchive(corpus + "/tiny-gpt2/base");
+  ExpectLayoutIsThePackedArchive(corpus + "/adapters/opt125m-lora-bf16/adapter_model.safetensors");
+  // GGUF: a header piece, tensors, and the padding between them as raw pieces.
+  ExpectLayoutIsThePackedArchive(corpus + "/gguf/llama-2-tiny-random.gguf");
+  ExpectLayoutIsThePackedArchive(corpus + "/gguf/ggml-vocab-gpt-2.gguf");  // no tensors
+}
+
+TEST(PackLayoutTest, RefusesWhatPackRefuses) {
+  TempDir src;
+  WriteTestModel(src.path());
+  Result<PackLayout> l = PackLayout::Open(src / "missing");
+  EXPECT_EQ(l.status().code(), Code::kNotFound) << l.status().ToString();
+  l = PackLayout::Open(src / "config.json");
+  EXPECT_EQ(l.status().code(), Code::kInvalidArgument) << l.status().ToString();
+  TempDir empty;
+  WriteFileBytes(empty / "README.md", "no weights");
+  l = PackLayout::Open(empty.path());
+  EXPECT_EQ(l.status().code(), Code::kInvalidArgument) << l.status().ToString();
+  // A safetensors file cut short: the parser's error, naming the file.
+  std::string bytes = ReadFileBytes(src / "model.safetensors");
+  WriteFileBytes(src / "model.safetensors", bytes.substr(0, bytes.size() - 1));
+  l = PackLayout::Open(src.path());
+  EXPECT_EQ(l.status().code(), Code::kCorruption) << l.status().ToString();
+  EXPECT_NE(l.status().message().find("model.safetensors"), std::string::npos)
+      << l.status().ToString();
+}
+
+}  // namespace
+}  // namespace blz::formats
