@@ -29,15 +29,6 @@ std::string ParentOf(const std::string& path) {
   return p.substr(0, pos);
 }
 
-Result<bool> IsArchiveFile(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return IOError(path + ": cannot open: " + std::strerror(errno));
-  char magic[8] = {};
-  size_t n = std::fread(magic, 1, sizeof magic, f);
-  std::fclose(f);
-  return n == sizeof magic && std::memcmp(magic, "BLZARCH\n", 8) == 0;
-}
-
 }  // namespace
 
 void PrintJson(const nlohmann::json& j) {
@@ -183,29 +174,6 @@ Status ScopedTempDir::CreateNear(const std::string& near_path) {
   if (!path_.empty()) return Status::Ok();
   BLZ_ASSIGN_OR_RETURN(path_, MakeTempDir(ParentOf(near_path), ".blz-tmp-"));
   return Status::Ok();
-}
-
-Result<std::string> EnsureArchive(const std::string& input, const std::string& name,
-                                  const std::string& near_path, ScopedTempDir* tmp,
-                                  bool* packed) {
-  *packed = false;
-  struct stat st {};
-  if (::stat(input.c_str(), &st) != 0) {
-    if (errno == ENOENT) return NotFound(input + ": no such file or directory");
-    return IOError(input + ": cannot stat: " + std::strerror(errno));
-  }
-  if (S_ISREG(st.st_mode)) {
-    BLZ_ASSIGN_OR_RETURN(bool is_archive, IsArchiveFile(input));
-    if (is_archive) return input;
-  } else if (!S_ISDIR(st.st_mode)) {
-    return InvalidArgument(input + ": not a directory, .blz archive or .safetensors file");
-  }
-  BLZ_RETURN_IF_ERROR(tmp->CreateNear(near_path));
-  std::string out = tmp->path() + "/" + name + ".blz";
-  formats::PackStats stats;
-  BLZ_RETURN_IF_ERROR(formats::Pack(input, out, &stats).WithContext("packing " + input));
-  *packed = true;
-  return out;
 }
 
 void AddRegistryConnectionOptions(CLI::App* sub, RegistryConnectionArgs* args) {

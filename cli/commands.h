@@ -205,13 +205,6 @@ class ScopedTempDir {
   std::string path_;
 };
 
-// Returns `input` if it is a .blz archive; else packs `input` (a model directory or a
-// .safetensors file) to "<tmp.path()>/<name>.blz" and returns that path (creating `tmp`
-// next to `near_path` when needed). `*packed` tells which happened.
-Result<std::string> EnsureArchive(const std::string& input, const std::string& name,
-                                  const std::string& near_path, ScopedTempDir* tmp,
-                                  bool* packed);
-
 // The tensors of `stats` that hold NaN or Inf values, as one line for a message:
 // "<k> tensors hold NaN/Inf: <name> (all <n> values), <name> (<m> of <n> values), ..." (at
 // most 5 names, then "and <r> more"); "" when there are none. cli/cli_util.cc.

@@ -401,8 +401,8 @@ void AddDiff(CLI::App& app, std::vector<Command>* commands) {
       "\"differences\", \"structure\", \"content\", and with --values \"values\"}.\n"
       "Exit code: 0 identical in everything, 1 something differs (with --structure-only: the\n"
       "structures differ), other codes for trouble (see blz --help).\n"
-      "With -o: A and B must be .blz archives or model directories; directories are packed to\n"
-      "temporary archives (next to the output) first.");
+      "With -o: A and B are .blz archives, model directories, .safetensors or .gguf files;\n"
+      "a model is read where it is (hashed as the archive `blz pack` would make, not packed).");
   commands->push_back({sub, [args, exit_code]() -> Status {
     // Registry references: pulled into the local store (as `blz pull`), compared from there.
     const std::array<std::string, 2> labels = {args->base, args->target};
@@ -417,12 +417,10 @@ void AddDiff(CLI::App& app, std::vector<Command>* commands) {
                         exit_code.get());
     }
     if (PathExists(args->output)) return AlreadyExists(args->output + ": already exists");
-    ScopedTempDir tmp;
-    bool packed_a = false, packed_b = false;
-    BLZ_ASSIGN_OR_RETURN(std::string a,
-                         EnsureArchive(args->base, "base", args->output, &tmp, &packed_a));
-    BLZ_ASSIGN_OR_RETURN(std::string b,
-                         EnsureArchive(args->target, "target", args->output, &tmp, &packed_b));
+    // Model directories (and .safetensors / .gguf files) are read in place, never packed
+    // (patcher/patch.h CreatePatch).
+    const std::string& a = args->base;
+    const std::string& b = args->target;
     patcher::DiffOptions options;
     options.zstd_level = args->level;
     options.threads = args->threads;

@@ -186,7 +186,65 @@ Result<PackLayout> PackLayout::Open(const std::string& input) {
       !CheckedAdd(h.data_start, pos, &h.total_size)) {
     return TooLarge(input + ": archive would exceed 2^64 bytes");
   }
+  layout.prefix_ = archive_internal::PrefixBytes(json, h.data_start);
+  Status placed = archive_internal::ForEachPiece(
+      h, [&](size_t, const ArchivePiece& p, uint64_t off, uint64_t len) -> Status {
+        layout.placed_.push_back({h.data_start + off, len, p});
+        return Status::Ok();
+      });
+  BLZ_RETURN_IF_ERROR(placed);
   return layout;
+}
+
+const PackLayout::Placed* PackLayout::PieceAt(uint64_t at) const {
+  auto it = std::upper_bound(placed_.begin(), placed_.end(), at,
+                             [](uint64_t o, const Placed& p) { return o < p.offset; });
+  if (it == placed_.begin()) return nullptr;
+  --it;
+  return at - it->offset < it->length ? &*it : nullptr;
+}
+
+ByteSpan PackLayout::PieceData(const ArchivePiece& p) const {
+  return p.kind == ArchivePiece::Kind::kRaw ? RawData(p.index) : TensorData(p.index);
+}
+
+std::optional<ByteSpan> PackLayout::Direct(uint64_t offset, uint64_t length) const {
+  uint64_t end;
+  if (!CheckedAdd(offset, length, &end) || end > header_.total_size) return std::nullopt;
+  if (end <= prefix_.size()) return AsBytes(prefix_).subspan(size_t(offset), size_t(length));
+  const Placed* p = PieceAt(offset);
+  if (p == nullptr || end - p->offset > p->length) {
+    if (length == 0) return ByteSpan();
+    return std::nullopt;
+  }
+  return PieceData(p->piece).subspan(size_t(offset - p->offset), size_t(length));
+}
+
+Status PackLayout::ReadInto(uint64_t offset, uint64_t length, uint8_t* out) const {
+  uint64_t end;
+  if (!CheckedAdd(offset, length, &end) || end > header_.total_size) {
+    return InvalidArgument("archive bytes [" + Num(offset) + ", +" + Num(length) +
+                           ") are outside the " + Num(header_.total_size) + "-byte archive");
+  }
+  uint64_t at = offset;
+  while (at < end) {
+    uint64_t n;
+    if (at < prefix_.size()) {
+      n = std::min<uint64_t>(end, prefix_.size()) - at;
+      std::memcpy(out, prefix_.data() + at, size_t(n));
+    } else if (const Placed* p = PieceAt(at)) {
+      n = std::min(end, p->offset + p->length) - at;
+      std::memcpy(out, PieceData(p->piece).data() + (at - p->offset), size_t(n));
+    } else {  // padding: up to the next piece (or the end)
+      auto next = std::upper_bound(placed_.begin(), placed_.end(), at,
+                                   [](uint64_t o, const Placed& q) { return o < q.offset; });
+      n = std::min(end, next == placed_.end() ? end : next->offset) - at;
+      std::memset(out, 0, size_t(n));
+    }
+    out += n;
+    at += n;
+  }
+  return Status::Ok();
 }
 
 ByteSpan PackLayout::RawData(uint32_t index) const {
@@ -198,10 +256,6 @@ ByteSpan PackLayout::TensorData(uint32_t index) const {
   const PieceSource s = tensor_sources_[index];
   return inputs_[s.input]->bytes().subspan(size_t(s.offset),
                                            size_t(header_.tensors[index].length));
-}
-
-std::string PackLayout::PrefixBytes() const {
-  return archive_internal::PrefixBytes(HeaderJson(header_), header_.data_start);
 }
 
 Status PackLayout::FillHashes(AtomicFile* out, const ProgressCallback& progress) {
@@ -250,30 +304,29 @@ Status PackLayout::FillHashes(AtomicFile* out, const ProgressCallback& progress)
     }
     af.sha256 = file_sha.FinishHex();
   }
+  const std::string json = HeaderJson(header_);
+  if (archive_internal::kFixedHeaderBytes + json.size() > header_.data_start) {
+    return Internal("archive header changed length after hashing");
+  }
+  prefix_ = archive_internal::PrefixBytes(json, header_.data_start);
+  hashed_ = true;
   return Status::Ok();
 }
 
-Result<std::string> PackLayout::ArchiveDigest() {
-  BLZ_RETURN_IF_ERROR(FillHashes(nullptr));
+Result<std::string> PackLayout::ArchiveDigest() const {
+  if (!hashed_) return Internal("PackLayout::ArchiveDigest before FillHashes");
   Sha256 sha;
-  const std::string prefix = PrefixBytes();
-  sha.Update(AsBytes(prefix));
+  sha.Update(AsBytes(prefix_));
   uint64_t at = header_.data_start;  // absolute offset hashed so far
   static const uint8_t kZeros[kArchiveAlignment] = {};
-  Status s = archive_internal::ForEachPiece(
-      header_, [&](size_t fi, const ArchivePiece& p, uint64_t off, uint64_t len) -> Status {
-        sha.Update(ByteSpan(kZeros, size_t(header_.data_start + off - at)));  // < 64 bytes
-        const ByteSpan data = p.kind == ArchivePiece::Kind::kRaw ? RawData(p.index)
-                                                                 : TensorData(p.index);
-        for (size_t done = 0; done < data.size(); done += kCopyChunk) {
-          const ByteSpan chunk = data.subspan(done, std::min(kCopyChunk, data.size() - done));
-          sha.Update(chunk);
-          inputs_[fi]->DropRange(size_t(chunk.data() - inputs_[fi]->data()), chunk.size());
-        }
-        at = header_.data_start + off + len;
-        return Status::Ok();
-      });
-  BLZ_RETURN_IF_ERROR(s);
+  for (const Placed& p : placed_) {
+    sha.Update(ByteSpan(kZeros, size_t(p.offset - at)));  // < 64 bytes of padding
+    const ByteSpan data = PieceData(p.piece);
+    for (size_t done = 0; done < data.size(); done += kCopyChunk) {
+      sha.Update(data.subspan(done, std::min(kCopyChunk, data.size() - done)));
+    }
+    at = p.offset + p.length;
+  }
   return MakeDigest(sha.FinishHex());
 }
 
@@ -293,9 +346,8 @@ Status Pack(const std::string& input, const std::string& out_path, PackStats* st
   ProgressCallback copying;
   if (progress) copying = [&](uint64_t done, uint64_t) { progress(done, work_total); };
   BLZ_RETURN_IF_ERROR(layout.FillHashes(&out, copying));
-  const std::string prefix = layout.PrefixBytes();
-  if (prefix.size() != layout.header().data_start ||
-      HeaderJson(layout.header()).size() != json.size()) {
+  const std::string& prefix = layout.PrefixBytes();
+  if (HeaderJson(layout.header()).size() != json.size()) {
     return Internal("archive header changed length after hashing");
   }
   BLZ_RETURN_IF_ERROR(out.WriteAt(0, AsBytes(prefix)));

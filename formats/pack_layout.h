@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,18 +59,29 @@ class PackLayout {
   // Reads every input byte once, filling the header's hashes (each piece's xxh3-64, each
   // tensor's and each file's SHA-256). When `out` is not null each byte read is also written
   // to it at its archive offset (Pack). `progress` (may be null) sees the input bytes read, of
-  // every input byte. Errors: kIOError from `out`; kInternal if the pieces do not cover a file
-  // (the file changed size since Open).
+  // every input byte. Errors: kIOError from `out`; kInternal if an input's size is not the
+  // layout's.
   Status FillHashes(AtomicFile* out, const ProgressCallback& progress = nullptr);
+  bool hashed() const { return hashed_; }
 
   // The archive's bytes before the data section (magic, header JSON, padding), as Pack writes
-  // them: final only after FillHashes.
-  std::string PrefixBytes() const;
+  // them: final only once hashed().
+  const std::string& PrefixBytes() const { return prefix_; }
+
+  // The archive's bytes [offset, offset + length) without a copy, when they lie inside the
+  // prefix or inside one piece (a span of PrefixBytes() or of an input's mapping, valid while
+  // the layout lives); nullopt otherwise (across pieces, in the padding between them, or
+  // outside the archive).
+  std::optional<ByteSpan> Direct(uint64_t offset, uint64_t length) const;
+  // Copies the archive's bytes [offset, offset + length) to out[0, length): prefix, pieces and
+  // the zero padding between them. kInvalidArgument (overflow-checked) outside the archive.
+  Status ReadInto(uint64_t offset, uint64_t length, uint8_t* out) const;
 
   // The digest ("sha256:<hex>") of the archive Pack would write, computed without writing it:
-  // FillHashes, then the SHA-256 of the prefix, every piece and the zero padding between. Reads
-  // every input byte twice. Errors: FillHashes'.
-  Result<std::string> ArchiveDigest();
+  // the SHA-256 of the prefix, every piece and the zero padding between them (one more read of
+  // every input byte). Needs hashed() (kInternal otherwise). Thread-safe with other const
+  // calls.
+  Result<std::string> ArchiveDigest() const;
 
  private:
   PackLayout();
@@ -78,6 +90,18 @@ class PackLayout {
   std::vector<const MappedFile*> inputs_;
   ArchiveHeader header_;
   std::vector<PieceSource> raw_sources_, tensor_sources_;
+  // Every piece by its absolute archive offset, in data order (= offset order).
+  struct Placed {
+    uint64_t offset = 0;  // absolute, in the archive
+    uint64_t length = 0;
+    ArchivePiece piece;
+  };
+  std::vector<Placed> placed_;
+  std::string prefix_;
+  bool hashed_ = false;
+  // The piece whose bytes contain absolute offset `at` (null in the prefix or the padding).
+  const Placed* PieceAt(uint64_t at) const;
+  ByteSpan PieceData(const ArchivePiece& p) const;
 };
 
 }  // namespace blz::formats

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -29,6 +30,7 @@
 #include "core/file_util.h"
 #include "core/mmap_file.h"
 #include "formats/blz_archive.h"
+#include "formats/pack_layout.h"
 #include "formats/tensor_share.h"
 #include "patcher/archive_reader.h"
 #include "patcher/patch_format.h"
@@ -165,18 +167,45 @@ class ArchiveSource {
       pool_ = std::make_unique<CursorPool>(reader_);
     }
   }
+  // A model read in place (formats::PackLayout, hashed already): spans of its files, or of
+  // its prefix, where a range lies inside one piece (every job's chunk does); copies else.
+  ArchiveSource(const formats::PackLayout& layout, std::string name)
+      : header_(layout.header()), name_(std::move(name)), layout_(&layout) {}
   ArchiveSource(const ArchiveSource&) = delete;
   ArchiveSource& operator=(const ArchiveSource&) = delete;
 
   const ArchiveHeader& header() const { return header_; }
   uint64_t size() const { return header_.total_size; }
   const std::string& name() const { return name_; }  // the file's path, or the digest
-  const MappedFile* file() const { return file_; }   // null when decoded
+  const MappedFile* file() const { return file_; }   // null when decoded or a layout
+  // Whether the bytes are at hand (a mapping, or a model read in place) rather than decoded:
+  // such a source can be hashed (Digest) and read again at no cost (Direct).
+  bool in_place() const { return file_ != nullptr || layout_ != nullptr; }
+  // Bytes [offset, offset + length) without a copy: always for a mapping; for a layout when
+  // the range lies inside one piece or the prefix; never for a decoded archive.
+  std::optional<ByteSpan> Direct(uint64_t offset, uint64_t length) const {
+    if (file_ != nullptr) return file_->bytes().subspan(offset, length);
+    if (layout_ != nullptr) return layout_->Direct(offset, length);
+    return std::nullopt;
+  }
+  // The archive's digest ("sha256:<hex>"), for an in_place() source: a mapping's SHA-256
+  // (releasing the pages behind it when `drop`), a layout's ArchiveDigest.
+  Result<std::string> Digest(bool drop) const {
+    if (file_ != nullptr) return DigestOf(*file_, drop);
+    if (layout_ != nullptr) return layout_->ArchiveDigest();
+    return Internal(name_ + ": a decoded archive is not hashed here (its digest is given)");
+  }
   // Bytes [offset, offset + length) (inside the archive): a span of the mapping, or decoded
   // into *buf. Errors: the reader's (kCorruption naming the patch, piece and chunk).
   Result<ByteSpan> Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* buf,
                         Use use = Use::kOnce) const {
     if (file_ != nullptr) return file_->bytes().subspan(offset, length);
+    if (layout_ != nullptr) {
+      if (std::optional<ByteSpan> d = layout_->Direct(offset, length)) return *d;
+      buf->resize(length);
+      BLZ_RETURN_IF_ERROR(layout_->ReadInto(offset, length, buf->data()));
+      return ByteSpan(*buf);
+    }
     if (use == Use::kChunk) {
       std::shared_ptr<const std::vector<uint8_t>> kept;
       uint64_t start = 0;
@@ -227,7 +256,7 @@ class ArchiveSource {
   // after the other by the one job that makes the choice while the others wait for it.
   Status KeepForSample(uint64_t start, const std::vector<SampleSlice>& slices,
                        unsigned threads) const {
-    if (file_ != nullptr) return Status::Ok();
+    if (in_place()) return Status::Ok();
     std::vector<ArchiveRange> wanted;
     for (const SampleSlice& slice : slices) {
       const uint64_t offset = start + slice.offset, end = offset + slice.length;
@@ -273,6 +302,7 @@ class ArchiveSource {
   const ArchiveHeader& header_;
   const MappedFile* file_ = nullptr;
   std::string name_;
+  const formats::PackLayout* layout_ = nullptr;
   std::shared_ptr<const ArchiveReader> reader_;
   std::vector<ArchiveRange> ranges_;  // a reader's IndependentRanges
   std::unique_ptr<CursorPool> pool_;   // a reader's (not a mapping's)
@@ -465,11 +495,12 @@ Status CreateImpl(const ArchiveSource* base, const ArchiveSource& b,
   // (unless the caller knows the digests).
   std::string a_digest = options.known_base_digest, b_digest = options.known_target_digest;
   const bool hash_target = b_digest.empty();
-  if ((base != nullptr && base->file() == nullptr && a_digest.empty()) ||
-      (b.file() == nullptr && hash_target)) {
+  if ((base != nullptr && !base->in_place() && a_digest.empty()) ||
+      (!b.in_place() && hash_target)) {
     return Internal(patch_path + ": an archive read from a patch needs its digest given");
   }
   std::thread helper;
+  Status helper_status;  // the helper's hashing
   // With one thread (--threads 1) everything runs on the calling thread, the base's hash
   // after the encoding; otherwise it gets a helper thread of its own.
   const bool hash_base_inline = ResolveThreads(options.threads) <= 1;
@@ -477,7 +508,14 @@ Status CreateImpl(const ArchiveSource* base, const ArchiveSource& b,
     try {
       // The encoder reads the base behind the helper and releases what it used; the helper
       // releasing pages ahead of it made every base page fault in twice.
-      helper = std::thread([&] { a_digest = DigestOf(*base->file(), /*drop=*/false); });
+      helper = std::thread([&] {
+        Result<std::string> d = base->Digest(/*drop=*/false);
+        if (d.ok()) {
+          a_digest = *d;
+        } else {
+          helper_status = d.status();
+        }
+      });
     } catch (const std::system_error&) {
       // No thread: hashed on this one after the encoding (below).
     }
@@ -630,8 +668,8 @@ Status CreateImpl(const ArchiveSource* base, const ArchiveSource& b,
   std::function<Status(size_t, Encoded&)> consume = [&](size_t i, Encoded& e) -> Status {
     const Job& job = jobs[i];
     if (job.offset < b_hashed) return Internal(target_archive + ": chunks out of data order");
-    const ByteSpan target =
-        b.file() != nullptr ? b.file()->bytes().subspan(job.offset, job.size) : ByteSpan(e.target);
+    const std::optional<ByteSpan> direct = b.Direct(job.offset, job.size);
+    const ByteSpan target = direct.has_value() ? *direct : ByteSpan(e.target);
     if (hash_target) {
       HashZeros(&b_sha, job.offset - b_hashed);  // the gaps are zero (CheckGapsZero)
       b_sha.Update(target);
@@ -686,7 +724,10 @@ Status CreateImpl(const ArchiveSource* base, const ArchiveSource& b,
     b_digest = MakeDigest(b_sha.FinishHex());
   }
   if (helper.joinable()) helper.join();
-  if (base != nullptr && a_digest.empty()) a_digest = DigestOf(*base->file());
+  BLZ_RETURN_IF_ERROR(helper_status);
+  if (base != nullptr && a_digest.empty()) {
+    BLZ_ASSIGN_OR_RETURN(a_digest, base->Digest(true));
+  }
   ph.base_digest = a_digest;
   ph.target_digest = b_digest;
 
@@ -748,16 +789,59 @@ Status CreateImpl(const ArchiveSource* base, const ArchiveSource& b,
 
 }  // namespace
 
+// One side of CreatePatch: an archive file, or a model read in place (hashed on open).
+struct OpenedSide {
+  std::optional<formats::BlzArchive> archive;
+  std::optional<formats::PackLayout> layout;
+  std::optional<ArchiveSource> source;
+};
+
 Status CreatePatch(const std::string& base_archive, const std::string& target_archive,
                    const std::string& patch_path, const DiffOptions& options, DiffStats* stats) {
   BLZ_RETURN_IF_ERROR(CheckDiffOptions(options));
   if (PathExists(patch_path)) return AlreadyExists(patch_path + ": already exists");
-  Result<formats::BlzArchive> a_or = formats::BlzArchive::Open(base_archive);
-  if (!a_or.ok()) return a_or.status().WithContext("base archive");
-  Result<formats::BlzArchive> b_or = formats::BlzArchive::Open(target_archive);
-  if (!b_or.ok()) return b_or.status().WithContext("target archive");
-  const ArchiveSource a(*a_or), b(*b_or);
-  return CreateImpl(&a, b, patch_path, options, stats);
+  OpenedSide a, b;
+  std::vector<OpenedSide*> to_hash;
+  for (auto [side, path, what] : {std::tuple(&a, &base_archive, "base"),
+                                  std::tuple(&b, &target_archive, "target")}) {
+    if (internal::IsModelInput(*path)) {
+      Result<formats::PackLayout> l = formats::PackLayout::Open(*path);
+      if (!l.ok()) return l.status().WithContext(std::string(what) + " model");
+      side->layout.emplace(std::move(*l));
+      to_hash.push_back(side);
+    } else {
+      Result<formats::BlzArchive> ar = formats::BlzArchive::Open(*path);
+      if (!ar.ok()) return ar.status().WithContext(std::string(what) + " archive");
+      side->archive.emplace(std::move(*ar));
+    }
+  }
+  // A model's header hashes first (each tensor's and file's SHA-256, each piece's xxh3-64):
+  // the plan matches tensors by them. Two models are hashed side by side, unless one thread.
+  Status hashed_a;
+  std::thread second;
+  if (to_hash.size() == 2 && ResolveThreads(options.threads) > 1) {
+    try {
+      second = std::thread([&] { hashed_a = a.layout->FillHashes(nullptr); });
+      to_hash.erase(to_hash.begin());
+    } catch (const std::system_error&) {
+      // No thread: both on this one.
+    }
+  }
+  Status hashed;
+  for (OpenedSide* side : to_hash) {
+    if (hashed.ok()) hashed = side->layout->FillHashes(nullptr);
+  }
+  if (second.joinable()) second.join();
+  BLZ_RETURN_IF_ERROR(hashed_a.WithContext(base_archive));
+  BLZ_RETURN_IF_ERROR(hashed);
+  for (auto [side, path] : {std::pair(&a, &base_archive), std::pair(&b, &target_archive)}) {
+    if (side->layout) {
+      side->source.emplace(*side->layout, *path);
+    } else {
+      side->source.emplace(*side->archive);
+    }
+  }
+  return CreateImpl(&*a.source, *b.source, patch_path, options, stats);
 }
 
 Status CreatePatchFromReaders(std::shared_ptr<const ArchiveReader> base,

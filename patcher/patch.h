@@ -66,8 +66,14 @@ struct DiffStats {
 };
 
 // Writes the patch from `base_archive` to `target_archive` to `patch_path` (atomically).
-// Errors: kNotFound / kCorruption (an archive), kAlreadyExists (patch_path exists),
-// kInvalidArgument (options), kUnavailable (cancelled), kIOError.
+// Either side may also be the model itself, as Pack takes it (a model directory, or one
+// .safetensors or .gguf file; formats::DetectModelPath decides): it is read in place
+// (formats/pack_layout.h), its header hashes computed first (both sides on two threads), and
+// the patch is byte for byte the one of its packed archive; nothing is packed or written but
+// the patch.
+// Errors: kNotFound / kCorruption (an archive, or a model's files, naming them; a file that is
+// neither is refused as an archive), kInvalidArgument (options), kAlreadyExists (patch_path
+// exists), kUnavailable (cancelled), kIOError.
 Status CreatePatch(const std::string& base_archive, const std::string& target_archive,
                    const std::string& patch_path, const DiffOptions& options, DiffStats* stats);
 

@@ -18,7 +18,6 @@
 #include "core/file_util.h"
 #include "core/mmap_file.h"
 #include "formats/blz_archive.h"
-#include "formats/identify.h"
 #include "formats/pack_layout.h"
 #include "formats/tensor_share.h"
 #include "patcher/patch_format.h"
@@ -179,14 +178,6 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
                const std::string& target_out, const ApplyOptions& options, ApplyStats* stats,
                TargetSink* sink, const ExpectedTarget* expected);
 
-// Whether `path` names model files to read through a PackLayout (a directory, or a
-// .safetensors / .gguf file) rather than an archive file (anything else: MappedFile::Open and
-// the archive's own checks report what is wrong with it).
-bool IsModelInput(const std::string& path) {
-  Result<formats::ModelPathKind> kind = formats::DetectModelPath(path);
-  return kind.ok() && *kind != formats::ModelPathKind::kArchive;
-}
-
 // Applies (or, with an empty `target_out`, only decodes and checks) `patch_path`. `base_archive`
 // is "" for a full patch. `expected` (kVerify only; may be null): a verified copy of the target
 // the result is compared with byte for byte instead of hashed (VerifyPatchAgainst).
@@ -226,7 +217,7 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
   std::optional<formats::PackLayout> base_files;  // a model directory read in place
   ArchiveHeader bh;  // stays empty without a base
   BaseBytes base_bytes(&base, &bh);
-  if (ph.has_base && IsModelInput(base_archive)) {
+  if (ph.has_base && internal::IsModelInput(base_archive)) {
     Result<formats::PackLayout> layout = formats::PackLayout::Open(base_archive);
     if (!layout.ok()) return layout.status().WithContext("base model");
     base_files.emplace(std::move(*layout));
@@ -239,6 +230,8 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
   auto wrong_base = [&]() -> std::optional<Status> {
     std::string base_digest;
     if (base_files.has_value()) {
+      Status filled = base_files->hashed() ? Status::Ok() : base_files->FillHashes(nullptr);
+      if (!filled.ok()) return filled.WithContext(base_archive + ": hashing the base model");
       Result<std::string> d = base_files->ArchiveDigest();
       if (!d.ok()) return d.status().WithContext(base_archive + ": hashing the base model");
       base_digest = *d;

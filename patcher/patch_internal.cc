@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include "formats/identify.h"
+
 namespace blz::patcher::internal {
 
 using formats::ArchiveHeader;
@@ -69,6 +71,11 @@ void HashZeros(Sha256* sha, uint64_t n) {
 bool PathExists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool IsModelInput(const std::string& path) {
+  Result<formats::ModelPathKind> kind = formats::DetectModelPath(path);
+  return kind.ok() && *kind != formats::ModelPathKind::kArchive;
 }
 
 

@@ -44,6 +44,11 @@ std::string DigestOf(const MappedFile& f, bool drop = true);
 // Feeds `n` zero bytes to `sha`.
 void HashZeros(Sha256* sha, uint64_t n);
 bool PathExists(const std::string& path);
+// Whether `path` names a model to read in place through a formats::PackLayout (a directory,
+// or a .safetensors / .gguf file; formats::DetectModelPath) rather than an archive file
+// (anything else, a missing path or a file with neither magic nor a model's name too:
+// opening it as an archive reports what is wrong, kNotFound or kCorruption as before).
+bool IsModelInput(const std::string& path);
 
 // The chunk list of a span of `length` bytes: chunk j covers [j*kChunkBytes, ...).
 inline uint64_t ChunkCount(uint64_t length) { return (length + kChunkBytes - 1) / kChunkBytes; }

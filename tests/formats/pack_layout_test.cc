@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,8 +79,38 @@ void ExpectLayoutIsThePackedArchive(const std::string& input) {
   EXPECT_EQ(last, input_bytes);
   EXPECT_TRUE(layout->PrefixBytes() == Str(archive->Prefix())) << "prefix differs from Pack's";
 
+  // Any range reads as the archive's bytes: the whole of it, and ranges that straddle the
+  // prefix, pieces and padding; inside one piece (or the prefix) without a copy.
+  const std::string whole = ReadFileBytes(work / "a.blz");
+  std::string buf(whole.size(), '\x55');
+  s = layout->ReadInto(0, whole.size(), reinterpret_cast<uint8_t*>(buf.data()));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(buf == whole) << "ReadInto of the whole archive differs";
+  size_t direct = 0;
+  for (uint64_t off = 0; off + 100 <= whole.size(); off += 977) {
+    std::string part(100, '\x55');
+    ASSERT_TRUE(layout->ReadInto(off, 100, reinterpret_cast<uint8_t*>(part.data())).ok());
+    EXPECT_TRUE(part == whole.substr(off, 100)) << "at " << off;
+    if (std::optional<ByteSpan> d = layout->Direct(off, 100)) {
+      EXPECT_TRUE(Str(*d) == whole.substr(off, 100)) << "at " << off;
+      ++direct;
+    }
+  }
+  for (const ArchiveTensor& t : want.tensors) {
+    std::optional<ByteSpan> d = layout->Direct(want.data_start + t.offset, t.length);
+    ASSERT_TRUE(d.has_value()) << t.name;
+    EXPECT_TRUE(Str(*d) == whole.substr(want.data_start + t.offset, t.length)) << t.name;
+  }
+  EXPECT_GT(direct, 0u);
+  EXPECT_FALSE(layout->Direct(whole.size() - 1, 2).has_value());
+  EXPECT_EQ(layout->ReadInto(whole.size() - 1, 2, reinterpret_cast<uint8_t*>(buf.data())).code(),
+            Code::kInvalidArgument);
+
   Result<PackLayout> fresh = PackLayout::Open(input);
   ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(fresh->hashed());
+  EXPECT_EQ(fresh->ArchiveDigest().status().code(), Code::kInternal);  // hashes unknown yet
+  ASSERT_TRUE(fresh->FillHashes(nullptr).ok());
   Result<std::string> digest = fresh->ArchiveDigest();
   ASSERT_TRUE(digest.ok()) << digest.status().ToString();
   EXPECT_EQ(*digest, stats.digest);

@@ -351,6 +351,57 @@ TEST_F(PatchTest, DiffIsDeterministicWhateverTheThreadCount) {
   EXPECT_EQ(ListDir(tmp_.path()), (std::vector<std::string>{"p1", "p3"}));
 }
 
+// Issue 28: models (directories, single files) are diffed in place, never packed: the patch is
+// byte for byte the one of their packed archives, whichever sides are models and whatever the
+// thread count; nothing but the patch is written.
+TEST_F(PatchTest, DiffOfModelDirectoriesIsTheDiffOfTheirArchives) {
+  const std::string bdir = *suite_dir_ / "b";
+  const std::vector<std::string> suite_before = ListDir(suite_dir_->path());
+  DiffStats st;
+  Status s = CreatePatch(ADir(), bdir, tmp_ / "dd", DiffOptions{}, &st);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const std::string want = testing::ReadFileBytes(P());
+  EXPECT_TRUE(testing::ReadFileBytes(tmp_ / "dd") == want);
+  EXPECT_EQ(st.base_digest, stats_->base_digest);
+  EXPECT_EQ(st.target_digest, stats_->target_digest);
+  EXPECT_EQ(st.patched, stats_->patched);
+  DiffOptions one;
+  one.threads = 1;
+  ASSERT_TRUE(CreatePatch(ADir(), bdir, tmp_ / "dd1", one, nullptr).ok());
+  ASSERT_TRUE(CreatePatch(A(), bdir, tmp_ / "ad", DiffOptions{}, nullptr).ok());
+  ASSERT_TRUE(CreatePatch(ADir(), B(), tmp_ / "da", DiffOptions{}, nullptr).ok());
+  for (const char* name : {"dd1", "ad", "da"}) {
+    EXPECT_TRUE(testing::ReadFileBytes(tmp_ / name) == want) << name;
+  }
+  EXPECT_EQ(ListDir(tmp_.path()), (std::vector<std::string>{"ad", "da", "dd", "dd1"}));
+  EXPECT_EQ(ListDir(suite_dir_->path()), suite_before);
+}
+
+TEST_F(PatchTest, DiffRefusesModelsItCannotRead) {
+  const std::string dir = tmp_ / "broken";
+  std::filesystem::copy(*suite_dir_ / "b", dir, std::filesystem::copy_options::recursive);
+  std::string bytes = testing::ReadFileBytes(dir + "/extra.safetensors");
+  testing::WriteFileBytes(dir + "/extra.safetensors", bytes.substr(0, 20));
+  testing::WriteFileBytes(tmp_ / "notes.txt", "not a model");
+  Status s = CreatePatch(ADir(), dir, tmp_ / "p", DiffOptions{}, nullptr);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("target model"));
+  EXPECT_THAT(s.message(), HasSubstr("extra.safetensors"));
+  // Neither a model nor an archive: refused as an archive, naming the file.
+  s = CreatePatch(tmp_ / "notes.txt", ADir(), tmp_ / "p", DiffOptions{}, nullptr);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("notes.txt"));
+  s = CreatePatch(ADir(), tmp_ / "missing", tmp_ / "p", DiffOptions{}, nullptr);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  EXPECT_FALSE(std::filesystem::exists(tmp_ / "p"));
+  // A known digest that is not the model's is refused by apply, as for archives.
+  DiffOptions wrong;
+  wrong.known_target_digest = stats_->base_digest;
+  ASSERT_TRUE(CreatePatch(ADir(), *suite_dir_ / "b", tmp_ / "p", wrong, nullptr).ok());
+  EXPECT_EQ(ApplyPatch(A(), tmp_ / "p", tmp_ / "out.blz", nullptr).code(), Code::kDigestMismatch);
+  EXPECT_FALSE(std::filesystem::exists(tmp_ / "out.blz"));
+}
+
 // Digests the caller already holds (the registry's verified blobs) replace the hashing: the
 // patch is byte-identical; a malformed one is refused; a wrong one is caught by apply's
 // SHA-256 check, never published.
@@ -826,7 +877,24 @@ TEST(PatchCorpusTest, SingleFileBasesAreReadInPlace) {
     s = ApplyPatch(input, dir / "p", dir / "out.blz", nullptr);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_TRUE(testing::ReadFileBytes(dir / "out.blz") == testing::ReadFileBytes(dir / "a.blz"));
+    // And diffed in place: the same patch.
+    s = CreatePatch(input, input, dir / "p2", DiffOptions{}, nullptr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(testing::ReadFileBytes(dir / "p2") == testing::ReadFileBytes(dir / "p"));
   }
+}
+
+TEST(PatchCorpusTest, GgufFileToModelDirectoryInPlaceIsTheArchivesPatch) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  testing::TempDir dir;
+  const std::string gguf = corpus + "/gguf/llama-2-tiny-random.gguf";
+  const std::string gpt2 = corpus + "/tiny-gpt2/base";
+  PackDir(gguf, dir / "a.blz");
+  PackDir(gpt2, dir / "b.blz");
+  ASSERT_TRUE(CreatePatch(dir / "a.blz", dir / "b.blz", dir / "p", DiffOptions{}, nullptr).ok());
+  Status s = CreatePatch(gguf, gpt2, dir / "p2", DiffOptions{}, nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(testing::ReadFileBytes(dir / "p2") == testing::ReadFileBytes(dir / "p"));
 }
 
 }  // namespace
