@@ -27,6 +27,7 @@
 #   ninja -C build-bench blz gen_llama_pair measure_run
 # Not part of CI: timings depend on the machine. Output: a markdown table on stdout.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 BLZ="$(realpath "${BLZ:-build-bench/cli/blz}")"
 BENCH="$(realpath "${BENCH:-build-bench/bench}")"
@@ -39,16 +40,6 @@ rm -rf "$WORK"
 mkdir -p "$WORK"
 trap 'rm -rf "$WORK"' EXIT
 log() { echo "dir_apply_bench: $*" >&2; }
-median() { /usr/bin/python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
-
-gen_args() {  # as bench/pull_bench.sh
-  case $1 in
-    64M) echo "--layers 1 --hidden 1024 --intermediate 2816 --vocab 8192";;
-    256M) echo "--layers 9 --hidden 1024 --intermediate 2816 --vocab 8192";;
-    1G) echo "--layers 1";;
-    *) echo "unknown size $1" >&2; exit 2;;
-  esac
-}
 
 clients=(${CLIENTS:-blz=$BLZ})
 client_path() { for c in "${clients[@]}"; do [ "${c%%=*}" = "$1" ] && realpath "${c#*=}"; done; return 0; }
@@ -64,7 +55,7 @@ for size in "${sizes[@]}"; do
   d="$WORK/$size"
   rm -rf "$d"; mkdir -p "$d"
   # shellcheck disable=SC2046
-  "$BENCH/gen_llama_pair" "$d/A" "$d/B" $(gen_args "$size") >/dev/null
+  "$BENCH/gen_llama_pair" "$d/A" "$d/B" $(llama_pair_args "$size") >/dev/null
   "$BLZ" pack "$d/A" -o "$d/A.blz" >/dev/null
   "$BLZ" pack "$d/B" -o "$d/B.blz" >/dev/null
   "$BLZ" diff "$d/A.blz" "$d/B.blz" -o "$d/P" >/dev/null
@@ -98,15 +89,8 @@ for size in "${sizes[@]}"; do
   done
   declare -A mwall=() mcpu=() mrss=()
   for way in "${ways[@]}"; do
-    IFS=';' read -r -a rs <<<"${runs[$way]}"
-    walls=(); cpus=(); rss=()
-    for line in "${rs[@]}"; do
-      [ -z "$line" ] && continue
-      read -r w c k st <<<"$line"
-      [ "$st" = 0 ] || { log "$way failed (exit $st)"; exit 1; }
-      walls+=("$w"); cpus+=("$c"); rss+=("$k")
-    done
-    mwall[$way]=$(median "${walls[@]}"); mcpu[$way]=$(median "${cpus[@]}"); mrss[$way]=$(median "${rss[@]}")
+    m=$(measure_medians "$way" "${runs[$way]}") || exit 1
+    read -r "mwall[$way]" "mcpu[$way]" "mrss[$way]" <<<"$m"
   done
   for way in "${ways[@]}"; do
     label=${way%%:*}

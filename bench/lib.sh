@@ -63,3 +63,33 @@ blz_bench_cleanup() {
   [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
 }
 log() { echo "${blz_bench_name:-bench}: $*" >&2; }
+
+# measure_medians WAY RUNS: RUNS is bench/measure_run lines ("<wall s> <CPU s> <peak RssAnon
+# KiB> <exit status>") joined by ';'. Prints "<median wall> <median CPU> <median RssAnon KiB>";
+# fails, naming WAY on stderr, when a run did not exit 0.
+measure_medians() {
+  local way=$1 line w c k st
+  local -a rs walls=() cpus=() rss=()
+  IFS=';' read -r -a rs <<<"$2"
+  for line in "${rs[@]}"; do
+    [ -z "$line" ] && continue
+    read -r w c k st <<<"$line"
+    [ "$st" = 0 ] || { echo "$way failed (exit $st)" >&2; return 1; }
+    walls+=("$w"); cpus+=("$c"); rss+=("$k")
+  done
+  /usr/bin/python3 -c 'import sys, statistics as s
+a = [float(x) for x in sys.argv[1:]]; n = len(a) // 3
+print(*(s.median(a[i * n:(i + 1) * n]) for i in range(3)))' "${walls[@]}" "${cpus[@]}" "${rss[@]}"
+}
+
+# llama_pair_args SIZE: the bench/gen_llama_pair flags of the generated BF16 pair of SIZE (64M,
+# 256M or 1G: 59 MB, 265 MB, 0.93 GB of tensors per model), as bench/pull_bench.sh and
+# bench/dir_apply_bench.sh use them.
+llama_pair_args() {
+  case $1 in
+    64M) echo "--layers 1 --hidden 1024 --intermediate 2816 --vocab 8192";;
+    256M) echo "--layers 9 --hidden 1024 --intermediate 2816 --vocab 8192";;
+    1G) echo "--layers 1";;
+    *) echo "unknown size $1 (64M, 256M or 1G)" >&2; return 2;;
+  esac
+}

@@ -46,15 +46,6 @@ cleanup() {
 trap cleanup EXIT
 log() { echo "pull_bench: $*" >&2; }
 
-gen_args() {  # the generated pair of each size (BF16 tensors per model)
-  case $1 in
-    64M) echo "--layers 1 --hidden 1024 --intermediate 2816 --vocab 8192";;   # 59 MB
-    256M) echo "--layers 9 --hidden 1024 --intermediate 2816 --vocab 8192";;  # 265 MB
-    1G) echo "--layers 1";;                                                    # 0.93 GB
-    *) echo "unknown size $1" >&2; exit 2;;
-  esac
-}
-
 export BLZ_CONFIG_DIR="$WORK/config"
 blz_serve_start "$BLZ" "$WORK/serve.out" "$WORK/serve.log" --data "$WORK/registry" \
   --listen 127.0.0.1:0
@@ -63,7 +54,6 @@ export BLZ_TOKEN=$blz_token
 log "registry on $addr"
 
 json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
-median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
 clients=(${CLIENTS:-blz=$BLZ})
 ways=(curl)
@@ -78,7 +68,7 @@ for size in "${sizes[@]}"; do
   log "size $size: generating and pushing"
   rm -rf "$WORK/base" "$WORK/ft"
   # shellcheck disable=SC2046
-  "$BENCH/gen_llama_pair" "$WORK/base" "$WORK/ft" $(gen_args "$size") >/dev/null
+  "$BENCH/gen_llama_pair" "$WORK/base" "$WORK/ft" $(llama_pair_args "$size") >/dev/null
   "$BLZ" push "$WORK/base" "$addr/bench/m${size,,}:base" --json >"$WORK/push-base.json"
   "$BLZ" push "$WORK/ft" "$addr/bench/m${size,,}:ft" --json >"$WORK/push-ft.json"
   rm -rf "$WORK/base" "$WORK/ft"
@@ -129,15 +119,8 @@ for size in "${sizes[@]}"; do
     done
   fi
   for way in "${ways[@]}"; do
-    IFS=';' read -r -a rs <<<"${runs[$way]}"
-    walls=(); cpus=(); rss=()
-    for line in "${rs[@]}"; do
-      [ -z "$line" ] && continue
-      read -r w c k st <<<"$line"
-      [ "$st" = 0 ] || { log "$way failed (exit $st)"; exit 1; }
-      walls+=("$w"); cpus+=("$c"); rss+=("$k")
-    done
-    mw=$(median "${walls[@]}"); mc=$(median "${cpus[@]}"); mk=$(median "${rss[@]}")
+    m=$(measure_medians "$way" "${runs[$way]}") || exit 1
+    read -r mw mc mk <<<"$m"
     printf '| %s | %s | %s | %s | %.2f | %.2f | %.2f | %.0f |\n' "$size" "$archive" "$patch" "$way" \
       "$mw" "$mc" "$(python3 -c "print($mc / ($archive / 1e9))")" "$(python3 -c "print($mk / 1024)")"
   done
