@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <utility>
 
 #include "core/checked.h"
@@ -58,10 +60,39 @@ std::string PatchReader::Describe(const Chunk& c) const {
          " (payload at byte offset " + std::to_string(c.payload_offset) + ")";
 }
 
+// The chunks a reader keeps for its cursors (Open's shared_chunks): the last `capacity` decoded,
+// by chunk index, oldest dropped first.
+struct PatchReader::SharedChunks {
+  using Bytes = std::shared_ptr<const std::vector<uint8_t>>;
+  explicit SharedChunks(size_t n) : capacity(n) {}
+  Bytes Get(size_t chunk) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [index, bytes] : kept) {
+      if (index == chunk) return bytes;
+    }
+    return nullptr;
+  }
+  void Put(size_t chunk, ByteSpan bytes) {
+    if (Get(chunk) != nullptr) return;  // another cursor kept it meanwhile
+    Bytes copy = std::make_shared<const std::vector<uint8_t>>(bytes.begin(), bytes.end());
+    std::lock_guard<std::mutex> lock(mu);
+    kept.emplace_back(chunk, std::move(copy));
+    if (kept.size() > capacity) kept.pop_front();
+  }
+  const size_t capacity;
+  std::mutex mu;  // guards kept
+  std::deque<std::pair<size_t, Bytes>> kept;
+};
+
+PatchReader::PatchReader() = default;
+PatchReader::~PatchReader() = default;
+
 Result<std::shared_ptr<const PatchReader>> PatchReader::Open(
-    const std::string& patch_path, std::shared_ptr<const ArchiveReader> parent) {
+    const std::string& patch_path, std::shared_ptr<const ArchiveReader> parent,
+    size_t shared_chunks) {
   std::shared_ptr<PatchReader> r(new PatchReader());
   r->path_ = patch_path;
+  if (shared_chunks > 0) r->shared_ = std::make_unique<SharedChunks>(shared_chunks);
   BLZ_ASSIGN_OR_RETURN(r->file_, MappedFile::Open(patch_path));
   const ByteSpan bytes = r->file_.bytes();
   // The patch header: sizes, codecs, payload offsets back to back ending at the end of the
@@ -256,6 +287,7 @@ class PatchReader::PatchCursor final : public ArchiveReader::Cursor {
   size_t decoded_ = SIZE_MAX;
   std::unique_ptr<ArchiveReader::Cursor> base_;  // the parent's (a link's, on first use)
   std::unique_ptr<uint8_t[]> base_buf_;  // a base range the parent gave in several spans
+  std::shared_ptr<const std::vector<uint8_t>> kept_;  // view_'s bytes when the reader kept them
   ArchiveReadStats stats_;
 };
 
@@ -296,6 +328,16 @@ Result<ByteSpan> PatchReader::PatchCursor::ReadBase(const Chunk& c) {
 Status PatchReader::PatchCursor::Decode(size_t index) {
   const Chunk& c = reader_->chunks_[index];
   decoded_ = SIZE_MAX;  // until it checked out
+  kept_.reset();
+  if (reader_->shared_ != nullptr) {
+    // Decoded (and checked) by another cursor of this reader a moment ago.
+    if (auto kept = reader_->shared_->Get(index); kept != nullptr && kept->size() == c.size) {
+      kept_ = std::move(kept);
+      view_ = ByteSpan(*kept_);
+      decoded_ = index;
+      return Status::Ok();
+    }
+  }
   ByteSpan base;
   if (c.has_base) {
     BLZ_ASSIGN_OR_RETURN(base, ReadBase(c));
@@ -323,6 +365,7 @@ Status PatchReader::PatchCursor::Decode(size_t index) {
   ++stats_.chunks_decoded;
   stats_.bytes_decoded += c.size;
   stats_.payload_bytes += c.payload_length;
+  if (reader_->shared_ != nullptr) reader_->shared_->Put(index, view_);
   return Status::Ok();
 }
 

@@ -38,8 +38,8 @@
 // reads is identical to its base) plus its parent's cursor (the same, recursively), and the
 // codec's per-thread scratch buffers. Nothing is written to disk.
 //
-// Thread safety: a PatchReader is immutable after Open and may be shared by threads; each
-// Cursor is used by one thread at a time.
+// Thread safety: a PatchReader is immutable after Open and may be shared by threads (its
+// shared-chunk memo, below, has a lock of its own); each Cursor is used by one thread at a time.
 #ifndef BLZ_PATCHER_PATCH_READER_H_
 #define BLZ_PATCHER_PATCH_READER_H_
 
@@ -67,8 +67,16 @@ class PatchReader final : public ArchiveReader {
   // kUnsupported (the patch header, the archive header it holds, a prefix chunk that does not
   // decode to its xxh3, pieces that do not match the archive or the parent's pieces they name
   // as their base), messages naming `patch_path`, the field or piece and the byte offset.
+  // `shared_chunks` > 0: the reader keeps that many of the chunks its cursors decoded last (each
+  // <= kChunkBytes, checked against its xxh3-64 before it is kept) for its other cursors, so
+  // that readers built on this one that read the same chunks at about the same time (two chain
+  // links over one parent, diffed against each other: registry/archive_storage.h OpenReaders)
+  // decode each once; a kept chunk is copied once, when kept. 0 (the default): nothing kept.
   static Result<std::shared_ptr<const PatchReader>> Open(
-      const std::string& patch_path, std::shared_ptr<const ArchiveReader> parent = nullptr);
+      const std::string& patch_path, std::shared_ptr<const ArchiveReader> parent = nullptr,
+      size_t shared_chunks = 0);
+
+  ~PatchReader() override;
 
   // The archive's parsed header, its digest ("sha256:<hex>", as the patch names it).
   const formats::ArchiveHeader& header() const override { return header_; }
@@ -86,7 +94,8 @@ class PatchReader final : public ArchiveReader {
 
  private:
   class PatchCursor;
-  PatchReader() = default;
+  struct SharedChunks;  // patch_reader.cc
+  PatchReader();
 
   // One chunk of archive bytes: [offset, offset + size), coded at payload_offset of the file,
   // against the parent's bytes [base_offset, base_offset + size) when has_base.
@@ -114,6 +123,7 @@ class PatchReader final : public ArchiveReader {
   std::string archive_digest_;
   std::vector<Chunk> chunks_;  // sorted by offset, not overlapping
   std::shared_ptr<const ArchiveReader> parent_;
+  std::unique_ptr<SharedChunks> shared_;  // null unless Open was given shared_chunks > 0
 };
 
 }  // namespace blz::patcher

@@ -467,11 +467,40 @@ Status ArchiveStorage::NameForms(const Status& s, const std::string& digest) {
   return ScrubPaths(s, names);
 }
 
+Result<std::vector<std::shared_ptr<const patcher::ArchiveReader>>> ArchiveStorage::OpenReaders(
+    const std::vector<std::string>& digests) {
+  std::vector<std::vector<ReadForm>> chains;
+  std::map<std::string, int> uses;  // blob path -> how many chains read it
+  for (const std::string& digest : digests) {
+    BLZ_ASSIGN_OR_RETURN(std::vector<ReadForm> forms, ReadForms(digest));
+    for (const ReadForm& form : forms) ++uses[form.blob.path];
+    chains.push_back(std::move(forms));
+  }
+  std::map<std::string, std::shared_ptr<const patcher::ArchiveReader>> opened;
+  std::vector<std::shared_ptr<const patcher::ArchiveReader>> readers;
+  for (const std::vector<ReadForm>& forms : chains) {
+    BLZ_ASSIGN_OR_RETURN(std::shared_ptr<const patcher::ArchiveReader> reader,
+                         OpenForms(forms, &uses, &opened));
+    readers.push_back(std::move(reader));
+  }
+  return readers;
+}
+
 Result<std::shared_ptr<const patcher::ArchiveReader>> ArchiveStorage::OpenForms(
-    const std::vector<ReadForm>& forms) {
+    const std::vector<ReadForm>& forms, const std::map<std::string, int>* uses,
+    std::map<std::string, std::shared_ptr<const patcher::ArchiveReader>>* opened) {
   // From the chain's root up to the archive, each link over its parent's reader.
   std::shared_ptr<const patcher::ArchiveReader> reader;
   for (auto it = forms.rbegin(); it != forms.rend(); ++it) {
+    if (opened != nullptr) {
+      // A form another chain of the same OpenReaders has: its parents are shared too (a
+      // link's blob names its parent; the chains are opened from their roots).
+      auto same = opened->find(it->blob.path);
+      if (same != opened->end()) {
+        reader = same->second;
+        continue;
+      }
+    }
     const std::vector<std::pair<std::string, std::string>> names = {
         {it->blob.path, FormName(*it)}};
     // (Opened as the concrete readers: Result<> does not convert between pointer types.)
@@ -485,8 +514,11 @@ Result<std::shared_ptr<const patcher::ArchiveReader>> ArchiveStorage::OpenForms(
       }
       case ReadForm::Kind::kFullPatch:
       case ReadForm::Kind::kLink: {
+        const bool shared =
+            uses != nullptr && uses->count(it->blob.path) && uses->at(it->blob.path) > 1;
         auto p = patcher::PatchReader::Open(
-            it->blob.path, it->kind == ReadForm::Kind::kLink ? reader : nullptr);
+            it->blob.path, it->kind == ReadForm::Kind::kLink ? reader : nullptr,
+            shared ? kSharedChunks : 0);
         status = p.status();
         if (p.ok()) reader = std::move(*p);
         break;
@@ -496,6 +528,7 @@ Result<std::shared_ptr<const patcher::ArchiveReader>> ArchiveStorage::OpenForms(
     if (reader->archive_digest() != it->digest) {
       return Corruption(FormName(*it) + " rebuilds " + reader->archive_digest());
     }
+    if (opened != nullptr) (*opened)[it->blob.path] = reader;
   }
   if (reader == nullptr) return Internal("no stored form");
   return reader;

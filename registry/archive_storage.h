@@ -301,6 +301,14 @@ class ArchiveStorage {
   // patcher::PatchReader::Open's (naming blobs, never server paths), kCorruption (a form that
   // rebuilds another archive than the metadata DB says).
   Result<std::shared_ptr<const patcher::ArchiveReader>> OpenReader(const std::string& digest);
+  // OpenReader of each of `digests`, in order, sharing what their chains share: a stored form
+  // on two chains (two siblings' common parent) is opened once, and a full patch or link read
+  // by more than one of them keeps its last kSharedChunks decoded chunks for the others
+  // (patcher::PatchReader::Open's shared_chunks), so that a patch between siblings decodes
+  // their parent's chunks once rather than once per side. Errors: OpenReader's.
+  static constexpr size_t kSharedChunks = 8;  // 32 MiB at most per shared patch
+  Result<std::vector<std::shared_ptr<const patcher::ArchiveReader>>> OpenReaders(
+      const std::vector<std::string>& digests);
   // `s` (an error of a read through OpenReader(digest)) with the server paths of the archive's
   // stored forms replaced by their names ("chain link sha256:... of archive sha256:..."), for a
   // message a client may see. `s` as it is when the forms cannot be listed.
@@ -460,9 +468,12 @@ class ArchiveStorage {
   // Re-hashes the patches among `forms` and quarantines the first damaged one (its
   // kCorruption status); OK when all are intact.
   Status QuarantineForms(const std::vector<ReadForm>& forms);
-  // OpenReader of forms found already.
+  // OpenReader of forms found already. With `opened` (OpenReaders): a form whose blob is a key
+  // is that reader; each form opened is added, and a patch whose blob `uses` counts more than
+  // once keeps chunks for its other readers.
   Result<std::shared_ptr<const patcher::ArchiveReader>> OpenForms(
-      const std::vector<ReadForm>& forms);
+      const std::vector<ReadForm>& forms, const std::map<std::string, int>* uses = nullptr,
+      std::map<std::string, std::shared_ptr<const patcher::ArchiveReader>>* opened = nullptr);
   // "chain link <patch> of archive <digest> (from <parent>)", and so on.
   static std::string FormName(const ReadForm& form);
   // Re-bases one link (RebaseOrphans).

@@ -130,12 +130,11 @@ Result<Registry::CachedBlob> Registry::CachedPatch(const Route& route, const std
 
 Status Registry::PatchInPlace(const std::string& from, const std::string& to,
                               const std::string& out) {
-  std::shared_ptr<const patcher::ArchiveReader> readers[2];
   const std::string* digests[2] = {&from, &to};
-  for (int i = 0; i < 2; ++i) {
-    // kUnsupported: this server stores no patches (the caller rebuilds files instead).
-    BLZ_ASSIGN_OR_RETURN(readers[i], storage_->OpenReader(*digests[i]));
-  }
+  // kUnsupported: this server stores no patches (the caller rebuilds files instead). Siblings
+  // share their parent's reader and its decoded chunks (ArchiveStorage::OpenReaders).
+  BLZ_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const patcher::ArchiveReader>> readers,
+                       storage_->OpenReaders({from, to}));
   Status s = options_.create_patch_from_readers(readers[0], readers[1], out);
   for (const std::string* d : digests) s = storage_->NameForms(s, *d);  // no server paths
   if (s.code() == Code::kCorruption) {

@@ -531,6 +531,73 @@ TEST(ChainLinkReaderTest, FirstByteOfACorpusChainDecodesFarLessThanARebuild) {
 // A damaged chunk in the link, or in the parent's patch under it: a range touching it is
 // refused (kCorruption naming the patch and the tensor) and none of its bytes are handed out;
 // other ranges still read. A link opened on the wrong parent is refused.
+// Issue 28: two links over one parent (siblings) whose parent keeps its decoded chunks
+// (shared_chunks): what one sibling's read decoded of the parent, the other's takes, with the
+// same bytes; a damaged parent chunk is refused to both (nothing bad is kept).
+TEST(ChainLinkReaderTest, SiblingsOverASharedParentDecodeItsChunksOnce) {
+  testing::TempDir dir;
+  Chain c = MakeChain(dir);
+  const std::string sibling = dir / "v2.from-v0.blzpatch";  // v2 as a link from v0, like v1
+  DiffStats st;
+  ASSERT_TRUE(CreatePatch(c.v0.archive_path, c.v2.archive_path, sibling, DiffOptions{}, &st).ok());
+  auto open = [&](const std::string& patch_path, size_t shared) {
+    auto root = PatchReader::Open(c.v0.patch_path, nullptr, shared);
+    EXPECT_TRUE(root.ok()) << root.status().ToString();
+    auto a = PatchReader::Open(c.link1, *root);
+    auto b = PatchReader::Open(patch_path, *root);
+    EXPECT_TRUE(a.ok() && b.ok());
+    return std::pair(*a, *b);
+  };
+  auto [s1, s2] = open(sibling, 8);
+  auto [u1, u2] = open(sibling, 0);
+  // Every chunk of the largest tensor through v1, then through v2: with the shared parent, v2's
+  // reads find v0's chunks kept.
+  const formats::ArchiveHeader& h = s2->header();
+  const formats::ArchiveTensor* big = nullptr;
+  for (const auto& t : h.tensors) {
+    if (big == nullptr || t.length > big->length) big = &t;
+  }
+  ASSERT_GT(big->length, 2 * kChunkBytes);
+  const uint64_t at = h.data_start + big->offset;
+  ArchiveReadStats shared1, shared2, alone1, alone2;
+  EXPECT_EQ(ReadRange(*s1, at, big->length, &shared1), c.v1.archive.substr(at, big->length));
+  EXPECT_EQ(ReadRange(*s2, at, big->length, &shared2), c.v2.archive.substr(at, big->length));
+  EXPECT_EQ(ReadRange(*u1, at, big->length, &alone1), c.v1.archive.substr(at, big->length));
+  EXPECT_EQ(ReadRange(*u2, at, big->length, &alone2), c.v2.archive.substr(at, big->length));
+  EXPECT_EQ(shared1.chunks_decoded, alone1.chunks_decoded);  // the first decodes v0's chunks
+  EXPECT_LT(shared2.chunks_decoded, alone2.chunks_decoded) << "v0's chunks decoded again";
+  std::cout << "[ measure  ] siblings over one parent, one tensor of " << big->length
+            << " bytes: the second sibling decoded " << shared2.chunks_decoded
+            << " chunks with the parent's kept, " << alone2.chunks_decoded << " without\n";
+  CheckReaderRanges(*s2, c.v2, 16);
+  CheckReaderRanges(*s1, c.v1, 16);
+
+  // A damaged v0 chunk that both siblings read: refused to each, never kept.
+  std::string full = testing::ReadFileBytes(c.v0.patch_path);
+  auto ph = internal::ParsePatch(AsBytes(full), full.size(), "patch");
+  ASSERT_TRUE(ph.ok());
+  uint64_t victim = 0;
+  for (const auto& p : ph->pieces) {
+    if (p.kind == formats::ArchivePiece::Kind::kTensor && p.index == size_t(big - &h.tensors[0]) &&
+        !p.chunks.empty()) {
+      victim = ph->payload_start + p.chunks[0].offset + p.chunks[0].length / 2;
+    }
+  }
+  ASSERT_GT(victim, 0u);
+  full[victim] ^= 0x5a;
+  testing::WriteFileBytes(dir / "v0-damaged.blzpatch", full);
+  auto root = PatchReader::Open(dir / "v0-damaged.blzpatch", nullptr, 8);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto d1 = PatchReader::Open(c.link1, *root);
+  auto d2 = PatchReader::Open(sibling, *root);
+  ASSERT_TRUE(d1.ok() && d2.ok());
+  for (const auto& reader : {*d1, *d2}) {
+    Status read = reader->Read(at, kChunkBytes, [](ByteSpan) { return Status::Ok(); });
+    EXPECT_EQ(read.code(), Code::kCorruption) << read.ToString();
+    EXPECT_THAT(read.message(), HasSubstr("v0-damaged.blzpatch"));
+  }
+}
+
 TEST(ChainLinkReaderTest, DamagedChunksInTheLinkOrItsParentAreRefused) {
   testing::TempDir dir;
   Chain c = MakeChain(dir);

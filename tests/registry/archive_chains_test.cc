@@ -22,6 +22,7 @@
 #include "formats/blz_archive.h"
 #include "formats/safetensors.h"
 #include "patcher/patch.h"
+#include "patcher/patch_reader.h"
 #include "registry/archive_storage.h"
 #include "registry/garbage_collector.h"
 #include "registry/metrics_handlers.h"
@@ -626,6 +627,24 @@ TEST(ArchiveChainsTest, APatchBetweenTwoChainedSiblingsRebuildsNeither) {
     if (in_place) {
       EXPECT_EQ(st.cache_entries, 0u);
       EXPECT_EQ(st.chain_rebuilds, 0u);
+      // The two chains were opened sharing their base's reader (ArchiveStorage::OpenReaders),
+      // and each still reads its own archive.
+      auto readers = storage.OpenReaders({d1, d2});
+      ASSERT_TRUE(readers.ok()) << readers.status().ToString();
+      auto* r1 = dynamic_cast<const patcher::PatchReader*>((*readers)[0].get());
+      auto* r2 = dynamic_cast<const patcher::PatchReader*>((*readers)[1].get());
+      ASSERT_TRUE(r1 != nullptr && r2 != nullptr);
+      EXPECT_EQ(r1->parent(), r2->parent());
+      EXPECT_EQ(r1->parent()->archive_digest(), bd);
+      for (const auto& [reader, bytes] : {std::pair(r1, &ft1), std::pair(r2, &ft2)}) {
+        std::string got;
+        Status read = reader->Read(0, reader->archive_size(), [&](ByteSpan b) {
+          got.append(reinterpret_cast<const char*>(b.data()), b.size());
+          return Status::Ok();
+        });
+        ASSERT_TRUE(read.ok()) << read.ToString();
+        EXPECT_TRUE(got == *bytes) << reader->archive_digest();
+      }
     } else {
       EXPECT_EQ(st.cache_entries, 2u);  // what reading them as stored saves
     }
