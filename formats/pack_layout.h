@@ -1,9 +1,9 @@
 // A model directory (or a single .safetensors / .gguf file) seen as the .blz archive that Pack
 // (formats/blz_archive.h) would make of it, without writing it: the archive's layout, and where
-// each of its pieces lies in the input files. Pack is this plus copying and hashing; `blz apply`
+// each of its pieces lies in the input files. Pack is this plus copying and hashing. `blz apply`
 // reads a base directory through it without packing it (a patch's base pieces are read straight
 // from the model files, patcher/patch.h), since apply never needs the base's digest unless the
-// result fails.
+// result fails; `blz diff` reads both sides through it, hashed (FillHashes) but never written.
 //
 // The layout is exact before any byte is hashed: hashes have fixed-width text forms in the
 // header, so data_start, every piece's offset and total_size do not depend on them.

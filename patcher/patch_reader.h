@@ -36,7 +36,8 @@
 // Memory: the patch is memory-mapped (nothing of it is read beyond the chunks asked for and
 // its header); a Cursor holds one decoded chunk (<= kChunkBytes; none while every chunk it
 // reads is identical to its base) plus its parent's cursor (the same, recursively), and the
-// codec's per-thread scratch buffers. Nothing is written to disk.
+// codec's per-thread scratch buffers; a reader opened with shared_chunks keeps that many
+// decoded chunks more (<= kChunkBytes each). Nothing is written to disk.
 //
 // Thread safety: a PatchReader is immutable after Open and may be shared by threads (its
 // shared-chunk memo, below, has a lock of its own); each Cursor is used by one thread at a time.
