@@ -65,8 +65,9 @@ class AtomicFile {
 Status WriteFileAtomic(const std::string& path, std::string_view data, int mode = 0644);
 
 // Copies the file at `src` to `dest`, which must not exist (kAlreadyExists), hashing the bytes
-// as they are written, in 1 MiB reads, and returns their SHA-256 (64 hex): what `dest` holds is
-// exactly what was hashed, whatever happens to `src` meanwhile. `dest` is written in place
+// as they are written, in 1 MiB reads (the hash on a second thread, a few reads behind), and
+// returns their SHA-256 (64 hex): what `dest` holds is exactly what was hashed, whatever
+// happens to `src` meanwhile. `dest` is written in place
 // (give a staging path and rename it into place); on an error it is removed. With `sync` the
 // copy is fsynced before this returns; without, its write-back is only started
 // (sync_file_range), so that it proceeds while the caller works on, and the caller must

@@ -2,8 +2,11 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/digest.h"
@@ -91,12 +94,13 @@ TEST(AtomicFileTest, AppendFromFdCopiesARangeAndReportsAShortSource) {
   ::close(fd);
 }
 
-// CopyFileHashed: the copy holds the source's bytes (over several 1 MiB reads), the returned
-// hash is theirs, progress ends at the size; an existing destination is refused and kept; a
-// missing source is an error naming it, with nothing left behind; unsynced, then SyncFile.
+// CopyFileHashed: the copy holds the source's bytes (over ten 1 MiB reads: the hashing
+// thread's four buffers are each reused), the returned hash is theirs, progress ends at the
+// size; an existing destination is refused and kept; a missing source is an error naming it,
+// with nothing left behind; unsynced, then SyncFile; an empty file.
 TEST(FileUtilTest, CopyFileHashedCopiesAndHashesWhatItWrote) {
   testing::TempDir dir;
-  std::string data((3u << 20) + 12345, '\0');
+  std::string data((9u << 20) + 12345, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = char((i * 131) ^ (i >> 11));
   testing::WriteFileBytes(dir / "src", data);
   uint64_t last_done = 0, last_total = 0;
@@ -128,6 +132,38 @@ TEST(FileUtilTest, CopyFileHashedCopiesAndHashesWhatItWrote) {
   EXPECT_EQ(testing::ReadFileBytes(dir / "later"), data);
   EXPECT_TRUE(SyncFile(dir / "later").ok());
   EXPECT_EQ(SyncFile(dir / "nope").code(), Code::kIOError);
+
+  testing::WriteFileBytes(dir / "empty", "");
+  Result<std::string> empty = CopyFileHashed(dir / "empty", dir / "empty-copy", nullptr);
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ(*empty, Sha256Hex(std::string()));
+  EXPECT_EQ(testing::ReadFileBytes(dir / "empty-copy"), "");
+}
+
+// In a child process: copies `src` to `dest` with a 2 MiB RLIMIT_FSIZE (writes past it fail
+// with EFBIG); exits 0 when that is an I/O error naming `dest` and `dest` is gone.
+[[noreturn]] void CopyPastFileSizeLimit(const std::string& src, const std::string& dest) {
+  std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit {2u << 20, 2u << 20};
+  if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) std::_Exit(3);
+  Result<std::string> r = CopyFileHashed(src, dest, nullptr);
+  const bool named = !r.ok() && r.status().code() == Code::kIOError &&
+                     r.status().message().find(dest) != std::string::npos &&
+                     r.status().message().find("write failed") != std::string::npos;
+  std::_Exit(named && !std::filesystem::exists(dest) ? 0 : 1);
+}
+
+// A write that fails midway (past RLIMIT_FSIZE) is an error naming the destination, which is
+// removed; the hashing thread is joined, not left running.
+TEST(FileUtilTest, CopyFileHashedFailingWriteLeavesNothing) {
+  testing::TempDir dir;
+  std::string data((6u << 20) + 7, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = char(i * 7 + (i >> 9));
+  testing::WriteFileBytes(dir / "src", data);
+  const std::string dest = dir / "dst";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(CopyPastFileSizeLimit(dir / "src", dest), ::testing::ExitedWithCode(0), "");
+  EXPECT_FALSE(std::filesystem::exists(dest));
 }
 
 TEST(FileUtilTest, ReadSmallFileCap) {
