@@ -222,6 +222,7 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     uint64_t chunk_size = client::kDefaultChunkBytes;
     bool fail_on_nan = false;
     bool no_patch = false;
+    bool verify_locally = false;
     TransferArgs transfer;
     RegistryConnectionArgs conn;
   };
@@ -249,6 +250,9 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
                 "without it such tensors are named in a warning and the push proceeds");
   sub->add_flag("--no-patch", args->no_patch,
                 "upload the whole archive, never a patch from a version the registry holds");
+  sub->add_flag("--verify-locally", args->verify_locally,
+                "verify a .blz given here (as `blz verify`) before its manifest is put, also\n"
+                "when the registry says it verifies archives itself (blz serve does)");
   sub->footer(
       "Every tensor is read once before the upload: tensors holding NaN/Inf values are named\n"
       "in a warning on stderr (--fail-on-nan refuses the push instead).\n"
@@ -295,6 +299,7 @@ void AddPush(CLI::App& app, std::vector<Command>* commands) {
     options.on_retry = RetryLog(args->transfer, args->progress);
     options.chunk_bytes = args->chunk_size;
     options.allow_patch = !args->no_patch;
+    options.verify_locally = args->verify_locally;
     BLZ_ASSIGN_OR_RETURN(options.http, HttpOptionsFor(args->conn, args->transfer.stall_timeout,
                                                       ref.registry));
     BLZ_ASSIGN_OR_RETURN(client::PushResult r, client::Push(args->input, ref.ToUrl(), options));

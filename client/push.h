@@ -2,9 +2,11 @@
 //
 // A directory (or a single .safetensors file) is first packed to a temporary archive in the
 // local store's staging area (formats::Pack); a .blz archive is pushed as is: hashed, then
-// checked with BlzArchive::Verify() on other threads while its blobs are sent; the manifest is
-// PUT only when that check passed (kCorruption otherwise; the blobs sent are left to the
-// registry's garbage collection). The config blob and the manifest are built exactly as
+// checked with BlzArchive::Verify() before its manifest is PUT: by a registry whose answers
+// carry `Blz-Verifies-Archives: true` (blz serve: 400 MANIFEST_INVALID naming the tensor, see
+// docs/registry-api.md), otherwise, or with `verify_locally`, here as well, on other threads
+// while its blobs are sent, the manifest PUT only when that passed (kCorruption otherwise).
+// Either way the blobs sent are left to the registry's garbage collection. The config blob and the manifest are built exactly as
 // docs/registry-api.md specifies. Each blob is HEADed first and uploaded (POST, then PUT
 // ?digest=, streamed from the file) only when the registry lacks it; the manifest is PUT by
 // tag last, so a tag never points at missing blobs.
@@ -69,6 +71,9 @@ struct PushOptions {
   RetryLogFn on_retry;
   bool keep = true;  // keep the version in the local store (see above)
   bool allow_patch = true;  // try a patch upload (see above); false = `blz push --no-patch`
+  // Verify a .blz given here even when the registry says it does (see above; `blz push
+  // --verify-locally`): the error is then this client's, before the manifest is PUT.
+  bool verify_locally = false;
 };
 
 struct PushResult {

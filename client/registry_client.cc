@@ -308,6 +308,7 @@ Result<BlobStat> RegistryClient::HeadBlob(std::string_view name, std::string_vie
   std::string target = "/v2/" + std::string(name) + "/blobs/" + std::string(digest);
   BLZ_ASSIGN_OR_RETURN(HttpResponse r, http_.Send(NewRequest("HEAD", target)));
   BlobStat st;
+  st.registry_verifies_archives = r.Header("Blz-Verifies-Archives") == "true";
   if (r.status == 404) return st;
   if (r.status != 200) return Fail(r, "push", "HEAD blob " + std::string(digest));
   st.exists = true;

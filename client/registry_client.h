@@ -57,6 +57,9 @@ Result<HttpResponse> SendGetFollowingRedirects(HttpClient* first, const Registry
 struct BlobStat {
   bool exists = false;
   uint64_t size = 0;  // Content-Length when it exists
+  // The answer carried `Blz-Verifies-Archives: true`: the registry accepts a model manifest
+  // only once its archive passed `blz verify` (docs/registry-api.md, "Model manifests").
+  bool registry_verifies_archives = false;
 };
 
 struct ManifestResponse {

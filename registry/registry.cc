@@ -40,6 +40,14 @@ using internal::UploadRange;
 constexpr char kApiVersionHeader[] = "Docker-Distribution-API-Version";
 constexpr char kApiVersion[] = "registry/2.0";
 
+// On every response of the registry's routes: the API version, and that a model manifest is
+// accepted only once its archive passed `blz verify` (manifest_handlers.cc), so that `blz
+// push` can leave that check to the registry (client/push.h; docs/registry-api.md).
+void SetRegistryHeaders(Response* r) {
+  r->Set(kApiVersionHeader, kApiVersion);
+  r->Set("Blz-Verifies-Archives", "true");
+}
+
 std::string Join(const std::vector<std::string>& parts, size_t begin, size_t end) {
   std::string out;
   for (size_t i = begin; i < end; ++i) {
@@ -381,7 +389,7 @@ BodyPlan Registry::PlanBody(const RequestHead& head) {
   } catch (const std::exception& e) {
     BodyPlan plan;
     plan.reject = ErrorResponse(OciError::kUnknown, std::string("internal error: ") + e.what());
-    plan.reject->Set(kApiVersionHeader, kApiVersion);
+    SetRegistryHeaders(&*plan.reject);
     return plan;
   }
 }
@@ -398,7 +406,7 @@ BodyPlan Registry::PlanBodyUnchecked(const RequestHead& head) {
   Response error;
   std::optional<Route> route = Prepare(head, &error);
   auto reject = [&](Response r) {
-    r.Set(kApiVersionHeader, kApiVersion);
+    SetRegistryHeaders(&r);
     plan.reject = std::move(r);
     return plan;
   };
@@ -505,7 +513,7 @@ Response Registry::Handle(const Request& request) {
   } catch (const std::exception& e) {
     res = ErrorResponse(OciError::kUnknown, std::string("internal error: ") + e.what());
   }
-  res.Set(kApiVersionHeader, kApiVersion);
+  SetRegistryHeaders(&res);
   if (request.head.method == "HEAD") res.head_only = true;
   return res;
 }

@@ -215,22 +215,28 @@ TEST_F(PushPullTest, PushedArchiveIsKeptAsACopyOfTheBytesHashed) {
 
 // A .blz whose data fail verification (a flipped tensor byte) is refused before its manifest
 // is PUT: no tag, no local version, nothing left in the store's staging area, the user's file
-// unchanged; the error names the tensor.
+// unchanged; the error names the tensor. This fake registry does not say it verifies archives
+// (no Blz-Verifies-Archives), so the client checks the archive itself with and without
+// verify_locally.
 TEST_F(PushPullTest, PushOfACorruptArchivePutsNoManifestAndKeepsNothing) {
   std::string tensor;
   const std::string archive = ArchiveWithAFlippedTensorBit(tmp_ / "v1", tmp_ / "v1.blz", &tensor);
   ASSERT_FALSE(tensor.empty());
   WriteFileBytes(tmp_ / "bad.blz", archive);
-  for (bool keep : {true, false}) {
-    SCOPED_TRACE(keep ? "kept" : "--no-keep");
+  for (bool keep : {true, false}) for (bool verify_locally : {true, false}) {
+    SCOPED_TRACE(std::string(keep ? "kept" : "--no-keep") +
+                 (verify_locally ? ", verified here" : ", verified by the registry"));
     PushOptions o = PushOpts();
     o.keep = keep;
+    o.verify_locally = verify_locally;
     Result<PushResult> r = Push(tmp_ / "bad.blz", Ref("bad"), o);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Code::kCorruption) << r.status().ToString();
     EXPECT_NE(r.status().message().find(tensor), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("no manifest was put"), std::string::npos)
         << r.status().message();
+    EXPECT_NE(r.status().message().find(": tensor '" + tensor + "'"), std::string::npos)
+        << r.status().message();  // the client's own message (formats::BlzArchive::Verify)
     EXPECT_EQ(Pull(Ref("bad"), PullOpts()).status().code(), Code::kNotFound);
     EXPECT_EQ(ReadFileBytes(tmp_ / "bad.blz"), archive);
     EXPECT_TRUE(fs::is_empty(tmp_ / "push-cache/tmp"));

@@ -56,6 +56,27 @@ TEST(RegistryTest, PingAnswersWithApiVersion) {
   EXPECT_EQ(anon.Get("Docker-Distribution-API-Version"), "registry/2.0");
 }
 
+// Every answer says that a model manifest is accepted only once its archive passed `blz
+// verify`: `blz push` reads it from the HEAD of the archive blob (a 404 when it is new) and
+// then leaves that check to the registry (client/push.h).
+TEST(RegistryTest, AnswersSayArchivesAreVerified) {
+  Harness h;
+  const std::string missing = "/v2/m/blobs/" + D("a blob nobody pushed");
+  struct Case {
+    std::string method, target;
+    bool auth;
+    int status;
+  };
+  for (const Case& c : {Case{"GET", "/v2/", true, 200}, Case{"HEAD", missing, true, 404},
+                        Case{"HEAD", missing, false, 404},
+                        Case{"GET", "/v2/no/such/route/x", true, 404}}) {
+    SCOPED_TRACE(c.method + " " + c.target + (c.auth ? "" : " (anonymous)"));
+    Response r = h.Call(c.method, c.target, "", {}, c.auth);
+    EXPECT_EQ(r.status, c.status) << r.body;
+    EXPECT_EQ(r.Get("Blz-Verifies-Archives"), "true");
+  }
+}
+
 TEST(RegistryTest, WritesNeedAToken) {
   Harness h;
   const std::string blob = "unauthorized bytes";
