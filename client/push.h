@@ -6,10 +6,10 @@
 // carry `Blz-Verifies-Archives: true` (blz serve: 400 MANIFEST_INVALID naming the tensor, see
 // docs/registry-api.md), otherwise, or with `verify_locally`, here as well, on other threads
 // while its blobs are sent, the manifest PUT only when that passed (kCorruption otherwise).
-// Either way the blobs sent are left to the registry's garbage collection. The config blob and the manifest are built exactly as
-// docs/registry-api.md specifies. Each blob is HEADed first and uploaded (POST, then PUT
-// ?digest=, streamed from the file) only when the registry lacks it; the manifest is PUT by
-// tag last, so a tag never points at missing blobs.
+// Either way the blobs sent are left to the registry's garbage collection. The config blob
+// and the manifest are built exactly as docs/registry-api.md specifies. Each blob is HEADed
+// first and uploaded (POST, then PUT ?digest=, streamed from the file) only when the registry
+// lacks it; the manifest is PUT by tag last, so a tag never points at missing blobs.
 //
 // Surviving interruptions (docs/client.md):
 // - An archive larger than `chunk_bytes` is uploaded in resumable chunks

@@ -67,8 +67,8 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, int mode 
 // Copies the file at `src` to `dest`, which must not exist (kAlreadyExists), hashing the bytes
 // as they are written, in 1 MiB reads (the hash on a second thread, a few reads behind), and
 // returns their SHA-256 (64 hex): what `dest` holds is exactly what was hashed, whatever
-// happens to `src` meanwhile. `dest` is written in place
-// (give a staging path and rename it into place); on an error it is removed. With `sync` the
+// happens to `src` meanwhile. `dest` is written in place (give a staging path and rename it
+// into place); on an error it is removed. With `sync` the
 // copy is fsynced before this returns; without, its write-back is only started
 // (sync_file_range), so that it proceeds while the caller works on, and the caller must
 // SyncFile(dest) before it relies on the copy surviving a crash. `progress` (may be empty) gets
