@@ -225,7 +225,7 @@ TEST_F(PushPullTest, PushOfACorruptArchivePutsNoManifestAndKeepsNothing) {
   WriteFileBytes(tmp_ / "bad.blz", archive);
   for (bool keep : {true, false}) for (bool verify_locally : {true, false}) {
     SCOPED_TRACE(std::string(keep ? "kept" : "--no-keep") +
-                 (verify_locally ? ", verified here" : ", verified by the registry"));
+                 (verify_locally ? ", verify_locally" : ", default"));
     PushOptions o = PushOpts();
     o.keep = keep;
     o.verify_locally = verify_locally;
