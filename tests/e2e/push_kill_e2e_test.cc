@@ -4,7 +4,8 @@
 // the tag absent or pulling back byte-identical, the user's files unchanged, every blob of the
 // client's store named by the SHA-256 of its bytes; and the same push run again completes.
 // Kills during the upload are placed by the bytes a FaultProxy between client and registry has
-// forwarded (tests/client/fault_proxy.h), the others by time.
+// forwarded (tests/client/fault_proxy.h), the others by time. A corrupted .blz is refused by
+// the registry's own check (or by the client's, with --verify-locally) before its tag is set.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
+#include "formats/blz_archive.h"
 #include "tests/client/fault_proxy.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/test_util.h"
@@ -235,6 +237,66 @@ TEST_F(PushKillE2ETest, ServerKilledUnderAPushLosesNothing) {
   }
   EXPECT_GT(failed_pushes, 0);
   for (int v = 0; v <= 3; ++v) ExpectTagAbsentOrWhole(v);
+}
+
+// A .blz with one flipped bit in its last tensor, pushed to a real `blz serve` (which verifies
+// every archive it is given a manifest for, Blz-Verifies-Archives): refused with exit code 4,
+// the error naming the field, the archive and the tensor; no tag is set, the user's file is
+// unchanged, the client's store keeps no copy of it. The same with the client's own check
+// (--verify-locally), whose error is its own. The intact archive then pushes to the same tag.
+TEST_F(PushKillE2ETest, CorruptedArchiveIsRefusedAndLeavesNoTag) {
+  const std::string cache = "push-cache";
+  MakeVersion(0, true);
+  const std::string good = work_ / "v0.blz";
+  std::string corrupt_bytes = ReadFileBytes(good);
+  std::string tensor;
+  {
+    auto opened = formats::BlzArchive::Open(good);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    const auto& h = opened->header();
+    ASSERT_FALSE(h.tensors.empty());
+    corrupt_bytes[size_t(h.data_start + h.tensors.back().offset + 8)] ^= 0x01;
+    tensor = h.tensors.back().name;
+  }
+  const std::string corrupt = work_ / "corrupt.blz";
+  WriteFileBytes(corrupt, corrupt_bytes);
+  const std::string corrupt_sha = Sha256Hex(corrupt_bytes);
+  auto store_holds_corrupt = [&] {
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(work_ / (cache + "/blobs"), ec), end;
+         !ec && it != end; it.increment(ec)) {
+      if (it->path().filename().string().find(corrupt_sha) != std::string::npos) return true;
+    }
+    return false;
+  };
+
+  for (const bool local : {false, true}) {
+    SCOPED_TRACE(local ? "verified by the client (--verify-locally)" : "verified by the registry");
+    std::vector<std::string> args = {"push", corrupt, Ref(0)};
+    if (local) args.push_back("--verify-locally");
+    ProcessResult r = Blz(args, cache);
+    EXPECT_EQ(r.exit_code, 4) << r.err;
+    EXPECT_NE(r.err.find(tensor), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("no manifest was put"), std::string::npos) << r.err;
+    if (local) {
+      EXPECT_NE(r.err.find("tensor '" + tensor + "'"), std::string::npos) << r.err;
+    } else {
+      EXPECT_NE(r.err.find("MANIFEST_INVALID: layers[0] sha256:" + corrupt_sha),
+                std::string::npos)
+          << r.err;
+    }
+    ExpectTagAbsentOrWhole(0);
+    EXPECT_FALSE(fs::exists(work_ / "check-v0"));  // absent, not whole: it was never set
+    EXPECT_EQ(ReadFileBytes(corrupt), corrupt_bytes);
+    EXPECT_FALSE(store_holds_corrupt());
+    ExpectStoreWhole(cache);
+  }
+
+  ProcessResult r = Blz({"push", good, Ref(0)}, cache);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectTagAbsentOrWhole(0);
+  EXPECT_TRUE(fs::exists(work_ / "check-v0"));
+  ExpectStoreWhole(cache);
 }
 
 }  // namespace
