@@ -94,6 +94,14 @@ void AddGc(CLI::App& app, std::vector<Command>* commands) {
                 (unsigned long long)report.value("bytes_freed", uint64_t(0)),
                 (unsigned long long)report.value("blobs_marked", uint64_t(0)),
                 (unsigned long long)report.value("blobs_too_young", uint64_t(0)));
+    const uint64_t rebased = report.value("chain_links_rebased", uint64_t(0));
+    const uint64_t rebase_failed = report.value("chain_rebases_failed", uint64_t(0));
+    if (rebased > 0 || rebase_failed > 0) {
+      // What a re-base onto a new parent computed on the way is young garbage (docs/storage.md).
+      std::printf("chain links re-based first: %llu; failed: %llu (those links and their "
+                  "parents stay)\n",
+                  (unsigned long long)rebased, (unsigned long long)rebase_failed);
+    }
     return Status::Ok();
   }});
 }

@@ -75,6 +75,11 @@ struct GcReport {
   uint64_t bytes_freed = 0;      // their bytes
   uint64_t blobs_too_young = 0;  // unreferenced but within the grace period: kept
   uint64_t derived_forgotten = 0;  // cached patches and value diffs whose archives are gone
+  // Set by Registry::CollectGarbage, which re-bases orphaned chain links before collecting
+  // (ArchiveStorage::RebaseOrphans; 0 in a dry run). A link re-based onto a new parent leaves
+  // the full patch computed on the way as young garbage: the next collection takes it.
+  uint64_t chain_links_rebased = 0;
+  uint64_t chain_rebases_failed = 0;  // those links stay, and so do their parents
   std::vector<std::string> removed;  // digests removed, sorted
   std::vector<std::string> errors;   // blobs that could not be removed (the sweep goes on)
   double seconds = 0;

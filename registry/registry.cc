@@ -576,12 +576,18 @@ Result<GcReport> Registry::CollectGarbage(bool dry_run) {
   if (!dry_run) EvictLossyDeltas(store::LossyDeltaRecord{});
   // Chains first (docs/storage.md, "Chains"): dependents of archives nobody references any
   // more get another form, so that the collection below can take those archives.
-  if (!dry_run) (void)storage_->RebaseOrphans();
+  uint64_t rebased = 0;
+  uint64_t rebase_failed = 0;
+  if (!dry_run) (void)storage_->RebaseOrphans(&rebased, &rebase_failed);
   GcOptions o;
   o.grace = options_.gc_grace;
   o.dry_run = dry_run;
   if (lease) o.collector = lease->owner();
   Result<GcReport> report = registry::CollectGarbage(*blobs_, db_.get(), &blob_locks_, o);
+  if (report.ok()) {
+    report->chain_links_rebased = rebased;
+    report->chain_rebases_failed = rebase_failed;
+  }
   if (report.ok() && !dry_run) metrics_.RecordGc(report->bytes_freed);
   if (lease) {
     if (report.ok()) {
@@ -643,6 +649,8 @@ Response Registry::RunGc(const Route& route) {
                   {"bytes_freed", report->bytes_freed},
                   {"blobs_too_young", report->blobs_too_young},
                   {"derived_forgotten", report->derived_forgotten},
+                  {"chain_links_rebased", report->chain_links_rebased},
+                  {"chain_rebases_failed", report->chain_rebases_failed},
                   {"removed", report->removed},
                   {"errors", report->errors},
                   {"seconds", report->seconds}}

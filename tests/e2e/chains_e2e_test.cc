@@ -172,6 +172,9 @@ TEST_F(ChainsE2ETest, KilledDuringRebaseAndGcOfTheParentLosesNothing) {
   ProcessResult again = Curl({"--fail-with-body", "-X", "POST",
                               "http://" + server_.addr + "/v2/_blz/gc"});
   ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("\"chain_links_rebased\":0,\"chain_rebases_failed\":0"),
+            std::string::npos)
+      << again.out;
   const std::string err = ReadFileBytes(work_ / "serve.err");
   EXPECT_EQ(err.find("failed (the link stays"), std::string::npos) << err;
   Kill9();

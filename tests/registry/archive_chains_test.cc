@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -692,6 +693,8 @@ TEST(ArchiveChainsTest, DeletingTheBaseKeepsDependentsReadable) {
   // The registry's collection re-bases first, then the base goes.
   auto report = h.registry().CollectGarbage(/*dry_run=*/false);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->chain_links_rebased, 1u);
+  EXPECT_EQ(report->chain_rebases_failed, 0u);
   EXPECT_FALSE(h.registry().db().FindChainLink(fd).ok());
   EXPECT_EQ(h.registry().storage().status().rebased, 1u);
   EXPECT_FALSE(h.registry().blobs().Contains(base_form->patch_digest));
@@ -751,13 +754,93 @@ TEST(ArchiveChainsTest, RebaseOntoAnotherParent) {
             202);
   auto report = h.registry().CollectGarbage(false);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->chain_links_rebased, 1u);
+  EXPECT_EQ(report->chain_rebases_failed, 0u);
   auto after = h.registry().db().FindStoredForm(fd);
   ASSERT_TRUE(after.ok());
   EXPECT_NE(after->parent_digest, parent);
   EXPECT_LE(after->depth, 1u);
+  // The full patch the re-base computed for `b` and forgot for its new link was garbage at
+  // once: with no grace, the same collection took it, and nothing unreferenced is left.
+  EXPECT_EQ(h.registry().db().FindPatch("", fd).status().code(), Code::kNotFound);
+  auto dry = h.registry().CollectGarbage(/*dry_run=*/true);
+  ASSERT_TRUE(dry.ok()) << dry.status().ToString();
+  EXPECT_EQ(dry->blobs_removed, 0u) << ::testing::PrintToString(dry->removed);
+  EXPECT_EQ(dry->blobs_too_young, 0u);
+  EXPECT_EQ(dry->blobs_marked, dry->blobs_total);
+  EXPECT_EQ(dry->chain_links_rebased, 0u) << "a dry run re-bases nothing";
   h.Reopen(ChainOptions());
   ExpectPulls(h, "org/m", b);
   ExpectPulls(h, "org/m", parent == bd ? a : base);
+}
+
+// A re-base onto a new parent computes the archive's full patch on the way and forgets it once
+// the new link is recorded: that blob is garbage younger than the grace period, kept by the
+// collection that re-based and taken by the next one past the grace (cluster_churn.sh's final
+// dry run met two such blobs).
+TEST(ArchiveChainsTest, ARebaseOntoANewParentLeavesItsFullPatchForTheNextCollection) {
+  RegistryOptions young = ChainOptions();
+  young.gc_grace = std::chrono::hours(1);
+  Harness h(young);
+  const std::string bd = PushVersion(&h, "org/m", "base", Synthetic(0));
+  ASSERT_TRUE(h.registry().storage().Compress(bd).ok());
+  const std::string ad = PushVersion(&h, "org/m", "a", Synthetic(0.002));
+  {
+    h.Reopen(ChainOptions(0));  // `a` stored whole
+    ASSERT_TRUE(h.registry().storage().Compress(ad).ok());
+    h.Reopen(young);
+  }
+  const std::string fd = PushVersion(&h, "org/m", "b", Synthetic(0.004));
+  ASSERT_TRUE(h.registry().storage().Compress(fd).ok());
+  auto link = h.registry().db().FindChainLink(fd);
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  // The full patch `b`'s compression computed and forgot goes first (no grace), so that the
+  // re-base below writes it anew.
+  h.Reopen(ChainOptions());
+  ASSERT_TRUE(h.registry().CollectGarbage(/*dry_run=*/false).ok());
+  h.Reopen(young);
+  const std::string tag = link->parent_digest == bd ? "base" : "a";
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/m/manifests/" + ManifestDigest(h, "org/m", tag)).status,
+            202);
+  auto before = h.registry().blobs().ListDigests();
+  ASSERT_TRUE(before.ok());
+  auto report = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->chain_links_rebased, 1u);
+  auto form = h.registry().db().FindStoredForm(fd);
+  ASSERT_TRUE(form.ok()) << form.status().ToString();
+  ASSERT_NE(form->parent_digest, "") << "re-based onto its full patch, not a new parent";
+  ASSERT_NE(form->parent_digest, link->parent_digest);
+  // New blobs: the new link's patch (referenced) and the full patch (forgotten, young).
+  auto after = h.registry().blobs().ListDigests();
+  ASSERT_TRUE(after.ok());
+  std::vector<std::string> added;
+  for (const std::string& d : *after) {
+    if (std::find(before->begin(), before->end(), d) == before->end()) added.push_back(d);
+  }
+  ASSERT_EQ(added.size(), 2u) << ::testing::PrintToString(added);
+  std::string full_patch;
+  for (const std::string& d : added) {
+    if (d != form->patch_digest) full_patch = d;
+  }
+  ASSERT_FALSE(full_patch.empty()) << "the new link's patch is not among the new blobs";
+  EXPECT_EQ(h.registry().db().FindPatch("", fd).status().code(), Code::kNotFound);
+  auto dry = h.registry().CollectGarbage(/*dry_run=*/true);
+  ASSERT_TRUE(dry.ok()) << dry.status().ToString();
+  EXPECT_GE(dry->blobs_too_young, 1u);
+  EXPECT_EQ(dry->blobs_removed, 0u);
+  // Past the grace period (none, after a restart with --gc-grace 0s): the next collection
+  // takes it, and nothing the versions need.
+  h.Reopen(ChainOptions());
+  report = h.registry().CollectGarbage(/*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->chain_links_rebased, 0u);
+  EXPECT_NE(std::find(report->removed.begin(), report->removed.end(), full_patch),
+            report->removed.end())
+      << ::testing::PrintToString(report->removed);
+  EXPECT_TRUE(h.registry().blobs().Contains(form->patch_digest));
+  h.Reopen(ChainOptions());
+  ExpectPulls(h, "org/m", Synthetic(0.004));
 }
 
 // --verify-storage's chain check: every link rebuilt exactly; a damaged link is reported.
