@@ -112,6 +112,13 @@ void AddServe(CLI::App& app, std::vector<Command>* commands) {
                   "in progress)")
       ->transform(CLI::AsNumberWithUnit(time_units, CLI::AsNumberWithUnit::CASE_INSENSITIVE))
       ->default_str("1h");
+  sub->add_option("--job-lease", options->job_lease,
+                  "how long a replica's lease on shared work (compression, patches, garbage "
+                  "collection) lasts without renewal: a replica killed mid-work blocks the "
+                  "others that long (at least 3s)")
+      ->transform(CLI::AsNumberWithUnit(time_units, CLI::AsNumberWithUnit::CASE_INSENSITIVE))
+      ->check(CLI::Range(uint64_t(3), uint64_t(86400)))
+      ->default_str("30s");
   sub->add_option("--public-url", options->public_url,
                   "URL clients reach the registry at, e.g. https://models.example.com; the "
                   "realm of auth challenges is URL/v2/_blz/token (default: http://<the "

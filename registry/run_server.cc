@@ -123,6 +123,7 @@ Status RunServer(const ServerOptions& options) {
   ropts.private_mode = options.private_mode;
   ropts.allow_delete = !options.no_delete;
   ropts.gc_grace = std::chrono::seconds(options.gc_grace);
+  ropts.job_leases.lease = std::chrono::seconds(options.job_lease);
   ropts.public_url = options.public_url;
   ropts.create_patch = PatcherPatchFunction();
   // Patches between archives stored compressed or chained read them as stored (no rebuild).

@@ -50,6 +50,10 @@ struct ServerOptions {
   // when asked, POST /v2/_blz/gc); unreferenced blobs younger than `gc_grace` seconds stay.
   uint64_t gc_interval = 0;
   uint64_t gc_grace = 3600;
+  // Leases on work shared with other replicas (registry/background_jobs.h, LeaseOptions):
+  // seconds a lease lasts, so how long a dead replica's computation or collection blocks the
+  // others before one takes over. >= 3 (renewed every third of it).
+  uint64_t job_lease = 30;
   // Storage (docs/registry-api.md, "Storage"): the soft bound on archives rebuilt into
   // <data>/cache, and whether raw archive blobs are kept next to their full patches.
   uint64_t cache_bytes = 8ull << 30;

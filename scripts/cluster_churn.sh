@@ -26,7 +26,9 @@ cleanup() { bash scripts/cluster.sh stop "$work/cluster"; rm -rf "$work"; }
 trap cleanup EXIT
 
 status=0
-settings=$(BLZ_CLUSTER_SERVE_FLAGS="--gc-grace ${grace}s --upload-idle-timeout ${idle}s" \
+# --job-lease: a killed replica's leases block the others this long (default 30 s), which was
+# most of the wait for idle compression after the churn.
+settings=$(BLZ_CLUSTER_SERVE_FLAGS="--gc-grace ${grace}s --upload-idle-timeout ${idle}s --job-lease 5s" \
   bash scripts/cluster.sh start "$work/cluster" "$replicas" "$blz") || status=$?
 if [ "$status" -eq 77 ]; then
   echo "churn: SKIPPED: a cluster component (PostgreSQL, Ceph, nginx) is not installed"

@@ -54,7 +54,8 @@ class ChainsE2ETest : public ::testing::Test {
   }
   void Start(const std::vector<std::string>& extra = {},
              std::map<std::string, std::string> env = {}) {
-    std::vector<std::string> flags = {"--gc-grace", "0s"};
+    // A killed collector's lease blocks the next collection until it expires: 3 s, not 30.
+    std::vector<std::string> flags = {"--gc-grace", "0s", "--job-lease", "3s"};
     flags.insert(flags.end(), extra.begin(), extra.end());
     server_ = StartServe(BLZ_BINARY, data_, flags, work_ / "serve", std::move(env));
     ASSERT_FALSE(server_.addr.empty()) << ReadFileBytes(work_ / "serve.err");
@@ -124,7 +125,7 @@ TEST_F(ChainsE2ETest, KilledDuringRebaseAndGcOfTheParentLosesNothing) {
   // form is computed, after the dead rows are forgotten and before any blob is deleted, and
   // after the first of the parent's blobs is deleted. (Timed kills from outside, which this
   // test used before, caught the re-base only.) Restart, pull byte-identical. A killed
-  // collector's lease ("gc") stays until it expires (30 s): the request is repeated until a
+  // collector's lease ("gc") stays until it expires (--job-lease, 3 s here): the request is repeated until a
   // collection runs.
   auto collect_until_started = [this](const std::string& addr, const std::atomic<bool>& stop) {
     for (int i = 0; i < 400 && !stop; ++i) {
