@@ -491,14 +491,15 @@ void AddApply(CLI::App& app, std::vector<Command>* commands) {
     if (to_archive) {
       BLZ_RETURN_IF_ERROR(patcher::ApplyPatch(base, args->patch, args->output, &stats, options));
     } else {
-      // The model files are written as the patch is decoded (each piece's xxh3-64 checked as
-      // they go, the target archive's SHA-256, which covers every byte, at the end), into a
-      // directory beside the output renamed into place only then: no target archive is
-      // written or read back (issue 28).
+      // The model files are written as the patch is decoded (each chunk's xxh3-64 checked by
+      // the apply as it is decoded, the target archive's SHA-256, which covers every byte, at
+      // the end), into a directory beside the output renamed into place only then: no target
+      // archive is written or read back (issue 28).
       BLZ_RETURN_IF_ERROR(tmp.CreateNear(args->output));
       const std::string built = tmp.path() + "/model";
       client::FileStreamer files(client::FileStreamer::Mode::kDirectory, built, "",
-                                 client::FileFilter{}, "target of " + args->patch);
+                                 client::FileFilter{}, "target of " + args->patch,
+                                 client::FileStreamer::PieceCheck::kCheckedBySource);
       BLZ_RETURN_IF_ERROR(
           patcher::ApplyPatchToSink(base, args->patch, "", &files, &stats, options));
       BLZ_RETURN_IF_ERROR(files.Finish());

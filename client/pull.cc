@@ -164,17 +164,18 @@ struct FetchContext {
 };
 
 // Runs `feed`, which hands the target archive's bytes to a FileStreamer writing the model's
-// files where ctx.stream says (and checking each piece's xxh3-64, and each file's SHA-256 in
-// the snapshot, as they go by), then checks that every piece came whole and the archive's
+// files where ctx.stream says (and checking, as they go by, each piece's length and, as
+// `pieces` says, its xxh3-64, and each file's SHA-256 in the snapshot), then checks that every piece came whole and the archive's
 // stored headers (`target_path`, which `feed` leaves whole). Any failure removes what the
 // stream wrote (kDirectory / kByDigest directory); errors name the archive `digest`.
 Status StreamFiles(const FetchContext& ctx, const std::string& target_path,
-                   const std::string& digest,
+                   const std::string& digest, FileStreamer::PieceCheck pieces,
                    const std::function<Status(FileStreamer* files)>& feed) {
   StreamTarget& stream = *ctx.stream;
   // A route after one that wrote the files (and then failed, say to publish) checks only.
   const FileStreamer::Mode mode = stream.written ? FileStreamer::Mode::kVerifyOnly : stream.mode;
-  FileStreamer files(mode, stream.dir, stream.held_store, *stream.filter, "archive " + digest);
+  FileStreamer files(mode, stream.dir, stream.held_store, *stream.filter, "archive " + digest,
+                     pieces);
   Status s = feed(&files);
   if (s.ok()) s = files.Finish();
   if (s.ok()) s = CheckArchiveHeaders(target_path, digest);
@@ -193,7 +194,9 @@ Status ApplyStreaming(const FetchContext& ctx, const std::string& base_path,
                       const std::string& patch_path, const std::string& target_path,
                       const std::string& digest, const std::string& label,
                       patcher::ApplyStats* stats) {
-  return StreamFiles(ctx, target_path, digest, [&](FileStreamer* files) -> Status {
+  // The apply checks every decoded chunk (xxh3-64) and the whole target (SHA-256) itself.
+  return StreamFiles(ctx, target_path, digest, FileStreamer::PieceCheck::kCheckedBySource,
+                     [&](FileStreamer* files) -> Status {
     patcher::ApplyOptions apply_options;
     ProgressMeter apply_meter(label, ctx.options->progress);
     apply_options.progress = apply_meter.Callback();
@@ -217,7 +220,8 @@ Status ApplyStreaming(const FetchContext& ctx, const std::string& base_path,
 // checked them when the version was pushed.
 Status CheckAndStreamDownload(const FetchContext& ctx, const std::string& archive_path,
                               const std::string& digest) {
-  Status s = StreamFiles(ctx, archive_path, digest, [&](FileStreamer* files) -> Status {
+  Status s = StreamFiles(ctx, archive_path, digest, FileStreamer::PieceCheck::kXxh3,
+                         [&](FileStreamer* files) -> Status {
     Result<formats::BlzArchive> archive = formats::BlzArchive::Open(archive_path);
     if (!archive.ok()) return NamedByDigest(archive.status(), archive_path, digest);
     ProgressMeter meter("verifying", ctx.options->progress);

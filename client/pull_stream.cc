@@ -27,8 +27,9 @@ bool SamePiece(const formats::ArchivePiece& a, const formats::ArchivePiece& b) {
 }  // namespace
 
 FileStreamer::FileStreamer(Mode mode, std::string dir, std::string held_store, FileFilter filter,
-                           std::string what)
+                           std::string what, PieceCheck pieces)
     : mode_(mode),
+      pieces_(pieces),
       dir_(std::move(dir)),
       held_store_(std::move(held_store)),
       filter_(std::move(filter)),
@@ -128,7 +129,9 @@ Status FileStreamer::FinishPiece() {
     return Corruption(where + ": " + std::to_string(seen_) + " of its " + std::to_string(length) +
                       " bytes were rebuilt");
   }
-  const uint64_t got = piece_xxh_ != nullptr ? piece_xxh_->Digest() : Xxh3_64(ByteSpan());
+  const uint64_t got = pieces_ == PieceCheck::kCheckedBySource ? PieceXxh3(slot.piece)
+                       : piece_xxh_ != nullptr               ? piece_xxh_->Digest()
+                                                             : Xxh3_64(ByteSpan());
   if (got != PieceXxh3(slot.piece)) {
     out_.reset();  // removes the temporary file
     return Corruption(where + ": xxh3-64 is " + Hex64(got) + ", header says " +
@@ -156,8 +159,10 @@ Status FileStreamer::Data(const formats::ArchivePiece& piece, uint64_t offset, B
                       " of a piece where " + std::to_string(seen_) + " bytes were expected");
   }
   if (!file_open_) BLZ_RETURN_IF_ERROR(StartFile(order_[pos_].file));
-  if (piece_xxh_ == nullptr) piece_xxh_ = std::make_unique<Xxh3Stream>();
-  piece_xxh_->Update(bytes);
+  if (pieces_ == PieceCheck::kXxh3) {
+    if (piece_xxh_ == nullptr) piece_xxh_ = std::make_unique<Xxh3Stream>();
+    piece_xxh_->Update(bytes);
+  }
   if (mode_ == Mode::kByDigest) file_sha_.Update(bytes);
   if (out_.has_value()) {
     if (Status s = out_->Append(bytes); !s.ok()) {

@@ -3,9 +3,14 @@
 // files in the pass that checks the archive instead of reading the archive back to verify and
 // then unpack it.
 //
-// What a FileStreamer checks, as the bytes go by: every piece's xxh3-64 and length against the
-// target's header, every file's size; in kByDigest mode also every file's SHA-256, which names
-// it in the store's files/. The caller proves every byte with the archive's SHA-256 (= the
+// What a FileStreamer checks, as the bytes go by: every piece's length against the target's
+// header and (PieceCheck::kXxh3) its xxh3-64, every file's size; in kByDigest mode also every
+// file's SHA-256, which names it in the store's files/. PieceCheck::kCheckedBySource skips the
+// pieces' xxh3-64 where the source already checked every byte it hands over: a patch apply
+// checks each decoded chunk against the patch's xxh3-64 and the whole target against its
+// SHA-256 (patcher/patch_sink.h), so hashing the pieces again was a second xxh3 pass over the
+// whole target (issue 28). A downloaded archive (patcher::FeedArchiveToSink checks nothing) is
+// streamed with kXxh3. The caller proves every byte with the archive's SHA-256 (= the
 // manifest's digest) before anything the streamer wrote is published: apply checks it before
 // it returns OK, a download before the archive is fed (patcher::FeedArchiveToSink). With
 // BlzArchive::CheckStoredHeaders on the result, that is what BlzArchive::Verify checks except
@@ -54,11 +59,13 @@ namespace blz::client {
 class FileStreamer : public patcher::TargetSink {
  public:
   enum class Mode { kVerifyOnly, kDirectory, kByDigest };
+  // Whether each piece's xxh3-64 is checked against the header (see above).
+  enum class PieceCheck { kXxh3, kCheckedBySource };
 
   // `what` names the target in errors (e.g. "archive sha256:..."). `dir`, `held_store`: see
   // Mode.
   FileStreamer(Mode mode, std::string dir, std::string held_store, FileFilter filter,
-               std::string what);
+               std::string what, PieceCheck pieces = PieceCheck::kXxh3);
   ~FileStreamer() override;
 
   Status Begin(const formats::ArchiveHeader& target) override;
@@ -85,6 +92,7 @@ class FileStreamer : public patcher::TargetSink {
   uint64_t PieceXxh3(const formats::ArchivePiece& p) const;
 
   Mode mode_;
+  PieceCheck pieces_;
   std::string dir_;
   std::string held_store_;
   FileFilter filter_;

@@ -2,6 +2,8 @@
 // the bytes apply rebuilds, checked as they go, and published only when checked.
 #include <sys/stat.h>
 
+#include <functional>
+
 #include "client/pull_stream.h"
 #include "client/snapshot.h"
 #include "formats/blz_archive_check.h"
@@ -116,6 +118,58 @@ TEST_F(PullStreamTest, WrongBytesFailAndPublishNothing) {
       }
     }
   }
+}
+
+// PieceCheck::kCheckedBySource (a patch apply, which checks every chunk itself) drops only the
+// pieces' xxh3-64: a short piece is still refused in every mode, and kByDigest still proves
+// each file's SHA-256, so a flipped bit never gets a store name.
+TEST_F(PullStreamTest, CheckedBySourceStillChecksLengthsAndFileDigests) {
+  formats::PackStats stats;
+  ASSERT_TRUE(formats::Pack(tmp_ / "v2", tmp_ / "b.blz", &stats).ok());
+  auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
+  ASSERT_TRUE(archive.ok());
+  const formats::ArchiveHeader& h = archive->header();
+  // Feeds every piece, the first non-empty tensor changed by `change`.
+  auto feed = [&](FileStreamer* files, const std::function<void(std::string*)>& change) {
+    Status s = files->Begin(h);
+    bool changed = false;
+    for (const formats::ArchiveFile& f : h.files) {
+      for (const formats::ArchivePiece& p : f.pieces) {
+        const bool raw = p.kind == formats::ArchivePiece::Kind::kRaw;
+        std::string bytes(AsChars(raw ? archive->RawData(p.index) : archive->TensorData(p.index)));
+        if (!raw && !changed && !bytes.empty()) {
+          change(&bytes);
+          changed = true;
+        }
+        if (!bytes.empty() && s.ok()) s = files->Data(p, 0, AsBytes(bytes));
+      }
+    }
+    return s.ok() ? files->Finish() : s;
+  };
+  const auto checked = FileStreamer::PieceCheck::kCheckedBySource;
+  int run = 0;
+  for (FileStreamer::Mode mode : {FileStreamer::Mode::kDirectory, FileStreamer::Mode::kByDigest,
+                                  FileStreamer::Mode::kVerifyOnly}) {
+    const std::string dir = tmp_ / ("short" + std::to_string(run++));
+    FileStreamer files(mode, dir, "", FileFilter{}, "archive X", checked);
+    Status s = feed(&files, [](std::string* b) { b->pop_back(); });
+    EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+    EXPECT_NE(s.message().find("bytes were rebuilt"), std::string::npos) << s.message();
+  }
+  const std::string dir = tmp_ / "flipped";
+  FileStreamer by_digest(FileStreamer::Mode::kByDigest, dir, "", FileFilter{}, "archive X",
+                         checked);
+  Status s = feed(&by_digest, [](std::string* b) { (*b)[b->size() / 2] ^= 0x01; });
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("model.safetensors"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("SHA-256"), std::string::npos) << s.message();
+  EXPECT_TRUE(MisnamedStoreFiles(dir).empty());
+  // The sound bytes pass with no piece hashed.
+  FileStreamer sound(FileStreamer::Mode::kDirectory, tmp_ / "sound", "", FileFilter{}, "X",
+                     checked);
+  s = feed(&sound, [](std::string*) {});
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(Tree(tmp_ / "sound"), Tree(tmp_ / "v2"));
 }
 
 // kByDigest names each file in the store by its SHA-256, so it proves that name: a header whose
