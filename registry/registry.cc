@@ -578,7 +578,9 @@ Result<GcReport> Registry::CollectGarbage(bool dry_run) {
   // more get another form, so that the collection below can take those archives.
   uint64_t rebased = 0;
   uint64_t rebase_failed = 0;
-  if (!dry_run) (void)storage_->RebaseOrphans(&rebased, &rebase_failed);
+  // A re-base pass that cannot even list the links is an error of the collection, not a
+  // silent skip: the orphans' parents then stay, and the operator must see why.
+  Status rebase = dry_run ? Status::Ok() : storage_->RebaseOrphans(&rebased, &rebase_failed);
   GcOptions o;
   o.grace = options_.gc_grace;
   o.dry_run = dry_run;
@@ -587,6 +589,9 @@ Result<GcReport> Registry::CollectGarbage(bool dry_run) {
   if (report.ok()) {
     report->chain_links_rebased = rebased;
     report->chain_rebases_failed = rebase_failed;
+    if (!rebase.ok()) {
+      report->errors.push_back("re-basing orphaned chain links: " + rebase.ToString());
+    }
   }
   if (report.ok() && !dry_run) metrics_.RecordGc(report->bytes_freed);
   if (lease) {

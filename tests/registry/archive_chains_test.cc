@@ -705,6 +705,46 @@ TEST(ArchiveChainsTest, DeletingTheBaseKeepsDependentsReadable) {
   ExpectPulls(h, "org/ft", ft);
 }
 
+// A re-base pass that cannot list the chain links (here: a column of archive_chains is gone)
+// is an error of the collection, reported, not skipped in silence; the link and its parent
+// stay, and the fine-tune still pulls.
+TEST(ArchiveChainsTest, ARebaseThatCannotListTheLinksIsAnErrorOfTheCollection) {
+  Harness h(ChainOptions());
+  std::string bd, fd;
+  const std::string ft = Synthetic(0.002);
+  ASSERT_NO_FATAL_FAILURE(PushBaseAndFineTune(&h, Synthetic(0), ft, &bd, &fd));
+  ASSERT_TRUE(h.registry().db().FindChainLink(fd).ok());
+  auto base_form = h.registry().db().FindStoredForm(bd);
+  ASSERT_TRUE(base_form.ok());
+  const std::string md = ManifestDigest(h, "org/base", "v1");
+  ASSERT_EQ(h.Call("DELETE", "/v2/org/base/manifests/" + md).status, 202);
+  {
+    Result<store::sql::Database> sql = h.OpenMetadataSql();
+    ASSERT_TRUE(sql.ok()) << sql.status().ToString();
+    ASSERT_TRUE(
+        sql->Exec("ALTER TABLE archive_chains RENAME COLUMN rebuild_bytes TO rebuild_bytes_x")
+            .ok());
+  }
+  Result<GcReport> report = h.registry().CollectGarbage(/*dry_run=*/false);
+  {
+    Result<store::sql::Database> sql = h.OpenMetadataSql();
+    ASSERT_TRUE(sql.ok()) << sql.status().ToString();
+    ASSERT_TRUE(
+        sql->Exec("ALTER TABLE archive_chains RENAME COLUMN rebuild_bytes_x TO rebuild_bytes")
+            .ok());
+  }
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->chain_links_rebased, 0u);
+  const bool named = std::any_of(report->errors.begin(), report->errors.end(), [](auto& e) {
+    return e.find("re-basing orphaned chain links") != std::string::npos;
+  });
+  EXPECT_TRUE(named) << "the failed re-base pass is not among the collection's errors ("
+                     << report->errors.size() << " errors)";
+  EXPECT_TRUE(h.registry().db().FindChainLink(fd).ok());
+  EXPECT_TRUE(h.registry().blobs().Contains(base_form->patch_digest));
+  ExpectPulls(h, "org/ft", ft);
+}
+
 // A base with two fine-tunes in one repository: deleting the base re-bases one fine-tune onto
 // the other (a new parent, never a deeper chain) or its full patch; everything still pulls.
 // Deleting every version of a chain: one collection frees every blob (the dead links are
