@@ -85,6 +85,20 @@ TEST(BlzCliTest, ServeRefusesAnUnknownLogFormat) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "data"));
 }
 
+// `blz serve --job-lease` outside 3 s .. 1 day (above it, a killed replica would block the
+// others' shared work longer than that) is a usage error, before anything is created.
+TEST(BlzCliTest, ServeRefusesAJobLeaseOutOfRange) {
+  TempDir tmp;
+  for (const std::string lease : {"1s", "2", "2d"}) {
+    BlzRun r = Blz("serve --data " + tmp / "data" + " --job-lease " + lease, tmp);
+    EXPECT_EQ(r.code, 2) << lease << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("blz: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("--job-lease"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not in range"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp / "data")) << lease;
+  }
+}
+
 // `blz serve --config FILE`: an unknown key, an unknown section, a bad value or a missing file
 // is a usage error naming the file and the key, before anything is created.
 TEST(BlzCliTest, ServeConfigFileErrorsAreClear) {
@@ -103,6 +117,8 @@ TEST(BlzCliTest, ServeConfigFileErrorsAreClear) {
        "log_format: --log-format: xml not in {text,json}"},
       {"data = \"" + data + "\"\nprivate = maybe\n", "private: Could not convert"},
       {"data = \"" + data + "\"\nthreads = -1\n", "threads: --threads: Value -1 not in range"},
+      {"data = \"" + data + "\"\njob-lease = \"1s\"\n",
+       "job-lease: --job-lease: Value 1 not in range"},
   };
   for (const Case& c : cases) {
     const std::string config = tmp / "serve.toml";
