@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -143,6 +144,123 @@ Status RunOrdered(size_t n, unsigned threads, const std::function<Result<T>(size
   for (std::thread& t : pool) t.join();
   return result;
 }
+
+// A second serial consumer on a thread of its own: work(item) runs for every pushed item, in
+// push order, with at most `capacity` items waiting, then release(item) (whatever work did).
+// After RunOrdered's consumer, it lets two serial parts of one pipeline overlap instead of
+// adding up (patch apply: the archive's SHA-256 and write on the calling thread, the model
+// files' writes and hashes here). After the first error of `work` (or Cancel), later items
+// are only released, and Push returns that error. Finish waits for every pushed item and
+// returns the first error of `work`; the destructor cancels and waits. If no thread can be started,
+// Push runs work and release itself. Push and Finish: from one thread; `work` and `release`
+// run on the stage's thread and must not touch what that thread uses unsynchronized.
+template <typename T>
+class SerialStage {
+ public:
+  SerialStage(size_t capacity, std::function<Status(T&)> work, std::function<void(T&)> release)
+      : capacity_(capacity == 0 ? 1 : capacity),
+        work_(std::move(work)),
+        release_(std::move(release)) {
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::system_error&) {
+      inline_ = true;
+    }
+  }
+  ~SerialStage() {
+    Cancel();
+    (void)Finish();
+  }
+  SerialStage(const SerialStage&) = delete;
+  SerialStage& operator=(const SerialStage&) = delete;
+
+  Status Push(T item) {
+    if (inline_) {
+      if (error_.ok() && !cancelled_) error_ = Guarded(item);
+      release_(item);
+      return !error_.ok() || !cancelled_ ? error_ : Internal("the stage was cancelled");
+    }
+    Status failed;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return queue_.size() < capacity_ || !error_.ok() || cancelled_; });
+      if (error_.ok() && !cancelled_) {
+        queue_.push_back(std::move(item));
+        cv_.notify_all();
+        return Status::Ok();
+      }
+      failed = error_.ok() ? Internal("the stage was cancelled") : error_;
+    }
+    release_(item);
+    return failed;
+  }
+
+  // Later items are only released (an error elsewhere: their work is not wanted); Push then
+  // refuses new ones. Finish still returns only an error of `work`.
+  void Cancel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    cv_.notify_all();
+  }
+
+  Status Finish() {
+    if (!inline_) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        closed_ = true;
+      }
+      cv_.notify_all();
+      if (thread_.joinable()) thread_.join();
+    }
+    return error_;  // the stage's thread has ended
+  }
+
+ private:
+  Status Guarded(T& item) {
+    try {
+      return work_(item);
+    } catch (const std::bad_alloc&) {
+      return Internal("out of memory");
+    } catch (const std::exception& e) {
+      return Internal(std::string("unexpected exception: ") + e.what());
+    }
+  }
+
+  void Run() {
+    for (;;) {
+      std::optional<T> item;
+      bool failed = false;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty() || closed_; });
+        if (queue_.empty()) return;
+        item.emplace(std::move(queue_.front()));
+        queue_.pop_front();
+        failed = !error_.ok() || cancelled_;
+      }
+      cv_.notify_all();  // room for Push
+      Status s = failed ? Status::Ok() : Guarded(*item);
+      release_(*item);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (error_.ok()) error_ = s;
+        cv_.notify_all();
+      }
+    }
+  }
+
+  const size_t capacity_;
+  std::function<Status(T&)> work_;
+  std::function<void(T&)> release_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<T> queue_;
+  bool closed_ = false;
+  bool cancelled_ = false;
+  bool inline_ = false;
+  Status error_;
+  std::thread thread_;
+};
 
 }  // namespace blz
 

@@ -1,7 +1,7 @@
 // Applying and verifying per-tensor patches: the reading half of patcher/patch.h (patch.cc
 // writes them). Container: patcher/patch_format.h; spec: docs/patch-format.md. Each chunk is
 // decoded by a worker of an ordered pipeline (core/ordered_pipeline.h) and checked before it
-// is written, in order, by the calling thread.
+// is written, in order, by the calling thread; a sink gets it, in order, on a stage of its own.
 #include "patcher/patch.h"
 
 #include <algorithm>
@@ -410,12 +410,41 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
     return d;
   };
 
+  // What a consumed chunk holds until nobody reads it any more: its buffer, and the patch's
+  // and base's pages it was decoded from (dropped behind the apply).
+  auto release = [&](size_t i, Decoded& d) {
+    const Job& job = jobs[i];
+    buffers.Put(std::move(d.owned));
+    if (job.has_base) drop_base[job.base_file]->Drop(job.base_offset, job.size);
+    const PatchChunk& c = ph.pieces[size_t(job.piece)].chunks[job.chunk];
+    drop_patch.Drop(ph.payload_start + c.offset, c.length);
+  };
+  // The sink (the model files a pull writes, their SHA-256 in a snapshot) runs on a stage of
+  // its own, so that its writes and hashes overlap the archive's SHA-256 and write below
+  // instead of following them on this thread: they were the 1 GB patch pull's critical path
+  // (issue 28). At most kSinkChunks decoded chunks wait for it.
+  struct SinkItem {
+    size_t job;
+    Decoded d;
+  };
+  constexpr size_t kSinkChunks = 4;
+  std::optional<SerialStage<SinkItem>> sink_stage;
+  if (sink != nullptr) {
+    sink_stage.emplace(
+        kSinkChunks,
+        [&](SinkItem& it) -> Status {
+          const Job& job = jobs[it.job];
+          const PatchPiece& piece = ph.pieces[size_t(job.piece)];
+          return sink->Data({piece.kind, piece.index}, job.chunk * kChunkBytes, it.d.view);
+        },
+        [&](SinkItem& it) { release(it.job, it.d); });
+  }
+
   // Each chunk was checked against its xxh3 when decoded, and the whole file is checked
   // against the target digest below, so the pieces' own xxh3 (in the target header) are not
   // recomputed: that was a second xxh3 pass over every byte (2.5% of a 1-thread apply).
   std::function<Status(size_t, Decoded&)> consume = [&](size_t i, Decoded& d) -> Status {
     const Job& job = jobs[i];
-    const PatchPiece& piece = ph.pieces[size_t(job.piece)];
     if (job.offset < hashed) return Internal(where(job) + ": pieces out of order");
     if (expected == nullptr) {
       HashZeros(&sha, job.offset - hashed);
@@ -426,20 +455,23 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
     }
     hashed = job.offset + job.size;
     if (out.has_value()) BLZ_RETURN_IF_ERROR(out->WriteAt(job.offset, d.view));
-    if (sink != nullptr) {
-      BLZ_RETURN_IF_ERROR(sink->Data({piece.kind, piece.index},
-                                             job.chunk * kChunkBytes, d.view));
+    if (sink_stage.has_value()) {
+      BLZ_RETURN_IF_ERROR(sink_stage->Push({i, std::move(d)}));
+    } else {
+      release(i, d);
     }
-    buffers.Put(std::move(d.owned));
-    if (job.has_base) drop_base[job.base_file]->Drop(job.base_offset, job.size);
-    const PatchChunk& c = piece.chunks[job.chunk];
-    drop_patch.Drop(ph.payload_start + c.offset, c.length);
     if (options.progress) options.progress(hashed, ph.target_size);
     return Status::Ok();
   };
-  BLZ_RETURN_IF_ERROR(
-      RunOrdered<Decoded>(jobs.size(), ResolveThreads(options.threads),
-                                    produce, consume));
+  Status rebuilt = RunOrdered<Decoded>(jobs.size(), ResolveThreads(options.threads), produce,
+                                       consume);
+  if (sink_stage.has_value()) {
+    if (!rebuilt.ok()) sink_stage->Cancel();
+    // The sink's error first: it is about an earlier chunk than anything after it, as when
+    // the sink ran on this thread.
+    BLZ_RETURN_IF_ERROR(sink_stage->Finish());
+  }
+  BLZ_RETURN_IF_ERROR(rebuilt);
   std::string got;
   if (expected == nullptr) {
     HashZeros(&sha, ph.target_size - hashed);

@@ -15,10 +15,12 @@
 
 namespace blz::patcher {
 
-// Sees the target archive as it is rebuilt. Called on the applying thread, in order: Begin once
-// with the target's header (parsed from the patch, before any data), then Data for every
-// non-empty piece's bytes in data-section order (a piece in one or more consecutive calls, each
-// chunk already checked against the patch's xxh3-64). Pieces with no bytes get no Data call.
+// Sees the target archive as it is rebuilt. Called in order, one call at a time: Begin once
+// with the target's header (parsed from the patch, before any data; on the applying thread),
+// then Data for every non-empty piece's bytes in data-section order (a piece in one or more
+// consecutive calls, each chunk already checked against the patch's xxh3-64; on a thread of
+// the apply's own, so that the sink's work overlaps the archive's hashing and writing; the
+// apply has joined it before it returns). Pieces with no bytes get no Data call.
 // The target's SHA-256 is checked only after the last Data call: a sink must publish nothing
 // that it has not checked itself before the apply returns OK. An error returned by the sink
 // stops the apply with that error (the target is then not renamed into place).

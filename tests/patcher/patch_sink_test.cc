@@ -1,0 +1,129 @@
+// Tests for applying a patch into a sink (patcher/patch_sink.h): the sink sees the target's
+// header, then every piece's bytes in data-section order, on a stage of the apply's own; an
+// error of the sink is the apply's error and leaves no target archive behind.
+#include "patcher/patch_sink.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "formats/blz_archive.h"
+#include "patcher/patch.h"
+#include "tests/formats/test_models.h"
+#include "tests/test_util.h"
+
+namespace blz::patcher {
+namespace {
+
+namespace fs = std::filesystem;
+using Kind = formats::ArchivePiece::Kind;
+
+// Keeps what it is handed; fails at Data call number `fail_at` (0 = never).
+class RecordingSink : public TargetSink {
+ public:
+  explicit RecordingSink(int fail_at = 0) : fail_at_(fail_at) {}
+  Status Begin(const formats::ArchiveHeader& target) override {
+    header = target;
+    return Status::Ok();
+  }
+  Status Data(const formats::ArchivePiece& piece, uint64_t offset, ByteSpan bytes) override {
+    ++calls;
+    threads.push_back(std::this_thread::get_id());
+    if (calls == fail_at_) return IOError("sink: disk full at call " + std::to_string(calls));
+    order.push_back({piece.kind, piece.index});
+    std::string& got = pieces[{piece.kind, piece.index}];
+    EXPECT_EQ(offset, got.size()) << "a piece's bytes arrive in order, without gaps";
+    got.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return Status::Ok();
+  }
+
+  formats::ArchiveHeader header;
+  int calls = 0;
+  std::vector<std::thread::id> threads;
+  std::vector<std::pair<Kind, uint32_t>> order;
+  std::map<std::pair<Kind, uint32_t>, std::string> pieces;
+
+ private:
+  int fail_at_;
+};
+
+class PatchSinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::WriteFileBytes(tmp_ / "a.blz", testing::PackedTestModel(7, 0));
+    testing::WriteFileBytes(tmp_ / "b.blz", testing::PackedTestModel(7, 0.01));
+    DiffStats stats;
+    Status s = CreatePatch(tmp_ / "a.blz", tmp_ / "b.blz", tmp_ / "p.blzpatch", {}, &stats);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  testing::TempDir tmp_;
+};
+
+TEST_F(PatchSinkTest, SeesEveryPieceInDataSectionOrderOffTheCallersThread) {
+  auto target = formats::BlzArchive::Open(tmp_ / "b.blz");
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  for (int threads : {1, 0}) {
+    RecordingSink sink;
+    ApplyOptions options;
+    options.threads = threads;
+    const std::string out = tmp_ / ("out" + std::to_string(threads) + ".blz");
+    ApplyStats stats;
+    Status s = ApplyPatchToSink(tmp_ / "a.blz", tmp_ / "p.blzpatch", out, &sink, &stats, options);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(testing::ReadFileBytes(out) == testing::ReadFileBytes(tmp_ / "b.blz"));
+    ASSERT_EQ(sink.header.tensors.size(), target->header().tensors.size());
+    // Every non-empty piece, whole, in the order of the data section (the files' pieces).
+    std::vector<std::pair<Kind, uint32_t>> want_order;
+    for (const formats::ArchiveFile& f : target->header().files) {
+      for (const formats::ArchivePiece& p : f.pieces) {
+        ByteSpan bytes = p.kind == Kind::kRaw ? target->RawData(p.index)
+                                              : target->TensorData(p.index);
+        if (bytes.empty()) continue;
+        const std::pair<Kind, uint32_t> key{p.kind, p.index};
+        EXPECT_TRUE(sink.pieces[key] == std::string(AsChars(bytes)))
+            << (p.kind == Kind::kRaw ? "raw " : "tensor ") << p.index;
+        if (want_order.empty() || want_order.back() != std::make_pair(p.kind, p.index)) {
+          want_order.push_back({p.kind, p.index});
+        }
+      }
+    }
+    std::vector<std::pair<Kind, uint32_t>> got_order;
+    for (const auto& k : sink.order) {
+      if (got_order.empty() || got_order.back() != k) got_order.push_back(k);
+    }
+    EXPECT_EQ(got_order, want_order);
+    // On one thread, and not the caller's: the sink's work overlaps the archive's.
+    ASSERT_FALSE(sink.threads.empty());
+    for (const std::thread::id& t : sink.threads) {
+      EXPECT_EQ(t, sink.threads.front());
+      EXPECT_NE(t, std::this_thread::get_id());
+    }
+  }
+}
+
+// The sink's error stops the apply and is what it returns; no target archive appears, not
+// even a temporary one.
+TEST_F(PatchSinkTest, AnErrorOfTheSinkIsTheApplysAndLeavesNoTarget) {
+  for (int fail_at : {1, 2}) {
+    RecordingSink sink(fail_at);
+    const std::string dir = tmp_ / ("out" + std::to_string(fail_at));
+    const std::string out = dir + "/b.blz";
+    fs::create_directories(dir);
+    ApplyStats stats;
+    Status s = ApplyPatchToSink(tmp_ / "a.blz", tmp_ / "p.blzpatch", out, &sink, &stats);
+    EXPECT_EQ(s.code(), Code::kIOError) << s.ToString();
+    EXPECT_NE(s.message().find("disk full at call " + std::to_string(fail_at)),
+              std::string::npos)
+        << s.message();
+    EXPECT_TRUE(fs::is_empty(dir)) << "fail_at " << fail_at;
+    // Nothing after the failed call reached the sink.
+    EXPECT_EQ(sink.calls, fail_at);
+  }
+}
+
+}  // namespace
+}  // namespace blz::patcher
