@@ -40,26 +40,30 @@ inline unsigned ResolveThreads(int threads) {
 // does not depend on thread timing), or the first error from consume; once there is an error
 // no new work starts. All threads have finished when this returns. `produce` must be
 // thread-safe; exceptions escaping it (std::bad_alloc) become kInternal.
+namespace internal {
+
+// f(), with an exception escaping it (std::bad_alloc, say) as kInternal. R: Status or Result.
+template <typename R, typename F>
+R CatchAsInternal(F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return Internal("out of memory");
+  } catch (const std::exception& e) {
+    return Internal(std::string("unexpected exception: ") + e.what());
+  }
+}
+
+}  // namespace internal
+
 template <typename T>
 Status RunOrdered(size_t n, unsigned threads, const std::function<Result<T>(size_t)>& produce,
                   const std::function<Status(size_t, T&)>& consume) {
-  auto guarded = [&produce](size_t i) -> Result<T> {
-    try {
-      return produce(i);
-    } catch (const std::bad_alloc&) {
-      return Internal("out of memory");
-    } catch (const std::exception& e) {
-      return Internal(std::string("unexpected exception: ") + e.what());
-    }
+  auto guarded = [&produce](size_t i) {
+    return internal::CatchAsInternal<Result<T>>([&] { return produce(i); });
   };
-  auto guarded_consume = [&consume](size_t i, T& v) -> Status {
-    try {
-      return consume(i, v);
-    } catch (const std::bad_alloc&) {
-      return Internal("out of memory");
-    } catch (const std::exception& e) {
-      return Internal(std::string("unexpected exception: ") + e.what());
-    }
+  auto guarded_consume = [&consume](size_t i, T& v) {
+    return internal::CatchAsInternal<Status>([&] { return consume(i, v); });
   };
   if (threads > n) threads = unsigned(n);
   if (threads <= 1) {
@@ -217,13 +221,7 @@ class SerialStage {
 
  private:
   Status Guarded(T& item) {
-    try {
-      return work_(item);
-    } catch (const std::bad_alloc&) {
-      return Internal("out of memory");
-    } catch (const std::exception& e) {
-      return Internal(std::string("unexpected exception: ") + e.what());
-    }
+    return internal::CatchAsInternal<Status>([&] { return work_(item); });
   }
 
   void Run() {

@@ -35,6 +35,27 @@ std::vector<std::string> MisnamedStoreFiles(const fs::path& dir) {
   return bad;
 }
 
+// Begins `files` with `h` and hands it every non-empty piece of `archive` as an apply would,
+// the first non-empty tensor's bytes passed through `change` first (if given); then Finish.
+Status FeedPieces(FileStreamer* files, const formats::BlzArchive& archive,
+                  const formats::ArchiveHeader& h,
+                  const std::function<void(std::string*)>& change = {}) {
+  Status s = files->Begin(h);
+  bool changed = false;
+  for (const formats::ArchiveFile& f : h.files) {
+    for (const formats::ArchivePiece& p : f.pieces) {
+      const bool raw = p.kind == formats::ArchivePiece::Kind::kRaw;
+      std::string bytes(AsChars(raw ? archive.RawData(p.index) : archive.TensorData(p.index)));
+      if (!raw && !changed && !bytes.empty() && change) {
+        change(&bytes);
+        changed = true;
+      }
+      if (!bytes.empty() && s.ok()) s = files->Data(p, 0, AsBytes(bytes));
+    }
+  }
+  return s.ok() ? files->Finish() : s;
+}
+
 class PullStreamTest : public PushPullTest {
  protected:
   // Packs `base` and `target`, makes the patch; fills base_/target_/patch_ paths.
@@ -92,21 +113,8 @@ TEST_F(PullStreamTest, WrongBytesFailAndPublishNothing) {
                                   FileStreamer::Mode::kVerifyOnly}) {
     const std::string dir = tmp_ / ("out" + std::to_string(int(mode)));
     FileStreamer files(mode, dir, "", FileFilter{}, "archive X");
-    ASSERT_TRUE(files.Begin(h).ok());
-    Status s;
-    bool flipped = false;
-    for (const formats::ArchiveFile& f : h.files) {
-      for (const formats::ArchivePiece& p : f.pieces) {
-        const bool raw = p.kind == formats::ArchivePiece::Kind::kRaw;
-        std::string bytes(AsChars(raw ? archive->RawData(p.index) : archive->TensorData(p.index)));
-        if (!raw && !flipped && !bytes.empty()) {
-          bytes[bytes.size() / 2] ^= 0x01;  // one bit of the first tensor
-          flipped = true;
-        }
-        if (!bytes.empty() && s.ok()) s = files.Data(p, 0, AsBytes(bytes));
-      }
-    }
-    if (s.ok()) s = files.Finish();
+    // One bit of the first tensor.
+    Status s = FeedPieces(&files, *archive, h, [](std::string* b) { (*b)[b->size() / 2] ^= 1; });
     EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
     EXPECT_NE(s.message().find("model.safetensors"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("archive X"), std::string::npos) << s.message();
@@ -129,37 +137,20 @@ TEST_F(PullStreamTest, CheckedBySourceStillChecksLengthsAndFileDigests) {
   auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
   ASSERT_TRUE(archive.ok());
   const formats::ArchiveHeader& h = archive->header();
-  // Feeds every piece, the first non-empty tensor changed by `change`.
-  auto feed = [&](FileStreamer* files, const std::function<void(std::string*)>& change) {
-    Status s = files->Begin(h);
-    bool changed = false;
-    for (const formats::ArchiveFile& f : h.files) {
-      for (const formats::ArchivePiece& p : f.pieces) {
-        const bool raw = p.kind == formats::ArchivePiece::Kind::kRaw;
-        std::string bytes(AsChars(raw ? archive->RawData(p.index) : archive->TensorData(p.index)));
-        if (!raw && !changed && !bytes.empty()) {
-          change(&bytes);
-          changed = true;
-        }
-        if (!bytes.empty() && s.ok()) s = files->Data(p, 0, AsBytes(bytes));
-      }
-    }
-    return s.ok() ? files->Finish() : s;
-  };
   const auto checked = FileStreamer::PieceCheck::kCheckedBySource;
   int run = 0;
   for (FileStreamer::Mode mode : {FileStreamer::Mode::kDirectory, FileStreamer::Mode::kByDigest,
                                   FileStreamer::Mode::kVerifyOnly}) {
     const std::string dir = tmp_ / ("short" + std::to_string(run++));
     FileStreamer files(mode, dir, "", FileFilter{}, "archive X", checked);
-    Status s = feed(&files, [](std::string* b) { b->pop_back(); });
+    Status s = FeedPieces(&files, *archive, h, [](std::string* b) { b->pop_back(); });
     EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
     EXPECT_NE(s.message().find("bytes were rebuilt"), std::string::npos) << s.message();
   }
   const std::string dir = tmp_ / "flipped";
   FileStreamer by_digest(FileStreamer::Mode::kByDigest, dir, "", FileFilter{}, "archive X",
                          checked);
-  Status s = feed(&by_digest, [](std::string* b) { (*b)[b->size() / 2] ^= 0x01; });
+  Status s = FeedPieces(&by_digest, *archive, h, [](std::string* b) { (*b)[b->size() / 2] ^= 1; });
   EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
   EXPECT_NE(s.message().find("model.safetensors"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("SHA-256"), std::string::npos) << s.message();
@@ -167,7 +158,7 @@ TEST_F(PullStreamTest, CheckedBySourceStillChecksLengthsAndFileDigests) {
   // The sound bytes pass with no piece hashed.
   FileStreamer sound(FileStreamer::Mode::kDirectory, tmp_ / "sound", "", FileFilter{}, "X",
                      checked);
-  s = feed(&sound, [](std::string*) {});
+  s = FeedPieces(&sound, *archive, h);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(Tree(tmp_ / "sound"), Tree(tmp_ / "v2"));
 }
@@ -183,20 +174,9 @@ TEST_F(PullStreamTest, ByDigestProvesEachFileName) {
   formats::ArchiveHeader h = archive->header();
   const std::string claimed(64, 'a');
   h.files.back().sha256 = claimed;
-  auto feed = [&](FileStreamer* files) {
-    Status s = files->Begin(h);
-    for (const formats::ArchiveFile& f : h.files) {
-      for (const formats::ArchivePiece& p : f.pieces) {
-        const bool raw = p.kind == formats::ArchivePiece::Kind::kRaw;
-        ByteSpan bytes = raw ? archive->RawData(p.index) : archive->TensorData(p.index);
-        if (!bytes.empty() && s.ok()) s = files->Data(p, 0, bytes);
-      }
-    }
-    return s.ok() ? files->Finish() : s;
-  };
   const std::string dir = tmp_ / "by-digest";
   FileStreamer by_digest(FileStreamer::Mode::kByDigest, dir, "", FileFilter{}, "archive X");
-  Status s = feed(&by_digest);
+  Status s = FeedPieces(&by_digest, *archive, h);
   EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
   EXPECT_NE(s.message().find(h.files.back().path), std::string::npos) << s.message();
   EXPECT_FALSE(fs::exists(dir + "/" + claimed));
