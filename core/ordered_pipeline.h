@@ -4,8 +4,8 @@
 // (kWindowPerThread = 4: with 2, the consumer's SHA-256 and writes, on a core shared with the
 // workers, stalled them often enough that apply's 2-thread speed-up fell to 1.59-1.71x, against
 // 1.75-1.96x with 4, measured alternately on the 2.1 GB pair), so memory stays
-// bounded by a multiple of (chunk size x threads) whatever the number of chunks. Internal to
-// blz.
+// bounded by a multiple of (chunk size x threads) whatever the number of chunks. SerialStage
+// adds a second in-order consumer on a thread of its own. Internal to blz.
 #ifndef BLZ_CORE_ORDERED_PIPELINE_H_
 #define BLZ_CORE_ORDERED_PIPELINE_H_
 
@@ -34,12 +34,6 @@ inline unsigned ResolveThreads(int threads) {
   return n == 0 ? 1 : n;
 }
 
-// Runs produce(i) for every i in [0, n) on up to `threads` threads, and consume(i, result) on
-// the calling thread for i = 0, 1, ..., n-1 in that order. Returns the first error in index
-// order (an error from produce(i) is returned when i's turn to be consumed comes, so the result
-// does not depend on thread timing), or the first error from consume; once there is an error
-// no new work starts. All threads have finished when this returns. `produce` must be
-// thread-safe; exceptions escaping it (std::bad_alloc) become kInternal.
 namespace internal {
 
 // f(), with an exception escaping it (std::bad_alloc, say) as kInternal. R: Status or Result.
@@ -56,6 +50,12 @@ R CatchAsInternal(F&& f) {
 
 }  // namespace internal
 
+// Runs produce(i) for every i in [0, n) on up to `threads` threads, and consume(i, result) on
+// the calling thread for i = 0, 1, ..., n-1 in that order. Returns the first error in index
+// order (an error from produce(i) is returned when i's turn to be consumed comes, so the result
+// does not depend on thread timing), or the first error from consume; once there is an error
+// no new work starts. All threads have finished when this returns. `produce` must be
+// thread-safe; exceptions escaping it (std::bad_alloc) become kInternal.
 template <typename T>
 Status RunOrdered(size_t n, unsigned threads, const std::function<Result<T>(size_t)>& produce,
                   const std::function<Status(size_t, T&)>& consume) {
@@ -155,9 +155,10 @@ Status RunOrdered(size_t n, unsigned threads, const std::function<Result<T>(size
 // adding up (patch apply: the archive's SHA-256 and write on the calling thread, the model
 // files' writes and hashes here). After the first error of `work` (or Cancel), later items
 // are only released, and Push returns that error. Finish waits for every pushed item and
-// returns the first error of `work`; the destructor cancels and waits. If no thread can be started,
-// Push runs work and release itself. Push and Finish: from one thread; `work` and `release`
-// run on the stage's thread and must not touch what that thread uses unsynchronized.
+// returns the first error of `work`; the destructor cancels and waits. If no thread can be
+// started, Push runs work and release itself. Push, Cancel and Finish: from one thread;
+// `work` and `release` run on the stage's thread and must not touch, unsynchronized, what the
+// pushing thread uses.
 template <typename T>
 class SerialStage {
  public:

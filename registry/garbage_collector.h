@@ -80,10 +80,11 @@ struct GcReport {
   // the full patch computed on the way as young garbage: the next collection takes it.
   uint64_t chain_links_rebased = 0;
   uint64_t chain_rebases_failed = 0;  // those links stay, and so do their parents
-  // A re-base pass that failed as a whole (the links could not be listed) is one line of
-  // `errors` ("re-basing orphaned chain links: ..."); the collection itself still runs.
   std::vector<std::string> removed;  // digests removed, sorted
-  std::vector<std::string> errors;   // blobs that could not be removed (the sweep goes on)
+  // Blobs that could not be removed (the sweep goes on); and a re-base pass that failed as a
+  // whole (the links could not be listed), as "re-basing orphaned chain links: ..." (the
+  // collection itself still runs).
+  std::vector<std::string> errors;
   double seconds = 0;
 };
 
