@@ -196,6 +196,47 @@ Result<PackLayout> PackLayout::Open(const std::string& input) {
   return layout;
 }
 
+Result<PackLayout> PackLayout::FromArchivePrefix(ByteSpan prefix, uint64_t total_size,
+                                                 const std::vector<std::string>& files) {
+  BLZ_ASSIGN_OR_RETURN(ArchiveHeader h, ParseArchivePrefix(prefix, total_size));
+  if (files.size() != h.files.size()) {
+    return InvalidArgument("archive layout: " + Num(files.size()) + " file paths for a header of " +
+                           Num(h.files.size()) + " files");
+  }
+  PackLayout layout;
+  layout.raw_sources_.resize(h.raws.size());
+  layout.tensor_sources_.resize(h.tensors.size());
+  for (size_t fi = 0; fi < h.files.size(); ++fi) {
+    const ArchiveFile& af = h.files[fi];
+    auto owned = std::make_unique<Input>();
+    BLZ_ASSIGN_OR_RETURN(owned->map, MappedFile::Open(files[fi]));
+    if (owned->map.size() != af.size) {
+      return Corruption(files[fi] + ": has " + Num(owned->map.size()) + " bytes, the archive's '" +
+                        af.path + "' " + Num(af.size));
+    }
+    // A file is its pieces, one after another (docs/blz-format.md): each piece's place in it is
+    // the sum of the lengths before it; ParseArchivePrefix checked that they add up to af.size.
+    uint64_t src = 0;
+    for (const ArchivePiece& p : af.pieces) {
+      const bool raw = p.kind == ArchivePiece::Kind::kRaw;
+      (raw ? layout.raw_sources_ : layout.tensor_sources_)[p.index] = {uint32_t(fi), src};
+      src += raw ? h.raws[p.index].length : h.tensors[p.index].length;
+    }
+    layout.inputs_.push_back(&owned->bytes());
+    layout.owned_.push_back(std::move(owned));
+  }
+  Status placed = archive_internal::ForEachPiece(
+      h, [&](size_t, const ArchivePiece& p, uint64_t off, uint64_t len) -> Status {
+        layout.placed_.push_back({h.data_start + off, len, p});
+        return Status::Ok();
+      });
+  BLZ_RETURN_IF_ERROR(placed);
+  layout.prefix_.assign(reinterpret_cast<const char*>(prefix.data()), size_t(h.data_start));
+  layout.header_ = std::move(h);
+  layout.hashed_ = true;
+  return layout;
+}
+
 const PackLayout::Placed* PackLayout::PieceAt(uint64_t at) const {
   auto it = std::upper_bound(placed_.begin(), placed_.end(), at,
                              [](uint64_t o, const Placed& p) { return o < p.offset; });

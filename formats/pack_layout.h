@@ -7,6 +7,9 @@
 //
 // The layout is exact before any byte is hashed: hashes have fixed-width text forms in the
 // header, so data_start, every piece's offset and total_size do not depend on them.
+// FromArchivePrefix lays a stored archive header over the model files it describes instead:
+// the archive rebuilt from its files (a first step toward a local store that keeps the files
+// and the header rather than a second copy of every version, issue 28); nothing uses it yet.
 #ifndef BLZ_FORMATS_PACK_LAYOUT_H_
 #define BLZ_FORMATS_PACK_LAYOUT_H_
 
@@ -39,6 +42,18 @@ class PackLayout {
   // kInvalidArgument naming the input, the parsers' kCorruption naming the file and byte
   // offset, kTooLarge).
   static Result<PackLayout> Open(const std::string& input);
+
+  // The archive whose prefix (magic, header, padding: its first data_start bytes, exactly as
+  // stored) is `prefix` and whose total size is `total_size`, laid over `files` (one path per
+  // header file, in header order, each holding that file's bytes): the archive read back from
+  // the model files it was unpacked to, byte for byte, whichever blz packed it (the header is
+  // taken as it is, never re-derived by scanning the files). hashed() is true: the header's
+  // hashes are the archive's own claims, not checked here (ArchiveDigest proves the whole).
+  // Errors: ParseArchivePrefix's (kCorruption naming the field); kInvalidArgument when the
+  // number of paths is not the header's number of files; kCorruption naming the file when its
+  // size is not the header's; MappedFile::Open's (kNotFound, kIOError).
+  static Result<PackLayout> FromArchivePrefix(ByteSpan prefix, uint64_t total_size,
+                                              const std::vector<std::string>& files);
 
   PackLayout(PackLayout&&) noexcept;
   PackLayout& operator=(PackLayout&&) noexcept;

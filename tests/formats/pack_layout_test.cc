@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,8 +29,46 @@ constexpr char kZeroHex[] = "000000000000000000000000000000000000000000000000000
 
 std::string Str(ByteSpan b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
 
+// `archive` (packed from `input`, a directory or one file, into work/a.blz; its digest
+// `digest`): copies each of its files to a name of no meaning (its SHA-256, as a
+// content-addressed store names it) and lays the archive's stored prefix over those copies:
+// the very archive, byte for byte, with the header taken as stored.
+void ExpectArchiveRebuiltFromItsFiles(const std::string& input, const TempDir& work,
+                                      const BlzArchive* archive, const std::string& digest) {
+  const ArchiveHeader& want = archive->header();
+  const bool single = want.files.size() == 1 && !std::filesystem::is_directory(input);
+  std::vector<std::string> paths;
+  for (const ArchiveFile& f : want.files) {
+    const std::string bytes = ReadFileBytes(single ? input : input + "/" + f.path);
+    paths.push_back(work / Sha256Hex(bytes));
+    WriteFileBytes(paths.back(), bytes);
+  }
+  Result<PackLayout> layout =
+      PackLayout::FromArchivePrefix(archive->Prefix(), want.total_size, paths);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_TRUE(layout->hashed());
+  EXPECT_TRUE(layout->PrefixBytes() == Str(archive->Prefix()));
+  ASSERT_EQ(layout->header().tensors.size(), want.tensors.size());
+  for (uint32_t i = 0; i < want.tensors.size(); ++i) {
+    EXPECT_EQ(layout->header().tensors[i].sha256, want.tensors[i].sha256);
+    EXPECT_TRUE(Str(layout->TensorData(i)) == Str(archive->TensorData(i))) << want.tensors[i].name;
+  }
+  for (uint32_t i = 0; i < want.raws.size(); ++i) {
+    EXPECT_TRUE(Str(layout->RawData(i)) == Str(archive->RawData(i))) << "raw " << i;
+  }
+  const std::string whole = ReadFileBytes(work / "a.blz");
+  std::string buf(whole.size(), '\x55');
+  Status s = layout->ReadInto(0, whole.size(), reinterpret_cast<uint8_t*>(buf.data()));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(buf == whole) << input << ": the rebuilt archive differs";
+  Result<std::string> got = layout->ArchiveDigest();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, digest);
+}
+
 // Packs `input`, then checks a PackLayout of it against the archive: the same layout before any
-// hash is known, every piece's bytes, the same prefix once hashed, and the same digest.
+// hash is known, every piece's bytes, the same prefix once hashed, and the same digest; and the
+// archive laid over copies of its files (ExpectArchiveRebuiltFromItsFiles).
 void ExpectLayoutIsThePackedArchive(const std::string& input) {
   TempDir work;
   PackStats stats;
@@ -115,6 +155,7 @@ void ExpectLayoutIsThePackedArchive(const std::string& input) {
   ASSERT_TRUE(digest.ok()) << digest.status().ToString();
   EXPECT_EQ(*digest, stats.digest);
   EXPECT_EQ(*digest, MakeDigest(Sha256Hex(ReadFileBytes(work / "a.blz"))));
+  ExpectArchiveRebuiltFromItsFiles(input, work, &*archive, stats.digest);
 }
 
 TEST(PackLayoutTest, IsThePackedArchiveOfAShardedDirectoryWithEdgeTensors) {
@@ -155,6 +196,65 @@ TEST(PackLayoutTest, RefusesWhatPackRefuses) {
   EXPECT_EQ(l.status().code(), Code::kCorruption) << l.status().ToString();
   EXPECT_NE(l.status().message().find("model.safetensors"), std::string::npos)
       << l.status().ToString();
+}
+
+// Wrong inputs: a damaged prefix, the wrong number of files, a file of the wrong size (named);
+// a file of the right size with other bytes lays out, and its digest is not the archive's (the
+// caller's proof: FromArchivePrefix checks sizes, not contents).
+TEST(PackLayoutTest, FromArchivePrefixRefusesWhatDoesNotFit) {
+  TempDir src, work;
+  WriteTestModel(src.path());
+  PackStats stats;
+  ASSERT_TRUE(Pack(src.path(), work / "a.blz", &stats).ok());
+  Result<BlzArchive> archive = BlzArchive::Open(work / "a.blz");
+  ASSERT_TRUE(archive.ok());
+  const ArchiveHeader& h = archive->header();
+  std::vector<std::string> paths;
+  for (const ArchiveFile& f : h.files) paths.push_back(src / f.path);
+  ASSERT_TRUE(PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, paths).ok());
+
+  std::string prefix = Str(archive->Prefix());
+  const size_t key = prefix.find("\"tensors\"");
+  ASSERT_NE(key, std::string::npos);
+  prefix[key + 1] = 'T';  // a header key no archive has
+  Result<PackLayout> l = PackLayout::FromArchivePrefix(AsBytes(prefix), h.total_size, paths);
+  EXPECT_EQ(l.status().code(), Code::kCorruption) << l.status().ToString();
+  l = PackLayout::FromArchivePrefix(archive->Prefix().subspan(0, 100), h.total_size, paths);
+  EXPECT_EQ(l.status().code(), Code::kInvalidArgument) << l.status().ToString();
+  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size + 64, paths);
+  EXPECT_EQ(l.status().code(), Code::kCorruption) << l.status().ToString();
+
+  std::vector<std::string> fewer(paths.begin(), paths.end() - 1);
+  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, fewer);
+  EXPECT_EQ(l.status().code(), Code::kInvalidArgument) << l.status().ToString();
+
+  const size_t big = size_t(std::max_element(h.files.begin(), h.files.end(),
+                                             [](const ArchiveFile& a, const ArchiveFile& b) {
+                                               return a.size < b.size;
+                                             }) -
+                            h.files.begin());
+  const std::string bytes = ReadFileBytes(paths[big]);
+  std::vector<std::string> changed = paths;
+  changed[big] = work / "short";
+  WriteFileBytes(changed[big], bytes.substr(0, bytes.size() - 1));
+  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, changed);
+  EXPECT_EQ(l.status().code(), Code::kCorruption) << l.status().ToString();
+  EXPECT_NE(l.status().message().find(changed[big]), std::string::npos) << l.status().ToString();
+  EXPECT_NE(l.status().message().find(h.files[big].path), std::string::npos)
+      << l.status().ToString();
+
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] ^= 1;
+  changed[big] = work / "flipped";
+  WriteFileBytes(changed[big], flipped);
+  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, changed);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  Result<std::string> digest = l->ArchiveDigest();
+  ASSERT_TRUE(digest.ok());
+  EXPECT_NE(*digest, stats.digest);
+  changed[big] = work / "missing";
+  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, changed);
+  EXPECT_EQ(l.status().code(), Code::kNotFound) << l.status().ToString();
 }
 
 }  // namespace
