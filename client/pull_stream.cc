@@ -129,13 +129,13 @@ Status FileStreamer::FinishPiece() {
     return Corruption(where + ": " + std::to_string(seen_) + " of its " + std::to_string(length) +
                       " bytes were rebuilt");
   }
-  const uint64_t got = pieces_ == PieceCheck::kCheckedBySource ? PieceXxh3(slot.piece)
-                       : piece_xxh_ != nullptr               ? piece_xxh_->Digest()
-                                                             : Xxh3_64(ByteSpan());
-  if (got != PieceXxh3(slot.piece)) {
-    out_.reset();  // removes the temporary file
-    return Corruption(where + ": xxh3-64 is " + Hex64(got) + ", header says " +
-                      Hex64(PieceXxh3(slot.piece)));
+  if (pieces_ == PieceCheck::kXxh3) {
+    const uint64_t got = piece_xxh_ != nullptr ? piece_xxh_->Digest() : Xxh3_64(ByteSpan());
+    if (got != PieceXxh3(slot.piece)) {
+      out_.reset();  // removes the temporary file
+      return Corruption(where + ": xxh3-64 is " + Hex64(got) + ", header says " +
+                        Hex64(PieceXxh3(slot.piece)));
+    }
   }
   piece_xxh_.reset();
   seen_ = 0;

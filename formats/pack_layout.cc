@@ -187,12 +187,7 @@ Result<PackLayout> PackLayout::Open(const std::string& input) {
     return TooLarge(input + ": archive would exceed 2^64 bytes");
   }
   layout.prefix_ = archive_internal::PrefixBytes(json, h.data_start);
-  Status placed = archive_internal::ForEachPiece(
-      h, [&](size_t, const ArchivePiece& p, uint64_t off, uint64_t len) -> Status {
-        layout.placed_.push_back({h.data_start + off, len, p});
-        return Status::Ok();
-      });
-  BLZ_RETURN_IF_ERROR(placed);
+  BLZ_RETURN_IF_ERROR(layout.PlacePieces(h));
   return layout;
 }
 
@@ -225,16 +220,19 @@ Result<PackLayout> PackLayout::FromArchivePrefix(ByteSpan prefix, uint64_t total
     layout.inputs_.push_back(&owned->bytes());
     layout.owned_.push_back(std::move(owned));
   }
-  Status placed = archive_internal::ForEachPiece(
-      h, [&](size_t, const ArchivePiece& p, uint64_t off, uint64_t len) -> Status {
-        layout.placed_.push_back({h.data_start + off, len, p});
-        return Status::Ok();
-      });
-  BLZ_RETURN_IF_ERROR(placed);
+  BLZ_RETURN_IF_ERROR(layout.PlacePieces(h));
   layout.prefix_.assign(reinterpret_cast<const char*>(prefix.data()), size_t(h.data_start));
   layout.header_ = std::move(h);
   layout.hashed_ = true;
   return layout;
+}
+
+Status PackLayout::PlacePieces(const ArchiveHeader& h) {
+  return archive_internal::ForEachPiece(
+      h, [&](size_t, const ArchivePiece& p, uint64_t off, uint64_t len) -> Status {
+        placed_.push_back({h.data_start + off, len, p});
+        return Status::Ok();
+      });
 }
 
 const PackLayout::Placed* PackLayout::PieceAt(uint64_t at) const {

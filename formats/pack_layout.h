@@ -112,6 +112,8 @@ class PackLayout {
     ArchivePiece piece;
   };
   std::vector<Placed> placed_;
+  // Fills placed_ from `h`'s pieces (a header that passed ParseArchivePrefix or was laid out).
+  Status PlacePieces(const ArchiveHeader& h);
   std::string prefix_;
   bool hashed_ = false;
   // The piece whose bytes contain absolute offset `at` (null in the prefix or the padding).

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <functional>
+#include <optional>
 
 #include "client/pull_stream.h"
 #include "client/snapshot.h"
@@ -58,6 +59,16 @@ Status FeedPieces(FileStreamer* files, const formats::BlzArchive& archive,
 
 class PullStreamTest : public PushPullTest {
  protected:
+  // tmp_/`dir` packed into tmp_/b.blz, opened (nullopt, with a failure recorded, if not).
+  std::optional<formats::BlzArchive> PackedModel(const std::string& dir) {
+    formats::PackStats stats;
+    Status s = formats::Pack(tmp_ / dir, tmp_ / "b.blz", &stats);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
+    EXPECT_TRUE(archive.ok()) << archive.status().ToString();
+    if (!s.ok() || !archive.ok()) return std::nullopt;
+    return std::move(*archive);
+  }
   // Packs `base` and `target`, makes the patch; fills base_/target_/patch_ paths.
   void MakePatch(const std::string& base, const std::string& target) {
     formats::PackStats stats;
@@ -104,10 +115,8 @@ TEST_F(PullStreamTest, StreamedFilesOfARealFineTuneAreByteIdentical) {
 // Bytes that do not match the header fail with kCorruption naming the file, and the file never
 // appears under its name (only its temporary, removed).
 TEST_F(PullStreamTest, WrongBytesFailAndPublishNothing) {
-  formats::PackStats stats;
-  ASSERT_TRUE(formats::Pack(tmp_ / "v2", tmp_ / "b.blz", &stats).ok());
-  auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
-  ASSERT_TRUE(archive.ok());
+  std::optional<formats::BlzArchive> archive = PackedModel("v2");
+  ASSERT_TRUE(archive.has_value());
   const formats::ArchiveHeader& h = archive->header();
   for (FileStreamer::Mode mode : {FileStreamer::Mode::kDirectory, FileStreamer::Mode::kByDigest,
                                   FileStreamer::Mode::kVerifyOnly}) {
@@ -132,10 +141,8 @@ TEST_F(PullStreamTest, WrongBytesFailAndPublishNothing) {
 // pieces' xxh3-64: a short piece is still refused in every mode, and kByDigest still proves
 // each file's SHA-256, so a flipped bit never gets a store name.
 TEST_F(PullStreamTest, CheckedBySourceStillChecksLengthsAndFileDigests) {
-  formats::PackStats stats;
-  ASSERT_TRUE(formats::Pack(tmp_ / "v2", tmp_ / "b.blz", &stats).ok());
-  auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
-  ASSERT_TRUE(archive.ok());
+  std::optional<formats::BlzArchive> archive = PackedModel("v2");
+  ASSERT_TRUE(archive.has_value());
   const formats::ArchiveHeader& h = archive->header();
   const auto checked = FileStreamer::PieceCheck::kCheckedBySource;
   int run = 0;
@@ -167,10 +174,8 @@ TEST_F(PullStreamTest, CheckedBySourceStillChecksLengthsAndFileDigests) {
 // file digest is not its bytes' (each piece's xxh3-64 sound) fails, and no file appears under
 // the claimed name. (-o and check-only rely on the caller's archive SHA-256 for the bytes.)
 TEST_F(PullStreamTest, ByDigestProvesEachFileName) {
-  formats::PackStats stats;
-  ASSERT_TRUE(formats::Pack(tmp_ / "v2", tmp_ / "b.blz", &stats).ok());
-  auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
-  ASSERT_TRUE(archive.ok());
+  std::optional<formats::BlzArchive> archive = PackedModel("v2");
+  ASSERT_TRUE(archive.has_value());
   formats::ArchiveHeader h = archive->header();
   const std::string claimed(64, 'a');
   h.files.back().sha256 = claimed;
@@ -185,10 +190,8 @@ TEST_F(PullStreamTest, ByDigestProvesEachFileName) {
 
 // Pieces out of order or short are refused rather than written in the wrong place.
 TEST_F(PullStreamTest, OutOfOrderOrMissingDataIsRefused) {
-  formats::PackStats stats;
-  ASSERT_TRUE(formats::Pack(tmp_ / "v1", tmp_ / "b.blz", &stats).ok());
-  auto archive = formats::BlzArchive::Open(tmp_ / "b.blz");
-  ASSERT_TRUE(archive.ok());
+  std::optional<formats::BlzArchive> archive = PackedModel("v1");
+  ASSERT_TRUE(archive.has_value());
   const formats::ArchiveHeader& h = archive->header();
   ASSERT_GE(h.tensors.size(), 2u);
   {
