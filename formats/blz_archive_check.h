@@ -14,6 +14,11 @@ namespace blz::formats {
 // the file and byte offset).
 Status CheckStoredHeaders(const BlzArchive& archive);
 
+class PackLayout;
+// The same checks of an archive seen through its files (PackLayout::FromArchivePrefix: a
+// version the local store keeps as files, client/local_store.h). `what` names it in errors.
+Status CheckStoredHeaders(const PackLayout& layout, const std::string& what);
+
 }  // namespace blz::formats
 
 #endif  // BLZ_FORMATS_BLZ_ARCHIVE_CHECK_H_

@@ -14,6 +14,7 @@
 #include "formats/blz_archive_internal.h"
 #include "formats/ggml_types.h"
 #include "formats/gguf.h"
+#include "formats/pack_layout.h"
 #include "formats/safetensors.h"
 
 namespace blz::formats {
@@ -34,16 +35,18 @@ constexpr size_t kCopyChunk = 8u << 20;
 // Rule 16 of docs/blz-format.md: the stored GGUF header describes exactly the file's pieces.
 namespace {
 
-Status CheckGgufPieces(const BlzArchive& archive, const ArchiveFile& f) {
+// `A` is a BlzArchive or a PackLayout (header(), RawData(index)); `ap` names it in errors.
+template <class A>
+Status CheckGgufPieces(const A& archive, const std::string& ap, const ArchiveFile& f) {
   const ArchiveHeader& h = archive.header();
   const ArchiveRaw& raw = h.raws[f.pieces[0].index];
   const std::string at = " (raw piece at byte offset " + Num(h.data_start + raw.offset) + ")";
   const ByteSpan head = archive.RawData(f.pieces[0].index);
   auto parsed = ParseGguf(head, GgufMode::kHeaderOnly, f.path);
-  if (!parsed.ok()) return parsed.status().WithContext(archive.path() + at);
+  if (!parsed.ok()) return parsed.status().WithContext(ap + at);
   const GgufFile& g = *parsed;
   auto bad = [&](const std::string& what) {
-    return Corruption(archive.path() + ": file " + Quote(f.path) + at + ": " + what);
+    return Corruption(ap + ": file " + Quote(f.path) + at + ": " + what);
   };
   auto all_zero = [](ByteSpan b) {
     return std::all_of(b.begin(), b.end(), [](uint8_t c) { return c == 0; });
@@ -100,9 +103,9 @@ Status CheckGgufPieces(const BlzArchive& archive, const ArchiveFile& f) {
 
 namespace {
 
-Status CheckStoredHeader(const BlzArchive& archive, size_t fi) {
+template <class A>
+Status CheckStoredHeader(const A& archive, const std::string& ap, size_t fi) {
   const ArchiveHeader& h = archive.header();
-  const std::string& ap = archive.path();
   const ArchiveFile& f = h.files[fi];
   if (f.kind == "safetensors") {
     // The stored safetensors header must describe exactly the stored tensors.
@@ -125,7 +128,7 @@ Status CheckStoredHeader(const BlzArchive& archive, size_t fi) {
       }
     }
   }
-  if (f.kind == "gguf") BLZ_RETURN_IF_ERROR(CheckGgufPieces(archive, f));
+  if (f.kind == "gguf") BLZ_RETURN_IF_ERROR(CheckGgufPieces(archive, ap, f));
   return Status::Ok();
 }
 
@@ -133,7 +136,14 @@ Status CheckStoredHeader(const BlzArchive& archive, size_t fi) {
 
 Status CheckStoredHeaders(const BlzArchive& archive) {
   for (size_t i = 0; i < archive.header().files.size(); ++i) {
-    BLZ_RETURN_IF_ERROR(CheckStoredHeader(archive, i));
+    BLZ_RETURN_IF_ERROR(CheckStoredHeader(archive, archive.path(), i));
+  }
+  return Status::Ok();
+}
+
+Status CheckStoredHeaders(const PackLayout& layout, const std::string& what) {
+  for (size_t i = 0; i < layout.header().files.size(); ++i) {
+    BLZ_RETURN_IF_ERROR(CheckStoredHeader(layout, what, i));
   }
   return Status::Ok();
 }
@@ -213,7 +223,7 @@ Status BlzArchive::Verify(const ProgressCallback& progress, uint64_t two_pass_by
                                                   : h.tensors[f.pieces[0].index].offset)) +
                           "): SHA-256 is " + got + ", header says " + f.sha256);
       }
-      return CheckStoredHeader(*this, fi);
+      return CheckStoredHeader(*this, path(), fi);
     };
     // Whether the other pass's error already comes before anything this one can still find
     // in file `fi` (see PassError).

@@ -8,8 +8,8 @@
 // The layout is exact before any byte is hashed: hashes have fixed-width text forms in the
 // header, so data_start, every piece's offset and total_size do not depend on them.
 // FromArchivePrefix lays a stored archive header over the model files it describes instead:
-// the archive rebuilt from its files (a first step toward a local store that keeps the files
-// and the header rather than a second copy of every version, issue 28); nothing uses it yet.
+// the archive rebuilt from its files: how the local store reads a version it keeps as its files
+// and the header rather than as a second copy of every byte (client/local_store.h, issue 28).
 #ifndef BLZ_FORMATS_PACK_LAYOUT_H_
 #define BLZ_FORMATS_PACK_LAYOUT_H_
 

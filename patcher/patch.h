@@ -126,6 +126,10 @@ struct ApplyOptions {
 struct ApplyStats {
   std::string target_digest;
   uint64_t target_bytes = 0;
+  // The target's prefix (magic, header, padding: its first data_start bytes), as decoded and
+  // proven with the rest by the target's SHA-256: what a caller that keeps no archive keeps
+  // of it (client/local_store.h). Set only on success.
+  std::string target_prefix;
 };
 
 // Rebuilds the target archive at `target_out`. Checks each chunk's xxh3-64 as it is decoded

@@ -184,7 +184,8 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
 Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
                  const std::string& target_out, ApplyMode mode, const ApplyOptions& options,
                  ApplyStats* stats, TargetSink* sink = nullptr,
-                 const ExpectedTarget* expected = nullptr) {
+                 const ExpectedTarget* expected = nullptr,
+                 formats::PackLayout* base_layout = nullptr) {
   if (options.threads < 0) {
     return InvalidArgument("apply: threads must be >= 0 (0 = one per core), got " +
                            std::to_string(options.threads));
@@ -214,14 +215,21 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
   // bytes as the target, at SHA-256 speed) is saved. When the rebuild fails, the base's digest
   // is computed then, so that a wrong base is still reported as such (kDigestMismatch).
   MappedFile base;
-  std::optional<formats::PackLayout> base_files;  // a model directory read in place
+  // The base's pieces read in place from model files: a model directory (opened here), or the
+  // caller's layout (`base_layout`: an archive the local store keeps as its files).
+  std::optional<formats::PackLayout> opened;
+  formats::PackLayout* base_files = nullptr;
   ArchiveHeader bh;  // stays empty without a base
   BaseBytes base_bytes(&base, &bh);
-  if (ph.has_base && internal::IsModelInput(base_archive)) {
+  if (ph.has_base && base_layout != nullptr) {
+    base_files = base_layout;
+    base_bytes = BaseBytes(base_files);
+  } else if (ph.has_base && internal::IsModelInput(base_archive)) {
     Result<formats::PackLayout> layout = formats::PackLayout::Open(base_archive);
     if (!layout.ok()) return layout.status().WithContext("base model");
-    base_files.emplace(std::move(*layout));
-    base_bytes = BaseBytes(&*base_files);
+    opened.emplace(std::move(*layout));
+    base_files = &*opened;
+    base_bytes = BaseBytes(base_files);
   } else if (ph.has_base) {
     Result<MappedFile> base_or = MappedFile::Open(base_archive);
     if (!base_or.ok()) return base_or.status().WithContext("base archive");
@@ -229,7 +237,7 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
   }
   auto wrong_base = [&]() -> std::optional<Status> {
     std::string base_digest;
-    if (base_files.has_value()) {
+    if (base_files != nullptr) {
       Status filled = base_files->hashed() ? Status::Ok() : base_files->FillHashes(nullptr);
       if (!filled.ok()) return filled.WithContext(base_archive + ": hashing the base model");
       Result<std::string> d = base_files->ArchiveDigest();
@@ -239,13 +247,15 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
       base_digest = DigestOf(base);
     }
     if (base_digest == ph.base_digest) return std::nullopt;
-    return DigestMismatch(base_archive + (base_files ? ": base model packs to digest "
-                                                     : ": base archive has digest ") +
-                          base_digest + ", the patch " + patch_path + " needs base " +
-                          ph.base_digest);
+    const char* has = base_layout != nullptr ? ": the base's files give digest "
+                      : base_files != nullptr  ? ": base model packs to digest "
+                                               : ": base archive has digest ";
+    return DigestMismatch(base_archive + has + base_digest + ", the patch " + patch_path +
+                          " needs base " + ph.base_digest);
   };
   if (ph.has_base) {
-    const uint64_t base_size = base_files ? base_files->header().total_size : base.size();
+    const uint64_t base_size =
+        base_files != nullptr ? base_files->header().total_size : base.size();
     if (base_size != ph.base_size) {
       if (auto s = wrong_base()) return *s;
       return Corruption(patch_path + ": base.size " + std::to_string(ph.base_size) +
@@ -253,7 +263,7 @@ Status ApplyImpl(const std::string& base_archive, const std::string& patch_path,
                         " bytes");
     }
   }
-  if (ph.has_base && !base_files) {
+  if (ph.has_base && base_files == nullptr) {
     Result<ArchiveHeader> bh_or = formats::ParseArchivePrefix(base.bytes(), base.size());
     if (!bh_or.ok()) {
       if (auto s = wrong_base()) return *s;
@@ -370,6 +380,9 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
   }
   uint64_t hashed = prefix.size();
   if (options.progress) options.progress(hashed, ph.target_size);
+  // Kept for stats->target_prefix, else freed now.
+  std::vector<uint8_t> kept_prefix;
+  if (stats != nullptr) kept_prefix = std::move(prefix);
   prefix.clear();
   prefix.shrink_to_fit();
 
@@ -489,6 +502,8 @@ Status Rebuild(const MappedFile& patch, const PatchHeader& ph, ByteSpan payload,
   if (stats != nullptr) {
     stats->target_digest = got;
     stats->target_bytes = ph.target_size;
+    stats->target_prefix.assign(reinterpret_cast<const char*>(kept_prefix.data()),
+                                kept_prefix.size());
   }
   return Status::Ok();
 }
@@ -530,6 +545,16 @@ Status ApplyPatchToSink(const std::string& base_archive, const std::string& patc
   return ApplyImpl(base_archive, patch_path, target_out,
                    target_out.empty() ? ApplyMode::kVerify : ApplyMode::kWithBase, options, stats,
                    sink);
+}
+
+Status ApplyPatchToSink(formats::PackLayout* base, const std::string& base_name,
+                        const std::string& patch_path, const std::string& target_out,
+                        TargetSink* sink, ApplyStats* stats, const ApplyOptions& options) {
+  if (sink == nullptr) return InvalidArgument("apply: no sink given");
+  if (base == nullptr) return InvalidArgument("apply: no base layout given");
+  return ApplyImpl(base_name, patch_path, target_out,
+                   target_out.empty() ? ApplyMode::kVerify : ApplyMode::kWithBase, options, stats,
+                   sink, nullptr, base);
 }
 
 Status ApplyFullPatchToSink(const std::string& patch_path, const std::string& target_out,

@@ -11,6 +11,7 @@
 #include "core/progress_fn.h"
 #include "core/status.h"
 #include "formats/blz_archive.h"
+#include "formats/pack_layout.h"
 #include "patcher/patch.h"
 
 namespace blz::patcher {
@@ -40,6 +41,14 @@ Status ApplyPatchToSink(const std::string& base_archive, const std::string& patc
                         const ApplyOptions& options = {});
 Status ApplyFullPatchToSink(const std::string& patch_path, const std::string& target_out,
                             TargetSink* sink, ApplyStats* stats, const ApplyOptions& options = {});
+// ApplyPatchToSink with the base given as a layout over its files, read in place (an archive
+// the local store keeps as its model files: formats::PackLayout::FromArchivePrefix, client/
+// local_store.h). `base_name` names it in errors. As with a model directory base, the base's
+// digest (layout->ArchiveDigest(), a read of every base byte) is computed only when the rebuild
+// fails, to report a wrong or damaged base as kDigestMismatch.
+Status ApplyPatchToSink(formats::PackLayout* base, const std::string& base_name,
+                        const std::string& patch_path, const std::string& target_out,
+                        TargetSink* sink, ApplyStats* stats, const ApplyOptions& options = {});
 
 // Hands an archive that is already whole (a downloaded blob, say) to `sink` as an apply would:
 // Begin with its header, then Data for every non-empty piece in data-section order, in slices
