@@ -352,7 +352,7 @@ void AddCache(CLI::App& app, std::vector<Command>* commands) {
       digests.push_back(held->digest);
     }
     for (const std::string& d : digests) {
-      if (!store.HasBlob(d)) return NotFound("cache rm: " + d + " is not held (see `blz ls`)");
+      if (!store.Holds(d)) return NotFound("cache rm: " + d + " is not held (see `blz ls`)");
       BLZ_ASSIGN_OR_RETURN(uint64_t freed, store.ForgetVersion(d));
       std::printf("removed %s (%s)\n", d.c_str(), client::FormatBytes(freed).c_str());
     }

@@ -388,7 +388,9 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
   sub->add_option("--cache", args->cache,
                   "local store (default $BLZ_CACHE_DIR, $XDG_CACHE_HOME/blz, ~/.cache/blz)");
   sub->add_flag("--json", args->json,
-                "print {reference, digest, archive_path, output, bytes_downloaded, full_bytes, "
+                "print {reference, digest, archive_path (null when the store keeps the version "
+                "as its files: a default pull of a whole model), kept_as_files, output, "
+                "bytes_downloaded, full_bytes, "
                 "transfer (local, patch, full-patch or archive), used_patch, patch_from, "
                 "used_full_patch, ...} on stdout");
   AddProgressOptions(sub, &args->progress);
@@ -510,7 +512,9 @@ void AddPull(CLI::App& app, std::vector<Command>* commands) {
     }
     if (args->json) {
       PrintJson({{"reference", ref.ToUrl()}, {"digest", r.digest},
-                 {"manifest_digest", r.manifest_digest}, {"archive_path", r.archive_path},
+                 {"manifest_digest", r.manifest_digest},
+                 {"archive_path", NullIfEmpty(r.archive_path)},
+                 {"kept_as_files", r.kept_as_files},
                  {"output", NullIfEmpty(r.output)}, {"bytes_downloaded", r.bytes_downloaded},
                  {"full_bytes", r.full_bytes}, {"transfer", r.transfer},
                  {"used_patch", r.used_patch}, {"patch_from", NullIfEmpty(r.patch_from)},

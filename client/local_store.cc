@@ -1,11 +1,13 @@
 #include "client/local_store.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -26,6 +28,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A kept prefix is at most magic + archive header + padding (formats/blz_archive.h).
+constexpr uint64_t kMaxKeptPrefixBytes =
+    24 + formats::kMaxArchiveHeaderBytes + formats::kArchiveAlignment;
+// Bytes read, hashed and written per step when a kept version is rebuilt into blobs/.
+constexpr uint64_t kRebuildChunk = 8ull << 20;
+
 std::string EnvOrEmpty(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::string(v) : std::string();
@@ -36,6 +44,17 @@ Status MakeDir(const std::string& path) {
   fs::create_directories(path, ec);
   if (ec) return IOError(path + ": cannot create directory: " + ec.message());
   return Status::Ok();
+}
+
+// <root>/sha256/<first 2 hex>/<64 hex> for "sha256:<hex>".
+std::string ByDigest(const std::string& root, std::string_view digest) {
+  std::string_view hex = digest.substr(digest.find(':') + 1);
+  return root + "/sha256/" + std::string(hex.substr(0, 2)) + "/" + std::string(hex);
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 bool IsTempName(const std::string& name) { return name.find(".tmp-") != std::string::npos; }
@@ -218,19 +237,145 @@ void LocalStore::Release() {
 }
 
 std::string LocalStore::BlobPath(std::string_view digest) const {
-  std::string_view hex = digest.substr(digest.find(':') + 1);
-  return dir_ + "/blobs/sha256/" + std::string(hex.substr(0, 2)) + "/" + std::string(hex);
+  return ByDigest(dir_ + "/blobs", digest);
 }
 
 bool LocalStore::HasBlob(std::string_view digest) const {
-  if (!ParseDigest(digest).ok()) return false;
-  struct stat st {};
-  return ::stat(BlobPath(digest).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return ParseDigest(digest).ok() && IsRegularFile(BlobPath(digest));
+}
+
+std::string LocalStore::UnpackedPath(std::string_view digest) const {
+  return ByDigest(dir_ + "/unpacked", digest);
+}
+
+bool LocalStore::HasUnpacked(std::string_view digest) const {
+  return ParseDigest(digest).ok() && IsRegularFile(UnpackedPath(digest) + "/prefix");
+}
+
+namespace {
+
+// The kept prefix and size of the version kept at `dir` (LocalStore::UnpackedPath).
+Status ReadKept(const std::string& dir, std::string* prefix, uint64_t* size) {
+  BLZ_ASSIGN_OR_RETURN(*prefix, ReadSmallFile(dir + "/prefix", kMaxKeptPrefixBytes));
+  BLZ_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(dir + "/size", 32));
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    return Corruption(dir + "/size: not a decimal size: '" + text + "'");
+  }
+  *size = v;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LocalStore::KeepAsFiles(std::string_view digest, ByteSpan prefix, uint64_t size) {
+  if (!ParseDigest(digest).ok()) return InvalidArgument("invalid digest " + std::string(digest));
+  const std::string what = "kept version " + std::string(digest);
+  BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader h, formats::ParseArchivePrefix(prefix, size));
+  if (HasUnpacked(digest)) return Status::Ok();
+  const std::string dest = UnpackedPath(digest);
+  BLZ_RETURN_IF_ERROR(MakeDir(dest.substr(0, dest.rfind('/'))));
+  BLZ_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir());
+  ScopedRemoveAll guard(staging);
+  const std::string built = staging + "/kept";
+  BLZ_RETURN_IF_ERROR(MakeDir(built));
+  const ByteSpan stored = prefix.subspan(0, size_t(h.data_start));
+  BLZ_RETURN_IF_ERROR(WriteFileAtomic(
+      built + "/prefix",
+      std::string_view(reinterpret_cast<const char*>(stored.data()), stored.size()), 0444));
+  BLZ_RETURN_IF_ERROR(WriteFileAtomic(built + "/size", std::to_string(size) + "\n", 0444));
+  // The files/ entries are linked under snapshots.lock: a snapshot change sweeps the entries
+  // nothing else links (client/snapshot.h), and these links are what keeps them from then on.
+  BLZ_ASSIGN_OR_RETURN(FileLock lock, FileLock::Wait(dir_ + "/snapshots.lock"));
+  for (size_t i = 0; i < h.files.size(); ++i) {
+    const formats::ArchiveFile& f = h.files[i];
+    const std::string entry = FilesEntryPath(dir_, f.sha256);
+    const std::string link = built + "/" + std::to_string(i);
+    if (::link(entry.c_str(), link.c_str()) != 0) {
+      if (errno == ENOENT) {
+        return NotFound(what + ": file '" + f.path + "' has no files/ entry " + entry);
+      }
+      return IOError(what + ": cannot link " + entry + " to " + link + ": " +
+                     std::strerror(errno));
+    }
+  }
+  if (::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, dest.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST || errno == ENOTEMPTY) return Status::Ok();  // kept by another pull
+    return IOError(what + ": cannot rename " + built + " to " + dest + ": " +
+                   std::strerror(errno));
+  }
+  return SyncDir(dest.substr(0, dest.rfind('/')));
+}
+
+Result<formats::PackLayout> LocalStore::OpenUnpacked(std::string_view digest) const {
+  if (!HasUnpacked(digest)) {
+    return NotFound("local store: " + std::string(digest) + " is not kept as files");
+  }
+  const std::string dir = UnpackedPath(digest);
+  std::string prefix;
+  uint64_t size = 0;
+  BLZ_RETURN_IF_ERROR(ReadKept(dir, &prefix, &size));
+  BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader h, formats::ParseArchivePrefix(AsBytes(prefix), size));
+  std::vector<std::string> files;
+  files.reserve(h.files.size());
+  for (size_t i = 0; i < h.files.size(); ++i) files.push_back(dir + "/" + std::to_string(i));
+  return formats::PackLayout::FromArchivePrefix(AsBytes(prefix), size, files);
+}
+
+Result<formats::ArchiveHeader> LocalStore::HeldHeader(std::string_view digest) const {
+  if (HasBlob(digest)) {
+    BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(BlobPath(digest)));
+    return archive.header();
+  }
+  if (!HasUnpacked(digest)) return NotFound("local store: " + std::string(digest) + " is not held");
+  std::string prefix;
+  uint64_t size = 0;
+  BLZ_RETURN_IF_ERROR(ReadKept(UnpackedPath(digest), &prefix, &size));
+  return formats::ParseArchivePrefix(AsBytes(prefix), size);
+}
+
+Result<std::string> LocalStore::ArchivePath(std::string_view digest) {
+  if (HasBlob(digest)) return BlobPath(digest);
+  BLZ_ASSIGN_OR_RETURN(formats::PackLayout layout, OpenUnpacked(digest));
+  BLZ_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir());
+  ScopedRemoveAll guard(staging);
+  const std::string staged = staging + "/rebuilt.blz";
+  BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(staged));
+  Sha256 sha;
+  std::vector<uint8_t> buf(kRebuildChunk);
+  const uint64_t total = layout.header().total_size;
+  for (uint64_t at = 0; at < total;) {
+    const uint64_t n = std::min<uint64_t>(kRebuildChunk, total - at);
+    BLZ_RETURN_IF_ERROR(layout.ReadInto(at, n, buf.data()));
+    const ByteSpan chunk(buf.data(), size_t(n));
+    sha.Update(chunk);
+    BLZ_RETURN_IF_ERROR(out.Append(chunk));
+    at += n;
+  }
+  const std::string got = "sha256:" + HexEncode(sha.Finish());
+  if (got != digest) {
+    return DigestMismatch("local store: the files kept for " + std::string(digest) +
+                          " rebuild an archive with digest " + got +
+                          " (a kept file was changed in place)");
+  }
+  BLZ_RETURN_IF_ERROR(out.Commit());
+  return PublishBlob(staged, digest);
 }
 
 Status LocalStore::VerifyBlob(std::string_view digest) const {
   BLZ_ASSIGN_OR_RETURN(std::string want, ParseDigest(digest));
   std::string path = BlobPath(digest);
+  if (!HasBlob(digest) && HasUnpacked(digest)) {
+    BLZ_ASSIGN_OR_RETURN(formats::PackLayout layout, OpenUnpacked(digest));
+    BLZ_ASSIGN_OR_RETURN(std::string got, layout.ArchiveDigest());
+    if (got != digest) {
+      return DigestMismatch(UnpackedPath(digest) + ": the kept files give " + got + ", not " +
+                            std::string(digest));
+    }
+    return Status::Ok();
+  }
   if (!HasBlob(digest)) return NotFound(path + ": blob " + std::string(digest) + " is not held");
   BLZ_ASSIGN_OR_RETURN(std::string got, Sha256FileHex(path));
   if (got != want) {
@@ -246,6 +391,10 @@ Status LocalStore::RemoveBlob(std::string_view digest) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return IOError(path + ": cannot remove: " + std::strerror(errno));
   }
+  const std::string kept = UnpackedPath(digest);
+  std::error_code ec;
+  fs::remove_all(kept, ec);
+  if (ec) return IOError(kept + ": cannot remove: " + ec.message());
   return Status::Ok();
 }
 
@@ -297,7 +446,7 @@ Result<std::vector<HeldVersion>> LocalStore::Versions(std::string_view registry,
   BLZ_ASSIGN_OR_RETURN(Index index, ReadIndex(IndexPath(registry, repository)));
   std::vector<HeldVersion> held;
   for (HeldVersion& v : index.versions) {
-    if (HasBlob(v.digest)) held.push_back(std::move(v));
+    if (Holds(v.digest)) held.push_back(std::move(v));
   }
   std::sort(held.begin(), held.end(),
             [](const HeldVersion& a, const HeldVersion& b) { return a.seq > b.seq; });
@@ -321,7 +470,7 @@ Status LocalStore::RecordVersion(std::string_view registry, std::string_view rep
   std::vector<HeldVersion> kept;
   HeldVersion* mine = nullptr;
   for (HeldVersion& v : index.versions) {
-    if (v.digest != digest && !HasBlob(v.digest)) continue;
+    if (v.digest != digest && !Holds(v.digest)) continue;
     if (!tag.empty() && v.digest != digest) {
       v.tags.erase(std::remove(v.tags.begin(), v.tags.end(), tag), v.tags.end());
     }
@@ -385,6 +534,26 @@ Result<std::vector<HeldVersion>> LocalStore::AllVersions() const {
                              : 0;
     all.push_back(std::move(v));
   }
+  for (fs::recursive_directory_iterator it(dir_ + "/unpacked/sha256", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it.depth() != 1 || !it->is_directory()) continue;
+    it.disable_recursion_pending();
+    const std::string digest = "sha256:" + it->path().filename().string();
+    if (!ParseDigest(digest).ok() || UnpackedPath(digest) != it->path().string()) continue;
+    if (HasBlob(digest) || !HasUnpacked(digest)) continue;  // the blob was listed above
+    if (std::binary_search(indexed.begin(), indexed.end(), digest)) continue;
+    HeldVersion v;
+    v.digest = digest;
+    std::string prefix;
+    if (!ReadKept(it->path().string(), &prefix, &v.size).ok()) continue;
+    Result<std::chrono::system_clock::time_point> mtime =
+        FileModifiedTime(it->path().string() + "/prefix");
+    v.pulled_at = mtime.ok() ? int64_t(std::chrono::duration_cast<std::chrono::seconds>(
+                                           mtime->time_since_epoch())
+                                           .count())
+                             : 0;
+    all.push_back(std::move(v));
+  }
   std::stable_sort(all.begin(), all.end(), [](const HeldVersion& a, const HeldVersion& b) {
     return a.pulled_at > b.pulled_at;
   });
@@ -419,7 +588,7 @@ Result<uint64_t> LocalStore::ForgetVersion(std::string_view digest) {
     freed = fs::file_size(BlobPath(digest), size_ec);
     if (size_ec) freed = 0;
   }
-  BLZ_RETURN_IF_ERROR(RemoveBlob(digest));
+  BLZ_RETURN_IF_ERROR(RemoveBlob(digest));  // and its kept files
   // Its loadable directories go with it (client/snapshot.h), and the files only they used.
   BLZ_ASSIGN_OR_RETURN(uint64_t files_freed, RemoveSnapshotsOf(dir_, digest));
   return freed + files_freed;

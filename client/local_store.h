@@ -13,6 +13,12 @@
 //                                               arrived (client/usage.h; cache prune --budget)
 //   <dir>/files/, <dir>/snapshots/              unpacked model files and the loadable
 //                                               directories of `blz pull` (client/snapshot.h)
+//   <dir>/unpacked/sha256/<2 hex>/<64 hex>/     a version kept as its model files instead of
+//                                               its archive: "prefix" (the archive's first
+//                                               data_start bytes, as stored), "size" (its
+//                                               total size, decimal) and "0", "1", ... hard
+//                                               links to the files/ entries of its files, in
+//                                               header order (they keep the entries alive)
 //
 // index.json: {"registry":"127.0.0.1:5000","repository":"org/model","versions":[
 //   {"digest":"sha256:...","size":N,"tags":["v1"],"seq":3,"pulled_at":1700000000,
@@ -22,11 +28,16 @@
 // reference by manifest digest is then served from the store without asking the registry.
 // A version pushed by this client, or tagged with `blz tag`, is recorded the same way.
 //
-// The archive of every version pulled is kept whole even when its files are also unpacked
-// (files/): it is the base of later patch pulls and patch pushes (memory-mapped by the codec).
-// The two cannot share bytes (an archive's pieces are 64-byte aligned, a file's are not, so no
-// hard link or reflink fits); a patch pull writes both from the same decoded bytes instead of
-// reading the archive back (client/pull_stream.h, issue 28).
+// A version is held in one of two forms. As its archive (blobs/): what `--archive-only`,
+// `-o`, filtered pulls, pushes and `blz tag` keep. Or as its files (unpacked/): what a default
+// `blz pull` of a whole model keeps, since its snapshot needs the files anyway and an archive
+// beside them would be a second copy of every byte (an archive's pieces are 64-byte aligned, a
+// file's are not, so no hard link or reflink can share them; issue 28). The archive is the
+// files plus the stored prefix, byte for byte (formats::PackLayout::FromArchivePrefix): a patch
+// pull reads its base from the files in place (patcher/patch_sink.h); whatever else needs the
+// archive as one file gets it rebuilt and verified into blobs/ on first use (ArchivePath).
+// Both forms are verified before they enter the store: a blob by its SHA-256, a kept version by
+// the archive's SHA-256 over the bytes its files were written from and each file's SHA-256.
 // Everything is written to a temporary file and renamed into place, so a reader never sees a
 // half-written blob or index. Downloads and patch results are staged under tmp/ and published
 // with PublishBlob(). Open() removes what an interrupted run left in tmp/ (and stray "*.tmp-*"
@@ -39,7 +50,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/bytes.h"
 #include "core/status.h"
+#include "formats/blz_archive.h"
+#include "formats/pack_layout.h"
 
 namespace blz::client {
 
@@ -80,10 +94,36 @@ class LocalStore {
   // REQUIRES: digest is "sha256:<64 lower hex>" (check with ParseDigest first).
   std::string BlobPath(std::string_view digest) const;
   bool HasBlob(std::string_view digest) const;
-  // Re-hashes a held blob. kNotFound when absent, kDigestMismatch when its bytes changed.
+  // The version kept as its files (see above).
+  std::string UnpackedPath(std::string_view digest) const;
+  bool HasUnpacked(std::string_view digest) const;
+  // Held in either form.
+  bool Holds(std::string_view digest) const { return HasBlob(digest) || HasUnpacked(digest); }
+  // Re-hashes a held version: its blob, else the archive its files rebuild. kNotFound when
+  // neither is held, kDigestMismatch when its bytes changed (a kept file written to in place).
   Status VerifyBlob(std::string_view digest) const;
-  // Removes a held blob (e.g. one found corrupt). Missing is not an error.
+  // Removes a held version's blob and its kept files (e.g. one found corrupt; the files/ entries
+  // its snapshots link stay until they are unlinked). Missing is not an error.
   Status RemoveBlob(std::string_view digest);
+
+  // Keeps archive `digest` as its files: `prefix` is its first data_start bytes (as stored),
+  // `size` its total size; every file the header names must be in files/ already
+  // (client/snapshot.h: a snapshot of the whole model was just made from bytes checked against
+  // the archive's SHA-256 and each file's). The caller proved `prefix` part of the archive with
+  // that SHA-256. Nothing happens when the version is held as files already. Errors:
+  // ParseArchivePrefix's (kCorruption), kNotFound naming a files/ entry that is missing,
+  // kIOError.
+  Status KeepAsFiles(std::string_view digest, ByteSpan prefix, uint64_t size);
+  // The version kept as files, seen as its archive (PackLayout::FromArchivePrefix over the
+  // kept links). kNotFound when it is not kept so; its errors otherwise.
+  Result<formats::PackLayout> OpenUnpacked(std::string_view digest) const;
+  // The header of a held version, read from its blob's prefix or the kept prefix (no data).
+  Result<formats::ArchiveHeader> HeldHeader(std::string_view digest) const;
+  // A path to the archive of a held version as one file: its blob; for a version kept only as
+  // files, the archive is first rebuilt from them into blobs/ (a write and a SHA-256 pass of
+  // the whole archive, verified against `digest` before it is published; the kept form stays).
+  // kNotFound when not held; kDigestMismatch when the files no longer give `digest`.
+  Result<std::string> ArchivePath(std::string_view digest);
 
   // A fresh, empty directory under tmp/ for staging one operation's files (removed by the
   // caller when done, or by a later Open() after a crash).
@@ -101,7 +141,7 @@ class LocalStore {
   // copied through tmp/. Nothing happens when the blob is held already. Returns the blob path.
   Result<std::string> AdoptBlob(const std::string& path, std::string_view digest, bool may_link);
 
-  // Versions held for registry+repository whose blob is present, most recently pulled first.
+  // Versions held for registry+repository (in either form), most recently pulled first.
   Result<std::vector<HeldVersion>> Versions(std::string_view registry,
                                             std::string_view repository) const;
   // Records (or refreshes) `digest` as held for registry+repository: it becomes the most
@@ -112,12 +152,13 @@ class LocalStore {
                        std::string_view manifest_digest = {});
 
   // Every version held, whatever registry alias or repository it came from: one entry per
-  // (registry, repository, digest) whose blob is present, then one per held blob that no index
+  // (registry, repository, digest) held, then one per held blob or kept version that no index
   // names (registry and repository ""; pulled_at = the blob's modification time). Most
   // recently pulled first. Indexes that cannot be read are skipped (their blobs still appear).
   Result<std::vector<HeldVersion>> AllVersions() const;
-  // Removes `digest` from every index and deletes its blob, its snapshot directories and the
-  // unpacked files no other snapshot uses (client/snapshot.h). Returns the bytes freed.
+  // Removes `digest` from every index and deletes its blob or kept files, its snapshot
+  // directories and the files/ entries nothing else links (client/snapshot.h). Returns the
+  // bytes freed.
   Result<uint64_t> ForgetVersion(std::string_view digest);
 
  private:

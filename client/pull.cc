@@ -33,6 +33,7 @@
 #include "core/file_util.h"
 #include "formats/blz_archive.h"
 #include "formats/blz_archive_check.h"
+#include "formats/pack_layout.h"
 #include "patcher/patch.h"
 #include "patcher/patch_sink.h"
 
@@ -151,7 +152,12 @@ struct StreamTarget {
   std::string dir;           // kDirectory / kByDigest: must not exist; the route creates it
   std::string held_store;    // kByDigest: the store whose files/ entries need no new copy
   const FileFilter* filter = nullptr;
+  // kByDigest of the whole model (no filter): a patch route writes no archive at all; the
+  // version is kept as its files (LocalStore::KeepAsFiles) with `prefix` once the snapshot
+  // holds them.
+  bool keep_as_files = false;
   bool written = false;      // set when a route succeeded: `dir` holds the files
+  std::string prefix;        // set when a route kept no archive: the target's proven prefix
 };
 
 // What every download of one pull shares.
@@ -166,12 +172,13 @@ struct FetchContext {
 // Runs `feed`, which hands the target archive's bytes to a FileStreamer writing the model's
 // files where ctx.stream says (and checking, as they go by, each piece's length and, as
 // `pieces` says, its xxh3-64, and each file's SHA-256 in the snapshot), then checks that every
-// piece came whole and the archive's stored headers (`target_path`, which `feed` leaves
-// whole). Any failure removes what the stream wrote (kDirectory / kByDigest directory); errors
+// piece came whole, then `check_headers` (the archive's stored headers, BlzArchive or
+// PackLayout CheckStoredHeaders). Any failure removes what the stream wrote (kDirectory / kByDigest directory); errors
 // name the archive `digest`.
-Status StreamFiles(const FetchContext& ctx, const std::string& target_path,
-                   const std::string& digest, FileStreamer::PieceCheck pieces,
-                   const std::function<Status(FileStreamer* files)>& feed) {
+Status StreamFiles(const FetchContext& ctx, const std::string& digest,
+                   FileStreamer::PieceCheck pieces,
+                   const std::function<Status(FileStreamer* files)>& feed,
+                   const std::function<Status()>& check_headers) {
   StreamTarget& stream = *ctx.stream;
   // A route after one that wrote the files (and then failed, say to publish) checks only.
   const FileStreamer::Mode mode = stream.written ? FileStreamer::Mode::kVerifyOnly : stream.mode;
@@ -179,7 +186,7 @@ Status StreamFiles(const FetchContext& ctx, const std::string& target_path,
                      pieces);
   Status s = feed(&files);
   if (s.ok()) s = files.Finish();
-  if (s.ok()) s = CheckArchiveHeaders(target_path, digest);
+  if (s.ok()) s = check_headers();
   if (!s.ok()) {
     if (mode != FileStreamer::Mode::kVerifyOnly) RemoveAll(stream.dir);
     return s;
@@ -188,30 +195,66 @@ Status StreamFiles(const FetchContext& ctx, const std::string& target_path,
   return s;
 }
 
-// Applies a patch (`base_path` "" = a full patch) into `target_path`, writing the model's files
-// as it goes (StreamFiles), so the archive is hashed once (by apply, against the digest the
-// patch names, checked against `digest` before) and not read back for a second verification.
+// The stored headers of an archive that was never written as one file (a patch route that
+// kept the version as its files): checked over the files the stream wrote into ctx.stream->dir,
+// or, for those another version shares, their files/ entries. `prefix` is the target's, proven
+// by the apply.
+Status CheckKeptHeaders(const FetchContext& ctx, const std::string& prefix, uint64_t size,
+                        const std::string& digest) {
+  const std::string what = "archive " + digest;
+  Result<formats::ArchiveHeader> h = formats::ParseArchivePrefix(AsBytes(prefix), size);
+  if (!h.ok()) return h.status().WithContext(what);
+  std::vector<std::string> paths;
+  for (const formats::ArchiveFile& f : h->files) {
+    const std::string staged = ctx.stream->dir + "/" + f.sha256;
+    struct stat st {};
+    const bool here = ::stat(staged.c_str(), &st) == 0;
+    paths.push_back(here ? staged : FilesEntryPath(ctx.store_dir, f.sha256));
+  }
+  Result<formats::PackLayout> layout =
+      formats::PackLayout::FromArchivePrefix(AsBytes(prefix), size, paths);
+  if (!layout.ok()) return layout.status().WithContext(what);
+  Status s = formats::CheckStoredHeaders(*layout, what);
+  return s.ok() ? s : Corruption(what + " fails verification, not kept: " + s.message());
+}
+
+// Applies a patch (`base_path` "" and no `base_layout` = a full patch) into `target_path`,
+// writing the model's files as it goes (StreamFiles), so the archive is hashed once (by apply,
+// against the digest the patch names, checked against `digest` before) and not read back for a
+// second verification. `base_layout` (optional): a base kept as files, read in place. An empty
+// `target_path` writes no archive: the stream's files are then the only copy.
 Status ApplyStreaming(const FetchContext& ctx, const std::string& base_path,
-                      const std::string& patch_path, const std::string& target_path,
-                      const std::string& digest, const std::string& label,
-                      patcher::ApplyStats* stats) {
+                      formats::PackLayout* base_layout, const std::string& patch_path,
+                      const std::string& target_path, const std::string& digest,
+                      const std::string& label, patcher::ApplyStats* stats) {
   // The apply checks every decoded chunk (xxh3-64) and the whole target (SHA-256) itself.
-  return StreamFiles(ctx, target_path, digest, FileStreamer::PieceCheck::kCheckedBySource,
-                     [&](FileStreamer* files) -> Status {
-    patcher::ApplyOptions apply_options;
-    ProgressMeter apply_meter(label, ctx.options->progress);
-    apply_options.progress = apply_meter.Callback();
-    Status s = base_path.empty()
-                   ? patcher::ApplyFullPatchToSink(patch_path, target_path, files, stats,
-                                                   apply_options)
-                   : patcher::ApplyPatchToSink(base_path, patch_path, target_path, files, stats,
-                                               apply_options);
-    apply_meter.Finish();
-    if (s.ok() && stats->target_digest != digest) {
-      s = DigestMismatch(label + " produced " + stats->target_digest + ", expected " + digest);
-    }
-    return s;
-  });
+  return StreamFiles(
+      ctx, digest, FileStreamer::PieceCheck::kCheckedBySource,
+      [&](FileStreamer* files) -> Status {
+        patcher::ApplyOptions apply_options;
+        ProgressMeter apply_meter(label, ctx.options->progress);
+        apply_options.progress = apply_meter.Callback();
+        Status s =
+            base_layout != nullptr
+                ? patcher::ApplyPatchToSink(base_layout, base_path, patch_path, target_path,
+                                            files, stats, apply_options)
+            : base_path.empty()
+                ? patcher::ApplyFullPatchToSink(patch_path, target_path, files, stats,
+                                                apply_options)
+                : patcher::ApplyPatchToSink(base_path, patch_path, target_path, files, stats,
+                                            apply_options);
+        apply_meter.Finish();
+        if (s.ok() && stats->target_digest != digest) {
+          s = DigestMismatch(label + " produced " + stats->target_digest + ", expected " +
+                             digest);
+        }
+        return s;
+      },
+      [&]() -> Status {
+        return target_path.empty()
+                   ? CheckKeptHeaders(ctx, stats->target_prefix, stats->target_bytes, digest)
+                   : CheckArchiveHeaders(target_path, digest);
+      });
 }
 
 // Checks a downloaded archive whose SHA-256 the download proved equal to `digest` and writes
@@ -221,15 +264,17 @@ Status ApplyStreaming(const FetchContext& ctx, const std::string& base_path,
 // checked them when the version was pushed.
 Status CheckAndStreamDownload(const FetchContext& ctx, const std::string& archive_path,
                               const std::string& digest) {
-  Status s = StreamFiles(ctx, archive_path, digest, FileStreamer::PieceCheck::kXxh3,
-                         [&](FileStreamer* files) -> Status {
-    Result<formats::BlzArchive> archive = formats::BlzArchive::Open(archive_path);
-    if (!archive.ok()) return NamedByDigest(archive.status(), archive_path, digest);
-    ProgressMeter meter("verifying", ctx.options->progress);
-    Status fed = patcher::FeedArchiveToSink(*archive, files, meter.Callback());
-    meter.Finish();
-    return fed;
-  });
+  Status s = StreamFiles(
+      ctx, digest, FileStreamer::PieceCheck::kXxh3,
+      [&](FileStreamer* files) -> Status {
+        Result<formats::BlzArchive> archive = formats::BlzArchive::Open(archive_path);
+        if (!archive.ok()) return NamedByDigest(archive.status(), archive_path, digest);
+        ProgressMeter meter("verifying", ctx.options->progress);
+        Status fed = patcher::FeedArchiveToSink(*archive, files, meter.Callback());
+        meter.Finish();
+        return fed;
+      },
+      [&] { return CheckArchiveHeaders(archive_path, digest); });
   // The registry served an archive whose data contradict its own header.
   const std::string named = "archive " + digest + ": ";
   if (s.code() != Code::kCorruption || s.message().rfind(named, 0) != 0) return s;
@@ -255,6 +300,21 @@ Result<DownloadResult> Fetch(const FetchContext& ctx, DownloadRequest request,
     result->notes.insert(result->notes.end(), r->notes.begin(), r->notes.end());
   }
   return r;
+}
+
+// After a patch route succeeded: keeps what it proved. With no archive written (an empty
+// `target_path`) the target's prefix, for LocalStore::KeepAsFiles once the snapshot holds the
+// files; else the archive, published in the store.
+Status KeepOrPublish(const FetchContext& ctx, const std::string& target_path,
+                     const std::string& digest, patcher::ApplyStats* stats, LocalStore* store,
+                     PullResult* result) {
+  if (target_path.empty()) {
+    ctx.stream->prefix = std::move(stats->target_prefix);
+    result->kept_as_files = true;
+    return Status::Ok();
+  }
+  BLZ_ASSIGN_OR_RETURN(result->archive_path, store->PublishBlob(target_path, digest));
+  return Status::Ok();
 }
 
 DownloadRequest PatchRequest(const Reference& ref, std::string_view from_digest,
@@ -287,7 +347,9 @@ Status PullViaPatch(const FetchContext& ctx, const ModelManifest& manifest,
   BLZ_ASSIGN_OR_RETURN(std::string staging, store->MakeStagingDir());
   ScopedRemoveAll guard(staging);
   const std::string patch_path = staging + "/patch.blzpatch";
-  const std::string target_path = staging + "/target.blz";
+  // Kept as files: no archive is written (the stream's files are the only copy).
+  const bool keep = ctx.stream->keep_as_files && !ctx.stream->written;
+  const std::string target_path = keep ? "" : staging + "/target.blz";
 
   // A patch at least as large as the archive is not worth it: the server tells its size
   // before the body, and the download stops there.
@@ -305,8 +367,16 @@ Status PullViaPatch(const FetchContext& ctx, const ModelManifest& manifest,
                           ", expected " + base.digest + " -> " + manifest.archive_digest);
   }
   patcher::ApplyStats stats;
-  Status applied = ApplyStreaming(ctx, store->BlobPath(base.digest), patch_path, target_path,
-                                  manifest.archive_digest, "applying patch", &stats);
+  // A base kept as files is read from them in place (no archive of it is written).
+  std::optional<formats::PackLayout> base_layout;
+  std::string base_path = store->BlobPath(base.digest);
+  if (!store->HasBlob(base.digest)) {
+    BLZ_ASSIGN_OR_RETURN(base_layout, store->OpenUnpacked(base.digest));
+    base_path = "held version " + base.digest;
+  }
+  Status applied = ApplyStreaming(ctx, base_path, base_layout ? &*base_layout : nullptr,
+                                  patch_path, target_path, manifest.archive_digest,
+                                  "applying patch", &stats);
   if (!applied.ok()) {
     if (applied.code() == Code::kDigestMismatch && !store->VerifyBlob(base.digest).ok()) {
       // The held base itself is damaged: drop it so later pulls do not trip on it again.
@@ -315,8 +385,8 @@ Status PullViaPatch(const FetchContext& ctx, const ModelManifest& manifest,
     }
     return applied;
   }
-  BLZ_ASSIGN_OR_RETURN(result->archive_path,
-                       store->PublishBlob(target_path, manifest.archive_digest));
+  BLZ_RETURN_IF_ERROR(KeepOrPublish(ctx, target_path, manifest.archive_digest, &stats, store,
+                                    result));
   result->used_patch = true;
   result->patch_from = base.digest;
   result->transfer = "patch";
@@ -333,7 +403,8 @@ Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
   BLZ_ASSIGN_OR_RETURN(std::string staging, store->MakeStagingDir());
   ScopedRemoveAll guard(staging);
   const std::string patch_path = staging + "/full.blzpatch";
-  const std::string target_path = staging + "/target.blz";
+  const bool keep = ctx.stream->keep_as_files && !ctx.stream->written;
+  const std::string target_path = keep ? "" : staging + "/target.blz";
 
   // Not worth it unless smaller than the archive (the download stops at the headers).
   ProgressMeter meter("pulling " + Label(ref) + " (full patch)",
@@ -351,10 +422,10 @@ Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
                           manifest.archive_digest + " with no base");
   }
   patcher::ApplyStats stats;
-  BLZ_RETURN_IF_ERROR(ApplyStreaming(ctx, "", patch_path, target_path, manifest.archive_digest,
-                                     "applying full patch", &stats));
-  BLZ_ASSIGN_OR_RETURN(result->archive_path,
-                       store->PublishBlob(target_path, manifest.archive_digest));
+  BLZ_RETURN_IF_ERROR(ApplyStreaming(ctx, "", nullptr, patch_path, target_path,
+                                     manifest.archive_digest, "applying full patch", &stats));
+  BLZ_RETURN_IF_ERROR(KeepOrPublish(ctx, target_path, manifest.archive_digest, &stats, store,
+                                    result));
   result->used_full_patch = true;
   result->transfer = "full-patch";
   return Status::Ok();
@@ -391,14 +462,34 @@ Status WriteOutput(const Reference& ref, const LocalStore& store, const PullOpti
                                          options.output_dir));
     result->output = options.output_dir;
   } else if (options.snapshot) {
+    // A route that kept no archive: the header is the one its prefix holds.
+    std::optional<formats::ArchiveHeader> header;
+    if (stream != nullptr && !stream->prefix.empty()) {
+      BLZ_ASSIGN_OR_RETURN(header, formats::ParseArchivePrefix(AsBytes(stream->prefix),
+                                                               result->full_bytes));
+    }
     BLZ_ASSIGN_OR_RETURN(SnapshotResult snap,
                          MakeSnapshot(store, ref.registry.ToString(), ref.name, ref.tag,
                                       result->digest, result->reference, options.filter,
-                                      options.progress, streamed ? stream->dir : ""));
+                                      options.progress, streamed ? stream->dir : "",
+                                      header ? &*header : nullptr));
     result->output = snap.path;
     result->snapshot = true;
     result->snapshot_reused = snap.reused;
   }
+  return Status::Ok();
+}
+
+// Sets where the pull finds held version `digest` (verified): its blob, or, when the version is
+// kept as files, nothing more for a pull that keeps files (`keep_as_files`) and the archive
+// rebuilt into blobs/ for one that needs it as a file (LocalStore::ArchivePath).
+Status TakeHeld(LocalStore* store, const std::string& digest, bool keep_as_files,
+                PullResult* result) {
+  if (!store->HasBlob(digest) && keep_as_files) {
+    result->kept_as_files = true;
+    return Status::Ok();
+  }
+  BLZ_ASSIGN_OR_RETURN(result->archive_path, store->ArchivePath(digest));
   return Status::Ok();
 }
 
@@ -485,6 +576,11 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   BLZ_ASSIGN_OR_RETURN(std::string cache_dir, LocalStore::ResolveDir(options.cache_dir));
   BLZ_ASSIGN_OR_RETURN(LocalStore store, LocalStore::Open(cache_dir));
   const std::string registry = ref.registry.ToString();
+  // A default pull of a whole model keeps the version as its files, with no archive beside
+  // them (client/local_store.h); -o, filters and callers that want the archive keep that.
+  const bool keep_as_files = options.snapshot && options.filter.empty();
+  // Whether the version is held by now, in the form this pull keeps.
+  auto obtained = [&] { return !result.archive_path.empty() || result.kept_as_files; };
 
   // 0. Held already, by digest (or by tag, offline)? Served without asking the registry.
   if (ref.by_digest() || options.offline) {
@@ -505,7 +601,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
         result.digest = held->digest;
         result.manifest_digest = held->manifest_digest;
         result.full_bytes = held->size;
-        result.archive_path = store.BlobPath(held->digest);
+        BLZ_RETURN_IF_ERROR(TakeHeld(&store, held->digest, keep_as_files, &result));
         result.transfer = "local";
         result.cache_hit = true;
         result.offline = true;
@@ -555,6 +651,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   std::string stream_staging;
   StreamTarget stream;
   stream.filter = &options.filter;
+  stream.keep_as_files = keep_as_files;
   if (!options.output_dir.empty()) {
     BLZ_ASSIGN_OR_RETURN(out_staged, StagedDir::Create(options.output_dir));
     stream.mode = FileStreamer::Mode::kDirectory;
@@ -574,12 +671,12 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   ctx.stream = &stream;
 
   // 1. Already held? Re-hash it: a damaged copy is dropped and fetched again.
-  if (store.HasBlob(manifest.archive_digest)) {
+  if (store.Holds(manifest.archive_digest)) {
     Status held = store.VerifyBlob(manifest.archive_digest);
     if (held.ok()) {
       result.cache_hit = true;
       result.transfer = "local";
-      result.archive_path = store.BlobPath(manifest.archive_digest);
+      BLZ_RETURN_IF_ERROR(TakeHeld(&store, manifest.archive_digest, keep_as_files, &result));
     } else {
       BLZ_RETURN_IF_ERROR(store.RemoveBlob(manifest.archive_digest));
       result.notes.push_back("local copy was damaged (" + held.message() + "); fetching again");
@@ -588,7 +685,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
 
   // 2. A patch from the held version the registry expects to give the smallest patch, of
   // whatever repository or registry alias it was pulled from (client/base_choice.h).
-  if (result.archive_path.empty() && options.allow_patch) {
+  if (!obtained() && options.allow_patch) {
     BLZ_ASSIGN_OR_RETURN(BaseChoice choice, ChooseBases(&client, store, registry, ref.name,
                                                         manifest.archive_digest));
     for (std::string& note : choice.notes) result.notes.push_back(std::move(note));
@@ -606,7 +703,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   }
 
   // 3. No usable base: the archive as its full patch.
-  if (result.archive_path.empty() && options.allow_patch) {
+  if (!obtained() && options.allow_patch) {
     Status s = PullViaFullPatch(ctx, manifest, &store, &result);
     if (!s.ok()) {
       if (s.code() == Code::kUnauthorized) return s;
@@ -619,7 +716,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   }
 
   // 4. The whole archive.
-  if (result.archive_path.empty()) {
+  if (!obtained()) {
     BLZ_ASSIGN_OR_RETURN(std::string staging, store.MakeStagingDir());
     ScopedRemoveAll guard(staging);
     const std::string staged = staging + "/archive.blz";
@@ -636,10 +733,19 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     Result<DownloadResult> got = Fetch(ctx, req, staged, meter.Callback(), &result);
     meter.Finish();
     BLZ_RETURN_IF_ERROR(got.status());
+    const bool keep = stream.keep_as_files && !stream.written;
     BLZ_RETURN_IF_ERROR(CheckAndStreamDownload(ctx, staged, manifest.archive_digest)
                             .WithContext("pull " + result.reference));
-    BLZ_ASSIGN_OR_RETURN(result.archive_path,
-                         store.PublishBlob(staged, manifest.archive_digest));
+    if (keep) {
+      // Kept as the files just written: the downloaded archive is not kept beside them.
+      BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive, formats::BlzArchive::Open(staged));
+      const ByteSpan prefix = archive.Prefix();
+      stream.prefix.assign(reinterpret_cast<const char*>(prefix.data()), prefix.size());
+      result.kept_as_files = true;
+    } else {
+      BLZ_ASSIGN_OR_RETURN(result.archive_path,
+                           store.PublishBlob(staged, manifest.archive_digest));
+    }
     result.transfer = "archive";
   }
 
@@ -658,6 +764,12 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
 
   BLZ_RETURN_IF_ERROR(WriteOutput(ref, store, options, &result,
                                   out_staged ? &*out_staged : nullptr, &stream));
+  if (!stream.prefix.empty()) {
+    // The snapshot holds every file now: the version is kept as those files and its prefix.
+    BLZ_RETURN_IF_ERROR(
+        store.KeepAsFiles(manifest.archive_digest, AsBytes(stream.prefix), manifest.archive_size)
+            .WithContext("pull " + result.reference + ": keeping the version as its files"));
+  }
   return result;
 }
 

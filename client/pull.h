@@ -96,7 +96,10 @@ struct PullResult {
   std::string reference;        // canonical form of the reference pulled
   std::string manifest_digest;
   std::string digest;           // the archive's "sha256:..." (the model version)
-  std::string archive_path;     // the archive in the local store
+  std::string archive_path;     // the archive in the local store ("" when kept_as_files)
+  // The store keeps the version as its files (the snapshot's), with no archive beside them
+  // (client/local_store.h): a default pull of a whole model.
+  bool kept_as_files = false;
   std::string output;           // the unpacked directory (output_dir or the snapshot); "" if none
   bool snapshot = false;        // output is the snapshot directory in the store
   bool snapshot_reused = false;  // ... which held this version (and filters) already

@@ -158,7 +158,7 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
   }
   result.base_digest = choice.bases.front();
   result.base_name = choice.names.empty() ? result.base_digest : choice.names.front();
-  if (store.HasBlob(manifest.archive_digest)) {
+  if (store.Holds(manifest.archive_digest)) {
     result.notes.push_back("the store already holds " + manifest.archive_digest +
                            " exactly; writing a lossy approximation anyway, as asked");
   }
@@ -308,8 +308,9 @@ Result<LossyPullResult> PullLossy(const std::string& reference,
                                               : nlohmann::ordered_json(nullptr);
   };
   BLZ_RETURN_IF_ERROR(BuildDirAtomically(out_dir, [&](const std::string& built) -> Status {
-    BLZ_ASSIGN_OR_RETURN(formats::ModelTensors base,
-                         formats::ModelTensors::Open(store.BlobPath(result.base_digest)));
+    // A base kept as files is rebuilt into blobs/ first (LocalStore::ArchivePath).
+    BLZ_ASSIGN_OR_RETURN(std::string base_path, store.ArchivePath(result.base_digest));
+    BLZ_ASSIGN_OR_RETURN(formats::ModelTensors base, formats::ModelTensors::Open(base_path));
     Result<lossy::DeltaReport> applied = lossy::ApplyDelta(base, wdelta, built, {});
     if (!applied.ok()) {
       return applied.status().WithContext("pull --lossy: applying the delta to held base " +

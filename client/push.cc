@@ -113,7 +113,7 @@ std::vector<std::string> PushCandidates(const std::vector<HeldVersion>& held,
                                         const std::string& target) {
   std::vector<std::string> out;
   if (std::string origin = SnapshotOrigin(input);
-      !origin.empty() && origin != target && store.HasBlob(origin)) {
+      !origin.empty() && origin != target && store.Holds(origin)) {
     out.push_back(origin);
   }
   for (std::string& d : CandidateBases(held, registry, repository, target)) {
@@ -126,14 +126,14 @@ std::vector<std::string> PushCandidates(const std::vector<HeldVersion>& held,
 // Tries to send the archive as a patch from a version both sides hold (push.h). OK with
 // result->uploaded_as_patch set when it was; OK without it when there was nothing to patch
 // from; an error (the caller falls back to the full upload, with a note) otherwise.
-Status TryPatchUpload(RegistryClient* client, const LocalStore& store, const Reference& ref,
+Status TryPatchUpload(RegistryClient* client, LocalStore* store, const Reference& ref,
                       const std::string& input, const formats::BlzArchive& archive,
                       const std::string& archive_path, const ModelManifest& manifest,
                       UploadOptions upload, const PushOptions& options, PushResult* result,
                       bool* transfer_failed) {
-  BLZ_ASSIGN_OR_RETURN(std::vector<HeldVersion> held, store.AllVersions());
+  BLZ_ASSIGN_OR_RETURN(std::vector<HeldVersion> held, store->AllVersions());
   const std::vector<std::string> candidates =
-      PushCandidates(held, store, input, ref.registry.ToString(), ref.name,
+      PushCandidates(held, *store, input, ref.registry.ToString(), ref.name,
                      manifest.archive_digest);
   if (candidates.empty()) return Status::Ok();
   std::string structure;
@@ -148,9 +148,9 @@ Status TryPatchUpload(RegistryClient* client, const LocalStore& store, const Ref
   // at 8 KiB; `have` takes up to 4.6 KB).
   std::vector<std::pair<double, std::string>> shares;
   for (const std::string& d : candidates) {
-    Result<formats::BlzArchive> held_archive = formats::BlzArchive::Open(store.BlobPath(d));
-    if (!held_archive.ok()) continue;
-    const double f = formats::ShareOf(archive.header(), held_archive->header()).fraction();
+    Result<formats::ArchiveHeader> held_header = store->HeldHeader(d);
+    if (!held_header.ok()) continue;
+    const double f = formats::ShareOf(archive.header(), *held_header).fraction();
     if (f >= kMinRelatedFraction) shares.emplace_back(-f, d);
   }
   std::stable_sort(shares.begin(), shares.end(),
@@ -169,7 +169,7 @@ Status TryPatchUpload(RegistryClient* client, const LocalStore& store, const Ref
   result->patch_from = base.digest;
   result->patch_from_name = name;
 
-  BLZ_ASSIGN_OR_RETURN(std::string staging, store.MakeStagingDir());
+  BLZ_ASSIGN_OR_RETURN(std::string staging, store->MakeStagingDir());
   ScopedRemoveAll guard(staging);
   const std::string patch_path = staging + "/push.blzpatch";
   patcher::DiffOptions diff;
@@ -181,8 +181,9 @@ Status TryPatchUpload(RegistryClient* client, const LocalStore& store, const Ref
   patcher::DiffStats stats;
   {
     ProgressMeter meter("computing the patch from " + name, WorkMeterOptions(options.progress));
-    BLZ_RETURN_IF_ERROR(patcher::CreatePatch(store.BlobPath(base.digest), archive_path,
-                                             patch_path, diff, &stats)
+    // A base kept as files is rebuilt into blobs/ first (LocalStore::ArchivePath).
+    BLZ_ASSIGN_OR_RETURN(std::string base_path, store->ArchivePath(base.digest));
+    BLZ_RETURN_IF_ERROR(patcher::CreatePatch(base_path, archive_path, patch_path, diff, &stats)
                             .WithContext("computing the patch from " + name));
     meter.Finish();
   }
@@ -373,7 +374,7 @@ Result<PushResult> Push(const std::string& input, const std::string& reference,
              [&] {
                // A patch against a version both sides hold, when smaller (push.h); any failure
                // but a broken transfer falls back to the full upload below, and says so.
-               Status s = TryPatchUpload(&client, *store, ref, input, archive, archive_path,
+               Status s = TryPatchUpload(&client, &*store, ref, input, archive, archive_path,
                                          manifest, u, options, &result, &patch_transfer_failed);
                if (patch_transfer_failed) {
                  patch_status = s;

@@ -32,9 +32,6 @@ bool GlobMatches(const std::string& pattern, std::string_view path) {
   return ::fnmatch(p.c_str(), std::string(path).c_str(), 0) == 0;
 }
 
-std::string FilesPath(const std::string& store_dir, const std::string& hex) {
-  return store_dir + "/files/sha256/" + hex.substr(0, 2) + "/" + hex;
-}
 
 // <store>/snapshots/<registry>/<repository's dirs>/ : where a snapshot and its marker live.
 std::string SnapshotParent(const std::string& store_dir, std::string_view registry,
@@ -93,15 +90,17 @@ Status MakeParentDirs(const std::string& path) {
 // Ensures files/ holds archive file `f`; returns its path.
 // A file of `verified_files` (when not "") named by its SHA-256 is moved in instead of
 // being written from the archive.
+// `archive` is null when the store holds no archive of the version (kept as files, or a pull
+// that kept none): the file must then be in files/ or `verified_files` already.
 Result<std::string> EnsureFileEntry(const std::string& store_dir,
-                                    const formats::BlzArchive& archive,
+                                    const formats::BlzArchive* archive, const std::string& what,
                                     const formats::ArchiveFile& f, uint64_t* written,
                                     const ProgressCallback& progress, uint64_t total,
                                     const std::string& verified_files) {
   if (f.sha256.size() != 64) {
-    return Corruption(archive.path() + ": file '" + f.path + "': bad SHA-256");
+    return Corruption(what + ": file '" + f.path + "': bad SHA-256");
   }
-  const std::string path = FilesPath(store_dir, f.sha256);
+  const std::string path = FilesEntryPath(store_dir, f.sha256);
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_size) == f.size) {
     return path;
@@ -117,8 +116,12 @@ Result<std::string> EnsureFileEntry(const std::string& store_dir,
       return path;
     }
   }
+  if (archive == nullptr) {
+    return NotFound(what + ": file '" + f.path + "' has no files/ entry (" + path +
+                    ") and the store holds no archive to write it from");
+  }
   BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(path, 0444));
-  BLZ_RETURN_IF_ERROR(WriteArchiveFile(archive, f, &out, written, progress, total));
+  BLZ_RETURN_IF_ERROR(WriteArchiveFile(*archive, f, &out, written, progress, total));
   BLZ_RETURN_IF_ERROR(out.Commit());
   return path;
 }
@@ -210,8 +213,13 @@ bool FileFilter::Keeps(std::string_view path) const {
 
 Result<std::vector<size_t>> FilesKept(const formats::BlzArchive& archive,
                                       const FileFilter& filter, const std::string& what) {
+  return FilesKept(archive.header(), filter, what);
+}
+
+Result<std::vector<size_t>> FilesKept(const formats::ArchiveHeader& header,
+                                      const FileFilter& filter, const std::string& what) {
   std::vector<size_t> kept;
-  const auto& files = archive.header().files;
+  const auto& files = header.files;
   for (size_t i = 0; i < files.size(); ++i) {
     if (filter.Keeps(files[i].path)) kept.push_back(i);
   }
@@ -260,7 +268,8 @@ Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view re
                                     std::string_view repository, std::string_view tag,
                                     std::string_view archive_digest, const std::string& reference,
                                     const FileFilter& filter, ProgressMode progress,
-                                    const std::string& verified_files) {
+                                    const std::string& verified_files,
+                                    const formats::ArchiveHeader* header) {
   const std::string& store_dir = store.dir();
   SnapshotResult result;
   const std::string name = SnapshotName(repository, tag, archive_digest);
@@ -270,9 +279,20 @@ Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view re
   const std::string want = MarkerJson(archive_digest, reference, filter).dump();
 
   BLZ_ASSIGN_OR_RETURN(FileLock lock, FileLock::Wait(store_dir + "/snapshots.lock"));
-  BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive,
-                       formats::BlzArchive::Open(store.BlobPath(archive_digest)));
-  BLZ_ASSIGN_OR_RETURN(std::vector<size_t> kept, FilesKept(archive, filter, reference));
+  // The archive when the store holds it as a blob; else only its header: the version is kept
+  // as files, or the caller's pull kept no archive (its files are in `verified_files`).
+  std::optional<formats::BlzArchive> archive;
+  std::optional<formats::ArchiveHeader> held_header;
+  if (store.HasBlob(archive_digest)) {
+    BLZ_ASSIGN_OR_RETURN(archive, formats::BlzArchive::Open(store.BlobPath(archive_digest)));
+    header = &archive->header();
+  } else if (header == nullptr) {
+    BLZ_ASSIGN_OR_RETURN(held_header, store.HeldHeader(archive_digest));
+    header = &*held_header;
+  }
+  const formats::BlzArchive* source = archive ? &*archive : nullptr;
+  const std::string what = archive ? archive->path() : "archive " + std::string(archive_digest);
+  BLZ_ASSIGN_OR_RETURN(std::vector<size_t> kept, FilesKept(*header, filter, reference));
   result.files = kept.size();
 
   // Held already, complete, with the same filters?
@@ -284,7 +304,7 @@ Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view re
                 j.value("exclude", nlohmann::json()) == w["exclude"];
     for (size_t i : kept) {
       if (!same) break;
-      const formats::ArchiveFile& f = archive.header().files[i];
+      const formats::ArchiveFile& f = header->files[i];
       struct stat st {};
       same = ::stat((result.path + "/" + f.path).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
              uint64_t(st.st_size) == f.size;
@@ -306,16 +326,15 @@ Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view re
   fs::create_directory(built, ec);
   if (ec) return IOError(built + ": cannot create directory: " + ec.message());
   uint64_t total = 0;
-  for (size_t i : kept) total += archive.header().files[i].size;
+  for (size_t i : kept) total += header->files[i].size;
   ProgressMeter meter("unpacking", progress);
   for (size_t i : kept) {
-    const formats::ArchiveFile& f = archive.header().files[i];
+    const formats::ArchiveFile& f = header->files[i];
     if (!IsSafeRelativePath(f.path)) {
-      return Corruption(archive.path() + ": file path '" + f.path +
-                        "' is not a safe relative path");
+      return Corruption(what + ": file path '" + f.path + "' is not a safe relative path");
     }
     BLZ_ASSIGN_OR_RETURN(std::string entry,
-                         EnsureFileEntry(store_dir, archive, f, &result.bytes_written,
+                         EnsureFileEntry(store_dir, source, what, f, &result.bytes_written,
                                          meter.Callback(), total, verified_files));
     BLZ_RETURN_IF_ERROR(LinkOrCopy(entry, built + "/" + f.path));
   }
@@ -348,6 +367,11 @@ Result<uint64_t> RemoveSnapshotsOf(const std::string& store_dir, std::string_vie
     ::unlink(marker.c_str());
   }
   return CollectUnlinkedFiles(store_dir);
+}
+
+std::string FilesEntryPath(const std::string& store_dir, std::string_view sha256_hex) {
+  const std::string hex(sha256_hex);
+  return store_dir + "/files/sha256/" + hex.substr(0, 2) + "/" + hex;
 }
 
 std::vector<std::string> SnapshotsOf(const std::string& store_dir,

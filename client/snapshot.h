@@ -18,8 +18,9 @@
 // pull of the same version with the same filters finds its snapshot and writes nothing. Files
 // are never links to a path (no symlinks), so removing files/ entries never leaves a dangling
 // link. A tag that moves to another version gets a fresh directory at the same path (the old
-// one is swapped out with RENAME_EXCHANGE, then removed). A file of files/ that no snapshot
-// links (link count 1) is removed after each snapshot change and each ForgetVersion; a version
+// one is swapped out with RENAME_EXCHANGE, then removed). A file of files/ that nothing else
+// links (link count 1: no snapshot, and no version kept as files, client/local_store.h) is
+// removed after each snapshot change and each ForgetVersion; a version
 // removed from the store (`blz cache rm`, `blz cache prune`) takes its snapshot directories
 // with it.
 #ifndef BLZ_CLIENT_SNAPSHOT_H_
@@ -35,6 +36,7 @@
 
 namespace blz::formats {
 class BlzArchive;
+struct ArchiveHeader;
 }
 
 namespace blz::client {
@@ -57,6 +59,8 @@ struct FileFilter {
 // The archive's files the filter keeps, or kNotFound naming `what` and the archive's files
 // when it keeps none.
 Result<std::vector<size_t>> FilesKept(const formats::BlzArchive& archive,
+                                      const FileFilter& filter, const std::string& what);
+Result<std::vector<size_t>> FilesKept(const formats::ArchiveHeader& header,
                                       const FileFilter& filter, const std::string& what);
 
 // Writes the archive's files that `filter` keeps into `out_dir` (which must not exist; its
@@ -81,17 +85,26 @@ struct SnapshotResult {
 // marker. `verified_files` (optional): a directory on the store's file system holding model
 // files named by their SHA-256 (64 hex), each already checked against it (a patch pull wrote
 // them as it applied, client/pull_stream.h): a files/ entry missing is moved from there rather
-// than written from the archive again. Errors: kNotFound (the filter keeps no file),
-// kCorruption (a file's bytes do not match its SHA-256), kIOError.
+// than written from the archive again. `header` (optional): the archive's header, for a version
+// the store does not hold yet in either form (a pull that keeps it as files, which it does
+// after this, LocalStore::KeepAsFiles): every kept file must then be in `verified_files` or
+// files/. Without a blob, a file is never written from an archive: a version kept as files
+// finds its files/ entries linked by the kept form. Errors: kNotFound (the filter keeps no
+// file; a file with no files/ entry and no archive to write it from), kCorruption (a file's
+// bytes do not match its SHA-256), kIOError.
 Result<SnapshotResult> MakeSnapshot(const LocalStore& store, std::string_view registry,
                                     std::string_view repository, std::string_view tag,
                                     std::string_view archive_digest, const std::string& reference,
                                     const FileFilter& filter, ProgressMode progress,
-                                    const std::string& verified_files = "");
+                                    const std::string& verified_files = "",
+                                    const formats::ArchiveHeader* header = nullptr);
 
 // Removes every snapshot directory (and marker) of `archive_digest` below <store_dir>, then
 // the files/ entries no snapshot links. Returns the bytes freed (files/ entries removed).
 Result<uint64_t> RemoveSnapshotsOf(const std::string& store_dir, std::string_view archive_digest);
+
+// <store_dir>/files/sha256/<2 hex>/<hex>: the files/ entry of a file with that SHA-256.
+std::string FilesEntryPath(const std::string& store_dir, std::string_view sha256_hex);
 
 // Snapshot directories of `archive_digest` below <store_dir> (for `blz ls --json`, tests).
 std::vector<std::string> SnapshotsOf(const std::string& store_dir, std::string_view archive_digest);

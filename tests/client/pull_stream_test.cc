@@ -2,9 +2,11 @@
 // the bytes apply rebuilds, checked as they go, and published only when checked.
 #include <sys/stat.h>
 
+#include <fstream>
 #include <functional>
 #include <optional>
 
+#include "client/local_store.h"
 #include "client/pull_stream.h"
 #include "client/snapshot.h"
 #include "formats/blz_archive_check.h"
@@ -235,7 +237,13 @@ TEST_F(PullStreamTest, PatchPullStreamsIntoOutputAndSnapshot) {
   EXPECT_EQ(Tree(r->output), Tree(tmp_ / "v2"));
   EXPECT_TRUE(MisnamedStoreFiles(tmp_ / "pull-cache/files").empty());
   EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
-  EXPECT_EQ(MakeDigest(*Sha256FileHex(r->archive_path)), r->digest);
+  // Kept as its files: no archive beside them, and the files rebuild the archive.
+  EXPECT_TRUE(r->kept_as_files);
+  EXPECT_EQ(r->archive_path, "");
+  Result<LocalStore> store = LocalStore::Open(tmp_ / "pull-cache");
+  ASSERT_TRUE(store.ok());
+  EXPECT_FALSE(store->HasBlob(r->digest));
+  EXPECT_TRUE(store->VerifyBlob(r->digest).ok());
 
   // -o from a store holding only v1.
   PullOptions o = PullOpts(tmp_ / "out");
@@ -284,7 +292,9 @@ TEST_F(PullStreamTest, CorruptPatchByteLeavesNothingVisibleAndTheBaseIntact) {
   Result<PullResult> v1 = Pull(Ref("v1"), snap);
   ASSERT_TRUE(v1.ok()) << v1.status().ToString();
   const auto v1_tree = Tree(v1->output);
-  const std::string v1_archive = ReadFileBytes(v1->archive_path);
+  Result<LocalStore> store = LocalStore::Open(tmp_ / "pull-cache");
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store->VerifyBlob(v1->digest).ok());
   registry_.set_corrupt_patch_at(10);
 
   // Falls back to the blob, with a note; the output is the new version.
@@ -315,7 +325,131 @@ TEST_F(PullStreamTest, CorruptPatchByteLeavesNothingVisibleAndTheBaseIntact) {
       EXPECT_NE(e.path().filename().string().rfind(".blz-pull-", 0), 0u) << e.path();
     }
     EXPECT_EQ(Tree(v1->output), v1_tree);
-    EXPECT_EQ(ReadFileBytes(v1->archive_path), v1_archive);
+    EXPECT_TRUE(store->VerifyBlob(v1->digest).ok());  // the base, kept as files, intact
+  }
+}
+
+// A default pull of a whole model keeps the version as its files: no blob, the files/ entries
+// linked from unpacked/, listed as held. The next patch pull reads that base from the files in
+// place and is kept so too; -o, a push's base and `pull --archive-only` rebuild the archive
+// into blobs/ from them, verified. A kept file written to in place: the version fails
+// verification, the patch from it is refused, the pull drops it and falls back, whole.
+TEST_F(PullStreamTest, ADefaultPullKeepsTheVersionAsItsFiles) {
+  MakeModel(tmp_ / "v3", 3);
+  ASSERT_TRUE(Push(tmp_ / "v1", Ref("v1"), PushOpts()).ok());
+  ASSERT_TRUE(Push(tmp_ / "v2", Ref("v2"), PushOpts()).ok());
+  ASSERT_TRUE(Push(tmp_ / "v3", Ref("v3"), PushOpts()).ok());
+  PullOptions snap = PullOpts();
+  snap.snapshot = true;
+  Result<PullResult> v1 = Pull(Ref("v1"), snap);
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  Result<PullResult> v2 = Pull(Ref("v2"), snap);
+  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+  EXPECT_EQ(v2->transfer, "patch");
+  {
+    Result<LocalStore> store = LocalStore::Open(tmp_ / "pull-cache");
+    ASSERT_TRUE(store.ok());
+    for (const PullResult* r : {&*v1, &*v2}) {
+      EXPECT_TRUE(r->kept_as_files);
+      EXPECT_FALSE(store->HasBlob(r->digest));
+      EXPECT_TRUE(store->HasUnpacked(r->digest));
+      EXPECT_TRUE(store->VerifyBlob(r->digest).ok());
+      Result<formats::ArchiveHeader> h = store->HeldHeader(r->digest);
+      ASSERT_TRUE(h.ok()) << h.status().ToString();
+      EXPECT_EQ(h->total_size, r->full_bytes);
+    }
+    Result<std::vector<HeldVersion>> held = store->Versions("127.0.0.1:" + std::to_string(server_.port()), "org/tiny");
+    ASSERT_TRUE(held.ok());
+    ASSERT_EQ(held->size(), 2u);
+    EXPECT_EQ((*held)[0].digest, v2->digest);
+  }
+  // Removing the snapshots leaves the kept files: they are linked from unpacked/.
+  ASSERT_TRUE(RemoveSnapshotsOf(tmp_ / "pull-cache", v2->digest).ok());
+  EXPECT_FALSE(fs::exists(v2->output));
+
+  // v3 from v2, read from v2's files in place.
+  Result<PullResult> v3 = Pull(Ref("v3"), snap);
+  ASSERT_TRUE(v3.ok()) << v3.status().ToString();
+  EXPECT_EQ(v3->transfer, "patch");
+  EXPECT_EQ(v3->patch_from, v2->digest);
+  EXPECT_TRUE(v3->kept_as_files);
+  EXPECT_EQ(Tree(v3->output), Tree(tmp_ / "v3"));
+  EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
+
+  // -o of a held kept version: rebuilt into blobs/, verified, then unpacked.
+  Result<PullResult> o = Pull(Ref("v3"), PullOpts(tmp_ / "out3"));
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->transfer, "local");
+  EXPECT_EQ(MakeDigest(*Sha256FileHex(o->archive_path)), v3->digest);
+  EXPECT_EQ(Tree(tmp_ / "out3"), Tree(tmp_ / "v3"));
+
+  // v1's weights written to in place (chmod, then a changed byte): v1 no longer verifies, and
+  // a pull that would patch from it drops it and still gives the right files.
+  Result<LocalStore> store = LocalStore::Open(tmp_ / "pull-cache");
+  ASSERT_TRUE(store.ok());
+  const std::string weights = v1->output + "/model.safetensors";
+  ASSERT_TRUE(fs::exists(weights));
+  fs::permissions(weights, fs::perms::owner_write, fs::perm_options::add);
+  std::string bytes = ReadFileBytes(weights);
+  bytes[bytes.size() - 1] ^= 1;
+  {
+    std::ofstream f(weights, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(std::streamoff(bytes.size() - 1));
+    f.put(bytes.back());
+  }
+  EXPECT_EQ(store->VerifyBlob(v1->digest).code(), Code::kDigestMismatch);
+  EXPECT_EQ(store->ArchivePath(v1->digest).status().code(), Code::kDigestMismatch);
+  EXPECT_FALSE(store->HasBlob(v1->digest));  // nothing unverified published
+  ASSERT_TRUE(store->ForgetVersion(v2->digest).ok());
+  ASSERT_TRUE(store->ForgetVersion(v3->digest).ok());
+  EXPECT_FALSE(store->HasUnpacked(v2->digest));
+  Result<PullResult> again = Pull(Ref("v2"), snap);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(Tree(again->output), Tree(tmp_ / "v2"));
+  EXPECT_NE(again->transfer, "patch");
+  EXPECT_FALSE(store->Holds(v1->digest));  // dropped as damaged
+  bool noted = false;
+  for (const std::string& n : again->notes) noted |= n.find("damaged") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+// KeepAsFiles links every file from files/: with an entry missing it refuses, naming it, and
+// keeps nothing. ForgetVersion takes the kept form and the files only it linked.
+TEST_F(PullStreamTest, KeepAsFilesNeedsEveryFileAndForgetFreesThem) {
+  std::optional<formats::BlzArchive> archive = PackedModel("v2");
+  ASSERT_TRUE(archive.has_value());
+  const std::string digest = MakeDigest(*Sha256FileHex(tmp_ / "b.blz"));
+  Result<LocalStore> store = LocalStore::Open(tmp_ / "keep-cache");
+  ASSERT_TRUE(store.ok());
+  Status s = store->KeepAsFiles(digest, archive->Prefix(), archive->bytes().size());
+  EXPECT_EQ(s.code(), Code::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("files/"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(store->Holds(digest));
+  EXPECT_TRUE(fs::is_empty(tmp_ / "keep-cache/tmp"));
+
+  // With every file in files/ (as a snapshot leaves them): kept, listed, rebuilt exactly.
+  uint64_t file_bytes = 0;
+  for (const formats::ArchiveFile& f : archive->header().files) {
+    const std::string entry = FilesEntryPath(tmp_ / "keep-cache", f.sha256);
+    fs::create_directories(fs::path(entry).parent_path());
+    WriteFileBytes(entry, ReadFileBytes(tmp_ / ("v2/" + f.path)));
+    file_bytes += f.size;
+  }
+  ASSERT_TRUE(store->KeepAsFiles(digest, archive->Prefix(), archive->bytes().size()).ok());
+  Result<std::vector<HeldVersion>> all = store->AllVersions();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].digest, digest);
+  EXPECT_EQ((*all)[0].size, archive->bytes().size());
+  Result<std::string> path = store->ArchivePath(digest);
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  EXPECT_EQ(ReadFileBytes(*path), ReadFileBytes(tmp_ / "b.blz"));
+  Result<uint64_t> freed = store->ForgetVersion(digest);
+  ASSERT_TRUE(freed.ok());
+  EXPECT_EQ(*freed, archive->bytes().size() + file_bytes);
+  EXPECT_FALSE(store->Holds(digest));
+  for (const formats::ArchiveFile& f : archive->header().files) {
+    EXPECT_FALSE(fs::exists(FilesEntryPath(tmp_ / "keep-cache", f.sha256))) << f.path;
   }
 }
 
@@ -344,7 +478,15 @@ TEST_F(PullStreamTest, FullDownloadIsCheckedAndUnpackedInOneRead) {
     }
     EXPECT_EQ(Tree(snapshot ? fs::path(r->output) : fs::path(tmp_ / "out")), Tree(tmp_ / "v1"));
     EXPECT_TRUE(fs::is_empty(o.cache_dir + "/tmp"));
-    EXPECT_EQ(MakeDigest(*Sha256FileHex(r->archive_path)), r->digest);
+    // The snapshot keeps the version as its files: the downloaded archive is not kept.
+    EXPECT_EQ(r->kept_as_files, snapshot);
+    Result<LocalStore> store = LocalStore::Open(o.cache_dir);
+    ASSERT_TRUE(store.ok());
+    EXPECT_EQ(store->HasBlob(r->digest), !snapshot);
+    EXPECT_TRUE(store->VerifyBlob(r->digest).ok());
+    if (!snapshot) {
+      EXPECT_EQ(MakeDigest(*Sha256FileHex(r->archive_path)), r->digest);
+    }
   }
 
   // The last tensor's data altered behind a matching digest (a registry that took it).
@@ -367,11 +509,16 @@ TEST_F(PullStreamTest, FullDownloadIsCheckedAndUnpackedInOneRead) {
     EXPECT_FALSE(fs::exists(tmp_ / "out2"));
     EXPECT_TRUE(fs::is_empty(tmp_ / "cache-s/tmp"));
     EXPECT_TRUE(MisnamedStoreFiles(tmp_ / "cache-s/files").empty());
-    size_t blobs = 0;  // v1's archive only
+    // Only v1 is held (kept as its files by the snapshot pull above): no blob, one kept version.
+    size_t blobs = 0, kept = 0;
     for (const auto& e : fs::recursive_directory_iterator(tmp_ / "cache-s/blobs")) {
       blobs += e.is_regular_file() ? 1 : 0;
     }
-    EXPECT_EQ(blobs, 1u);
+    for (const auto& e : fs::recursive_directory_iterator(tmp_ / "cache-s/unpacked")) {
+      kept += e.path().filename() == "prefix" ? 1 : 0;
+    }
+    EXPECT_EQ(blobs, 0u);
+    EXPECT_EQ(kept, 1u);
     EXPECT_FALSE(fs::exists(tmp_ / "cache-s/snapshots/127.0.0.1:" +
                             std::to_string(server_.port()) + "/org/tiny:bad"));
   }

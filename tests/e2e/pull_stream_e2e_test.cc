@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
+#include "formats/blz_archive.h"
+#include "formats/pack_layout.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/test_util.h"
 
@@ -54,8 +56,8 @@ class PullStreamE2ETest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ASSERT_EQ(json::parse(r.out, nullptr, false).value("transfer", ""), "patch") << r.out;
     fs::remove_all(work_ / "warm-cache");
-    base_blob_ = ReadFileBytes(BlobPath("cache", base_digest_));
-    ASSERT_FALSE(base_blob_.empty());
+    base_blob_ = HeldArchive("cache", base_digest_);
+    ASSERT_EQ(MakeDigest(Sha256Hex(base_blob_)), base_digest_);
   }
   void TearDown() override { StopServe(&server_); }
 
@@ -63,6 +65,27 @@ class PullStreamE2ETest : public ::testing::Test {
   std::string BlobPath(const std::string& cache, const std::string& digest) {
     const std::string hex = digest.substr(7);
     return work_ / (cache + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex);
+  }
+  // The bytes of the archive `cache` holds for `digest`: its blob, or, for a version kept as its
+  // files (a default pull, client/local_store.h), the archive those files and the kept prefix
+  // rebuild. "" when neither is there or the kept form does not lay out.
+  std::string HeldArchive(const std::string& cache, const std::string& digest) {
+    if (fs::exists(BlobPath(cache, digest))) return ReadFileBytes(BlobPath(cache, digest));
+    const std::string hex = digest.substr(7);
+    const std::string kept = work_ / (cache + "/unpacked/sha256/" + hex.substr(0, 2) + "/" + hex);
+    if (!fs::exists(kept + "/prefix")) return "";
+    const std::string prefix = ReadFileBytes(kept + "/prefix");
+    const uint64_t size = std::stoull(ReadFileBytes(kept + "/size"));
+    Result<formats::ArchiveHeader> h = formats::ParseArchivePrefix(AsBytes(prefix), size);
+    if (!h.ok()) return "";
+    std::vector<std::string> files;
+    for (size_t i = 0; i < h->files.size(); ++i) files.push_back(kept + "/" + std::to_string(i));
+    Result<formats::PackLayout> layout =
+        formats::PackLayout::FromArchivePrefix(AsBytes(prefix), size, files);
+    if (!layout.ok()) return "";
+    std::string bytes(size, '\0');
+    if (!layout->ReadInto(0, size, reinterpret_cast<uint8_t*>(bytes.data())).ok()) return "";
+    return bytes;
   }
   std::map<std::string, std::string> Env(const std::string& cache) {
     return {{"BLZ_CONFIG_DIR", work_ / "config"}, {"BLZ_CACHE_DIR", work_ / cache},
@@ -93,7 +116,15 @@ class PullStreamE2ETest : public ::testing::Test {
             << it->path();
       }
     }
-    EXPECT_EQ(ReadFileBytes(BlobPath(cache, base_digest_)), base_blob_);
+    EXPECT_EQ(HeldArchive(cache, base_digest_), base_blob_);
+    // Every version kept as files rebuilds the archive its name says.
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(work_ / (cache + "/unpacked/sha256"), ec), end;
+         !ec && it != end; it.increment(ec)) {
+      if (it.depth() != 1) continue;
+      const std::string digest = "sha256:" + it->path().filename().string();
+      EXPECT_EQ(MakeDigest(Sha256Hex(HeldArchive(cache, digest))), digest) << it->path();
+    }
     const std::string snap = work_ / (cache + "/snapshots/" + server_.addr + "/org/m:ft");
     if (fs::exists(snap)) {
       EXPECT_EQ(ReadTree(snap), ReadTree(work_ / "ft"));
@@ -125,7 +156,7 @@ TEST_F(PullStreamE2ETest, KilledPatchPullLeavesNothingHalfWritten) {
     if (i == 0 || !fs::exists(work_ / cache)) {
       fs::remove_all(work_ / cache);
       ASSERT_EQ(Blz({"pull", Ref("base")}, cache).exit_code, 0);
-      base_blob_ = ReadFileBytes(BlobPath(cache, base_digest_));
+      base_blob_ = HeldArchive(cache, base_digest_);
     }
     const std::string out = work_ / ("out" + std::to_string(i));
     std::vector<std::string> argv = {BLZ_BINARY, "pull", Ref("ft")};
@@ -170,7 +201,7 @@ TEST_F(PullStreamE2ETest, FullDiskFailsClearlyAndLosesNothing) {
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("File too large"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(BlobPath("cache", ft_digest_)));
+  EXPECT_EQ(HeldArchive("cache", ft_digest_), "");
   ExpectNothingHalfWritten("cache", out);
 
   // The same in snapshot mode.
