@@ -13,6 +13,7 @@
 #include "core/bytes.h"
 #include "core/digest.h"
 #include "formats/blz_archive.h"
+#include "formats/blz_archive_check.h"
 #include "tests/formats/test_models.h"
 #include "tests/test_util.h"
 
@@ -255,6 +256,44 @@ TEST(PackLayoutTest, FromArchivePrefixRefusesWhatDoesNotFit) {
   changed[big] = work / "missing";
   l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, changed);
   EXPECT_EQ(l.status().code(), Code::kNotFound) << l.status().ToString();
+}
+
+// The stored-header checks over a layout (a version kept as its files): its own files pass; a
+// safetensors file whose JSON header was changed in place (an F32 tensor relabelled I32: same
+// size, same offsets, so it still lays out) is refused, naming the file and what is named.
+TEST(PackLayoutTest, StoredHeadersOfALayoutAreCheckedAgainstItsFiles) {
+  TempDir src, work;
+  WriteTestModel(src.path());
+  PackStats stats;
+  ASSERT_TRUE(Pack(src.path(), work / "a.blz", &stats).ok());
+  Result<BlzArchive> archive = BlzArchive::Open(work / "a.blz");
+  ASSERT_TRUE(archive.ok());
+  const ArchiveHeader& h = archive->header();
+  std::vector<std::string> paths;
+  for (const ArchiveFile& f : h.files) paths.push_back(src / f.path);
+  Result<PackLayout> l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, paths);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  Status s = CheckStoredHeaders(*l, "kept version");
+  EXPECT_TRUE(s.ok()) << s.ToString();
+
+  size_t st = h.files.size();
+  for (size_t i = 0; i < h.files.size() && st == h.files.size(); ++i) {
+    if (h.files[i].kind == "safetensors") st = i;
+  }
+  ASSERT_LT(st, h.files.size());
+  std::string bytes = ReadFileBytes(paths[st]);
+  const size_t at = bytes.find("\"F32\"");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 1] = 'I';
+  std::vector<std::string> changed = paths;
+  changed[st] = work / "relabelled";
+  WriteFileBytes(changed[st], bytes);
+  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, changed);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  s = CheckStoredHeaders(*l, "kept version");
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("kept version"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(h.files[st].path), std::string::npos) << s.ToString();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "formats/blz_archive.h"
+#include "formats/pack_layout.h"
 #include "patcher/patch.h"
 #include "tests/formats/test_models.h"
 #include "tests/test_util.h"
@@ -123,6 +124,53 @@ TEST_F(PatchSinkTest, AnErrorOfTheSinkIsTheApplysAndLeavesNoTarget) {
     // Nothing after the failed call reached the sink.
     EXPECT_EQ(sink.calls, fail_at);
   }
+}
+
+// A base given as a layout over its files (a version the local store keeps as files): the
+// rebuilt target and the sink's pieces are those of the archive base, with no target archive
+// written, and stats carry the target's prefix. The same files with one byte changed: the apply
+// fails, and as kDigestMismatch naming the base and the digest its files give.
+TEST_F(PatchSinkTest, ABaseLaidOverItsFilesIsReadInPlace) {
+  auto base = formats::BlzArchive::Open(tmp_ / "a.blz");
+  auto target = formats::BlzArchive::Open(tmp_ / "b.blz");
+  ASSERT_TRUE(base.ok() && target.ok());
+  ASSERT_TRUE(formats::Unpack(*base, tmp_ / "files").ok());
+  std::vector<std::string> paths;
+  for (const formats::ArchiveFile& f : base->header().files) {
+    paths.push_back(tmp_ / ("files/" + f.path));
+  }
+  Result<formats::PackLayout> layout = formats::PackLayout::FromArchivePrefix(
+      base->Prefix(), base->header().total_size, paths);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  RecordingSink sink;
+  ApplyStats stats;
+  Status s = ApplyPatchToSink(&*layout, "kept base", tmp_ / "p.blzpatch", "", &sink, &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(stats.target_bytes, target->bytes().size());
+  EXPECT_TRUE(stats.target_prefix == std::string(AsChars(target->Prefix())));
+  for (uint32_t i = 0; i < target->header().tensors.size(); ++i) {
+    const ByteSpan want = target->TensorData(i);
+    if (want.empty()) continue;
+    const std::pair<Kind, uint32_t> key{Kind::kTensor, i};
+    EXPECT_TRUE(sink.pieces[key] == std::string(AsChars(want))) << "tensor " << i;
+  }
+
+  // One byte of the largest file changed in place, as a write to a snapshot file would.
+  size_t big = 0;
+  for (size_t i = 1; i < paths.size(); ++i) {
+    if (fs::file_size(paths[i]) > fs::file_size(paths[big])) big = i;
+  }
+  std::string bytes = testing::ReadFileBytes(paths[big]);
+  bytes[bytes.size() - 1] ^= 0x40;
+  testing::WriteFileBytes(paths[big], bytes);
+  layout = formats::PackLayout::FromArchivePrefix(base->Prefix(), base->header().total_size,
+                                                  paths);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  RecordingSink sink2;
+  s = ApplyPatchToSink(&*layout, "kept base", tmp_ / "p.blzpatch", "", &sink2, &stats);
+  EXPECT_EQ(s.code(), Code::kDigestMismatch) << s.ToString();
+  EXPECT_NE(s.message().find("kept base: the base's files give digest"), std::string::npos)
+      << s.ToString();
 }
 
 }  // namespace
