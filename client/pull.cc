@@ -446,7 +446,10 @@ Status WriteOutput(const Reference& ref, const LocalStore& store, const PullOpti
       staged = &*own;
     }
     if (!streamed) {
-      Status s = options.filter.empty()
+      Status s = result->archive_path.empty()
+                     ? CopyKeptFiles(store, result->digest, staged->built(), options.filter,
+                                     options.progress)
+                 : options.filter.empty()
                      ? UnpackInto(result->archive_path, staged->built(), options.progress)
                      : [&]() -> Status {
                          BLZ_ASSIGN_OR_RETURN(formats::BlzArchive archive,
@@ -480,12 +483,13 @@ Status WriteOutput(const Reference& ref, const LocalStore& store, const PullOpti
   return Status::Ok();
 }
 
-// Sets where the pull finds held version `digest` (verified): its blob, or, when the version is
-// kept as files, nothing more for a pull that keeps files (`keep_as_files`) and the archive
-// rebuilt into blobs/ for one that needs it as a file (LocalStore::ArchivePath).
-Status TakeHeld(LocalStore* store, const std::string& digest, bool keep_as_files,
+// Sets where the pull finds held version `digest` (verified): its blob; for a version kept as
+// files, nothing more unless the caller needs the archive as one file (`need_archive`: no
+// snapshot and no -o, as --archive-only, --export and library callers), which then gets it
+// rebuilt into blobs/ (LocalStore::ArchivePath). The snapshot and -o take the kept files.
+Status TakeHeld(LocalStore* store, const std::string& digest, bool need_archive,
                 PullResult* result) {
-  if (!store->HasBlob(digest) && keep_as_files) {
+  if (!store->HasBlob(digest) && !need_archive) {
     result->kept_as_files = true;
     return Status::Ok();
   }
@@ -579,6 +583,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
   // A default pull of a whole model keeps the version as its files, with no archive beside
   // them (client/local_store.h); -o, filters and callers that want the archive keep that.
   const bool keep_as_files = options.snapshot && options.filter.empty();
+  const bool need_archive = !options.snapshot && options.output_dir.empty();
   // Whether the version is held by now, in the form this pull keeps.
   auto obtained = [&] { return !result.archive_path.empty() || result.kept_as_files; };
 
@@ -601,7 +606,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
         result.digest = held->digest;
         result.manifest_digest = held->manifest_digest;
         result.full_bytes = held->size;
-        BLZ_RETURN_IF_ERROR(TakeHeld(&store, held->digest, keep_as_files, &result));
+        BLZ_RETURN_IF_ERROR(TakeHeld(&store, held->digest, need_archive, &result));
         result.transfer = "local";
         result.cache_hit = true;
         result.offline = true;
@@ -676,7 +681,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     if (held.ok()) {
       result.cache_hit = true;
       result.transfer = "local";
-      BLZ_RETURN_IF_ERROR(TakeHeld(&store, manifest.archive_digest, keep_as_files, &result));
+      BLZ_RETURN_IF_ERROR(TakeHeld(&store, manifest.archive_digest, need_archive, &result));
     } else {
       BLZ_RETURN_IF_ERROR(store.RemoveBlob(manifest.archive_digest));
       result.notes.push_back("local copy was damaged (" + held.message() + "); fetching again");

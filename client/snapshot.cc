@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "client/local_store.h"
@@ -252,6 +253,42 @@ Status UnpackFiltered(const formats::BlzArchive& archive, const std::string& out
     BLZ_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(dest));
     BLZ_RETURN_IF_ERROR(WriteArchiveFile(archive, f, &out, &written, meter.Callback(), total));
     BLZ_RETURN_IF_ERROR(out.Commit());
+  }
+  meter.Finish();
+  return SyncDir(out_dir);
+}
+
+Status CopyKeptFiles(const LocalStore& store, std::string_view archive_digest,
+                     const std::string& out_dir, const FileFilter& filter,
+                     ProgressMode progress) {
+  const std::string what = "archive " + std::string(archive_digest);
+  if (!store.HasUnpacked(archive_digest)) return NotFound(what + " is not kept as files");
+  BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader h, store.HeldHeader(archive_digest));
+  BLZ_ASSIGN_OR_RETURN(std::vector<size_t> kept, FilesKept(h, filter, what));
+  std::error_code ec;
+  fs::create_directory(out_dir, ec);
+  if (ec) return IOError(out_dir + ": cannot create directory: " + ec.message());
+  uint64_t total = 0, written = 0;
+  for (size_t i : kept) total += h.files[i].size;
+  ProgressMeter meter("unpacking", progress);
+  const ProgressCallback progress_fn = meter.Callback();
+  for (size_t i : kept) {
+    const formats::ArchiveFile& f = h.files[i];
+    if (!IsSafeRelativePath(f.path)) {
+      return Corruption(what + ": file path '" + f.path + "' is not a safe relative path");
+    }
+    const std::string src = store.UnpackedPath(archive_digest) + "/" + std::to_string(i);
+    const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return IOError(src + ": cannot open: " + std::strerror(errno));
+    const std::string dest = out_dir + "/" + f.path;
+    Status s = MakeParentDirs(dest);
+    Result<AtomicFile> out = s.ok() ? AtomicFile::Create(dest) : Result<AtomicFile>(s);
+    if (out.ok()) s = out->AppendFromFd(fd, 0, f.size, src);
+    if (out.ok() && s.ok()) s = out->Commit();
+    ::close(fd);
+    BLZ_RETURN_IF_ERROR(out.ok() ? s : out.status());
+    written += f.size;
+    if (progress_fn) progress_fn(written, total);
   }
   meter.Finish();
   return SyncDir(out_dir);

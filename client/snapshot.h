@@ -69,6 +69,15 @@ Result<std::vector<size_t>> FilesKept(const formats::ArchiveHeader& header,
 Status UnpackFiltered(const formats::BlzArchive& archive, const std::string& out_dir,
                       const FileFilter& filter, ProgressMode progress);
 
+// Copies the files of version `archive_digest`, which `store` keeps as files (client/
+// local_store.h) and the caller verified (LocalStore::VerifyBlob), that `filter` keeps into
+// `out_dir` (which must not exist; its parent must), as regular files (0644): `pull -o` of such
+// a version, without rebuilding its archive. Errors: kNotFound (not kept as files; the filter
+// keeps no file), kCorruption (an unsafe path), kIOError.
+Status CopyKeptFiles(const LocalStore& store, std::string_view archive_digest,
+                     const std::string& out_dir, const FileFilter& filter,
+                     ProgressMode progress);
+
 // "<name>:<tag>" for a tag, else "<name>@sha256:<first 12 hex of archive_digest>".
 std::string SnapshotName(std::string_view repository, std::string_view tag,
                          std::string_view archive_digest);

@@ -376,12 +376,22 @@ TEST_F(PullStreamTest, ADefaultPullKeepsTheVersionAsItsFiles) {
   EXPECT_EQ(Tree(v3->output), Tree(tmp_ / "v3"));
   EXPECT_TRUE(fs::is_empty(tmp_ / "pull-cache/tmp"));
 
-  // -o of a held kept version: rebuilt into blobs/, verified, then unpacked.
+  // -o of a held kept version: verified, its files copied, no archive rebuilt.
   Result<PullResult> o = Pull(Ref("v3"), PullOpts(tmp_ / "out3"));
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->transfer, "local");
-  EXPECT_EQ(MakeDigest(*Sha256FileHex(o->archive_path)), v3->digest);
+  EXPECT_EQ(o->archive_path, "");
   EXPECT_EQ(Tree(tmp_ / "out3"), Tree(tmp_ / "v3"));
+  {
+    Result<LocalStore> store = LocalStore::Open(tmp_ / "pull-cache");
+    ASSERT_TRUE(store.ok());
+    EXPECT_FALSE(store->HasBlob(v3->digest));
+  }
+  // A caller that needs the archive as one file (--archive-only): rebuilt into blobs/, exact.
+  Result<PullResult> a = Pull(Ref("v3"), PullOpts());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->transfer, "local");
+  EXPECT_EQ(MakeDigest(*Sha256FileHex(a->archive_path)), v3->digest);
 
   // v1's weights written to in place (chmod, then a changed byte): v1 no longer verifies, and
   // a pull that would patch from it drops it and still gives the right files.
