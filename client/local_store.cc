@@ -317,7 +317,8 @@ Result<formats::PackLayout> LocalStore::OpenUnpacked(std::string_view digest) co
   std::string prefix;
   uint64_t size = 0;
   BLZ_RETURN_IF_ERROR(ReadKept(dir, &prefix, &size));
-  BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader h, formats::ParseArchivePrefix(AsBytes(prefix), size));
+  BLZ_ASSIGN_OR_RETURN(formats::ArchiveHeader h,
+                       formats::ParseArchivePrefix(AsBytes(prefix), size));
   std::vector<std::string> files;
   files.reserve(h.files.size());
   for (size_t i = 0; i < h.files.size(); ++i) files.push_back(dir + "/" + std::to_string(i));

@@ -172,9 +172,9 @@ struct FetchContext {
 // Runs `feed`, which hands the target archive's bytes to a FileStreamer writing the model's
 // files where ctx.stream says (and checking, as they go by, each piece's length and, as
 // `pieces` says, its xxh3-64, and each file's SHA-256 in the snapshot), then checks that every
-// piece came whole, then `check_headers` (the archive's stored headers, BlzArchive or
-// PackLayout CheckStoredHeaders). Any failure removes what the stream wrote (kDirectory / kByDigest directory); errors
-// name the archive `digest`.
+// piece came whole, then `check_headers` (the archive's stored headers, over the archive or
+// over the files: formats::CheckStoredHeaders). Any failure removes what the stream wrote
+// (kDirectory / kByDigest directory); errors name the archive `digest`.
 Status StreamFiles(const FetchContext& ctx, const std::string& digest,
                    FileStreamer::PieceCheck pieces,
                    const std::function<Status(FileStreamer* files)>& feed,

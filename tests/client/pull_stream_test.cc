@@ -358,7 +358,8 @@ TEST_F(PullStreamTest, ADefaultPullKeepsTheVersionAsItsFiles) {
       ASSERT_TRUE(h.ok()) << h.status().ToString();
       EXPECT_EQ(h->total_size, r->full_bytes);
     }
-    Result<std::vector<HeldVersion>> held = store->Versions("127.0.0.1:" + std::to_string(server_.port()), "org/tiny");
+    Result<std::vector<HeldVersion>> held =
+        store->Versions("127.0.0.1:" + std::to_string(server_.port()), "org/tiny");
     ASSERT_TRUE(held.ok());
     ASSERT_EQ(held->size(), 2u);
     EXPECT_EQ((*held)[0].digest, v2->digest);
