@@ -74,8 +74,15 @@ for size in "${sizes[@]}"; do
   rm -rf "$WORK/base" "$WORK/ft"
   archive=$(json "$WORK/push-ft.json" archive_size)
   digest=$(json "$WORK/push-ft.json" digest)
+  # Each client's store holds the base as that client keeps it (since the store keeps a default
+  # pull as its files, client/local_store.h, an older client would not see a newer one's base).
+  for c in "${clients[@]}"; do
+    rm -rf "$WORK/cache0-${c%%=*}"
+    "$(client_path "${c%%=*}")" pull "$addr/bench/m${size,,}:base" --cache "$WORK/cache0-${c%%=*}" \
+      --json >/dev/null
+  done
   rm -rf "$WORK/cache0"
-  "$BLZ" pull "$addr/bench/m${size,,}:base" --cache "$WORK/cache0" --json >/dev/null
+  cp -al "$WORK/cache0-${clients[0]%%=*}" "$WORK/cache0"
   log "size $size: warming the registry's patch cache"
   cp -al "$WORK/cache0" "$WORK/cache-warm"
   "$BLZ" pull "$addr/bench/m${size,,}:ft" --cache "$WORK/cache-warm" --json >"$WORK/warm.json"
@@ -91,7 +98,7 @@ for size in "${sizes[@]}"; do
       rm -rf "$WORK/c" "$WORK/out" "$WORK/blob"
       bin=$(client_path "${way%%:*}")
       case $way in
-        *:patch|*:patch-o) cp -al "$WORK/cache0" "$WORK/c";;
+        *:patch|*:patch-o) cp -al "$WORK/cache0-${way%%:*}" "$WORK/c";;
       esac
       sync
       case $way in
@@ -109,7 +116,7 @@ for size in "${sizes[@]}"; do
     mkdir -p "$PERF_DIR"
     for c in "${clients[@]}"; do
       label=${c%%=*}
-      rm -rf "$WORK/c"; cp -al "$WORK/cache0" "$WORK/c"
+      rm -rf "$WORK/c"; cp -al "$WORK/cache0-$label" "$WORK/c"
       perf record -g -o "$PERF_DIR/pull-$label-$size.data" -- "$(client_path "$label")" pull \
         "$addr/bench/m${size,,}:ft" --cache "$WORK/c" --json >/dev/null 2>"$PERF_DIR/record-$label-$size.log"
       perf report -i "$PERF_DIR/pull-$label-$size.data" --no-children --sort sym --percent-limit 1.5 \
