@@ -34,8 +34,9 @@
 // beside them would be a second copy of every byte (an archive's pieces are 64-byte aligned, a
 // file's are not, so no hard link or reflink can share them; issue 28). The archive is the
 // files plus the stored prefix, byte for byte (formats::PackLayout::FromArchivePrefix): a patch
-// pull reads its base from the files in place (patcher/patch_sink.h); whatever else needs the
-// archive as one file gets it rebuilt and verified into blobs/ on first use (ArchivePath).
+// pull and a patch push read it from the files in place (patcher/patch_sink.h, patcher/patch.h);
+// whatever else needs the archive as one file gets it rebuilt and verified into blobs/ on first
+// use (ArchivePath).
 // Both forms are verified before they enter the store: a blob by its SHA-256, a kept version by
 // the archive's SHA-256 over the bytes its files were written from and each file's SHA-256.
 // Everything is written to a temporary file and renamed into place, so a reader never sees a

@@ -27,6 +27,7 @@
 #include "core/file_util.h"
 #include "formats/blz_archive.h"
 #include "formats/identify.h"
+#include "formats/pack_layout.h"
 #include "formats/structural_hash.h"
 #include "formats/tensor_share.h"
 #include "patcher/patch.h"
@@ -181,10 +182,18 @@ Status TryPatchUpload(RegistryClient* client, LocalStore* store, const Reference
   patcher::DiffStats stats;
   {
     ProgressMeter meter("computing the patch from " + name, WorkMeterOptions(options.progress));
-    // A base kept as files is rebuilt into blobs/ first (LocalStore::ArchivePath).
-    BLZ_ASSIGN_OR_RETURN(std::string base_path, store->ArchivePath(base.digest));
-    BLZ_RETURN_IF_ERROR(patcher::CreatePatch(base_path, archive_path, patch_path, diff, &stats)
-                            .WithContext("computing the patch from " + name));
+    // A base kept as files is read from them in place (its archive is not rebuilt).
+    Status made;
+    if (store->HasBlob(base.digest)) {
+      made = patcher::CreatePatch(store->BlobPath(base.digest), archive_path, patch_path, diff,
+                                  &stats);
+    } else {
+      Result<formats::PackLayout> layout = store->OpenUnpacked(base.digest);
+      made = layout.ok() ? patcher::CreatePatch(*layout, "held version " + base.digest,
+                                                archive_path, patch_path, diff, &stats)
+                         : layout.status();
+    }
+    BLZ_RETURN_IF_ERROR(made.WithContext("computing the patch from " + name));
     meter.Finish();
   }
   result->patch_bytes = stats.patch_bytes;

@@ -794,6 +794,29 @@ struct OpenedSide {
   std::optional<formats::BlzArchive> archive;
   std::optional<formats::PackLayout> layout;
   std::optional<ArchiveSource> source;
+
+  // Opens `path` (`what`: "base" or "target", for errors) as CreatePatch takes it; a model's
+  // layout is not hashed yet.
+  Status Open(const std::string& path, const char* what) {
+    if (internal::IsModelInput(path)) {
+      Result<formats::PackLayout> l = formats::PackLayout::Open(path);
+      if (!l.ok()) return l.status().WithContext(std::string(what) + " model");
+      layout.emplace(std::move(*l));
+    } else {
+      Result<formats::BlzArchive> ar = formats::BlzArchive::Open(path);
+      if (!ar.ok()) return ar.status().WithContext(std::string(what) + " archive");
+      archive.emplace(std::move(*ar));
+    }
+    return Status::Ok();
+  }
+  // The source over what Open opened (a model's layout hashed by then); `path` names it.
+  void MakeSource(const std::string& path) {
+    if (layout) {
+      source.emplace(*layout, path);
+    } else {
+      source.emplace(*archive);
+    }
+  }
 };
 
 Status CreatePatch(const std::string& base_archive, const std::string& target_archive,
@@ -804,16 +827,8 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
   std::vector<OpenedSide*> to_hash;
   for (auto [side, path, what] : {std::tuple(&a, &base_archive, "base"),
                                   std::tuple(&b, &target_archive, "target")}) {
-    if (internal::IsModelInput(*path)) {
-      Result<formats::PackLayout> l = formats::PackLayout::Open(*path);
-      if (!l.ok()) return l.status().WithContext(std::string(what) + " model");
-      side->layout.emplace(std::move(*l));
-      to_hash.push_back(side);
-    } else {
-      Result<formats::BlzArchive> ar = formats::BlzArchive::Open(*path);
-      if (!ar.ok()) return ar.status().WithContext(std::string(what) + " archive");
-      side->archive.emplace(std::move(*ar));
-    }
+    BLZ_RETURN_IF_ERROR(side->Open(*path, what));
+    if (side->layout) to_hash.push_back(side);
   }
   // A model's header hashes first (each tensor's and file's SHA-256, each piece's xxh3-64):
   // the plan matches tensors by them. Two models are hashed side by side, unless one thread.
@@ -834,14 +849,23 @@ Status CreatePatch(const std::string& base_archive, const std::string& target_ar
   if (second.joinable()) second.join();
   BLZ_RETURN_IF_ERROR(hashed_a.WithContext(base_archive));
   BLZ_RETURN_IF_ERROR(hashed);
-  for (auto [side, path] : {std::pair(&a, &base_archive), std::pair(&b, &target_archive)}) {
-    if (side->layout) {
-      side->source.emplace(*side->layout, *path);
-    } else {
-      side->source.emplace(*side->archive);
-    }
-  }
+  a.MakeSource(base_archive);
+  b.MakeSource(target_archive);
   return CreateImpl(&*a.source, *b.source, patch_path, options, stats);
+}
+
+Status CreatePatch(const formats::PackLayout& base, const std::string& base_name,
+                   const std::string& target_archive, const std::string& patch_path,
+                   const DiffOptions& options, DiffStats* stats) {
+  BLZ_RETURN_IF_ERROR(CheckDiffOptions(options));
+  if (!base.hashed()) return InvalidArgument(base_name + ": the base's layout is not hashed");
+  if (PathExists(patch_path)) return AlreadyExists(patch_path + ": already exists");
+  OpenedSide b;
+  BLZ_RETURN_IF_ERROR(b.Open(target_archive, "target"));
+  if (b.layout) BLZ_RETURN_IF_ERROR(b.layout->FillHashes(nullptr).WithContext(target_archive));
+  b.MakeSource(target_archive);
+  const ArchiveSource a(base, base_name);
+  return CreateImpl(&a, *b.source, patch_path, options, stats);
 }
 
 Status CreatePatchFromReaders(std::shared_ptr<const ArchiveReader> base,

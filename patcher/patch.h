@@ -28,6 +28,10 @@
 #include "core/progress_fn.h"
 #include "core/status.h"
 
+namespace blz::formats {
+class PackLayout;
+}  // namespace blz::formats
+
 namespace blz::patcher {
 
 struct DiffOptions {
@@ -76,6 +80,16 @@ struct DiffStats {
 // exists), kUnavailable (cancelled), kIOError.
 Status CreatePatch(const std::string& base_archive, const std::string& target_archive,
                    const std::string& patch_path, const DiffOptions& options, DiffStats* stats);
+
+// CreatePatch with the base given as an archive laid over its files (a version the local store
+// keeps as its files: formats::PackLayout::FromArchivePrefix, hashed() already, client/
+// local_store.h), read in place: the same patch as from that archive, which is not rebuilt.
+// `base_name` names it in errors. The base's digest is options.known_base_digest when given,
+// else its ArchiveDigest (a read of every base byte). Errors: CreatePatch's; kInvalidArgument
+// when `base` is not hashed.
+Status CreatePatch(const formats::PackLayout& base, const std::string& base_name,
+                   const std::string& target_archive, const std::string& patch_path,
+                   const DiffOptions& options, DiffStats* stats);
 
 // CreatePatch for archives that may be stored as patches themselves (patcher/archive_reader.h:
 // a full patch, or a chain link over its parent's reader; or a plain file), so that nothing

@@ -172,6 +172,48 @@ TEST_F(PatchPushE2ETest, FiveCheckpointsUploadOnlyPatchesAndPullBackIdentical) {
   }
 }
 
+// A client that pulled v1 the default way keeps it as its files, with no archive. A push of
+// the next checkpoint from that client still goes up as a patch from v1, read from those files
+// in place: v1's archive is not rebuilt into the store, and v2 pulls back identical.
+TEST_F(PatchPushE2ETest, APushFromAVersionKeptAsFilesReadsItInPlace) {
+  BLZ_REQUIRE_CORPUS(corpus);
+  const std::string v1 = corpus + "/roberta-lora/checkpoint-500";
+  const std::string v2 = corpus + "/roberta-lora/checkpoint-1000";
+  if (!fs::exists(v1 + "/adapter_model.safetensors") ||
+      !fs::exists(v2 + "/adapter_model.safetensors")) {
+    GTEST_SKIP() << "the roberta-lora checkpoints 500 and 1000 are missing";
+  }
+  ServeProcess server = StartServe(BLZ_BINARY, work_ / "kept-data", {}, work_ / "kept-serve");
+  ASSERT_FALSE(server.addr.empty()) << ReadFileBytes(work_ / "kept-serve.err");
+  ProcessResult first = Blz({"push", v1, server.addr + "/lora/kept:v1", "--json"}, server.token,
+                            work_ / "first-cache");
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  const std::string v1_digest = json::parse(first.out, nullptr, false).value("digest", "");
+  ASSERT_EQ(v1_digest.size(), 71u) << first.out;
+
+  const std::string cache = work_ / "kept-cache";
+  ProcessResult pull = Blz({"pull", server.addr + "/lora/kept:v1", "--json"}, server.token, cache);
+  ASSERT_EQ(pull.exit_code, 0) << pull.out << pull.err;
+  ASSERT_TRUE(json::parse(pull.out, nullptr, false).value("kept_as_files", false)) << pull.out;
+  const std::string hex = v1_digest.substr(7);
+  const std::string v1_blob = cache + "/blobs/sha256/" + hex.substr(0, 2) + "/" + hex;
+  ASSERT_FALSE(fs::exists(v1_blob));
+
+  ProcessResult push = Blz({"push", v2, server.addr + "/lora/kept:v2", "--json"}, server.token,
+                           cache);
+  ASSERT_EQ(push.exit_code, 0) << push.out << push.err;
+  const json r = json::parse(push.out, nullptr, false);
+  EXPECT_TRUE(r.value("uploaded_as_patch", false)) << push.out << push.err;
+  EXPECT_EQ(r.value("patch_from", ""), v1_digest) << push.out;
+  EXPECT_FALSE(fs::exists(v1_blob)) << "the base's archive was rebuilt";
+
+  ProcessResult back = Blz({"pull", server.addr + "/lora/kept:v2", "-o", work_ / "kept-v2"},
+                           server.token, work_ / "fresh-cache");
+  ASSERT_EQ(back.exit_code, 0) << back.out << back.err;
+  EXPECT_TRUE(TreeOf(work_ / "kept-v2") == TreeOf(v2)) << "the pulled model differs";
+  StopServe(&server);
+}
+
 // The human output names the base ("uploaded X of Y as a patch from NAME:TAG"), and a pushed
 // version stays in the local store as a base for the next push even when the directory is not
 // a pulled snapshot.

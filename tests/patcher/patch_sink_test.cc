@@ -129,7 +129,8 @@ TEST_F(PatchSinkTest, AnErrorOfTheSinkIsTheApplysAndLeavesNoTarget) {
 // A base given as a layout over its files (a version the local store keeps as files): the
 // rebuilt target and the sink's pieces are those of the archive base, with no target archive
 // written, and stats carry the target's prefix. The same files with one byte changed: the apply
-// fails, and as kDigestMismatch naming the base and the digest its files give.
+// fails, and as kDigestMismatch naming the base and the digest its files give. A patch made
+// from the layout (CreatePatch over it, as a push does) is the archive's patch.
 TEST_F(PatchSinkTest, ABaseLaidOverItsFilesIsReadInPlace) {
   auto base = formats::BlzArchive::Open(tmp_ / "a.blz");
   auto target = formats::BlzArchive::Open(tmp_ / "b.blz");
@@ -142,6 +143,13 @@ TEST_F(PatchSinkTest, ABaseLaidOverItsFilesIsReadInPlace) {
   Result<formats::PackLayout> layout = formats::PackLayout::FromArchivePrefix(
       base->Prefix(), base->header().total_size, paths);
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  // A patch made from the layout is the one made from the archive, byte for byte.
+  DiffStats diff;
+  Status made = CreatePatch(*layout, "kept base", tmp_ / "b.blz", tmp_ / "p2.blzpatch", {}, &diff);
+  ASSERT_TRUE(made.ok()) << made.ToString();
+  EXPECT_TRUE(testing::ReadFileBytes(tmp_ / "p2.blzpatch") ==
+              testing::ReadFileBytes(tmp_ / "p.blzpatch"));
+
   RecordingSink sink;
   ApplyStats stats;
   Status s = ApplyPatchToSink(&*layout, "kept base", tmp_ / "p.blzpatch", "", &sink, &stats);
