@@ -152,12 +152,14 @@ struct StreamTarget {
   std::string dir;           // kDirectory / kByDigest: must not exist; the route creates it
   std::string held_store;    // kByDigest: the store whose files/ entries need no new copy
   const FileFilter* filter = nullptr;
-  // kByDigest of the whole model (no filter): a patch route writes no archive at all; the
-  // version is kept as its files (LocalStore::KeepAsFiles) with `prefix` once the snapshot
-  // holds them.
+  // kByDigest of the whole model (no filter): the routes keep no archive; the version is kept
+  // as its files (LocalStore::KeepAsFiles) with `prefix` once the snapshot holds them.
   bool keep_as_files = false;
   bool written = false;      // set when a route succeeded: `dir` holds the files
   std::string prefix;        // set when a route kept no archive: the target's proven prefix
+
+  // Whether the next route keeps no archive: it writes the files (no earlier route did).
+  bool KeepsNoArchive() const { return keep_as_files && !written; }
 };
 
 // What every download of one pull shares.
@@ -348,7 +350,7 @@ Status PullViaPatch(const FetchContext& ctx, const ModelManifest& manifest,
   ScopedRemoveAll guard(staging);
   const std::string patch_path = staging + "/patch.blzpatch";
   // Kept as files: no archive is written (the stream's files are the only copy).
-  const bool keep = ctx.stream->keep_as_files && !ctx.stream->written;
+  const bool keep = ctx.stream->KeepsNoArchive();
   const std::string target_path = keep ? "" : staging + "/target.blz";
 
   // A patch at least as large as the archive is not worth it: the server tells its size
@@ -403,7 +405,7 @@ Status PullViaFullPatch(const FetchContext& ctx, const ModelManifest& manifest,
   BLZ_ASSIGN_OR_RETURN(std::string staging, store->MakeStagingDir());
   ScopedRemoveAll guard(staging);
   const std::string patch_path = staging + "/full.blzpatch";
-  const bool keep = ctx.stream->keep_as_files && !ctx.stream->written;
+  const bool keep = ctx.stream->KeepsNoArchive();
   const std::string target_path = keep ? "" : staging + "/target.blz";
 
   // Not worth it unless smaller than the archive (the download stops at the headers).
@@ -738,7 +740,7 @@ Result<PullResult> Pull(const std::string& reference, const PullOptions& options
     Result<DownloadResult> got = Fetch(ctx, req, staged, meter.Callback(), &result);
     meter.Finish();
     BLZ_RETURN_IF_ERROR(got.status());
-    const bool keep = stream.keep_as_files && !stream.written;
+    const bool keep = stream.KeepsNoArchive();
     BLZ_RETURN_IF_ERROR(CheckAndStreamDownload(ctx, staged, manifest.archive_digest)
                             .WithContext("pull " + result.reference));
     if (keep) {

@@ -199,34 +199,44 @@ TEST(PackLayoutTest, RefusesWhatPackRefuses) {
       << l.status().ToString();
 }
 
+// The test model (tests/formats/test_models.h) in src_, packed to work_/a.blz and opened;
+// `paths_` are its files in header order.
+class PackedTestModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteTestModel(src_.path());
+    ASSERT_TRUE(Pack(src_.path(), work_ / "a.blz", &stats_).ok());
+    archive_ = BlzArchive::Open(work_ / "a.blz");
+    ASSERT_TRUE(archive_.ok());
+    for (const ArchiveFile& f : archive_->header().files) paths_.push_back(src_ / f.path);
+  }
+  TempDir src_, work_;
+  PackStats stats_;
+  Result<BlzArchive> archive_ = Internal("not opened");
+  std::vector<std::string> paths_;
+};
+
 // Wrong inputs: a damaged prefix, the wrong number of files, a file of the wrong size (named);
 // a file of the right size with other bytes lays out, and its digest is not the archive's (the
 // caller's proof: FromArchivePrefix checks sizes, not contents).
-TEST(PackLayoutTest, FromArchivePrefixRefusesWhatDoesNotFit) {
-  TempDir src, work;
-  WriteTestModel(src.path());
-  PackStats stats;
-  ASSERT_TRUE(Pack(src.path(), work / "a.blz", &stats).ok());
-  Result<BlzArchive> archive = BlzArchive::Open(work / "a.blz");
-  ASSERT_TRUE(archive.ok());
-  const ArchiveHeader& h = archive->header();
-  std::vector<std::string> paths;
-  for (const ArchiveFile& f : h.files) paths.push_back(src / f.path);
-  ASSERT_TRUE(PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, paths).ok());
+TEST_F(PackedTestModel, FromArchivePrefixRefusesWhatDoesNotFit) {
+  ASSERT_TRUE(archive_.ok());
+  const ArchiveHeader& h = archive_->header();
+  ASSERT_TRUE(PackLayout::FromArchivePrefix(archive_->Prefix(), h.total_size, paths_).ok());
 
-  std::string prefix = Str(archive->Prefix());
+  std::string prefix = Str(archive_->Prefix());
   const size_t key = prefix.find("\"tensors\"");
   ASSERT_NE(key, std::string::npos);
   prefix[key + 1] = 'T';  // a header key no archive has
-  Result<PackLayout> l = PackLayout::FromArchivePrefix(AsBytes(prefix), h.total_size, paths);
+  Result<PackLayout> l = PackLayout::FromArchivePrefix(AsBytes(prefix), h.total_size, paths_);
   EXPECT_EQ(l.status().code(), Code::kCorruption) << l.status().ToString();
-  l = PackLayout::FromArchivePrefix(archive->Prefix().subspan(0, 100), h.total_size, paths);
+  l = PackLayout::FromArchivePrefix(archive_->Prefix().subspan(0, 100), h.total_size, paths_);
   EXPECT_EQ(l.status().code(), Code::kInvalidArgument) << l.status().ToString();
-  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size + 64, paths);
+  l = PackLayout::FromArchivePrefix(archive_->Prefix(), h.total_size + 64, paths_);
   EXPECT_EQ(l.status().code(), Code::kCorruption) << l.status().ToString();
 
-  std::vector<std::string> fewer(paths.begin(), paths.end() - 1);
-  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, fewer);
+  std::vector<std::string> fewer(paths_.begin(), paths_.end() - 1);
+  l = PackLayout::FromArchivePrefix(archive_->Prefix(), h.total_size, fewer);
   EXPECT_EQ(l.status().code(), Code::kInvalidArgument) << l.status().ToString();
 
   const size_t big = size_t(std::max_element(h.files.begin(), h.files.end(),
@@ -234,11 +244,11 @@ TEST(PackLayoutTest, FromArchivePrefixRefusesWhatDoesNotFit) {
                                                return a.size < b.size;
                                              }) -
                             h.files.begin());
-  const std::string bytes = ReadFileBytes(paths[big]);
-  std::vector<std::string> changed = paths;
-  changed[big] = work / "short";
+  const std::string bytes = ReadFileBytes(paths_[big]);
+  std::vector<std::string> changed = paths_;
+  changed[big] = work_ / "short";
   WriteFileBytes(changed[big], bytes.substr(0, bytes.size() - 1));
-  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, changed);
+  l = PackLayout::FromArchivePrefix(archive_->Prefix(), h.total_size, changed);
   EXPECT_EQ(l.status().code(), Code::kCorruption) << l.status().ToString();
   EXPECT_NE(l.status().message().find(changed[big]), std::string::npos) << l.status().ToString();
   EXPECT_NE(l.status().message().find(h.files[big].path), std::string::npos)
@@ -246,32 +256,25 @@ TEST(PackLayoutTest, FromArchivePrefixRefusesWhatDoesNotFit) {
 
   std::string flipped = bytes;
   flipped[flipped.size() / 2] ^= 1;
-  changed[big] = work / "flipped";
+  changed[big] = work_ / "flipped";
   WriteFileBytes(changed[big], flipped);
-  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, changed);
+  l = PackLayout::FromArchivePrefix(archive_->Prefix(), h.total_size, changed);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   Result<std::string> digest = l->ArchiveDigest();
   ASSERT_TRUE(digest.ok());
-  EXPECT_NE(*digest, stats.digest);
-  changed[big] = work / "missing";
-  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, changed);
+  EXPECT_NE(*digest, stats_.digest);
+  changed[big] = work_ / "missing";
+  l = PackLayout::FromArchivePrefix(archive_->Prefix(), h.total_size, changed);
   EXPECT_EQ(l.status().code(), Code::kNotFound) << l.status().ToString();
 }
 
 // The stored-header checks over a layout (a version kept as its files): its own files pass; a
 // safetensors file whose JSON header was changed in place (an F32 tensor relabelled I32: same
 // size, same offsets, so it still lays out) is refused, naming the file and what is named.
-TEST(PackLayoutTest, StoredHeadersOfALayoutAreCheckedAgainstItsFiles) {
-  TempDir src, work;
-  WriteTestModel(src.path());
-  PackStats stats;
-  ASSERT_TRUE(Pack(src.path(), work / "a.blz", &stats).ok());
-  Result<BlzArchive> archive = BlzArchive::Open(work / "a.blz");
-  ASSERT_TRUE(archive.ok());
-  const ArchiveHeader& h = archive->header();
-  std::vector<std::string> paths;
-  for (const ArchiveFile& f : h.files) paths.push_back(src / f.path);
-  Result<PackLayout> l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, paths);
+TEST_F(PackedTestModel, StoredHeadersOfALayoutAreCheckedAgainstItsFiles) {
+  ASSERT_TRUE(archive_.ok());
+  const ArchiveHeader& h = archive_->header();
+  Result<PackLayout> l = PackLayout::FromArchivePrefix(archive_->Prefix(), h.total_size, paths_);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   Status s = CheckStoredHeaders(*l, "kept version");
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -281,14 +284,14 @@ TEST(PackLayoutTest, StoredHeadersOfALayoutAreCheckedAgainstItsFiles) {
     if (h.files[i].kind == "safetensors") st = i;
   }
   ASSERT_LT(st, h.files.size());
-  std::string bytes = ReadFileBytes(paths[st]);
+  std::string bytes = ReadFileBytes(paths_[st]);
   const size_t at = bytes.find("\"F32\"");
   ASSERT_NE(at, std::string::npos);
   bytes[at + 1] = 'I';
-  std::vector<std::string> changed = paths;
-  changed[st] = work / "relabelled";
+  std::vector<std::string> changed = paths_;
+  changed[st] = work_ / "relabelled";
   WriteFileBytes(changed[st], bytes);
-  l = PackLayout::FromArchivePrefix(archive->Prefix(), h.total_size, changed);
+  l = PackLayout::FromArchivePrefix(archive_->Prefix(), h.total_size, changed);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   s = CheckStoredHeaders(*l, "kept version");
   EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
